@@ -1,0 +1,84 @@
+#include "core/exec/kernel.h"
+
+#include <algorithm>
+
+#include "core/exec/parallel.h"
+
+namespace qs {
+
+void KernelContext::parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) const {
+  qs::parallelFor(threads, n, grain, fn);
+}
+
+Status nodeError(const Node& node, StatusCode code, const std::string& message) {
+  return Status(code, node.label() + ": " + message);
+}
+
+const Attribute* AttrReader::get(const std::string& key, Attribute::Type expected) {
+  const Attribute* a = m_node.attr(key);
+  if (!a) return nullptr;
+  if (a->type != expected) {
+    fail("attribute '" + key + "' has type " + attributeTypeName(a->type) + ", expected " +
+         attributeTypeName(expected));
+    return nullptr;
+  }
+  return a;
+}
+
+void AttrReader::fail(const std::string& message) {
+  if (m_status.isOk()) m_status = nodeError(m_node, StatusCode::InvalidModel, message);
+}
+
+int64_t AttrReader::i(const std::string& key, int64_t def) {
+  const Attribute* a = get(key, Attribute::Type::Int);
+  return a ? a->i : def;
+}
+float AttrReader::f(const std::string& key, float def) {
+  const Attribute* a = get(key, Attribute::Type::Float);
+  return a ? a->f : def;
+}
+std::string AttrReader::s(const std::string& key, const std::string& def) {
+  const Attribute* a = get(key, Attribute::Type::String);
+  return a ? a->s : def;
+}
+std::vector<int64_t> AttrReader::ints(const std::string& key, const std::vector<int64_t>& def) {
+  const Attribute* a = get(key, Attribute::Type::Ints);
+  return a ? a->ints : def;
+}
+std::vector<float> AttrReader::floats(const std::string& key, const std::vector<float>& def) {
+  const Attribute* a = get(key, Attribute::Type::Floats);
+  return a ? a->floats : def;
+}
+std::vector<std::string> AttrReader::strings(const std::string& key, const std::vector<std::string>& def) {
+  const Attribute* a = get(key, Attribute::Type::Strings);
+  return a ? a->strings : def;
+}
+const Tensor* AttrReader::tensor(const std::string& key) {
+  const Attribute* a = get(key, Attribute::Type::Tensor);
+  return a ? &a->t : nullptr;
+}
+
+bool normalizeAxis(int64_t& axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) return false;
+  if (axis < 0) axis += rank;
+  return true;
+}
+
+bool broadcastShapes(const Shape& a, const Shape& b, Shape& out) {
+  size_t r = std::max(a.size(), b.size());
+  out.assign(r, 1);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da == db || db == 1) {
+      out[i] = da;
+    } else if (da == 1) {
+      out[i] = db;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace qs

@@ -1,0 +1,142 @@
+#include "core/ir/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/ir/half.h"
+
+namespace qs {
+
+size_t dtypeSize(DType t) {
+  switch (t) {
+    case DType::Float: case DType::Int32: case DType::UInt32: return 4;
+    case DType::Double: case DType::Int64: case DType::UInt64: case DType::Complex64: return 8;
+    case DType::Complex128: return 16;
+    case DType::Int16: case DType::UInt16: case DType::Float16: case DType::BFloat16: return 2;
+    case DType::Int8: case DType::UInt8: case DType::Bool: case DType::Float8E4M3FN:
+    case DType::Float8E4M3FNUZ: case DType::Float8E5M2: case DType::Float8E5M2FNUZ: return 1;
+    default: return 0;
+  }
+}
+
+std::string dtypeName(DType t) {
+  switch (t) {
+    case DType::Float: return "float";
+    case DType::UInt8: return "uint8";
+    case DType::Int8: return "int8";
+    case DType::UInt16: return "uint16";
+    case DType::Int16: return "int16";
+    case DType::Int32: return "int32";
+    case DType::Int64: return "int64";
+    case DType::String: return "string";
+    case DType::Bool: return "bool";
+    case DType::Float16: return "float16";
+    case DType::Double: return "double";
+    case DType::UInt32: return "uint32";
+    case DType::UInt64: return "uint64";
+    case DType::Complex64: return "complex64";
+    case DType::Complex128: return "complex128";
+    case DType::BFloat16: return "bfloat16";
+    case DType::Float8E4M3FN: return "float8e4m3fn";
+    case DType::Float8E4M3FNUZ: return "float8e4m3fnuz";
+    case DType::Float8E5M2: return "float8e5m2";
+    case DType::Float8E5M2FNUZ: return "float8e5m2fnuz";
+    default: return "undefined(" + std::to_string((int)t) + ")";
+  }
+}
+
+bool dtypeSupported(DType t) {
+  return dtypeSize(t) != 0 && t != DType::Complex64 && t != DType::Complex128;
+}
+
+int64_t numelOf(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+int64_t checkedNumel(const Shape& s, int64_t limit) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0) return -1;
+    if (d != 0 && n > limit / d) return -1;
+    n *= d;
+  }
+  return n > limit ? -1 : n;
+}
+
+std::string shapeToString(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+namespace {
+std::shared_ptr<void> allocateAligned(size_t bytes) {
+  // Never zero bytes: keeps data() non-null for empty tensors.
+  size_t rounded = ((bytes + 63) / 64) * 64;
+  if (rounded == 0) rounded = 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw std::bad_alloc();
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+}  // namespace
+
+Tensor::Tensor(DType dtype, Shape shape) : m_dtype(dtype), m_shape(std::move(shape)) {
+  m_numel = numelOf(m_shape);
+  m_buffer = allocateAligned((size_t)m_numel * dtypeSize(dtype));
+}
+
+Tensor Tensor::zeros(DType dtype, Shape shape) {
+  Tensor t(dtype, std::move(shape));
+  std::memset(t.raw(), 0, t.byteSize());
+  return t;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  Tensor t = *this;
+  t.m_shape = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  if (empty()) return {};
+  Tensor t(m_dtype, m_shape);
+  std::memcpy(t.raw(), raw(), byteSize());
+  return t;
+}
+
+double Tensor::valueAsDouble(int64_t i) const {
+  switch (m_dtype) {
+    case DType::Float: return data<float>()[i];
+    case DType::Double: return data<double>()[i];
+    case DType::Int64: return (double)data<int64_t>()[i];
+    case DType::Int32: return data<int32_t>()[i];
+    case DType::Int16: return data<int16_t>()[i];
+    case DType::Int8: return data<int8_t>()[i];
+    case DType::UInt8: return data<uint8_t>()[i];
+    case DType::UInt16: return data<uint16_t>()[i];
+    case DType::UInt32: return data<uint32_t>()[i];
+    case DType::UInt64: return (double)data<uint64_t>()[i];
+    case DType::Bool: return data<bool>()[i] ? 1.0 : 0.0;
+    case DType::Float16: return halfToFloat(data<uint16_t>()[i]);
+    case DType::BFloat16: return bf16ToFloat(data<uint16_t>()[i]);
+    default: return 0.0;
+  }
+}
+
+std::vector<int64_t> Tensor::toInt64Vector() const {
+  std::vector<int64_t> v((size_t)m_numel);
+  if (m_dtype == DType::Int64) {
+    std::memcpy(v.data(), raw(), byteSize());
+  } else {
+    for (int64_t i = 0; i < m_numel; ++i) v[(size_t)i] = (int64_t)valueAsDouble(i);
+  }
+  return v;
+}
+
+}  // namespace qs
