@@ -36,6 +36,8 @@ struct Value {
   bool isGraphInput = false;        // a real input (not an initializer)
   bool isGraphOutput = false;
   std::optional<Tensor> constant;   // initializer data
+  bool isOverridable = false;       // an initializer also listed as a graph input: may be fed
+  bool fromConstantNode = false;    // the constant came from a folded Constant node
 };
 
 struct Graph;

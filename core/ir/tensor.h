@@ -80,4 +80,10 @@ class Tensor {
   size_t m_offset = 0;
 };
 
+/// A tensor with its name: graph feeds and outputs, npz entries.
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
 }  // namespace qs

@@ -1,0 +1,44 @@
+// The headless front end: `quantscope info|run|...`. Exit codes: 0 success, 2 bad input or
+// model, 1 runtime failure.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/util/status.h"
+
+namespace qs::cli {
+
+constexpr int kExitOk = 0;
+constexpr int kExitRuntime = 1;
+constexpr int kExitBadInput = 2;
+
+/// True when argv[1] names a subcommand (the GUI opens otherwise).
+bool isSubcommand(int argc, char** argv);
+/// Runs a subcommand and returns the process exit code.
+int runCli(int argc, char** argv);
+
+/// Prints "quantscope: error: <message>" on stderr and maps the status to an exit code.
+int reportError(const Status& status);
+
+struct InfoArgs {
+  std::string model;
+  bool json = false;
+};
+int runInfo(const InfoArgs& args);
+
+struct RunArgs {
+  std::string model;
+  std::string input;    // .npz keyed by input names, or .npy for a single-input model
+  std::string output;   // .npz keyed by output names
+  bool randomInput = false;
+  uint64_t seed = 0;
+  std::vector<std::string> shapes;  // "name=1x3x640x640" for symbolic dims with --random-input
+  int threads = 0;
+  int repeat = 0;
+  std::string profile;  // PROFILE.json
+};
+int runRun(const RunArgs& args);
+
+}  // namespace qs::cli

@@ -1,0 +1,46 @@
+// Error metrics between a float reference y and a candidate y' (reference section 4):
+// SNR dB = 10 log10(sum y^2 / sum (y - y')^2), cosine, MSE, max abs error. Accumulated in double
+// over any number of tensors (all elements of all analysed samples), so a metric over a data set
+// is exactly the sum-based definition, not a mean of per-sample figures.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "core/ir/tensor.h"
+
+namespace qs {
+
+struct ErrorMetrics {
+  double snrDb = std::numeric_limits<double>::infinity();  // +inf when identical
+  double cosine = 1.0;
+  double mse = 0.0;
+  double maxAbs = 0.0;
+  int64_t count = 0;  // elements compared
+};
+
+class ErrorAccumulator {
+ public:
+  /// Adds n element pairs. Both arrays hold float32.
+  void add(const float* reference, const float* candidate, int64_t n);
+  /// Adds two float tensors of equal element count (any other dtype is converted to double).
+  void add(const Tensor& reference, const Tensor& candidate);
+  /// Merges another accumulator (e.g. from another thread or batch).
+  void merge(const ErrorAccumulator& other);
+  ErrorMetrics metrics() const;
+  double signalPower() const { return m_signal; }
+  double noisePower() const { return m_noise; }
+
+ private:
+  double m_signal = 0;  // sum y^2
+  double m_noise = 0;   // sum (y - y')^2
+  double m_cand = 0;    // sum y'^2
+  double m_dot = 0;     // sum y y'
+  double m_maxAbs = 0;
+  int64_t m_count = 0;
+};
+
+/// SNR in dB from signal and noise powers: +inf for zero noise, -inf for zero signal with noise.
+double snrDb(double signalPower, double noisePower);
+
+}  // namespace qs

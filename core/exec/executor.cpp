@@ -1,0 +1,227 @@
+#include "core/exec/executor.h"
+
+#include <chrono>
+#include <map>
+
+#include "core/exec/parallel.h"
+
+namespace qs {
+
+std::vector<std::string> unsupportedOps(const Model& model, const KernelRegistry& registry) {
+  std::map<std::string, std::vector<std::string>> missing;
+  for (const Node& n : model.graph.nodes) {
+    auto it = model.opsets.find(n.domain);
+    int64_t opset = it == model.opsets.end() ? 1 : it->second;
+    if (!registry.find(n.opType, n.domain, opset)) {
+      std::string key = n.domain.empty() ? n.opType : n.domain + "::" + n.opType;
+      if (registry.knowsOp(n.opType, n.domain)) key += " (opset " + std::to_string(opset) + ")";
+      missing[key].push_back(n.name);
+    }
+  }
+  std::vector<std::string> out;
+  for (auto& [op, names] : missing) {
+    std::string line = op + " (node" + (names.size() > 1 ? "s " : " ");
+    for (size_t i = 0; i < names.size() && i < 5; ++i) line += (i ? ", '" : "'") + names[i] + "'";
+    if (names.size() > 5) line += ", ... " + std::to_string(names.size()) + " in all";
+    out.push_back(line + ")");
+  }
+  return out;
+}
+
+Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> model, const ExecutorOptions& options) {
+  std::unique_ptr<Executor> ex(new Executor());
+  ex->m_model = model;
+  ex->m_threads = options.threads > 0 ? options.threads : hardwareThreads();
+  KernelRegistry builtin;
+  const KernelRegistry* registry = options.registry;
+  if (!registry) {
+    builtin = KernelRegistry::builtin();
+    registry = &builtin;
+  }
+  const Graph& g = model->graph;
+  auto missing = unsupportedOps(*model, *registry);
+  if (!missing.empty()) {
+    std::string msg = model->path + ": unsupported op" + (missing.size() > 1 ? "s: " : ": ");
+    for (size_t i = 0; i < missing.size(); ++i) msg += (i ? "; " : "") + missing[i];
+    return unsupported(msg);
+  }
+  ex->m_kernels.resize(g.nodes.size());
+  for (NodeId id : g.topoOrder) {
+    const Node& n = g.nodes[(size_t)id];
+    auto it = model->opsets.find(n.domain);
+    int64_t opset = it == model->opsets.end() ? 1 : it->second;
+    const KernelEntry* entry = registry->find(n.opType, n.domain, opset);
+    KernelInit init{n, opset, g};
+    auto kernel = entry->create(init);
+    if (!kernel) {
+      const std::string& m = kernel.status().message();
+      // Factories name the node themselves; add the file.
+      return Status(kernel.status().code(), model->path + ": " + (m.rfind("node '", 0) == 0 ? m : n.label() + ": " + m));
+    }
+    ex->m_kernels[(size_t)id] = std::move(kernel).value();
+  }
+  ex->m_useCount.assign(g.values.size(), 0);
+  for (const Node& n : g.nodes)
+    for (ValueId in : n.inputs)
+      if (in != kNoValue) ++ex->m_useCount[(size_t)in];
+  for (ValueId out : g.outputs) ++ex->m_useCount[(size_t)out];
+  return ex;
+}
+
+Status Executor::checkFeeds(const std::vector<NamedTensor>& feeds, std::vector<const Tensor*>& byValue) const {
+  const Graph& g = m_model->graph;
+  const std::string& where = m_model->path;
+  for (const NamedTensor& f : feeds) {
+    ValueId id = g.findValue(f.name);
+    if (id == kNoValue || (!g.value(id).isGraphInput && !g.value(id).isOverridable)) {
+      std::string names;
+      for (ValueId in : g.inputs) names += (names.empty() ? "'" : ", '") + g.value(in).name + "'";
+      return invalidArgument(where + ": input '" + f.name + "' is not an input of the model (inputs: " + names + ")");
+    }
+    const Value& v = g.value(id);
+    if (v.dtype != DType::Undefined && f.tensor.dtype() != v.dtype) {
+      return invalidArgument(where + ": input '" + f.name + "' expects " + dtypeName(v.dtype) + ", got " +
+                             dtypeName(f.tensor.dtype()));
+    }
+    if (v.shape) {
+      const auto& dims = *v.shape;
+      bool ok = dims.size() == f.tensor.shape().size();
+      for (size_t i = 0; ok && i < dims.size(); ++i)
+        if (dims[i].isFixed() && dims[i].value != f.tensor.shape()[i]) ok = false;
+      if (!ok) {
+        std::string want = "[";
+        for (size_t i = 0; i < dims.size(); ++i)
+          want += (i ? "," : "") + (dims[i].isFixed() ? std::to_string(dims[i].value) : dims[i].symbol.empty() ? "?" : dims[i].symbol);
+        return invalidArgument(where + ": input '" + f.name + "' expects shape " + want + "], got " +
+                               shapeToString(f.tensor.shape()));
+      }
+    }
+    if (byValue[(size_t)id]) return invalidArgument(where + ": input '" + f.name + "' is given twice");
+    byValue[(size_t)id] = &f.tensor;
+  }
+  for (ValueId in : g.inputs) {
+    if (!byValue[(size_t)in]) return invalidArgument(where + ": input '" + g.value(in).name + "' is missing");
+  }
+  return Status::ok();
+}
+
+namespace {
+double product(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
+  double p = 1;
+  for (size_t i = from; i < s.size() && i < to; ++i) p *= (double)s[i];
+  return p;
+}
+}  // namespace
+
+double Executor::estimateFlops(const Node& node, std::span<const Tensor* const> in, std::span<const Tensor> out) {
+  if (out.empty() || out[0].empty()) return 0;
+  const std::string& op = node.opType;
+  double outElems = (double)out[0].numel();
+  if ((op == "Conv" || op == "ConvTranspose") && in.size() > 1 && in[1]) {
+    // each output element of Conv: Cin/group * prod(kernel) MACs; ConvTranspose: per input element.
+    const Shape& w = in[1]->shape();
+    if (op == "Conv") return 2.0 * outElems * product(w, 1);
+    return 2.0 * (double)in[0]->numel() * product(w, 1);
+  }
+  if ((op == "MatMul" || op == "Gemm") && in.size() > 1 && in[0] && in[1]) {
+    const Shape& a = in[0]->shape();
+    int64_t k = a.empty() ? 1 : a.back();
+    if (op == "Gemm") {
+      const Attribute* ta = node.attr("transA");
+      if (ta && ta->i && a.size() == 2) k = a[0];
+    }
+    return 2.0 * outElems * (double)k;
+  }
+  return outElems;
+}
+
+Result<std::vector<Tensor>> Executor::run(const std::vector<NamedTensor>& feeds, const RunOptions& options) const {
+  const Graph& g = m_model->graph;
+  std::vector<const Tensor*> fed(g.values.size(), nullptr);
+  QS_RETURN_IF_ERROR(checkFeeds(feeds, fed));
+
+  std::vector<Tensor> values(g.values.size());
+  std::vector<int32_t> uses = m_useCount;
+  uint64_t liveBytes = 0, peakBytes = 0;
+  for (ValueId id = 0; id < (ValueId)g.values.size(); ++id) {
+    if (fed[(size_t)id]) {
+      values[(size_t)id] = *fed[(size_t)id];
+      if (options.observer) options.observer->onGraphInput(id, values[(size_t)id]);
+    } else if (g.value(id).constant) {
+      values[(size_t)id] = *g.value(id).constant;
+    }
+  }
+  using Clock = std::chrono::steady_clock;
+  auto runStart = Clock::now();
+  std::vector<const Tensor*> inputs;
+  std::vector<Tensor> transformed;
+  std::vector<Tensor> outputs;
+  for (NodeId id : g.topoOrder) {
+    if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
+      return Status(StatusCode::Cancelled, m_model->path + ": run cancelled");
+    }
+    const Node& node = g.nodes[(size_t)id];
+    inputs.assign(node.inputs.size(), nullptr);
+    transformed.assign(node.inputs.size(), Tensor());
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      ValueId v = node.inputs[i];
+      if (v == kNoValue) continue;
+      inputs[i] = &values[(size_t)v];
+      if (options.inputTransform) {
+        const Tensor* t = options.inputTransform->transform(id, i, *inputs[i], transformed[i]);
+        if (t) inputs[i] = t;
+      }
+    }
+    outputs.assign(node.outputs.size(), Tensor());
+    KernelContext ctx{std::span<const Tensor* const>(inputs), std::span<Tensor>(outputs), m_threads};
+    auto t0 = Clock::now();
+    Status st = m_kernels[(size_t)id]->run(ctx);
+    if (!st.isOk()) {
+      return Status(st.code() == StatusCode::Ok ? StatusCode::RuntimeError : st.code(),
+                    m_model->path + ": " + node.label() + ": " + st.message());
+    }
+    auto t1 = Clock::now();
+    double flops = options.profile ? estimateFlops(node, inputs, outputs) : 0;
+    uint64_t outBytes = 0;
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      ValueId v = node.outputs[o];
+      if (v == kNoValue) continue;
+      if (outputs[o].empty()) {
+        return runtimeError(m_model->path + ": " + node.label() + ": produced no value for output '" + g.value(v).name + "'");
+      }
+      outBytes += outputs[o].byteSize();
+      values[(size_t)v] = std::move(outputs[o]);
+      if (options.observer) options.observer->onNodeOutput(id, o, v, values[(size_t)v]);
+    }
+    liveBytes += outBytes;
+    peakBytes = std::max(peakBytes, liveBytes);
+    if (options.profile) {
+      options.profile->nodes.push_back(
+          NodeProfile{id, std::chrono::duration<double, std::milli>(t1 - t0).count(), flops, outBytes});
+    }
+    // Free inputs after their last consumer, and outputs nobody reads.
+    auto release = [&](ValueId v) {
+      if (--uses[(size_t)v] == 0 && !g.value(v).constant && !fed[(size_t)v]) {
+        liveBytes -= std::min<uint64_t>(liveBytes, values[(size_t)v].byteSize());
+        values[(size_t)v] = Tensor();
+      }
+    };
+    for (ValueId v : node.inputs)
+      if (v != kNoValue) release(v);
+    for (ValueId v : node.outputs)
+      if (v != kNoValue && uses[(size_t)v] == 0) {
+        ++uses[(size_t)v];
+        release(v);
+      }
+  }
+  std::vector<Tensor> result;
+  result.reserve(g.outputs.size());
+  for (ValueId v : g.outputs) result.push_back(values[(size_t)v]);
+  if (options.profile) {
+    options.profile->totalMs = std::chrono::duration<double, std::milli>(Clock::now() - runStart).count();
+    options.profile->peakLiveBytes = std::max(options.profile->peakLiveBytes, peakBytes);
+  }
+  return result;
+}
+
+}  // namespace qs

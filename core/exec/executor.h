@@ -1,0 +1,93 @@
+// Executes a loaded model on the CPU. Kernels are created once (unsupported ops reported at
+// creation, naming the nodes); run() feeds inputs by name, runs nodes in topological order,
+// lets an observer see every value, and frees each intermediate after its last consumer
+// (an observer that keeps a Tensor copy keeps the buffer alive: buffers are shared).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/exec/kernel_registry.h"
+#include "core/ir/graph.h"
+#include "core/util/status.h"
+
+namespace qs {
+
+/// Sees values as the executor produces them. Calibration, error analysis and profiling are
+/// observers: kernels never know about them.
+class ExecutionObserver {
+ public:
+  virtual ~ExecutionObserver() = default;
+  /// Called for each fed graph input before any node runs.
+  virtual void onGraphInput(ValueId id, const Tensor& value) {}
+  /// Called after node `id` ran, once per present output, in output order.
+  virtual void onNodeOutput(NodeId node, size_t outputIndex, ValueId id, const Tensor& value) {}
+};
+
+/// Rewrites a node's input before the node runs (fake quantization of quantization points).
+/// Return nullptr to keep the input; otherwise the returned tensor replaces it for this node.
+class InputTransform {
+ public:
+  virtual ~InputTransform() = default;
+  virtual const Tensor* transform(NodeId node, size_t inputIndex, const Tensor& value, Tensor& storage) = 0;
+};
+
+struct NodeProfile {
+  NodeId node = -1;
+  double ms = 0;           // wall time of the kernel
+  double flops = 0;        // multiply-adds counted as 2 FLOPs; elementwise ops as 1 per output element
+  uint64_t outputBytes = 0;
+};
+
+struct RunProfile {
+  std::vector<NodeProfile> nodes;  // in execution order
+  double totalMs = 0;
+  uint64_t peakLiveBytes = 0;      // largest sum of live intermediate tensors during the run
+};
+
+struct RunOptions {
+  ExecutionObserver* observer = nullptr;
+  InputTransform* inputTransform = nullptr;
+  RunProfile* profile = nullptr;
+  const std::atomic<bool>* cancel = nullptr;  // checked between nodes
+};
+
+struct ExecutorOptions {
+  int threads = 0;                            // intra-op threads; 0 = all hardware threads
+  const KernelRegistry* registry = nullptr;   // nullptr = the built-in kernels
+};
+
+class Executor {
+ public:
+  /// Creates every node's kernel. Fails listing all unsupported ops with their node names, or
+  /// naming the first node whose attributes are invalid.
+  static Result<std::unique_ptr<Executor>> create(std::shared_ptr<const Model> model, const ExecutorOptions& options = {});
+
+  /// Runs the graph. `feeds` are matched to graph inputs by name (overridable initializers may
+  /// be fed too); dtype and fixed dims are checked. Returns the graph outputs in declaration order.
+  Result<std::vector<Tensor>> run(const std::vector<NamedTensor>& feeds, const RunOptions& options = {}) const;
+
+  const Model& model() const { return *m_model; }
+  std::shared_ptr<const Model> modelPtr() const { return m_model; }
+  int threads() const { return m_threads; }
+  /// FLOP estimate of one node given its input and output tensors (used by profiles).
+  static double estimateFlops(const Node& node, std::span<const Tensor* const> inputs, std::span<const Tensor> outputs);
+
+ private:
+  Executor() = default;
+  Status checkFeeds(const std::vector<NamedTensor>& feeds, std::vector<const Tensor*>& byValue) const;
+
+  std::shared_ptr<const Model> m_model;
+  std::vector<std::unique_ptr<Kernel>> m_kernels;  // indexed by NodeId
+  std::vector<int32_t> m_useCount;                 // consumer slots + graph-output uses, per value
+  int m_threads = 1;
+};
+
+/// Lists the ops of `model` that `registry` cannot run: "Foo (nodes 'a', 'b')", one per op type.
+std::vector<std::string> unsupportedOps(const Model& model, const KernelRegistry& registry);
+
+}  // namespace qs

@@ -1,0 +1,40 @@
+// A summary of a loaded model: what `quantscope info` prints and the GUI's model page shows.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/exec/kernel_registry.h"
+#include "core/ir/graph.h"
+
+namespace qs {
+
+struct ValueDesc {
+  std::string name;
+  DType dtype = DType::Undefined;
+  std::optional<std::vector<Dim>> shape;
+};
+
+struct ModelInfo {
+  std::string path;
+  int64_t irVersion = 0;
+  std::string producerName, producerVersion;
+  std::map<std::string, int64_t> opsets;
+  std::vector<ValueDesc> inputs, outputs;
+  std::map<std::string, int64_t> opHistogram;  // op type -> node count
+  int64_t nodeCount = 0;
+  int64_t parameterCount = 0;   // elements of all initializers (including folded Constant nodes)
+  uint64_t parameterBytes = 0;
+  std::vector<std::string> unsupported;  // "Op (nodes 'a', 'b')"
+};
+
+/// Summarises `model`; `registry` decides which ops are unsupported.
+ModelInfo describeModel(const Model& model, const KernelRegistry& registry);
+
+/// "[1,3,batch,?]" or "?" when the rank is unknown.
+std::string dimsToString(const std::optional<std::vector<Dim>>& dims);
+
+}  // namespace qs

