@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Sets up what is missing, builds and runs every test: the full build (GUI included) and an
+# AddressSanitizer + UndefinedBehaviorSanitizer build of the core, CLI and tests (GUI off, which
+# also proves the core builds without Qt). Used by .ci/run.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export ORT_DISABLE_TELEMETRY=1
+jobs=${QS_JOBS:-2}
+
+scripts/setup.sh
+
+echo "== build: release, GUI on"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DQS_BUILD_GUI=ON >/dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+echo "== build: AddressSanitizer + UBSan, GUI off"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQS_SANITIZE=ON -DQS_BUILD_GUI=OFF \
+  -DQS_BUILD_BENCH=OFF >/dev/null
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs"
