@@ -1,10 +1,30 @@
 // Kernel table of the 'nn' group: one row per (op, opset range).
 #include "core/exec/kernel_registry.h"
+#include "core/kernels/conv.h"
+#include "core/kernels/conv_transpose.h"
+#include "core/kernels/einsum.h"
+#include "core/kernels/gemm_op.h"
+#include "core/kernels/normalization.h"
+#include "core/kernels/pool.h"
 
 namespace qs {
 
 std::vector<KernelEntry> nnKernels() {
-  return {};
+  return {
+      {"Conv", "", 1, 21, createConv},
+      {"ConvTranspose", "", 1, 21, createConvTranspose},
+      {"Gemm", "", 1, 21, createGemm},
+      {"MatMul", "", 1, 21, createMatMul},
+      {"Einsum", "", 12, 21, createEinsum},
+      {"BatchNormalization", "", 1, 21, createBatchNormalization},
+      {"InstanceNormalization", "", 1, 21, createInstanceNormalization},
+      {"LayerNormalization", "", 17, 21, createLayerNormalization},
+      {"LpNormalization", "", 1, 21, createLpNormalization},
+      {"MaxPool", "", 1, 21, createMaxPool},
+      {"AveragePool", "", 1, 21, createAveragePool},
+      {"GlobalAveragePool", "", 1, 21, createGlobalAveragePool},
+      {"GlobalMaxPool", "", 1, 21, createGlobalMaxPool},
+  };
 }
 
 }  // namespace qs

@@ -1,0 +1,367 @@
+// Conv (ai.onnx opsets 1..21, FP32) and the shared sliding-window machinery.
+#include "core/kernels/conv.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/kernels/gemm.h"
+
+namespace qs {
+
+namespace {
+
+int64_t floorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+}  // namespace
+
+Shape WindowGeometry::outShape() const {
+  Shape s;
+  for (int i = 3 - nd; i < 3; ++i) s.push_back(out[i]);
+  return s;
+}
+
+WindowAttrs readWindowAttrs(AttrReader& a, bool withGroup) {
+  WindowAttrs w;
+  w.kernelShape = a.ints("kernel_shape");
+  w.strides = a.ints("strides");
+  w.dilations = a.ints("dilations");
+  w.pads = a.ints("pads");
+  w.autoPad = a.s("auto_pad", "NOTSET");
+  if (withGroup) w.group = a.i("group", 1);
+  if (!a.ok()) return w;
+  if (w.autoPad.empty()) w.autoPad = "NOTSET";
+  if (w.autoPad != "NOTSET" && w.autoPad != "SAME_UPPER" && w.autoPad != "SAME_LOWER" && w.autoPad != "VALID")
+    a.fail("unsupported auto_pad '" + w.autoPad + "'");
+  for (int64_t v : w.kernelShape)
+    if (v <= 0) a.fail("kernel_shape values must be positive");
+  for (int64_t v : w.strides)
+    if (v <= 0) a.fail("strides must be positive");
+  for (int64_t v : w.dilations)
+    if (v <= 0) a.fail("dilations must be positive");
+  for (int64_t v : w.pads)
+    if (v < 0) a.fail("pads must be non-negative");
+  if (w.pads.size() % 2 != 0) a.fail("pads must have an even number of values");
+  if (withGroup && w.group <= 0) a.fail("group must be positive, got " + std::to_string(w.group));
+  return w;
+}
+
+Status resolveWindow(const WindowAttrs& attrs, const std::vector<int64_t>& inSpatial,
+                     const std::vector<int64_t>& kernel, bool ceilMode, WindowGeometry& g) {
+  const size_t nd = inSpatial.size();
+  if (nd < 1 || nd > 3) return unsupported("only 1-D, 2-D and 3-D spatial shapes are supported, got " + std::to_string(nd) + "-D");
+  if (kernel.size() != nd) return invalidArgument("kernel rank " + std::to_string(kernel.size()) + " does not match spatial rank " + std::to_string(nd));
+  auto check = [&](const std::vector<int64_t>& v, size_t want, const char* what) -> Status {
+    if (!v.empty() && v.size() != want)
+      return invalidArgument(std::string(what) + " has " + std::to_string(v.size()) + " values, expected " + std::to_string(want));
+    return Status::ok();
+  };
+  QS_RETURN_IF_ERROR(check(attrs.strides, nd, "strides"));
+  QS_RETURN_IF_ERROR(check(attrs.dilations, nd, "dilations"));
+  QS_RETURN_IF_ERROR(check(attrs.pads, 2 * nd, "pads"));
+  g = WindowGeometry();
+  g.nd = (int)nd;
+  const int off = 3 - (int)nd;
+  for (size_t i = 0; i < nd; ++i) {
+    int j = off + (int)i;
+    g.in[j] = inSpatial[i];
+    g.k[j] = kernel[i];
+    g.s[j] = attrs.strides.empty() ? 1 : attrs.strides[i];
+    g.d[j] = attrs.dilations.empty() ? 1 : attrs.dilations[i];
+    if (g.k[j] <= 0) return invalidArgument("kernel dim " + std::to_string(i) + " is " + std::to_string(g.k[j]));
+    const int64_t dk = (g.k[j] - 1) * g.d[j] + 1;
+    const int64_t in = g.in[j];
+    if (attrs.autoPad == "SAME_UPPER" || attrs.autoPad == "SAME_LOWER") {
+      int64_t out = (in + g.s[j] - 1) / g.s[j];
+      int64_t total = std::max<int64_t>(0, (out - 1) * g.s[j] + dk - in);
+      int64_t small = total / 2;
+      if (attrs.autoPad == "SAME_UPPER") {
+        g.padB[j] = small;
+        g.padE[j] = total - small;
+      } else {
+        g.padB[j] = total - small;
+        g.padE[j] = small;
+      }
+      g.out[j] = out;
+    } else {
+      if (attrs.autoPad == "VALID") {
+        g.padB[j] = g.padE[j] = 0;
+      } else if (!attrs.pads.empty()) {
+        g.padB[j] = attrs.pads[i];
+        g.padE[j] = attrs.pads[i + nd];
+      }
+      int64_t span = in + g.padB[j] + g.padE[j] - dk;
+      if (span < 0)
+        return invalidArgument("window of extent " + std::to_string(dk) + " does not fit spatial dim " + std::to_string(i) +
+                               " of size " + std::to_string(in) + " with pads " + std::to_string(g.padB[j]) + "," +
+                               std::to_string(g.padE[j]));
+      int64_t out;
+      if (ceilMode) {
+        out = (span + g.s[j] - 1) / g.s[j] + 1;
+        // The last window must start inside the input or the begin padding.
+        if ((out - 1) * g.s[j] >= in + g.padB[j]) --out;
+      } else {
+        out = span / g.s[j] + 1;
+      }
+      g.out[j] = out;
+    }
+  }
+  return Status::ok();
+}
+
+void windowValidRange(int64_t off, int64_t stride, int64_t inLen, int64_t outLen, int64_t& lo, int64_t& hi) {
+  // o*stride + off >= 0  <=>  o >= ceil(-off / stride)
+  lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+  // o*stride + off <= inLen - 1
+  int64_t last = inLen - 1 - off;
+  hi = last < 0 ? 0 : floorDiv(last, stride) + 1;
+  hi = std::min(hi, outLen);
+  lo = std::min(lo, hi);
+}
+
+float* windowScratch(size_t n) {
+  thread_local std::unique_ptr<float[]> buf;
+  thread_local size_t capacity = 0;
+  if (n > capacity || !buf) {
+    buf.reset();
+    buf.reset(new float[std::max<size_t>(n, 16)]);
+    capacity = std::max<size_t>(n, 16);
+  }
+  return buf.get();
+}
+
+void im2col(const float* in, int64_t c0, int64_t c1, const WindowGeometry& g, float* col) {
+  const int64_t inSize = g.inSize(), outSize = g.outSize(), kSize = g.kSize();
+  const int64_t OW = g.out[2], IW = g.in[2];
+  for (int64_t c = c0; c < c1; ++c) {
+    const float* src = in + c * inSize;
+    float* row = col + c * kSize * outSize;
+    for (int64_t kd = 0; kd < g.k[0]; ++kd)
+      for (int64_t kh = 0; kh < g.k[1]; ++kh)
+        for (int64_t kw = 0; kw < g.k[2]; ++kw, row += outSize) {
+          const int64_t offW = kw * g.d[2] - g.padB[2];
+          int64_t lo, hi;
+          windowValidRange(offW, g.s[2], IW, OW, lo, hi);
+          for (int64_t od = 0; od < g.out[0]; ++od) {
+            const int64_t id = od * g.s[0] - g.padB[0] + kd * g.d[0];
+            for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+              float* dst = row + (od * g.out[1] + oh) * OW;
+              const int64_t ih = oh * g.s[1] - g.padB[1] + kh * g.d[1];
+              if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
+                std::memset(dst, 0, sizeof(float) * (size_t)OW);
+                continue;
+              }
+              const float* srow = src + (id * g.in[1] + ih) * IW;
+              for (int64_t o = 0; o < lo; ++o) dst[o] = 0.f;
+              if (g.s[2] == 1) {
+                if (hi > lo) std::memcpy(dst + lo, srow + lo + offW, sizeof(float) * (size_t)(hi - lo));
+              } else {
+                const int64_t st = g.s[2];
+                for (int64_t o = lo; o < hi; ++o) dst[o] = srow[o * st + offW];
+              }
+              for (int64_t o = hi; o < OW; ++o) dst[o] = 0.f;
+            }
+          }
+        }
+  }
+}
+
+void col2im(const float* col, int64_t c0, int64_t c1, const WindowGeometry& g, float* out) {
+  const int64_t inSize = g.inSize(), outSize = g.outSize(), kSize = g.kSize();
+  const int64_t OW = g.out[2], IW = g.in[2];
+  for (int64_t c = c0; c < c1; ++c) {
+    float* dstPlane = out + c * inSize;
+    const float* row = col + c * kSize * outSize;
+    for (int64_t kd = 0; kd < g.k[0]; ++kd)
+      for (int64_t kh = 0; kh < g.k[1]; ++kh)
+        for (int64_t kw = 0; kw < g.k[2]; ++kw, row += outSize) {
+          const int64_t offW = kw * g.d[2] - g.padB[2];
+          int64_t lo, hi;
+          windowValidRange(offW, g.s[2], IW, OW, lo, hi);
+          if (hi <= lo) continue;
+          for (int64_t od = 0; od < g.out[0]; ++od) {
+            const int64_t id = od * g.s[0] - g.padB[0] + kd * g.d[0];
+            if (id < 0 || id >= g.in[0]) continue;
+            for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+              const int64_t ih = oh * g.s[1] - g.padB[1] + kh * g.d[1];
+              if (ih < 0 || ih >= g.in[1]) continue;
+              const float* s = row + (od * g.out[1] + oh) * OW;
+              float* drow = dstPlane + (id * g.in[1] + ih) * IW;
+              const int64_t st = g.s[2];
+              if (st == 1) {
+                for (int64_t o = lo; o < hi; ++o) drow[o + offW] += s[o];
+              } else {
+                for (int64_t o = lo; o < hi; ++o) drow[o * st + offW] += s[o];
+              }
+            }
+          }
+        }
+  }
+}
+
+namespace {
+
+// Depthwise 2-D (and 1-D) convolution of one plane: out[oh][ow] = b + sum w[kh][kw] * in[...].
+void depthwisePlane(const float* in, const float* w, float bias, const WindowGeometry& g, float* out) {
+  const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
+  const int64_t KH = g.k[1], KW = g.k[2], sh = g.s[1], sw = g.s[2];
+  // Valid ow range per kw, computed once per plane.
+  int64_t loBuf[64], hiBuf[64], offBuf[64];
+  std::vector<int64_t> heap;
+  int64_t *lo = loBuf, *hi = hiBuf, *offs = offBuf;
+  if (KW > 64) {
+    heap.resize((size_t)KW * 3);
+    lo = heap.data();
+    hi = lo + KW;
+    offs = hi + KW;
+  }
+  for (int64_t kw = 0; kw < KW; ++kw) {
+    offs[kw] = kw * g.d[2] - g.padB[2];
+    windowValidRange(offs[kw], sw, IW, OW, lo[kw], hi[kw]);
+  }
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    float* orow = out + oh * OW;
+    for (int64_t o = 0; o < OW; ++o) orow[o] = bias;
+    for (int64_t kh = 0; kh < KH; ++kh) {
+      const int64_t ih = oh * sh - g.padB[1] + kh * g.d[1];
+      if (ih < 0 || ih >= IH) continue;
+      const float* irow = in + ih * IW;
+      const float* wr = w + kh * KW;
+      for (int64_t kw = 0; kw < KW; ++kw) {
+        const float wv = wr[kw];
+        const int64_t a = lo[kw], b = hi[kw];
+        if (sw == 1) {
+          const float* ip = irow + offs[kw];
+          for (int64_t o = a; o < b; ++o) orow[o] += wv * ip[o];
+        } else if (sw == 2) {
+          const float* ip = irow + offs[kw];
+          for (int64_t o = a; o < b; ++o) orow[o] += wv * ip[2 * o];
+        } else {
+          const float* ip = irow + offs[kw];
+          for (int64_t o = a; o < b; ++o) orow[o] += wv * ip[o * sw];
+        }
+      }
+    }
+  }
+}
+
+class ConvKernel : public Kernel {
+ public:
+  explicit ConvKernel(WindowAttrs attrs) : m_attrs(std::move(attrs)) {}
+
+  Status run(KernelContext& ctx) const override {
+    if (ctx.inputCount() < 2 || !ctx.hasInput(0) || !ctx.hasInput(1)) return invalidArgument("Conv needs inputs X and W");
+    const Tensor& X = ctx.input(0);
+    const Tensor& W = ctx.input(1);
+    if (X.dtype() != DType::Float || W.dtype() != DType::Float)
+      return unsupported("Conv supports float32 only, got X " + dtypeName(X.dtype()) + ", W " + dtypeName(W.dtype()));
+    if (X.rank() < 3) return invalidArgument("Conv input X must have rank >= 3, got shape " + shapeToString(X.shape()));
+    if (W.rank() != X.rank())
+      return invalidArgument("Conv W shape " + shapeToString(W.shape()) + " does not match X shape " + shapeToString(X.shape()));
+    const int64_t N = X.dim(0), C = X.dim(1), M = W.dim(0), Cg = W.dim(1), G = m_attrs.group;
+    if (Cg * G != C || M % G != 0)
+      return invalidArgument("Conv channels mismatch: X " + shapeToString(X.shape()) + ", W " + shapeToString(W.shape()) +
+                             ", group " + std::to_string(G));
+    std::vector<int64_t> inSp(X.shape().begin() + 2, X.shape().end());
+    std::vector<int64_t> kSp(W.shape().begin() + 2, W.shape().end());
+    if (!m_attrs.kernelShape.empty() && m_attrs.kernelShape != kSp)
+      return invalidArgument("Conv kernel_shape " + shapeToString(m_attrs.kernelShape) + " does not match W " +
+                             shapeToString(W.shape()));
+    const float* bias = nullptr;
+    if (ctx.hasInput(2)) {
+      const Tensor& B = ctx.input(2);
+      if (B.dtype() != DType::Float || B.numel() != M)
+        return invalidArgument("Conv bias must be float [" + std::to_string(M) + "], got " + dtypeName(B.dtype()) + " " +
+                               shapeToString(B.shape()));
+      bias = B.data<float>();
+    }
+    WindowGeometry g;
+    QS_RETURN_IF_ERROR(resolveWindow(m_attrs, inSp, kSp, false, g));
+    Shape yShape = {N, M};
+    for (int64_t v : g.outShape()) yShape.push_back(v);
+    ctx.outputs[0] = Tensor(DType::Float, yShape);
+    float* y = ctx.outputs[0].data<float>();
+    const float* x = X.data<float>();
+    const float* w = W.data<float>();
+    const int64_t inSize = g.inSize(), outSize = g.outSize(), kSize = g.kSize();
+    const int64_t Mg = M / G;
+    if (N == 0 || M == 0 || outSize == 0) return Status::ok();
+
+    // Depthwise: one input channel per group, one output channel per group, 1-D or 2-D.
+    if (G == C && M == C && Cg == 1 && g.nd <= 2) {
+      ctx.parallelFor(N * C, 1, [&](int64_t b, int64_t e) {
+        for (int64_t p = b; p < e; ++p) {
+          const int64_t c = p % C;
+          depthwisePlane(x + p * inSize, w + c * kSize, bias ? bias[c] : 0.f, g, y + p * outSize);
+        }
+      });
+      return Status::ok();
+    }
+
+    bool pointwise = kSize == 1;
+    for (int i = 0; i < 3; ++i) pointwise = pointwise && g.s[i] == 1 && g.padB[i] == 0 && g.padE[i] == 0;
+    const int64_t Kdim = Cg * kSize;
+    const bool parallelGroups = G > 1 && ctx.threads > 1;
+
+    // Bias first, then the GEMMs accumulate (beta = 1): no extra pass over the output.
+    if (bias) {
+      ctx.parallelFor(N * M, std::max<int64_t>(1, 16384 / outSize), [&](int64_t b, int64_t e) {
+        for (int64_t p = b; p < e; ++p) {
+          const float bv = bias[p % M];
+          float* row = y + p * outSize;
+          for (int64_t o = 0; o < outSize; ++o) row[o] = bv;
+        }
+      });
+    }
+    const float beta = bias ? 1.f : 0.f;
+    auto runGemms = [&](const float* cols, int64_t colGroupStride, float* yImg) {
+      auto one = [&](int64_t grp, int threads) {
+        sgemm(false, false, Mg, outSize, Kdim, 1.f, w + grp * Mg * Kdim, Kdim, cols + grp * colGroupStride, outSize, beta,
+              yImg + grp * Mg * outSize, outSize, threads);
+      };
+      if (parallelGroups) {
+        ctx.parallelFor(G, 1, [&](int64_t b, int64_t e) {
+          for (int64_t grp = b; grp < e; ++grp) one(grp, 1);
+        });
+      } else {
+        for (int64_t grp = 0; grp < G; ++grp) one(grp, ctx.threads);
+      }
+    };
+
+    if (pointwise) {
+      // 1x1, stride 1, no padding: the input image is already the column matrix.
+      for (int64_t n = 0; n < N; ++n) runGemms(x + n * C * inSize, Cg * inSize, y + n * M * outSize);
+    } else {
+      // One column buffer per run() (per-thread scratch, reused across images and calls).
+      float* col = windowScratch((size_t)(C * kSize * outSize));
+      const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, kSize * outSize));
+      for (int64_t n = 0; n < N; ++n) {
+        const float* xi = x + n * C * inSize;
+        ctx.parallelFor(C, grain, [&](int64_t b, int64_t e) { im2col(xi, b, e, g, col); });
+        runGemms(col, Cg * kSize * outSize, y + n * M * outSize);
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
+  WindowAttrs m_attrs;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> createConv(const KernelInit& init) {
+  AttrReader a(init);
+  WindowAttrs attrs = readWindowAttrs(a, true);
+  if (!a.ok()) return a.status();
+  if (!attrs.kernelShape.empty() && (attrs.kernelShape.size() < 1 || attrs.kernelShape.size() > 3))
+    return nodeError(init.node, StatusCode::Unsupported,
+                     "only 1-D..3-D convolutions are supported, kernel_shape has " + std::to_string(attrs.kernelShape.size()) +
+                         " dims");
+  return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(std::move(attrs)));
+}
+
+}  // namespace qs

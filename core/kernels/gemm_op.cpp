@@ -1,0 +1,174 @@
+// Gemm (ai.onnx opsets 1..21) and MatMul (opsets 1..21), FP32.
+#include "core/kernels/gemm_op.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/kernels/gemm.h"
+
+namespace qs {
+
+namespace {
+
+class GemmKernel : public Kernel {
+ public:
+  GemmKernel(bool transA, bool transB, float alpha, float beta)
+      : m_transA(transA), m_transB(transB), m_alpha(alpha), m_beta(beta) {}
+
+  Status run(KernelContext& ctx) const override {
+    if (ctx.inputCount() < 2 || !ctx.hasInput(0) || !ctx.hasInput(1)) return invalidArgument("Gemm needs inputs A and B");
+    const Tensor& A = ctx.input(0);
+    const Tensor& B = ctx.input(1);
+    if (A.dtype() != DType::Float || B.dtype() != DType::Float)
+      return unsupported("Gemm supports float32 only, got A " + dtypeName(A.dtype()) + ", B " + dtypeName(B.dtype()));
+    if (A.rank() != 2 || B.rank() != 2)
+      return invalidArgument("Gemm expects 2-D A and B, got " + shapeToString(A.shape()) + " and " + shapeToString(B.shape()));
+    const int64_t M = m_transA ? A.dim(1) : A.dim(0);
+    const int64_t K = m_transA ? A.dim(0) : A.dim(1);
+    const int64_t Kb = m_transB ? B.dim(1) : B.dim(0);
+    const int64_t N = m_transB ? B.dim(0) : B.dim(1);
+    if (K != Kb)
+      return invalidArgument("Gemm inner dims differ: A " + shapeToString(A.shape()) + (m_transA ? " (transposed)" : "") +
+                             ", B " + shapeToString(B.shape()) + (m_transB ? " (transposed)" : ""));
+    ctx.outputs[0] = Tensor(DType::Float, {M, N});
+    float* y = ctx.outputs[0].data<float>();
+    float beta = 0.f;
+    if (ctx.hasInput(2) && m_beta != 0.f) {
+      const Tensor& Ct = ctx.input(2);
+      if (Ct.dtype() != DType::Float) return unsupported("Gemm C must be float32, got " + dtypeName(Ct.dtype()));
+      const Shape& cs = Ct.shape();
+      if (cs.size() > 2) return invalidArgument("Gemm C must have rank <= 2, got " + shapeToString(cs));
+      const int64_t cm = cs.size() == 2 ? cs[0] : 1;
+      const int64_t cn = cs.empty() ? 1 : cs.back();
+      if ((cm != 1 && cm != M) || (cn != 1 && cn != N))
+        return invalidArgument("Gemm C " + shapeToString(cs) + " does not broadcast to [" + std::to_string(M) + "," +
+                               std::to_string(N) + "]");
+      const float* c = Ct.data<float>();
+      for (int64_t i = 0; i < M; ++i) {
+        const float* crow = c + (cm == 1 ? 0 : i * cn);
+        float* yrow = y + i * N;
+        if (cn == 1) {
+          for (int64_t j = 0; j < N; ++j) yrow[j] = crow[0];
+        } else {
+          std::memcpy(yrow, crow, sizeof(float) * (size_t)N);
+        }
+      }
+      beta = m_beta;
+    }
+    if (M == 0 || N == 0) return Status::ok();
+    sgemm(m_transA, m_transB, M, N, K, m_alpha, A.data<float>(), A.dim(1), B.data<float>(), B.dim(1), beta, y, N,
+          ctx.threads);
+    return Status::ok();
+  }
+
+ private:
+  bool m_transA, m_transB;
+  float m_alpha, m_beta;
+};
+
+class MatMulKernel : public Kernel {
+ public:
+  Status run(KernelContext& ctx) const override {
+    if (ctx.inputCount() < 2 || !ctx.hasInput(0) || !ctx.hasInput(1)) return invalidArgument("MatMul needs inputs A and B");
+    const Tensor& A = ctx.input(0);
+    const Tensor& B = ctx.input(1);
+    if (A.dtype() != DType::Float || B.dtype() != DType::Float)
+      return unsupported("MatMul supports float32 only, got A " + dtypeName(A.dtype()) + ", B " + dtypeName(B.dtype()));
+    if (A.rank() < 1 || B.rank() < 1)
+      return invalidArgument("MatMul operands must have rank >= 1, got " + shapeToString(A.shape()) + " and " +
+                             shapeToString(B.shape()));
+    Shape as = A.shape(), bs = B.shape();
+    const bool aVec = as.size() == 1, bVec = bs.size() == 1;
+    if (aVec) as.insert(as.begin(), 1);
+    if (bVec) bs.push_back(1);
+    const int64_t M = as[as.size() - 2], K = as.back(), Kb = bs[bs.size() - 2], N = bs.back();
+    if (K != Kb)
+      return invalidArgument("MatMul inner dims differ: " + shapeToString(A.shape()) + " x " + shapeToString(B.shape()));
+    Shape aBatch(as.begin(), as.end() - 2), bBatch(bs.begin(), bs.end() - 2), batch;
+    if (!broadcastShapes(aBatch, bBatch, batch))
+      return invalidArgument("MatMul batch dims do not broadcast: " + shapeToString(A.shape()) + " x " +
+                             shapeToString(B.shape()));
+    Shape yShape = batch;
+    if (!aVec) yShape.push_back(M);
+    if (!bVec) yShape.push_back(N);
+    ctx.outputs[0] = Tensor(DType::Float, yShape);
+    float* y = ctx.outputs[0].data<float>();
+    const int64_t nb = numelOf(batch);
+    if (nb == 0 || M == 0 || N == 0) return Status::ok();
+    const float* a = A.data<float>();
+    const float* b = B.data<float>();
+    if (K == 0) {
+      std::memset(y, 0, sizeof(float) * (size_t)(nb * M * N));
+      return Status::ok();
+    }
+    const int64_t aNb = numelOf(aBatch), bNb = numelOf(bBatch);
+    // B shared by every batch and A's batches laid out like the output: one big GEMM.
+    if (bNb == 1 && aNb == nb) {
+      sgemm(false, false, nb * M, N, K, 1.f, a, K, b, N, 0.f, y, N, ctx.threads);
+      return Status::ok();
+    }
+    // Offsets of each output batch into A and B (broadcast batch dims).
+    const size_t r = batch.size();
+    std::vector<int64_t> aOff((size_t)nb), bOff((size_t)nb);
+    {
+      std::vector<int64_t> aStride(r, 0), bStride(r, 0);
+      int64_t sa = M * K, sb = K * N;
+      for (size_t i = r; i-- > 0;) {
+        const size_t ia = i + aBatch.size(), ib = i + bBatch.size();  // index into padded shapes
+        if (ia >= r) {
+          int64_t d = aBatch[ia - r];
+          aStride[i] = d == 1 ? 0 : sa;
+          sa *= d;
+        }
+        if (ib >= r) {
+          int64_t d = bBatch[ib - r];
+          bStride[i] = d == 1 ? 0 : sb;
+          sb *= d;
+        }
+      }
+      std::vector<int64_t> idx(r, 0);
+      for (int64_t t = 0; t < nb; ++t) {
+        int64_t oa = 0, ob = 0;
+        for (size_t i = 0; i < r; ++i) {
+          oa += idx[i] * aStride[i];
+          ob += idx[i] * bStride[i];
+        }
+        aOff[(size_t)t] = oa;
+        bOff[(size_t)t] = ob;
+        for (size_t i = r; i-- > 0;) {
+          if (++idx[i] < batch[i]) break;
+          idx[i] = 0;
+        }
+      }
+    }
+    if (nb >= ctx.threads && ctx.threads > 1) {
+      ctx.parallelFor(nb, 1, [&](int64_t s, int64_t e) {
+        for (int64_t t = s; t < e; ++t)
+          sgemm(false, false, M, N, K, 1.f, a + aOff[(size_t)t], K, b + bOff[(size_t)t], N, 0.f, y + t * M * N, N, 1);
+      });
+    } else {
+      for (int64_t t = 0; t < nb; ++t)
+        sgemm(false, false, M, N, K, 1.f, a + aOff[(size_t)t], K, b + bOff[(size_t)t], N, 0.f, y + t * M * N, N,
+              ctx.threads);
+    }
+    return Status::ok();
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> createGemm(const KernelInit& init) {
+  AttrReader a(init);
+  const int64_t transA = a.i("transA", 0);
+  const int64_t transB = a.i("transB", 0);
+  const float alpha = a.f("alpha", 1.f);
+  const float beta = a.f("beta", 1.f);
+  if (!a.ok()) return a.status();
+  return std::unique_ptr<Kernel>(std::make_unique<GemmKernel>(transA != 0, transB != 0, alpha, beta));
+}
+
+Result<std::unique_ptr<Kernel>> createMatMul(const KernelInit&) {
+  return std::unique_ptr<Kernel>(std::make_unique<MatMulKernel>());
+}
+
+}  // namespace qs

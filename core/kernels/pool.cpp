@@ -1,0 +1,291 @@
+// MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool (ai.onnx opsets 1..21).
+#include "core/kernels/pool.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "core/kernels/conv.h"
+
+namespace qs {
+
+namespace {
+
+Status poolGeometry(const WindowAttrs& attrs, bool ceilMode, const Tensor& X, const char* op, WindowGeometry& g) {
+  if (X.rank() < 3 || X.rank() > 5)
+    return unsupported(std::string(op) + " supports 1-D..3-D pooling, got X " + shapeToString(X.shape()));
+  const size_t nd = (size_t)X.rank() - 2;
+  if (attrs.kernelShape.size() != nd)
+    return invalidArgument(std::string(op) + " kernel_shape " + shapeToString(attrs.kernelShape) + " does not match X " +
+                           shapeToString(X.shape()));
+  std::vector<int64_t> inSp(X.shape().begin() + 2, X.shape().end());
+  return resolveWindow(attrs, inSp, attrs.kernelShape, ceilMode, g);
+}
+
+Shape outputShape(const Tensor& X, const WindowGeometry& g) {
+  Shape s = {X.dim(0), X.dim(1)};
+  for (int64_t v : g.outShape()) s.push_back(v);
+  return s;
+}
+
+// Valid tap range [lo, hi) of a window starting at `start` with `k` taps spaced `d` in [0, len).
+inline void tapRange(int64_t start, int64_t k, int64_t d, int64_t len, int64_t& lo, int64_t& hi) {
+  lo = start >= 0 ? 0 : (-start + d - 1) / d;
+  const int64_t last = len - 1 - start;
+  hi = last < 0 ? 0 : std::min(k, last / d + 1);
+  lo = std::min(lo, hi);
+}
+
+template <class T>
+void maxPoolPlanes(const T* x, T* y, int64_t* ind, int64_t p0, int64_t p1, const WindowGeometry& g, bool colMajor) {
+  const int64_t inSize = g.inSize(), outSize = g.outSize();
+  for (int64_t p = p0; p < p1; ++p) {
+    const T* xp = x + p * inSize;
+    T* yp = y + p * outSize;
+    int64_t* ip = ind ? ind + p * outSize : nullptr;
+    int64_t o = 0;
+    for (int64_t od = 0; od < g.out[0]; ++od) {
+      const int64_t sd = od * g.s[0] - g.padB[0];
+      int64_t dlo, dhi;
+      tapRange(sd, g.k[0], g.d[0], g.in[0], dlo, dhi);
+      for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+        const int64_t sh = oh * g.s[1] - g.padB[1];
+        int64_t hlo, hhi;
+        tapRange(sh, g.k[1], g.d[1], g.in[1], hlo, hhi);
+        for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
+          const int64_t sw = ow * g.s[2] - g.padB[2];
+          int64_t wlo, whi;
+          tapRange(sw, g.k[2], g.d[2], g.in[2], wlo, whi);
+          T best = std::numeric_limits<T>::lowest();
+          int64_t bestIdx = -1;
+          for (int64_t a = dlo; a < dhi; ++a) {
+            const int64_t id = sd + a * g.d[0];
+            for (int64_t b = hlo; b < hhi; ++b) {
+              const int64_t ih = sh + b * g.d[1];
+              const T* row = xp + (id * g.in[1] + ih) * g.in[2];
+              for (int64_t c = wlo; c < whi; ++c) {
+                const int64_t iw = sw + c * g.d[2];
+                const T v = row[iw];
+                if (v > best || bestIdx < 0) {
+                  best = v;
+                  bestIdx = (id * g.in[1] + ih) * g.in[2] + iw;
+                }
+              }
+            }
+          }
+          yp[o] = best;
+          if (ip) {
+            int64_t idx = bestIdx < 0 ? 0 : bestIdx;
+            if (colMajor && bestIdx >= 0) {
+              const int64_t iw = bestIdx % g.in[2], ih = (bestIdx / g.in[2]) % g.in[1], id = bestIdx / (g.in[2] * g.in[1]);
+              idx = (iw * g.in[1] + ih) * g.in[0] + id;
+            }
+            ip[o] = p * inSize + idx;
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void avgPoolPlanes(const T* x, T* y, int64_t p0, int64_t p1, const WindowGeometry& g, bool includePad) {
+  const int64_t inSize = g.inSize(), outSize = g.outSize();
+  for (int64_t p = p0; p < p1; ++p) {
+    const T* xp = x + p * inSize;
+    T* yp = y + p * outSize;
+    int64_t o = 0;
+    for (int64_t od = 0; od < g.out[0]; ++od) {
+      const int64_t sd = od * g.s[0] - g.padB[0];
+      int64_t dlo, dhi, dplo, dphi;
+      tapRange(sd, g.k[0], g.d[0], g.in[0], dlo, dhi);
+      tapRange(sd + g.padB[0], g.k[0], g.d[0], g.in[0] + g.padB[0] + g.padE[0], dplo, dphi);
+      for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+        const int64_t sh = oh * g.s[1] - g.padB[1];
+        int64_t hlo, hhi, hplo, hphi;
+        tapRange(sh, g.k[1], g.d[1], g.in[1], hlo, hhi);
+        tapRange(sh + g.padB[1], g.k[1], g.d[1], g.in[1] + g.padB[1] + g.padE[1], hplo, hphi);
+        for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
+          const int64_t sw = ow * g.s[2] - g.padB[2];
+          int64_t wlo, whi, wplo, wphi;
+          tapRange(sw, g.k[2], g.d[2], g.in[2], wlo, whi);
+          tapRange(sw + g.padB[2], g.k[2], g.d[2], g.in[2] + g.padB[2] + g.padE[2], wplo, wphi);
+          T sum = 0;
+          for (int64_t a = dlo; a < dhi; ++a) {
+            const int64_t id = sd + a * g.d[0];
+            for (int64_t b = hlo; b < hhi; ++b) {
+              const int64_t ih = sh + b * g.d[1];
+              const T* row = xp + (id * g.in[1] + ih) * g.in[2] + sw;
+              for (int64_t c = wlo; c < whi; ++c) sum += row[c * g.d[2]];
+            }
+          }
+          const int64_t cnt = includePad ? (dphi - dplo) * (hphi - hplo) * (wphi - wplo)
+                                         : (dhi - dlo) * (hhi - hlo) * (whi - wlo);
+          yp[o] = cnt > 0 ? sum / (T)cnt : T(0);
+        }
+      }
+    }
+  }
+}
+
+class MaxPoolKernel : public Kernel {
+ public:
+  MaxPoolKernel(WindowAttrs attrs, bool ceilMode, bool colMajor)
+      : m_attrs(std::move(attrs)), m_ceil(ceilMode), m_colMajor(colMajor) {}
+
+  Status run(KernelContext& ctx) const override {
+    if (ctx.inputCount() < 1 || !ctx.hasInput(0)) return invalidArgument("MaxPool needs an input");
+    const Tensor& X = ctx.input(0);
+    switch (X.dtype()) {
+      case DType::Float: return runT<float>(ctx, X);
+      case DType::Double: return runT<double>(ctx, X);
+      case DType::Int8: return runT<int8_t>(ctx, X);
+      case DType::UInt8: return runT<uint8_t>(ctx, X);
+      default: return unsupported("MaxPool does not support dtype " + dtypeName(X.dtype()));
+    }
+  }
+
+ private:
+  template <class T>
+  Status runT(KernelContext& ctx, const Tensor& X) const {
+    WindowGeometry g;
+    QS_RETURN_IF_ERROR(poolGeometry(m_attrs, m_ceil, X, "MaxPool", g));
+    const Shape ys = outputShape(X, g);
+    ctx.outputs[0] = Tensor(X.dtype(), ys);
+    int64_t* ind = nullptr;
+    if (ctx.outputCount() > 1) {
+      ctx.outputs[1] = Tensor(DType::Int64, ys);
+      ind = ctx.outputs[1].data<int64_t>();
+    }
+    const int64_t planes = X.dim(0) * X.dim(1);
+    const T* x = X.data<T>();
+    T* y = ctx.outputs[0].data<T>();
+    const int64_t work = std::max<int64_t>(1, g.outSize() * g.kSize());
+    ctx.parallelFor(planes, std::max<int64_t>(1, 32768 / work),
+                    [&](int64_t b, int64_t e) { maxPoolPlanes<T>(x, y, ind, b, e, g, m_colMajor); });
+    return Status::ok();
+  }
+
+  WindowAttrs m_attrs;
+  bool m_ceil, m_colMajor;
+};
+
+class AvgPoolKernel : public Kernel {
+ public:
+  AvgPoolKernel(WindowAttrs attrs, bool ceilMode, bool includePad)
+      : m_attrs(std::move(attrs)), m_ceil(ceilMode), m_includePad(includePad) {}
+
+  Status run(KernelContext& ctx) const override {
+    if (ctx.inputCount() < 1 || !ctx.hasInput(0)) return invalidArgument("AveragePool needs an input");
+    const Tensor& X = ctx.input(0);
+    switch (X.dtype()) {
+      case DType::Float: return runT<float>(ctx, X);
+      case DType::Double: return runT<double>(ctx, X);
+      default: return unsupported("AveragePool does not support dtype " + dtypeName(X.dtype()));
+    }
+  }
+
+ private:
+  template <class T>
+  Status runT(KernelContext& ctx, const Tensor& X) const {
+    WindowGeometry g;
+    QS_RETURN_IF_ERROR(poolGeometry(m_attrs, m_ceil, X, "AveragePool", g));
+    ctx.outputs[0] = Tensor(X.dtype(), outputShape(X, g));
+    const int64_t planes = X.dim(0) * X.dim(1);
+    const T* x = X.data<T>();
+    T* y = ctx.outputs[0].data<T>();
+    const int64_t work = std::max<int64_t>(1, g.outSize() * g.kSize());
+    ctx.parallelFor(planes, std::max<int64_t>(1, 32768 / work),
+                    [&](int64_t b, int64_t e) { avgPoolPlanes<T>(x, y, b, e, g, m_includePad); });
+    return Status::ok();
+  }
+
+  WindowAttrs m_attrs;
+  bool m_ceil, m_includePad;
+};
+
+template <bool IsMax>
+class GlobalPoolKernel : public Kernel {
+ public:
+  Status run(KernelContext& ctx) const override {
+    const char* op = IsMax ? "GlobalMaxPool" : "GlobalAveragePool";
+    if (ctx.inputCount() < 1 || !ctx.hasInput(0)) return invalidArgument(std::string(op) + " needs an input");
+    const Tensor& X = ctx.input(0);
+    if (X.rank() < 2) return invalidArgument(std::string(op) + " input must have rank >= 2, got " + shapeToString(X.shape()));
+    switch (X.dtype()) {
+      case DType::Float: return runT<float>(ctx, X);
+      case DType::Double: return runT<double>(ctx, X);
+      default: return unsupported(std::string(op) + " does not support dtype " + dtypeName(X.dtype()));
+    }
+  }
+
+ private:
+  template <class T>
+  Status runT(KernelContext& ctx, const Tensor& X) const {
+    Shape ys = {X.dim(0), X.dim(1)};
+    ys.resize((size_t)X.rank(), 1);
+    ctx.outputs[0] = Tensor(X.dtype(), ys);
+    const int64_t planes = X.dim(0) * X.dim(1);
+    const int64_t S = planes == 0 ? 0 : X.numel() / planes;
+    const T* x = X.data<T>();
+    T* y = ctx.outputs[0].data<T>();
+    ctx.parallelFor(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(S, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        const T* xp = x + p * S;
+        if constexpr (IsMax) {
+          T m = S > 0 ? xp[0] : T(0);
+          for (int64_t i = 1; i < S; ++i) m = xp[i] > m ? xp[i] : m;
+          y[p] = m;
+        } else {
+          T s = 0;
+          for (int64_t i = 0; i < S; ++i) s += xp[i];
+          y[p] = S > 0 ? s / (T)S : T(0);
+        }
+      }
+    });
+    return Status::ok();
+  }
+};
+
+Status checkKernelShape(const KernelInit& init, const WindowAttrs& attrs) {
+  if (attrs.kernelShape.empty()) return nodeError(init.node, StatusCode::InvalidModel, "missing attribute 'kernel_shape'");
+  if (attrs.kernelShape.size() > 3)
+    return nodeError(init.node, StatusCode::Unsupported,
+                     "only 1-D..3-D pooling is supported, kernel_shape has " + std::to_string(attrs.kernelShape.size()) +
+                         " dims");
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> createMaxPool(const KernelInit& init) {
+  AttrReader a(init);
+  WindowAttrs attrs = readWindowAttrs(a, false);
+  const int64_t ceilMode = a.i("ceil_mode", 0);
+  const int64_t storageOrder = a.i("storage_order", 0);
+  if (!a.ok()) return a.status();
+  QS_RETURN_IF_ERROR(checkKernelShape(init, attrs));
+  if (storageOrder != 0 && storageOrder != 1)
+    return nodeError(init.node, StatusCode::InvalidModel, "storage_order must be 0 or 1, got " + std::to_string(storageOrder));
+  return std::unique_ptr<Kernel>(std::make_unique<MaxPoolKernel>(std::move(attrs), ceilMode != 0, storageOrder == 1));
+}
+
+Result<std::unique_ptr<Kernel>> createAveragePool(const KernelInit& init) {
+  AttrReader a(init);
+  WindowAttrs attrs = readWindowAttrs(a, false);
+  const int64_t ceilMode = a.i("ceil_mode", 0);
+  const int64_t includePad = a.i("count_include_pad", 0);
+  if (!a.ok()) return a.status();
+  QS_RETURN_IF_ERROR(checkKernelShape(init, attrs));
+  return std::unique_ptr<Kernel>(std::make_unique<AvgPoolKernel>(std::move(attrs), ceilMode != 0, includePad != 0));
+}
+
+Result<std::unique_ptr<Kernel>> createGlobalAveragePool(const KernelInit&) {
+  return std::unique_ptr<Kernel>(std::make_unique<GlobalPoolKernel<false>>());
+}
+
+Result<std::unique_ptr<Kernel>> createGlobalMaxPool(const KernelInit&) {
+  return std::unique_ptr<Kernel>(std::make_unique<GlobalPoolKernel<true>>());
+}
+
+}  // namespace qs

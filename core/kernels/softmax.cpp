@@ -1,0 +1,162 @@
+// Softmax and LogSoftmax (opsets 1..12: 2-D coercion at axis; 13..21: single axis).
+#include "core/kernels/softmax.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "core/kernels/elementwise.h"
+
+namespace qs {
+namespace {
+
+using namespace ew;
+
+template <class T>
+using EArr = Eigen::Array<T, Eigen::Dynamic, 1>;
+
+/// Softmax of one contiguous row of length L.
+template <class T, bool Log>
+void softmaxRow(const T* x, T* y, int64_t L) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t i = 0; i < L; ++i) m = x[i] > m ? x[i] : m;
+  Eigen::Map<const EArr<T>> X(x, L);
+  Eigen::Map<EArr<T>> Y(y, L);
+  Y = (X - m).exp();
+  const T s = Y.sum();
+  if constexpr (Log) {
+    const T shift = m + std::log(s);
+    Y = X - shift;
+  } else {
+    Y *= T(1) / s;
+  }
+}
+
+/// Softmax along the middle dim of a [L, inner] block restricted to columns [j0, j1).
+template <class T, bool Log>
+void softmaxColumns(const T* x, T* y, int64_t L, int64_t inner, int64_t j0, int64_t j1, T* mx, T* sum) {
+  const int64_t w = j1 - j0;
+  for (int64_t j = 0; j < w; ++j) {
+    mx[j] = -std::numeric_limits<T>::infinity();
+    sum[j] = 0;
+  }
+  for (int64_t l = 0; l < L; ++l) {
+    const T* xr = x + l * inner + j0;
+    for (int64_t j = 0; j < w; ++j) mx[j] = xr[j] > mx[j] ? xr[j] : mx[j];
+  }
+  for (int64_t l = 0; l < L; ++l) {
+    const T* xr = x + l * inner + j0;
+    T* yr = y + l * inner + j0;
+    for (int64_t j = 0; j < w; ++j) yr[j] = xr[j] - mx[j];
+    Eigen::Map<EArr<T>> Y(yr, w);
+    Y = Y.exp();
+    for (int64_t j = 0; j < w; ++j) sum[j] += yr[j];
+  }
+  if constexpr (Log) {
+    for (int64_t j = 0; j < w; ++j) sum[j] = mx[j] + std::log(sum[j]);
+    for (int64_t l = 0; l < L; ++l) {
+      const T* xr = x + l * inner + j0;
+      T* yr = y + l * inner + j0;
+      for (int64_t j = 0; j < w; ++j) yr[j] = xr[j] - sum[j];
+    }
+  } else {
+    for (int64_t j = 0; j < w; ++j) sum[j] = T(1) / sum[j];
+    for (int64_t l = 0; l < L; ++l) {
+      T* yr = y + l * inner + j0;
+      for (int64_t j = 0; j < w; ++j) yr[j] *= sum[j];
+    }
+  }
+}
+
+template <class T, bool Log>
+void softmaxTyped(const T* x, T* y, int64_t outer, int64_t L, int64_t inner, const KernelContext& ctx) {
+  if (outer * L * inner == 0) return;
+  if (inner == 1) {
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(L, 1));
+    auto body = [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) softmaxRow<T, Log>(x + o * L, y + o * L, L);
+    };
+    if (outer < 2 * grain || ctx.threads <= 1) {
+      body(0, outer);
+    } else {
+      ctx.parallelFor(outer, grain, body);
+    }
+    return;
+  }
+  // Column tiles of at most 256 so that the running max / sum stay in L1.
+  const int64_t tile = 256;
+  const int64_t tilesPerBlock = (inner + tile - 1) / tile;
+  const int64_t items = outer * tilesPerBlock;
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(L * std::min(inner, tile), 1));
+  auto body = [&](int64_t b, int64_t e) {
+    std::vector<T> mx((size_t)tile), sum((size_t)tile);
+    for (int64_t it = b; it < e; ++it) {
+      const int64_t o = it / tilesPerBlock;
+      const int64_t j0 = (it % tilesPerBlock) * tile;
+      const int64_t j1 = std::min(inner, j0 + tile);
+      softmaxColumns<T, Log>(x + o * L * inner, y + o * L * inner, L, inner, j0, j1, mx.data(), sum.data());
+    }
+  };
+  if (items < 2 * grain || ctx.threads <= 1) {
+    body(0, items);
+  } else {
+    ctx.parallelFor(items, grain, body);
+  }
+}
+
+Status runSoftmax(bool log, bool legacy, int64_t axisAttr, KernelContext& ctx) {
+  const char* name = log ? "LogSoftmax" : "Softmax";
+  if (ctx.inputCount() < 1 || !ctx.hasInput(0)) return invalidArgument(std::string(name) + " needs 1 input");
+  const Tensor& X = ctx.input(0);
+  const Shape& s = X.shape();
+  const int64_t rank = (int64_t)s.size();
+  int64_t axis = axisAttr;
+  if (rank == 0) {
+    axis = 0;
+  } else if (!normalizeAxis(axis, rank)) {
+    return invalidArgument(std::string(name) + ": axis " + std::to_string(axisAttr) + " is out of range for shape " +
+                           shapeToString(s));
+  }
+  int64_t outer = 1, L = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < axis) {
+      outer *= s[(size_t)d];
+    } else if (legacy || d == axis) {
+      L *= s[(size_t)d];
+    } else {
+      inner *= s[(size_t)d];
+    }
+  }
+  Tensor x = promoteHalf(X, &ctx);
+  Tensor out(x.dtype(), x.shape());
+  bool ok = visitFloat(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (log) {
+      softmaxTyped<T, true>(x.data<T>(), out.data<T>(), outer, L, inner, ctx);
+    } else {
+      softmaxTyped<T, false>(x.data<T>(), out.data<T>(), outer, L, inner, ctx);
+    }
+  });
+  if (!ok) return unsupported(std::string(name) + ": dtype " + dtypeName(X.dtype()) + " is not supported");
+  ctx.outputs[0] = demoteHalf(out, X.dtype(), &ctx);
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Kernel>> create(const KernelInit& init, bool log) {
+  const bool legacy = init.opset < 13;
+  AttrReader a(init);
+  const int64_t axis = a.i("axis", legacy ? 1 : -1);
+  if (!a.ok()) return a.status();
+  return makeKernel([log, legacy, axis](KernelContext& ctx) { return runSoftmax(log, legacy, axis, ctx); });
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> createSoftmax(const KernelInit& init) { return create(init, false); }
+Result<std::unique_ptr<Kernel>> createLogSoftmax(const KernelInit& init) { return create(init, true); }
+
+}  // namespace qs

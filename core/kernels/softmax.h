@@ -1,0 +1,16 @@
+// Softmax and LogSoftmax.
+#pragma once
+
+#include <memory>
+
+#include "core/exec/kernel.h"
+
+namespace qs {
+
+// Softmax, LogSoftmax 1..12: the input is coerced to 2-D [prod(dims[:axis]), prod(dims[axis:])]
+// (axis default 1); 13..21: normalised along the single axis `axis` (default -1).
+// float, double; float16/bfloat16 computed in float32.
+Result<std::unique_ptr<Kernel>> createSoftmax(const KernelInit& init);
+Result<std::unique_ptr<Kernel>> createLogSoftmax(const KernelInit& init);
+
+}  // namespace qs
