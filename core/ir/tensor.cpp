@@ -2,7 +2,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 
 #include "core/ir/half.h"
 
@@ -76,13 +78,58 @@ std::string shapeToString(const Shape& s) {
 }
 
 namespace {
+
+// Large buffers are recycled by exact size: repeated runs of a model allocate the same sizes,
+// so after the first run no large allocation (and no first-touch page faulting of fresh
+// mmap'd memory, which costs more than many kernels) happens in the steady state.
+class BufferPool {
+ public:
+  static constexpr size_t kMinPooled = 64 * 1024;
+  static constexpr size_t kMaxCachedBytes = size_t(1) << 30;
+
+  void* take(size_t bytes) {
+    if (bytes >= kMinPooled) {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      auto it = m_free.find(bytes);
+      if (it != m_free.end()) {
+        void* p = it->second;
+        m_free.erase(it);
+        m_cached -= bytes;
+        return p;
+      }
+    }
+    return std::aligned_alloc(64, bytes);
+  }
+  void give(void* p, size_t bytes) {
+    if (bytes >= kMinPooled) {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      if (m_cached + bytes <= kMaxCachedBytes) {
+        m_free.emplace(bytes, p);
+        m_cached += bytes;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+ private:
+  std::mutex m_mutex;
+  std::unordered_multimap<size_t, void*> m_free;
+  size_t m_cached = 0;
+};
+
+BufferPool& pool() {
+  static BufferPool* p = new BufferPool();  // never destroyed: buffers may outlive static destruction
+  return *p;
+}
+
 std::shared_ptr<void> allocateAligned(size_t bytes) {
   // Never zero bytes: keeps data() non-null for empty tensors.
   size_t rounded = ((bytes + 63) / 64) * 64;
   if (rounded == 0) rounded = 64;
-  void* p = std::aligned_alloc(64, rounded);
+  void* p = pool().take(rounded);
   if (!p) throw std::bad_alloc();
-  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  return std::shared_ptr<void>(p, [rounded](void* q) { pool().give(q, rounded); });
 }
 }  // namespace
 
