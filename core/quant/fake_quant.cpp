@@ -1,0 +1,58 @@
+#include "core/quant/fake_quant.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace qs {
+
+void fakeQuantInt8(const float* x, float* y, int64_t n, float scale, int qmin, int qmax) {
+  const float lo = (float)qmin, hi = (float)qmax;
+  for (int64_t i = 0; i < n; ++i) {
+    // nearbyint rounds half to even in the default rounding mode; clamping after rounding is
+    // the same as ONNX's saturate() of the rounded value.
+    float q = std::nearbyint(x[i] / scale);
+    q = std::min(std::max(q, lo), hi);
+    y[i] = q * scale;
+  }
+}
+
+float roundToFp8E4M3(float v) {
+  if (std::isnan(v)) return v;
+  float a = std::fabs(v);
+  if (a == 0.f) return v;
+  if (a >= kFp8E4M3Max) return std::copysign(kFp8E4M3Max, v);
+  int e;
+  std::frexp(a, &e);            // a = m * 2^e, m in [0.5, 1): the unbiased exponent is e - 1
+  int exp = std::max(e - 1, -6);  // subnormals share the spacing of the smallest normal binade
+  float spacing = std::ldexp(1.f, exp - 3);  // 3 mantissa bits
+  float r = std::nearbyint(a / spacing) * spacing;
+  return std::copysign(std::min(r, kFp8E4M3Max), v);
+}
+
+void fakeQuantFp8(const float* x, float* y, int64_t n, float scale) {
+  for (int64_t i = 0; i < n; ++i) y[i] = roundToFp8E4M3(x[i] / scale) * scale;
+}
+
+Tensor fakeQuantize(const Tensor& x, const std::vector<float>& scales, int axis, QuantMode mode, int qmin, int qmax) {
+  Tensor y(DType::Float, x.shape());
+  const float* in = x.data<float>();
+  float* out = y.data<float>();
+  if (scales.size() == 1) {
+    if (mode == QuantMode::Fp8) fakeQuantFp8(in, out, x.numel(), scales[0]);
+    else fakeQuantInt8(in, out, x.numel(), scales[0], qmin, qmax);
+    return y;
+  }
+  int64_t outer = 1, inner = 1, channels = x.dim(axis);
+  for (int i = 0; i < axis; ++i) outer *= x.dim(i);
+  for (int i = axis + 1; i < x.rank(); ++i) inner *= x.dim(i);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t c = 0; c < channels; ++c) {
+      int64_t off = (o * channels + c) * inner;
+      if (mode == QuantMode::Fp8) fakeQuantFp8(in + off, out + off, inner, scales[(size_t)c]);
+      else fakeQuantInt8(in + off, out + off, inner, scales[(size_t)c], qmin, qmax);
+    }
+  }
+  return y;
+}
+
+}  // namespace qs

@@ -1,0 +1,33 @@
+// Fake quantization bit-identical to ONNX QuantizeLinear followed by DequantizeLinear with a
+// zero point of 0 (reference section 1): q = saturate(round_half_to_even(x / scale)),
+// y = q * scale, computed in float32 as ONNX Runtime does (a division, not a reciprocal
+// multiply), so that the exported quantized.onnx reproduces what the workbench predicted.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/ir/tensor.h"
+#include "core/quant/quant_types.h"
+
+namespace qs {
+
+/// INT8 range of activations and weights (TensorRT: activations [-128,127], weights [-127,127]).
+constexpr int kActQmin = -128, kActQmax = 127;
+constexpr int kWeightQmin = -127, kWeightQmax = 127;
+/// Largest finite FLOAT8E4M3FN value.
+constexpr float kFp8E4M3Max = 448.f;
+
+/// y[i] = clamp(rne(x[i] / scale), qmin, qmax) * scale. `x` and `y` may alias.
+void fakeQuantInt8(const float* x, float* y, int64_t n, float scale, int qmin, int qmax);
+
+/// Rounds v to the nearest FLOAT8E4M3FN value (ties to even), saturating to +-448.
+float roundToFp8E4M3(float v);
+/// y[i] = roundToFp8E4M3(x[i] / scale) * scale.
+void fakeQuantFp8(const float* x, float* y, int64_t n, float scale);
+
+/// Fake-quantizes a float tensor per tensor (scales.size() == 1) or along `axis`
+/// (scales.size() == dim(axis)), returning a new tensor.
+Tensor fakeQuantize(const Tensor& x, const std::vector<float>& scales, int axis, QuantMode mode, int qmin, int qmax);
+
+}  // namespace qs
