@@ -105,6 +105,59 @@ Status Executor::checkFeeds(const std::vector<NamedTensor>& feeds, std::vector<c
   return Status::ok();
 }
 
+Result<std::vector<Tensor>> Executor::makeValueTable(const std::vector<NamedTensor>& feeds) const {
+  const Graph& g = m_model->graph;
+  std::vector<const Tensor*> fed(g.values.size(), nullptr);
+  QS_RETURN_IF_ERROR(checkFeeds(feeds, fed));
+  std::vector<Tensor> values(g.values.size());
+  for (ValueId id = 0; id < (ValueId)g.values.size(); ++id) {
+    if (fed[(size_t)id]) values[(size_t)id] = *fed[(size_t)id];
+    else if (g.value(id).constant) values[(size_t)id] = *g.value(id).constant;
+  }
+  return values;
+}
+
+Result<std::vector<Tensor>> Executor::runNode(NodeId id, std::span<const Tensor* const> inputs) const {
+  const Node& node = m_model->graph.nodes[(size_t)id];
+  std::vector<Tensor> outputs(node.outputs.size());
+  KernelContext ctx{inputs, std::span<Tensor>(outputs), m_threads};
+  Status st = m_kernels[(size_t)id]->run(ctx);
+  if (!st.isOk()) return Status(st.code(), m_model->path + ": " + node.label() + ": " + st.message());
+  return outputs;
+}
+
+Status Executor::runNodes(std::span<const NodeId> order, std::vector<Tensor>& values, const RunOptions& options) const {
+  const Graph& g = m_model->graph;
+  std::vector<const Tensor*> inputs;
+  std::vector<Tensor> transformed;
+  for (NodeId id : order) {
+    if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
+      return Status(StatusCode::Cancelled, m_model->path + ": run cancelled");
+    }
+    const Node& node = g.nodes[(size_t)id];
+    inputs.assign(node.inputs.size(), nullptr);
+    transformed.assign(node.inputs.size(), Tensor());
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      ValueId v = node.inputs[i];
+      if (v == kNoValue) continue;
+      inputs[i] = &values[(size_t)v];
+      if (options.inputTransform) {
+        const Tensor* t = options.inputTransform->transform(id, i, *inputs[i], transformed[i]);
+        if (t) inputs[i] = t;
+      }
+    }
+    auto outs = runNode(id, inputs);
+    if (!outs) return outs.status();
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      ValueId v = node.outputs[o];
+      if (v == kNoValue) continue;
+      values[(size_t)v] = std::move((*outs)[o]);
+      if (options.observer) options.observer->onNodeOutput(id, o, v, values[(size_t)v]);
+    }
+  }
+  return Status::ok();
+}
+
 namespace {
 double product(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
   double p = 1;

@@ -71,6 +71,18 @@ class Executor {
   /// be fed too); dtype and fixed dims are checked. Returns the graph outputs in declaration order.
   Result<std::vector<Tensor>> run(const std::vector<NamedTensor>& feeds, const RunOptions& options = {}) const;
 
+  /// A value table indexed by ValueId holding the constants and the checked feeds; the other
+  /// entries are empty. Used with runNodes() by analyses that keep every activation.
+  Result<std::vector<Tensor>> makeValueTable(const std::vector<NamedTensor>& feeds) const;
+
+  /// Runs `order` (node ids in topological order, any subset) over `values` (indexed by
+  /// ValueId): inputs are read from the table and outputs written to it; nothing is freed.
+  /// The observer, input transform and cancel token of `options` apply; profile is ignored.
+  Status runNodes(std::span<const NodeId> order, std::vector<Tensor>& values, const RunOptions& options = {}) const;
+
+  /// Runs one node on `inputs` (one per node input, nullptr when omitted); returns its outputs.
+  Result<std::vector<Tensor>> runNode(NodeId id, std::span<const Tensor* const> inputs) const;
+
   const Model& model() const { return *m_model; }
   std::shared_ptr<const Model> modelPtr() const { return m_model; }
   int threads() const { return m_threads; }

@@ -179,7 +179,7 @@ double Tensor::valueAsDouble(int64_t i) const {
 std::vector<int64_t> Tensor::toInt64Vector() const {
   std::vector<int64_t> v((size_t)m_numel);
   if (m_dtype == DType::Int64) {
-    std::memcpy(v.data(), raw(), byteSize());
+    if (m_numel) std::memcpy(v.data(), raw(), byteSize());
   } else {
     for (int64_t i = 0; i < m_numel; ++i) v[(size_t)i] = (int64_t)valueAsDouble(i);
   }

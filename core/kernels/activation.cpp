@@ -19,7 +19,9 @@ using namespace ew;
 
 enum class U {
   Relu, LeakyRelu, Elu, Selu, Sigmoid, HardSigmoid, HardSwish, Tanh, Softplus, Softsign, Erf, Gelu, GeluTanh,
-  Exp, Log, Sqrt, Reciprocal, Neg, Abs, Floor, Ceil, Round, Sign, Not
+  Exp, Log, Sqrt, Reciprocal, Neg, Abs, Floor, Ceil, Round, Sign, Not,
+  Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, ThresholdedRelu, Celu, Shrink, Mish,
+  IsNaN, IsInf
 };
 
 struct Params {
@@ -113,7 +115,39 @@ void floatBlock(U kind, const Params& p, const T* __restrict x, T* __restrict y,
         y[i] = v > T(0) ? T(1) : (v < T(0) ? T(-1) : v);  // keeps 0 and NaN
       }
       break;
-    case U::Not: break;
+    case U::Sin: for (int64_t i = 0; i < n; ++i) y[i] = std::sin(x[i]); break;
+    case U::Cos: for (int64_t i = 0; i < n; ++i) y[i] = std::cos(x[i]); break;
+    case U::Tan: for (int64_t i = 0; i < n; ++i) y[i] = std::tan(x[i]); break;
+    case U::Asin: for (int64_t i = 0; i < n; ++i) y[i] = std::asin(x[i]); break;
+    case U::Acos: for (int64_t i = 0; i < n; ++i) y[i] = std::acos(x[i]); break;
+    case U::Atan: for (int64_t i = 0; i < n; ++i) y[i] = std::atan(x[i]); break;
+    case U::Sinh: for (int64_t i = 0; i < n; ++i) y[i] = std::sinh(x[i]); break;
+    case U::Cosh: for (int64_t i = 0; i < n; ++i) y[i] = std::cosh(x[i]); break;
+    case U::Asinh: for (int64_t i = 0; i < n; ++i) y[i] = std::asinh(x[i]); break;
+    case U::Acosh: for (int64_t i = 0; i < n; ++i) y[i] = std::acosh(x[i]); break;
+    case U::Atanh: for (int64_t i = 0; i < n; ++i) y[i] = std::atanh(x[i]); break;
+    case U::ThresholdedRelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > alpha ? x[i] : T(0);
+      break;
+    case U::Celu:
+      // max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? T(0) : x[i] / alpha;
+      Y = Y.exp();
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : alpha * (y[i] - T(1));
+      break;
+    case U::Shrink:  // alpha = lambd, beta = bias
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] < -alpha ? x[i] + beta : (x[i] > alpha ? x[i] - beta : T(0));
+      break;
+    case U::Mish:
+      // x * tanh(softplus(x))
+      Y = (-X.abs()).exp();
+      Y = Y.log1p();
+      for (int64_t i = 0; i < n; ++i) y[i] += x[i] > T(0) ? x[i] : T(0);
+      Y = X * Y.tanh();
+      break;
+    case U::Not:
+    case U::IsNaN:
+    case U::IsInf: break;
   }
 }
 
@@ -153,6 +187,27 @@ Status runUnary(U kind, const Params& p, const char* name, KernelContext& ctx) {
     parallelBlocks(ctx, n, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) y[i] = !x[i];
     });
+    ctx.outputs[0] = std::move(out);
+    return Status::ok();
+  }
+  if (kind == U::IsNaN || kind == U::IsInf) {
+    Tensor x = promoteHalf(X, &ctx);
+    Tensor out(DType::Bool, x.shape());
+    bool* y = out.data<bool>();
+    const bool neg = p.alpha != 0, pos = p.beta != 0;  // IsInf detect_negative / detect_positive
+    bool ok = visitFloat(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* xi = x.data<T>();
+      parallelBlocks(ctx, n, [&](int64_t b, int64_t e) {
+        if (kind == U::IsNaN) {
+          for (int64_t i = b; i < e; ++i) y[i] = xi[i] != xi[i];
+        } else {
+          const T inf = std::numeric_limits<T>::infinity();
+          for (int64_t i = b; i < e; ++i) y[i] = (pos && xi[i] == inf) || (neg && xi[i] == -inf);
+        }
+      });
+    });
+    if (!ok) return unsupported(std::string(name) + ": dtype " + dtypeName(X.dtype()) + " is not supported");
     ctx.outputs[0] = std::move(out);
     return Status::ok();
   }
@@ -226,7 +281,13 @@ Result<std::unique_ptr<Kernel>> createUnary(const KernelInit& init) {
               {"Exp", U::Exp},           {"Log", U::Log},             {"Sqrt", U::Sqrt},
               {"Reciprocal", U::Reciprocal}, {"Neg", U::Neg},         {"Abs", U::Abs},
               {"Floor", U::Floor},       {"Ceil", U::Ceil},           {"Round", U::Round},
-              {"Sign", U::Sign},         {"Not", U::Not}};
+              {"Sign", U::Sign},         {"Not", U::Not},             {"Sin", U::Sin},
+              {"Cos", U::Cos},           {"Tan", U::Tan},             {"Asin", U::Asin},
+              {"Acos", U::Acos},         {"Atan", U::Atan},           {"Sinh", U::Sinh},
+              {"Cosh", U::Cosh},         {"Asinh", U::Asinh},         {"Acosh", U::Acosh},
+              {"Atanh", U::Atanh},       {"ThresholdedRelu", U::ThresholdedRelu}, {"Celu", U::Celu},
+              {"Shrink", U::Shrink},     {"Mish", U::Mish},           {"IsNaN", U::IsNaN},
+              {"IsInf", U::IsInf}};
   const char* name = nullptr;
   U kind = U::Relu;
   for (const auto& o : kOps)
@@ -247,6 +308,19 @@ Result<std::unique_ptr<Kernel>> createUnary(const KernelInit& init) {
     case U::HardSigmoid:
       p.alpha = a.f("alpha", 0.2f);
       p.beta = a.f("beta", 0.5f);
+      break;
+    case U::ThresholdedRelu: p.alpha = a.f("alpha", 1.0f); break;
+    case U::Celu:
+      p.alpha = a.f("alpha", 1.0f);
+      if (a.ok() && p.alpha == 0) a.fail("attribute alpha must not be 0");
+      break;
+    case U::Shrink:
+      p.alpha = a.f("lambd", 0.5f);
+      p.beta = a.f("bias", 0.0f);
+      break;
+    case U::IsInf:
+      p.alpha = (float)a.i("detect_negative", 1);
+      p.beta = (float)a.i("detect_positive", 1);
       break;
     case U::Gelu: {
       const std::string approx = a.s("approximate", "none");

@@ -159,7 +159,7 @@ struct Operand {
 };
 
 /// Rearranges `op` to the label order `order` (a subset of its labels) followed by summation over
-/// the labels listed in `summed` (the remaining ones). Source strides may be general.
+/// the labels described by sumDims / sumStrides (summed away). Source strides may be general.
 template <class T>
 void rearrange(Operand<T>& op, const std::vector<int>& order,
                const std::vector<int64_t>& orderDims, const std::vector<int64_t>& orderStrides,

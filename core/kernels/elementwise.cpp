@@ -244,6 +244,14 @@ struct OrOp {
 struct XorOp {
   bool operator()(bool a, bool b) const { return a != b; }
 };
+struct ShlOp {
+  template <class T>
+  T operator()(T a, T b) const { return b >= T(sizeof(T) * 8) ? T(0) : T(a << b); }
+};
+struct ShrOp {
+  template <class T>
+  T operator()(T a, T b) const { return b >= T(sizeof(T) * 8) ? T(0) : T(a >> b); }
+};
 struct PReluOp {
   template <class T>
   T operator()(T x, T s) const {
@@ -346,6 +354,32 @@ Status runArith(Arith kind, const char* name, KernelContext& ctx) {
   auto back = castTensor(r, bt, true, &ctx);
   if (!back) return back.status();
   ctx.outputs[0] = std::move(back).value();
+  return Status::ok();
+}
+
+Status runBitShift(bool left, KernelContext& ctx) {
+  if (ctx.inputCount() < 2 || !ctx.hasInput(0) || !ctx.hasInput(1)) return invalidArgument("BitShift needs 2 inputs");
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  if (a.dtype() != b.dtype())
+    return invalidArgument("BitShift: input dtypes differ (" + dtypeName(a.dtype()) + " vs " + dtypeName(b.dtype()) + ")");
+  BroadcastPlan plan;
+  if (!planBroadcast({&a.shape(), &b.shape()}, plan)) return shapeError("BitShift", a, b);
+  Tensor out(a.dtype(), plan.outShape);
+  bool ok = visitNumeric(a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_unsigned_v<T>) {
+      if (left) {
+        binaryBroadcast<T, T, T>(plan, a.data<T>(), b.data<T>(), out.data<T>(), ShlOp{}, ctx);
+      } else {
+        binaryBroadcast<T, T, T>(plan, a.data<T>(), b.data<T>(), out.data<T>(), ShrOp{}, ctx);
+      }
+    }
+  });
+  if (!ok || !(a.dtype() == DType::UInt8 || a.dtype() == DType::UInt16 || a.dtype() == DType::UInt32 ||
+               a.dtype() == DType::UInt64))
+    return dtypeError("BitShift", a.dtype());
+  ctx.outputs[0] = std::move(out);
   return Status::ok();
 }
 
@@ -631,6 +665,16 @@ Result<std::unique_ptr<Kernel>> createVariadic(const KernelInit& init) {
 
 Result<std::unique_ptr<Kernel>> createWhere(const KernelInit& init) {
   return makeKernel([](KernelContext& ctx) { return runWhere(ctx); });
+}
+
+Result<std::unique_ptr<Kernel>> createBitShift(const KernelInit& init) {
+  AttrReader a(init);
+  const std::string dir = a.s("direction", "");
+  if (!a.ok()) return a.status();
+  if (dir != "LEFT" && dir != "RIGHT")
+    return nodeError(init.node, StatusCode::InvalidModel, "attribute direction must be LEFT or RIGHT, got '" + dir + "'");
+  const bool left = dir == "LEFT";
+  return makeKernel([left](KernelContext& ctx) { return runBitShift(left, ctx); });
 }
 
 Result<std::unique_ptr<Kernel>> createPRelu(const KernelInit& init) {

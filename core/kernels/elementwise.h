@@ -25,6 +25,8 @@ Result<std::unique_ptr<Kernel>> createLogical(const KernelInit& init);
 Result<std::unique_ptr<Kernel>> createVariadic(const KernelInit& init);
 // Where 9..21 (3-way broadcast).
 Result<std::unique_ptr<Kernel>> createWhere(const KernelInit& init);
+// BitShift 11..21 (direction LEFT | RIGHT; unsigned types; shifts >= the bit width give 0).
+Result<std::unique_ptr<Kernel>> createBitShift(const KernelInit& init);
 // PRelu 7..21 (slope broadcast unidirectionally to X).
 Result<std::unique_ptr<Kernel>> createPRelu(const KernelInit& init);
 

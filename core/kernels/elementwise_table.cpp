@@ -23,6 +23,12 @@ std::vector<KernelEntry> elementwiseKernels() {
   add("Round", 11, createUnary);
   add("HardSwish", 14, createUnary);
   add("Gelu", 20, createUnary);
+  for (const char* op : {"Sin", "Cos", "Tan", "Asin", "Acos", "Atan"}) add(op, 7, createUnary);
+  for (const char* op : {"Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Shrink", "IsNaN"}) add(op, 9, createUnary);
+  add("ThresholdedRelu", 10, createUnary);
+  add("IsInf", 10, createUnary);
+  add("Celu", 12, createUnary);
+  add("Mish", 18, createUnary);
   // Clip: attributes before 11, optional inputs from 11 (the factory branches on the opset).
   add("Clip", 6, createClip);
   // Binary, numpy broadcasting.
@@ -34,14 +40,17 @@ std::vector<KernelEntry> elementwiseKernels() {
   for (const char* op : {"Max", "Min", "Sum", "Mean"}) add(op, 6, createVariadic);
   add("Where", 9, createWhere);
   add("PRelu", 7, createPRelu);
+  add("BitShift", 11, createBitShift);
   // Softmax family: 2-D coercion before 13, single axis from 13 (the factory branches).
   add("Softmax", 1, createSoftmax);
   add("LogSoftmax", 1, createLogSoftmax);
+  add("Hardmax", 1, createHardmax);
   // Conversions and quantization.
   add("Cast", 6, createCast);
   add("CastLike", 15, createCastLike);
   add("QuantizeLinear", 10, createQuantizeLinear);
   add("DequantizeLinear", 10, createDequantizeLinear);
+  add("DynamicQuantizeLinear", 11, createDynamicQuantizeLinear);
   return t;
 }
 

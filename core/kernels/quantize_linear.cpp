@@ -1,6 +1,7 @@
 // QuantizeLinear 10..21 and DequantizeLinear 10..21 (per-tensor and per-axis; float8e4m3fn).
 #include "core/kernels/quantize_linear.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -189,6 +190,34 @@ Status runDequantize(int64_t axisAttr, KernelContext& ctx) {
   return Status::ok();
 }
 
+Status runDynamicQuantize(KernelContext& ctx) {
+  if (ctx.inputCount() < 1 || !ctx.hasInput(0)) return invalidArgument("DynamicQuantizeLinear needs 1 input");
+  const Tensor& X = ctx.input(0);
+  if (X.dtype() != DType::Float)
+    return unsupported("DynamicQuantizeLinear: input dtype " + dtypeName(X.dtype()) + " is not supported");
+  const float* x = X.data<float>();
+  const int64_t n = X.numel();
+  float lo = 0.0f, hi = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    lo = x[i] < lo ? x[i] : lo;
+    hi = x[i] > hi ? x[i] : hi;
+  }
+  const float scale = (hi - lo) / 255.0f;
+  float zpf = scale == 0.0f ? 0.0f : std::rint(0.0f - lo / scale);
+  zpf = zpf < 0.0f ? 0.0f : (zpf > 255.0f ? 255.0f : zpf);
+  Tensor y(DType::UInt8, X.shape());
+  if (scale == 0.0f) {
+    std::fill(y.data<uint8_t>(), y.data<uint8_t>() + n, uint8_t(0));
+  } else {
+    uint8_t* py = y.data<uint8_t>();
+    parallelBlocks(ctx, n, [&](int64_t b, int64_t e) { quantizeRun<uint8_t>(x + b, py + b, e - b, scale, zpf); });
+  }
+  ctx.outputs[0] = std::move(y);
+  if (ctx.outputCount() > 1) ctx.outputs[1] = Tensor::scalar<float>(scale);
+  if (ctx.outputCount() > 2) ctx.outputs[2] = Tensor::scalar<uint8_t>((uint8_t)zpf);
+  return Status::ok();
+}
+
 Status checkBlockSize(const KernelInit& init, AttrReader& a) {
   const int64_t block = a.i("block_size", 0);
   if (!a.ok()) return a.status();
@@ -219,6 +248,10 @@ Result<std::unique_ptr<Kernel>> createQuantizeLinear(const KernelInit& init) {
       return nodeError(init.node, StatusCode::Unsupported, "zero_point dtype " + dtypeName(zt) + " is not supported");
   }
   return makeKernel([axis, saturate, od](KernelContext& ctx) { return runQuantize(axis, saturate, od, ctx); });
+}
+
+Result<std::unique_ptr<Kernel>> createDynamicQuantizeLinear(const KernelInit& init) {
+  return makeKernel([](KernelContext& ctx) { return runDynamicQuantize(ctx); });
 }
 
 Result<std::unique_ptr<Kernel>> createDequantizeLinear(const KernelInit& init) {

@@ -16,5 +16,8 @@ Result<std::unique_ptr<Kernel>> createQuantizeLinear(const KernelInit& init);
 // DequantizeLinear 10..21: y = (x - zero_point) * scale, same per-tensor / per-axis rules.
 //   Inputs: int8, uint8, int16, uint16, int32, float8e4m3fn; the output has the scale's dtype.
 Result<std::unique_ptr<Kernel>> createDequantizeLinear(const KernelInit& init);
+// DynamicQuantizeLinear 11..21: uint8 asymmetric quantization of a float tensor over the range
+//   [min(0, min(x)), max(0, max(x))]; outputs y, y_scale, y_zero_point.
+Result<std::unique_ptr<Kernel>> createDynamicQuantizeLinear(const KernelInit& init);
 
 }  // namespace qs

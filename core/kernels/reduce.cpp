@@ -352,7 +352,8 @@ class ReduceKernel : public Kernel {
         return invalidArgument(std::string(ropName(m_op)) + ": 'axes' input must be 1-D, got shape " +
                                shapeToString(a.shape()));
       }
-      axes = a.toInt64Vector();
+      axes.clear();
+      if (a.numel() > 0) axes = a.toInt64Vector();  // (toInt64Vector memcpy's from null when empty)
     }
     std::vector<bool> mask((size_t)rank, false);
     if (axes.empty()) {

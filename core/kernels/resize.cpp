@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -344,37 +345,53 @@ void interpPass(const KernelContext& ctx, const C* in, C* out, int64_t O, int64_
   });
 }
 
-// Runs the separable passes on a C buffer; returns the result (shape outShape).
+// Runs the separable passes from `in` (shape inShape); the last pass writes `out` (outShape).
 template <class C>
-std::vector<C> interpolate(const KernelContext& ctx, const C* in, const Shape& inShape, const Shape& outShape,
-                           const std::vector<AxisMap>& maps) {
+void interpolate(const KernelContext& ctx, const C* in, const Shape& inShape, C* out, const std::vector<AxisMap>& maps) {
   const int r = (int)inShape.size();
-  std::vector<int> order;
+  // Pass order: the cheapest total (output size x taps per pass, gathers along the contiguous
+  // last axis counted double), over all orders of the non-identity axes. Downsampling passes
+  // tend to go first; a 2x bilinear upsample runs the gathering W pass on the smaller tensor.
+  std::vector<int> order, perm;
   for (int d = 0; d < r; ++d) {
-    if (!maps[(size_t)d].identity) order.push_back(d);
+    if (!maps[(size_t)d].identity) perm.push_back(d);
   }
-  // Downsampling axes first keeps the intermediates small.
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return (double)outShape[(size_t)a] / (double)inShape[(size_t)a] < (double)outShape[(size_t)b] / (double)inShape[(size_t)b];
-  });
+  double bestCost = -1;
+  do {
+    Shape s = inShape;
+    double cost = 0;
+    for (int d : perm) {
+      double outN = (double)numelOf(s) / (double)s[(size_t)d] * (double)maps[(size_t)d].outLen;
+      cost += outN * maps[(size_t)d].taps * (d == r - 1 ? 2.0 : 1.0);
+      s[(size_t)d] = maps[(size_t)d].outLen;
+    }
+    if (bestCost < 0 || cost < bestCost) {
+      bestCost = cost;
+      order = perm;
+    }
+  } while (perm.size() <= 6 && std::next_permutation(perm.begin(), perm.end()));
   Shape cur = inShape;
-  std::vector<C> buf;
   if (order.empty()) {
-    buf.assign(in, in + numelOf(inShape));
-    return buf;
+    std::memcpy(out, in, sizeof(C) * (size_t)numelOf(inShape));
+    return;
   }
+  std::unique_ptr<C[]> buf;  // intermediates, uninitialised
   const C* src = in;
-  for (int d : order) {
+  for (size_t n = 0; n < order.size(); ++n) {
+    const int d = order[n];
     int64_t O = 1, I = 1;
     for (int k = 0; k < d; ++k) O *= cur[(size_t)k];
     for (int k = d + 1; k < r; ++k) I *= cur[(size_t)k];
-    std::vector<C> next((size_t)(O * maps[(size_t)d].outLen * I));
-    interpPass<C>(ctx, src, next.data(), O, I, maps[(size_t)d]);
-    buf = std::move(next);  // the previous intermediate (src) is no longer needed
-    src = buf.data();
+    if (n + 1 == order.size()) {
+      interpPass<C>(ctx, src, out, O, I, maps[(size_t)d]);
+    } else {
+      std::unique_ptr<C[]> next(new C[(size_t)(O * maps[(size_t)d].outLen * I)]);
+      interpPass<C>(ctx, src, next.get(), O, I, maps[(size_t)d]);
+      buf = std::move(next);  // the previous intermediate (src) is no longer needed
+      src = buf.get();
+    }
     cur[(size_t)d] = maps[(size_t)d].outLen;
   }
-  return buf;
 }
 
 // Writes extrapolation_value wherever some axis's coordinate lies outside the input.
@@ -425,12 +442,11 @@ void interpolateTyped(const KernelContext& ctx, const Tensor& x, Tensor& y, cons
   const T* in = x.data<T>();
   T* out = y.data<T>();
   if constexpr (std::is_same_v<T, C>) {
-    std::vector<C> r = interpolate<C>(ctx, in, x.shape(), y.shape(), maps);
-    std::memcpy(out, r.data(), sizeof(C) * r.size());
+    interpolate<C>(ctx, in, x.shape(), out, maps);
   } else {
-    std::vector<C> tmp((size_t)x.numel());
+    std::vector<C> tmp((size_t)x.numel()), r((size_t)y.numel());
     for (int64_t i = 0; i < x.numel(); ++i) tmp[(size_t)i] = (C)in[i];
-    std::vector<C> r = interpolate<C>(ctx, tmp.data(), x.shape(), y.shape(), maps);
+    interpolate<C>(ctx, tmp.data(), x.shape(), r.data(), maps);
     for (size_t i = 0; i < r.size(); ++i) out[i] = fromCompute<T, C>(r[i]);
   }
 }

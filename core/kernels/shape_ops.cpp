@@ -65,7 +65,8 @@ Status readShapeInput(const Node& node, const Tensor& t, const char* what, std::
   if (t.rank() > 1)
     return runError(node, StatusCode::InvalidArgument,
                      std::string(what) + " must be 1-D, got shape " + shapeToString(t.shape()));
-  out = t.toInt64Vector();
+  out.clear();
+  if (t.numel() > 0) out = t.toInt64Vector();  // (toInt64Vector memcpy's into a null pointer when empty)
   return Status::ok();
 }
 

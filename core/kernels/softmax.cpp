@@ -19,11 +19,25 @@ using namespace ew;
 template <class T>
 using EArr = Eigen::Array<T, Eigen::Dynamic, 1>;
 
+/// Maximum of x[0..n) with independent lane accumulators (vectorises; -inf for n == 0).
+template <class T>
+T rowMax(const T* x, int64_t n) {
+  constexpr int W = 16;
+  T acc[W];
+  for (int k = 0; k < W; ++k) acc[k] = -std::numeric_limits<T>::infinity();
+  int64_t i = 0;
+  for (; i + W <= n; i += W)
+    for (int k = 0; k < W; ++k) acc[k] = x[i + k] > acc[k] ? x[i + k] : acc[k];
+  T m = -std::numeric_limits<T>::infinity();
+  for (int k = 0; k < W; ++k) m = acc[k] > m ? acc[k] : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
 /// Softmax of one contiguous row of length L.
 template <class T, bool Log>
 void softmaxRow(const T* x, T* y, int64_t L) {
-  T m = -std::numeric_limits<T>::infinity();
-  for (int64_t i = 0; i < L; ++i) m = x[i] > m ? x[i] : m;
+  const T m = rowMax(x, L);
   Eigen::Map<const EArr<T>> X(x, L);
   Eigen::Map<EArr<T>> Y(y, L);
   Y = (X - m).exp();
@@ -146,6 +160,51 @@ Status runSoftmax(bool log, bool legacy, int64_t axisAttr, KernelContext& ctx) {
   return Status::ok();
 }
 
+template <class T>
+void hardmaxTyped(const T* x, T* y, int64_t outer, int64_t L, int64_t inner) {
+  std::fill(y, y + outer * L * inner, T(0));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < inner; ++j) {
+      const T* xc = x + o * L * inner + j;
+      int64_t best = 0;
+      for (int64_t l = 1; l < L; ++l)
+        if (xc[l * inner] > xc[best * inner]) best = l;
+      if (L > 0) y[o * L * inner + best * inner + j] = T(1);
+    }
+}
+
+Status runHardmax(bool legacy, int64_t axisAttr, KernelContext& ctx) {
+  if (ctx.inputCount() < 1 || !ctx.hasInput(0)) return invalidArgument("Hardmax needs 1 input");
+  const Tensor& X = ctx.input(0);
+  const Shape& s = X.shape();
+  const int64_t rank = (int64_t)s.size();
+  int64_t axis = axisAttr;
+  if (rank == 0) {
+    axis = 0;
+  } else if (!normalizeAxis(axis, rank)) {
+    return invalidArgument("Hardmax: axis " + std::to_string(axisAttr) + " is out of range for shape " + shapeToString(s));
+  }
+  int64_t outer = 1, L = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < axis) {
+      outer *= s[(size_t)d];
+    } else if (legacy || d == axis) {
+      L *= s[(size_t)d];
+    } else {
+      inner *= s[(size_t)d];
+    }
+  }
+  Tensor x = promoteHalf(X, &ctx);
+  Tensor out(x.dtype(), x.shape());
+  bool ok = visitFloat(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    hardmaxTyped<T>(x.data<T>(), out.data<T>(), outer, L, inner);
+  });
+  if (!ok) return unsupported("Hardmax: dtype " + dtypeName(X.dtype()) + " is not supported");
+  ctx.outputs[0] = demoteHalf(out, X.dtype(), &ctx);
+  return Status::ok();
+}
+
 Result<std::unique_ptr<Kernel>> create(const KernelInit& init, bool log) {
   const bool legacy = init.opset < 13;
   AttrReader a(init);
@@ -158,5 +217,13 @@ Result<std::unique_ptr<Kernel>> create(const KernelInit& init, bool log) {
 
 Result<std::unique_ptr<Kernel>> createSoftmax(const KernelInit& init) { return create(init, false); }
 Result<std::unique_ptr<Kernel>> createLogSoftmax(const KernelInit& init) { return create(init, true); }
+
+Result<std::unique_ptr<Kernel>> createHardmax(const KernelInit& init) {
+  const bool legacy = init.opset < 13;
+  AttrReader a(init);
+  const int64_t axis = a.i("axis", legacy ? 1 : -1);
+  if (!a.ok()) return a.status();
+  return makeKernel([legacy, axis](KernelContext& ctx) { return runHardmax(legacy, axis, ctx); });
+}
 
 }  // namespace qs

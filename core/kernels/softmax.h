@@ -1,4 +1,4 @@
-// Softmax and LogSoftmax.
+// Softmax, LogSoftmax and Hardmax.
 #pragma once
 
 #include <memory>
@@ -12,5 +12,7 @@ namespace qs {
 // float, double; float16/bfloat16 computed in float32.
 Result<std::unique_ptr<Kernel>> createSoftmax(const KernelInit& init);
 Result<std::unique_ptr<Kernel>> createLogSoftmax(const KernelInit& init);
+// Hardmax 1..21: 1 at the first maximum along the axis (same axis rules), 0 elsewhere.
+Result<std::unique_ptr<Kernel>> createHardmax(const KernelInit& init);
 
 }  // namespace qs
