@@ -66,18 +66,19 @@ bool normalizeAxis(int64_t& axis, int64_t rank) {
 
 bool broadcastShapes(const Shape& a, const Shape& b, Shape& out) {
   size_t r = std::max(a.size(), b.size());
-  out.assign(r, 1);
+  Shape result(r, 1);  // separate from `out`, which may alias a or b
   for (size_t i = 0; i < r; ++i) {
     int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
     int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
     if (da == db || db == 1) {
-      out[i] = da;
+      result[i] = da;
     } else if (da == 1) {
-      out[i] = db;
+      result[i] = db;
     } else {
       return false;
     }
   }
+  out = std::move(result);
   return true;
 }
 

@@ -599,5 +599,30 @@ TEST(EwQuantize, DequantizeLiteralsAndFloat8) {
   EXPECT_EQ(k.status().code(), StatusCode::Unsupported);
 }
 
+TEST(EwExtra, HardmaxBitShiftIsInfDynamicQuantize) {
+  auto h = values<float>(runOp("Hardmax", 13, {make<float>({3.f, 1.f, 3.f, 0.f, 5.f, 2.f}, {2, 3})}));
+  EXPECT_EQ(h, (std::vector<float>{1, 0, 0, 0, 1, 0}));
+  auto sh = values<uint8_t>(runOp("BitShift", 11, {make<uint8_t>({16, 4, 1}, {3}), make<uint8_t>({1, 2, 9}, {3})},
+                                  {{"direction", attrS("RIGHT")}}));
+  EXPECT_EQ(sh, (std::vector<uint8_t>{8, 1, 0}));
+  Tensor inf = runOp("IsInf", 10, {make<float>({INFINITY, -INFINITY, 1.f, NAN}, {4})}, {{"detect_negative", attrI(0)}});
+  EXPECT_EQ(inf.data<bool>()[0], true);
+  EXPECT_EQ(inf.data<bool>()[1], false);
+  EXPECT_EQ(inf.data<bool>()[3], false);
+  // DynamicQuantizeLinear spec example
+  auto k = makeOp("DynamicQuantizeLinear", 11);
+  ASSERT_TRUE(k.isOk());
+  Tensor x = make<float>({0.f, 2.f, -3.f, -2.5f, 1.34f, 0.5f}, {6});
+  std::vector<const Tensor*> in{&x};
+  std::vector<Tensor> outs(3);
+  KernelContext ctx;
+  ctx.inputs = in;
+  ctx.outputs = outs;
+  ASSERT_TRUE(k.value()->run(ctx).isOk());
+  EXPECT_EQ(values<uint8_t>(outs[0]), (std::vector<uint8_t>{153, 255, 0, 26, 221, 179}));
+  EXPECT_NEAR(outs[1].data<float>()[0], 0.019607844f, 1e-8f);
+  EXPECT_EQ(outs[2].data<uint8_t>()[0], 153);
+}
+
 }  // namespace
 }  // namespace qs
