@@ -2,13 +2,14 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <array>
 #include <cstring>
 
 namespace qs::cli {
 
 bool isSubcommand(int argc, char** argv) {
   if (argc < 2) return false;
-  for (const char* s : {"info", "run", "--help", "-h", "--version"})
+  for (const char* s : {"info", "run", "analyze", "--help", "-h", "--version"})
     if (std::strcmp(argv[1], s) == 0) return true;
   return false;
 }
@@ -20,6 +21,83 @@ int reportError(const Status& status) {
     case StatusCode::RuntimeError: case StatusCode::Cancelled: return kExitRuntime;
     default: return kExitBadInput;
   }
+}
+
+namespace {
+
+// Parses "a,b,c" into three floats.
+bool parseTriple(const std::string& s, std::array<float, 3>& out) {
+  float a, b, c;
+  char tail;
+  if (std::sscanf(s.c_str(), "%f,%f,%f%c", &a, &b, &c, &tail) != 3) return false;
+  out = {a, b, c};
+  return true;
+}
+
+struct ImageFlags {
+  std::string size, mean, stdev;
+};
+ImageFlags g_image;
+
+}  // namespace
+
+void addAnalysisOptions(CLI::App& cmd, AnalyzeArgs& a) {
+  cmd.add_option("model", a.model, "ONNX model")->required();
+  cmd.add_option("--calibration-data,--calibration_data_path,--calibration_data", a.data.path,
+                 ".npz keyed by input names, .npy (one input) or a folder of images; none: random (meaningless scales)");
+  cmd.add_option("--calibration-size,--calibration_size", a.data.maxSamples, "Use at most N samples");
+  cmd.add_option("--calibration-batch-size,--calibration_batch_size", a.data.batchSize,
+                 "Samples per batch when the batch dim is dynamic");
+  cmd.add_option("--analysis-data", a.analysisData, "Analyse on this data instead of the calibration data");
+  cmd.add_option("--image-size", g_image.size, "WxH to resize images to (default: the model's input size)");
+  cmd.add_option("--image-scale", a.data.image.scale, "Pixel scale before mean/std (default 1/255)");
+  cmd.add_option("--mean", g_image.mean, "Per-channel mean, e.g. 0.485,0.456,0.406");
+  cmd.add_option("--std", g_image.stdev, "Per-channel std, e.g. 0.229,0.224,0.225");
+  cmd.add_flag("--bgr", a.data.image.bgr, "Feed channels as BGR");
+  cmd.add_flag("--nhwc", a.data.image.nhwc, "The image input is NHWC");
+  cmd.add_option("--seed", a.data.seed, "Seed of random calibration inputs");
+  cmd.add_option("--nodes-to-exclude,--nodes_to_exclude", a.config.nodesToExclude,
+                 "Regexes matched from the start of node names")->delimiter(',');
+  cmd.add_option("--nodes-to-quantize,--nodes_to_quantize", a.config.nodesToQuantize, "Quantize only these")
+      ->delimiter(',');
+  cmd.add_option("--op-types-to-exclude,--op_types_to_exclude", a.config.opTypesToExclude, "Op types left in float")
+      ->delimiter(',');
+  cmd.add_option("--op-types-to-quantize,--op_types_to_quantize", a.config.opTypesToQuantize, "Quantize only these op types")
+      ->delimiter(',');
+  cmd.add_option("--calibration-method,--calibration_method", a.calibrationMethod, "max, entropy, percentile or mse");
+  cmd.add_option("--percentile", a.percentile, "Percentile of the percentile method")->check(CLI::Range(0.0, 100.0));
+  cmd.add_option("--quantize-mode,--quantize_mode", a.quantizeMode, "int8 or fp8");
+  cmd.add_option("--target-snr", a.targetSnr, "Exclude the most sensitive nodes until every output reaches this SNR (dB)");
+  cmd.add_flag("--no-layerwise", a.noLayerwise, "Skip the layer-wise analysis");
+  cmd.add_flag("--no-sensitivity", a.noSensitivity, "Skip the sensitivity sweep");
+  cmd.add_option("--threads", a.threads, "Intra-op threads (default: all cores)")->check(CLI::Range(0, 1024));
+}
+
+Status finishAnalysisOptions(CLI::App& cmd, AnalyzeArgs& a) {
+  if (!g_image.size.empty()) {
+    int w = 0, h = 0;
+    char tail;
+    if (std::sscanf(g_image.size.c_str(), "%dx%d%c", &w, &h, &tail) != 2 || w <= 0 || h <= 0) {
+      return invalidArgument("--image-size '" + g_image.size + "': expected WxH, e.g. 640x640");
+    }
+    a.data.image.width = w;
+    a.data.image.height = h;
+  }
+  if (!g_image.mean.empty() && !parseTriple(g_image.mean, a.data.image.mean)) {
+    return invalidArgument("--mean '" + g_image.mean + "': expected three numbers, e.g. 0.485,0.456,0.406");
+  }
+  if (!g_image.stdev.empty() && !parseTriple(g_image.stdev, a.data.image.std)) {
+    return invalidArgument("--std '" + g_image.stdev + "': expected three numbers, e.g. 0.229,0.224,0.225");
+  }
+  if (a.calibrationMethod.empty()) a.calibrationMethod = a.quantizeMode == "fp8" ? "max" : "entropy";
+  a.config.mode = a.quantizeMode == "fp8" ? QuantMode::Fp8 : QuantMode::Int8;
+  for (const CLI::Option* o : cmd.get_options()) {
+    if (o->count() == 0 || o->get_name().empty() || o->get_name() == "--help") continue;
+    std::string v;
+    for (const auto& r : o->results()) v += (v.empty() ? "" : ",") + r;
+    a.settingsEcho[o->get_name()] = v;
+  }
+  return Status::ok();
 }
 
 int runCli(int argc, char** argv) {
@@ -45,6 +123,13 @@ int runCli(int argc, char** argv) {
       ->check(CLI::Range(0, 1000000));
   runCmd->add_option("--profile", run.profile, "Write per-node time, FLOPs, bytes and peak memory as JSON");
 
+  AnalyzeArgs an;
+  auto* anCmd = app.add_subcommand("analyze", "Calibrate, simulate INT8/FP8 and report per-node error");
+  addAnalysisOptions(*anCmd, an);
+  anCmd->add_option("--report", an.report, "Write report.json");
+  anCmd->add_option("--html", an.html, "Write a self-contained HTML report");
+  anCmd->add_option("--csv", an.csv, "Write the per-layer table as CSV");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -52,6 +137,11 @@ int runCli(int argc, char** argv) {
     return rc == 0 ? kExitOk : kExitBadInput;
   }
   if (*infoCmd) return runInfo(info);
+  if (*anCmd) {
+    Status st = finishAnalysisOptions(*anCmd, an);
+    if (!st) return reportError(st);
+    return runAnalyze(an);
+  }
   if (*runCmd) {
     if (run.input.empty() && !run.randomInput) {
       return reportError(invalidArgument("run: give --input IN.npz or --random-input"));

@@ -6,6 +6,11 @@
 #include <string>
 #include <vector>
 
+#include <cmath>
+#include <map>
+
+#include "core/io/calibration_data.h"
+#include "core/quant/quant_config.h"
 #include "core/util/status.h"
 
 namespace qs::cli {
@@ -40,5 +45,34 @@ struct RunArgs {
   std::string profile;  // PROFILE.json
 };
 int runRun(const RunArgs& args);
+
+struct AnalyzeArgs {
+  std::string model;
+  CalibrationDataOptions data;   // --calibration-data and the image preprocessing options
+  std::string analysisData;      // --analysis-data: analyse on another set than the calibration one
+  QuantConfig config;            // exclusions and restrictions
+  std::string calibrationMethod; // empty: entropy for int8, max for fp8 (ModelOpt's defaults)
+  double percentile = 99.99;
+  std::string quantizeMode = "int8";
+  double targetSnr = NAN;        // --target-snr: automatic fallback
+  bool noLayerwise = false, noSensitivity = false;
+  int threads = 0;
+  std::string report, html, csv;
+  std::map<std::string, std::string> settingsEcho;  // options as given, for the report
+};
+int runAnalyze(const AnalyzeArgs& args);
+
+}  // namespace qs::cli
+
+namespace CLI {
+class App;
+}
+
+namespace qs::cli {
+
+/// The options shared by analyze and export (data, configuration, calibration, outputs).
+void addAnalysisOptions(CLI::App& cmd, AnalyzeArgs& args);
+/// Validates and completes them after parsing.
+Status finishAnalysisOptions(CLI::App& cmd, AnalyzeArgs& args);
 
 }  // namespace qs::cli

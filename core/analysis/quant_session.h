@@ -1,0 +1,174 @@
+// The quantization analysis of one model (reference section 4): calibration of every potential
+// quantization point, then graph-wise (accumulated) and layer-wise (isolated) error per node,
+// the weight-only / activation-only split, and the sensitivity of the graph outputs to each
+// node alone, all as sums over every analysed sample. Toggling nodes afterwards recomputes only
+// the affected downstream cone and returns results equal to a full recompute.
+//
+// Long calls are synchronous and take a progress callback (returning false cancels) plus the
+// session's cancel flag; results are immutable snapshots (shared_ptr<const>), so a GUI can keep
+// showing the previous results while a new analysis runs or after one is cancelled.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/analysis/metrics.h"
+#include "core/exec/executor.h"
+#include "core/io/calibration_data.h"
+#include "core/quant/calibrator.h"
+#include "core/quant/quant_config.h"
+#include "core/quant/quant_types.h"
+
+namespace qs {
+
+/// Progress: fraction in [0,1] and a short stage label. Return false to cancel.
+using ProgressFn = std::function<bool(double fraction, const std::string& stage)>;
+
+struct AnalysisOptions {
+  CalibrationSettings calibration;    // method, percentile, mode
+  bool layerwise = true;              // layer-wise error and the weight/activation split
+  bool sensitivity = true;            // sensitivity of the graph outputs to each node alone
+  int threads = 0;                    // executor threads (0 = all cores)
+  /// Activations kept across batches so that a toggle re-runs only the affected cone. Above this
+  /// budget, a toggle re-runs the whole quantized pass (results are the same, only slower).
+  uint64_t cacheBudgetBytes = uint64_t(2) << 30;
+};
+
+/// Quantization parameters of one activation tensor.
+struct ActivationQuant {
+  ValueId value = kNoValue;
+  float amax = 0;               // of the chosen method (group maximum for shared Concat scales)
+  float scale = 0;              // amax / 127 (int8) or amax / 448 (fp8)
+  std::array<float, 4> methodAmax{};  // max, entropy, percentile, mse (own tensor, not the group)
+  int scaleGroup = -1;
+};
+
+/// Per-channel quantization of one weight.
+struct WeightQuant {
+  NodeId node = -1;
+  size_t inputIndex = 0;
+  ValueId value = kNoValue;
+  int axis = 0;
+  std::vector<float> amax, scale;
+};
+
+struct NodeResult {
+  bool hasGraphwise = false;     // the node has a float output
+  ErrorMetrics graphwise;        // its output with every enabled point on vs float
+  bool hasLayerwise = false;     // the node is quantizable
+  ErrorMetrics layerwise;        // the node alone, its points on, float inputs
+  double weightSnrDb = NAN;      // weights quantized only (NaN: no weight)
+  double activationSnrDb = NAN;  // activations quantized only (NaN: no activation point)
+  double sensitivitySnrDb = NAN; // graph outputs with only this node quantized (all outputs pooled)
+};
+
+struct OutputResult {
+  ValueId value = kNoValue;
+  std::string name;
+  ErrorMetrics metrics;
+};
+
+struct AnalysisResult {
+  QuantPlan plan;                     // placement with the user's configuration applied
+  std::vector<NodeResult> nodes;      // indexed by NodeId
+  std::vector<OutputResult> outputs;  // graph outputs, declaration order
+  std::map<ValueId, ActivationQuant> activations;  // every calibrated activation tensor
+  std::vector<WeightQuant> weights;   // every weight point (enabled or not)
+  int64_t samples = 0;
+  CalibrationSettings calibration;
+
+  /// Lowest SNR over the graph outputs (the figure targets are checked against).
+  double worstOutputSnrDb() const;
+};
+
+/// One step of the automatic fallback.
+struct FallbackStep {
+  NodeId excluded = -1;
+  std::vector<double> outputSnrDb;  // per graph output after this exclusion
+};
+
+class QuantSession {
+ public:
+  ~QuantSession();
+  /// Plans the quantization points of `model` and applies `config` (warnings for patterns that
+  /// match nothing go to `warnings`). Fails for an invalid pattern or an executor that cannot be
+  /// created.
+  static Result<std::unique_ptr<QuantSession>> create(std::shared_ptr<const Model> model, const QuantConfig& config,
+                                                      const AnalysisOptions& options,
+                                                      std::vector<std::string>* warnings = nullptr);
+
+  /// Collects statistics (abs max and histogram) of every potential activation point over
+  /// `data`, and the per-channel amax of every weight.
+  Status calibrate(const CalibrationData& data, const ProgressFn& progress = {});
+  /// Uses explicit amax values instead of calibrating (a TensorRT calibration cache, a saved
+  /// config): tensor name -> amax. Tensors without an entry keep calibrated values if any.
+  Status setActivationAmax(const std::map<std::string, float>& amaxByTensor);
+
+  /// Runs every analysis over `data` (the calibration set or a separate analysis set). The
+  /// session keeps `data` for later incremental updates when activations exceed the cache budget.
+  Result<std::shared_ptr<const AnalysisResult>> analyze(std::shared_ptr<const CalibrationData> data,
+                                                        const ProgressFn& progress = {});
+
+  /// Turns nodes on or off and recomputes only what changes (the graph-wise error of the
+  /// downstream cone and the outputs). Equal to a full analyze() with the new states.
+  Result<std::shared_ptr<const AnalysisResult>> setQuantized(const std::vector<std::pair<NodeId, bool>>& toggles,
+                                                              const ProgressFn& progress = {});
+
+  /// Excludes the most sensitive quantized node, one at a time, until every graph output reaches
+  /// `targetDb` or no quantized node is left. Needs a prior analyze() with sensitivity.
+  Result<std::vector<FallbackStep>> autoFallback(double targetDb, const ProgressFn& progress = {});
+
+  /// Statistics of an activation tensor (histogram and per-method amax), or nullptr.
+  const TensorStats* stats(ValueId value) const;
+  std::shared_ptr<const AnalysisResult> result() const { return m_result; }
+  const QuantPlan& plan() const { return m_plan; }
+  const Model& model() const { return *m_model; }
+  const Executor& executor() const { return *m_executor; }
+  const AnalysisOptions& options() const { return m_options; }
+  /// Set from any thread to stop a running call (it returns Cancelled, previous results kept).
+  std::atomic<bool>& cancelFlag() { return m_cancel; }
+
+ private:
+  QuantSession() = default;
+  struct BatchCache;
+  class Transform;
+
+  struct PointRef {
+    size_t inputIndex;
+    ValueId value;
+    int weight;  // index into m_weights, -1 for an activation point
+  };
+  void indexPoints();
+  void computeScales();
+  std::vector<char> enabledMask() const;
+  void finishResult(AnalysisResult& r, const std::vector<ErrorAccumulator>& nodeAcc,
+                    const std::vector<ErrorAccumulator>& outAcc) const;
+  std::vector<NodeId> coneOf(const std::vector<NodeId>& roots) const;
+  bool keepGoing(const ProgressFn& progress, double fraction, const std::string& stage) const;
+
+  std::shared_ptr<const Model> m_model;
+  std::unique_ptr<Executor> m_executor;
+  AnalysisOptions m_options;
+  QuantPlan m_plan;
+  std::map<ValueId, TensorStats> m_stats;
+  std::map<ValueId, float> m_amaxOverride;
+  std::map<ValueId, ActivationQuant> m_act;
+  std::vector<WeightQuant> m_weights;
+  std::vector<Tensor> m_fakeWeights;  // per m_weights entry: the weight after fake quantization
+  std::vector<std::vector<PointRef>> m_pointsByNode;
+  int64_t m_calibratedSamples = 0;
+  std::shared_ptr<const AnalysisResult> m_result;
+  // Per-node accumulators of the last analysis, kept for incremental updates.
+  std::vector<ErrorAccumulator> m_nodeAcc, m_outAcc;
+  std::vector<std::unique_ptr<BatchCache>> m_cache;  // per analysed batch, when within budget
+  std::shared_ptr<const CalibrationData> m_data;
+  std::atomic<bool> m_cancel{false};
+};
+
+}  // namespace qs

@@ -1,0 +1,260 @@
+#include "core/analysis/report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace qs {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// JSON has no infinities: +-inf become the strings "inf"/"-inf"; NaN (not applicable) is null.
+Json num(double v) {
+  if (std::isnan(v)) return nullptr;
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+Json metricsJson(const ErrorMetrics& m) {
+  return Json{{"snr_db", num(m.snrDb)}, {"cosine", num(m.cosine)}, {"mse", num(m.mse)}, {"max_abs", num(m.maxAbs)}};
+}
+
+std::string fmt(double v, int digits = 2) {
+  if (std::isnan(v)) return "";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string fmtG(double v) {
+  if (std::isnan(v)) return "";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+std::string htmlEscape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '&': o += "&amp;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string csvField(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
+}  // namespace
+
+std::string reportJson(const Model& model, const AnalysisResult& r, const ReportContext& ctx) {
+  const Graph& g = model.graph;
+  Json j;
+  j["tool"] = {{"name", "quantscope"}, {"version", ctx.toolVersion}};
+  j["model"] = ctx.modelPath.empty() ? model.path : ctx.modelPath;
+  Json settings = Json::object();
+  settings["quantize_mode"] = quantModeName(r.plan.mode);
+  settings["calibration_method"] = calibMethodName(r.calibration.method);
+  settings["percentile"] = r.calibration.percentile;
+  settings["samples"] = r.samples;
+  for (const auto& [k, v] : ctx.settings) settings[k] = v;
+  j["settings"] = settings;
+  Json outputs = Json::array();
+  for (const auto& o : r.outputs) {
+    outputs.push_back({{"name", o.name}, {"snr_db", num(o.metrics.snrDb)}, {"cosine", num(o.metrics.cosine)},
+                       {"mse", num(o.metrics.mse)}, {"max_abs", num(o.metrics.maxAbs)}});
+  }
+  j["outputs"] = outputs;
+  Json layers = Json::array();
+  for (NodeId id : g.topoOrder) {
+    const Node& n = g.nodes[(size_t)id];
+    const NodeResult& nr = r.nodes[(size_t)id];
+    const NodeQuantState& st = r.plan.nodes[(size_t)id];
+    Json l;
+    l["node"] = n.name;
+    l["op_type"] = n.opType;
+    l["quantizable"] = st.quantizable;
+    l["quantized"] = st.quantized;
+    l["reason"] = st.quantized ? "" : st.reason;
+    l["graphwise"] = nr.hasGraphwise ? metricsJson(nr.graphwise) : Json(nullptr);
+    l["layerwise"] = nr.hasLayerwise ? metricsJson(nr.layerwise) : Json(nullptr);
+    l["weight_snr_db"] = num(nr.weightSnrDb);
+    l["activation_snr_db"] = num(nr.activationSnrDb);
+    l["sensitivity_snr_db"] = num(nr.sensitivitySnrDb);
+    layers.push_back(l);
+  }
+  j["layers"] = layers;
+  Json tensors = Json::array();
+  for (const auto& [id, a] : r.activations) {
+    Json methods = Json::object();
+    for (CalibMethod m : {CalibMethod::Max, CalibMethod::Entropy, CalibMethod::Percentile, CalibMethod::Mse})
+      methods[calibMethodName(m)] = num(a.methodAmax[(size_t)m]);
+    tensors.push_back({{"name", g.value(id).name}, {"amax", num(a.amax)}, {"scale", num(a.scale)}, {"axis", nullptr},
+                       {"method", calibMethodName(r.calibration.method)}, {"scale_group", a.scaleGroup},
+                       {"method_amax", methods}});
+  }
+  for (const auto& w : r.weights) {
+    Json amax = Json::array(), scale = Json::array();
+    for (float a : w.amax) amax.push_back(num(a));
+    for (float s : w.scale) scale.push_back(num(s));
+    tensors.push_back({{"name", g.value(w.value).name}, {"amax", amax}, {"scale", scale}, {"axis", w.axis},
+                       {"method", "max"}, {"node", g.nodes[(size_t)w.node].name},
+                       {"enabled", r.plan.nodes[(size_t)w.node].quantized}});
+  }
+  j["tensors"] = tensors;
+  j["warnings"] = ctx.warnings;
+  if (!ctx.fallback.empty() || !std::isnan(ctx.targetSnrDb)) {
+    Json steps = Json::array();
+    for (const auto& s : ctx.fallback) {
+      Json snr = Json::array();
+      for (double v : s.outputSnrDb) snr.push_back(num(v));
+      steps.push_back({{"excluded", g.nodes[(size_t)s.excluded].name}, {"outputs_snr_db", snr}});
+    }
+    j["fallback"] = {{"target_snr_db", num(ctx.targetSnrDb)}, {"steps", steps},
+                     {"reached", r.worstOutputSnrDb() >= ctx.targetSnrDb}};
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string layersCsv(const Model& model, const AnalysisResult& r) {
+  const Graph& g = model.graph;
+  std::ostringstream out;
+  out << "index,node,op_type,quantizable,quantized,reason,graphwise_snr_db,graphwise_cosine,graphwise_mse,"
+         "graphwise_max_abs,layerwise_snr_db,layerwise_cosine,layerwise_mse,layerwise_max_abs,weight_snr_db,"
+         "activation_snr_db,sensitivity_snr_db\n";
+  int idx = 0;
+  for (NodeId id : g.topoOrder) {
+    const Node& n = g.nodes[(size_t)id];
+    const NodeResult& nr = r.nodes[(size_t)id];
+    const NodeQuantState& st = r.plan.nodes[(size_t)id];
+    auto m = [&](bool has, const ErrorMetrics& e) {
+      return has ? fmtG(e.snrDb) + "," + fmtG(e.cosine) + "," + fmtG(e.mse) + "," + fmtG(e.maxAbs) : std::string(",,,");
+    };
+    out << idx++ << "," << csvField(n.name) << "," << n.opType << "," << (st.quantizable ? 1 : 0) << ","
+        << (st.quantized ? 1 : 0) << "," << csvField(st.quantized ? "" : st.reason) << ","
+        << m(nr.hasGraphwise, nr.graphwise) << "," << m(nr.hasLayerwise, nr.layerwise) << "," << fmtG(nr.weightSnrDb)
+        << "," << fmtG(nr.activationSnrDb) << "," << fmtG(nr.sensitivitySnrDb) << "\n";
+  }
+  return out.str();
+}
+
+std::string reportHtml(const Model& model, const AnalysisResult& r, const ReportContext& ctx) {
+  const Graph& g = model.graph;
+  std::ostringstream h;
+  h << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Quantscope report: " << htmlEscape(model.path)
+    << "</title><style>"
+       "body{font-family:system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}h2{font-size:16px;margin-top:28px}"
+       "table{border-collapse:collapse;font-size:12px}th,td{border:1px solid #ddd;padding:3px 6px;text-align:right}"
+       "th{background:#f3f3f3;cursor:pointer;position:sticky;top:0}td.l{text-align:left}tr.off td{color:#999}"
+       ".bad{background:#fbe3e3}.mid{background:#fdf3d9}.good{background:#e6f4e6}.chart{border:1px solid #ddd}"
+       "</style></head><body>";
+  h << "<h1>Quantscope report</h1><p>Model <b>" << htmlEscape(ctx.modelPath.empty() ? model.path : ctx.modelPath)
+    << "</b> &middot; mode " << quantModeName(r.plan.mode) << " &middot; calibration "
+    << calibMethodName(r.calibration.method) << " &middot; " << r.samples << " samples</p>";
+  for (const auto& w : ctx.warnings) h << "<p class=\"mid\">warning: " << htmlEscape(w) << "</p>";
+  auto cls = [](double snr) {
+    if (std::isnan(snr)) return "";
+    return snr < 10 ? "bad" : snr < 25 ? "mid" : "good";
+  };
+  h << "<h2>Outputs</h2><table class=\"sortable\"><tr><th>output</th><th>SNR dB</th><th>cosine</th><th>MSE</th><th>max abs</th></tr>";
+  for (const auto& o : r.outputs) {
+    h << "<tr><td class=l>" << htmlEscape(o.name) << "</td><td class=\"" << cls(o.metrics.snrDb) << "\">"
+      << fmt(o.metrics.snrDb) << "</td><td>" << fmtG(o.metrics.cosine) << "</td><td>" << fmtG(o.metrics.mse) << "</td><td>"
+      << fmtG(o.metrics.maxAbs) << "</td></tr>";
+  }
+  h << "</table>";
+  if (!ctx.fallback.empty()) {
+    h << "<h2>Automatic fallback (target " << fmt(ctx.targetSnrDb) << " dB)</h2><table><tr><th>step</th><th>excluded</th><th>worst output SNR dB</th></tr>";
+    int k = 1;
+    for (const auto& s : ctx.fallback) {
+      double worst = INFINITY;
+      for (double v : s.outputSnrDb) worst = std::min(worst, v);
+      h << "<tr><td>" << k++ << "</td><td class=l>" << htmlEscape(g.nodes[(size_t)s.excluded].name) << "</td><td>"
+        << fmt(worst) << "</td></tr>";
+    }
+    h << "</table>";
+  }
+  // Per-layer SNR chart in topological order: graph-wise (blue) and layer-wise (orange), quantized nodes only.
+  std::vector<NodeId> q;
+  for (NodeId id : g.topoOrder)
+    if (r.plan.nodes[(size_t)id].quantizable) q.push_back(id);
+  const int W = 1100, H = 280, pad = 40;
+  double lo = 0, hi = 10;
+  for (NodeId id : q) {
+    for (double v : {r.nodes[(size_t)id].graphwise.snrDb, r.nodes[(size_t)id].layerwise.snrDb}) {
+      if (std::isfinite(v)) {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+    }
+  }
+  hi = std::ceil(hi / 10) * 10;
+  auto y = [&](double v) {
+    if (!std::isfinite(v)) v = v > 0 ? hi : lo;
+    return H - pad - (v - lo) / (hi - lo) * (H - 2 * pad);
+  };
+  h << "<h2>Per-layer SNR (quantizable nodes, topological order)</h2><svg class=chart width=\"" << W << "\" height=\"" << H
+    << "\" xmlns=\"http://www.w3.org/2000/svg\">";
+  for (double t = lo; t <= hi + 1e-9; t += 10) {
+    h << "<line x1=\"" << pad << "\" x2=\"" << W - 10 << "\" y1=\"" << y(t) << "\" y2=\"" << y(t)
+      << "\" stroke=\"#eee\"/><text x=\"4\" y=\"" << y(t) + 4 << "\" font-size=\"10\">" << t << " dB</text>";
+  }
+  auto series = [&](bool layerwise, const char* color) {
+    h << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.5\" points=\"";
+    for (size_t i = 0; i < q.size(); ++i) {
+      const NodeResult& nr = r.nodes[(size_t)q[i]];
+      double v = layerwise ? nr.layerwise.snrDb : nr.graphwise.snrDb;
+      double x = pad + (q.size() > 1 ? (double)i / (double)(q.size() - 1) : 0.5) * (W - pad - 10);
+      h << x << "," << y(v) << " ";
+    }
+    h << "\"/>";
+  };
+  series(false, "#2b6cb0");
+  series(true, "#dd6b20");
+  h << "<text x=\"" << W - 260 << "\" y=\"16\" font-size=\"11\" fill=\"#2b6cb0\">graph-wise</text><text x=\"" << W - 180
+    << "\" y=\"16\" font-size=\"11\" fill=\"#dd6b20\">layer-wise</text></svg>";
+
+  h << "<h2>Layers</h2><p>Click a column header to sort.</p><table class=\"sortable\"><tr><th>#</th><th>node</th><th>op</th>"
+       "<th>quantized</th><th>graph-wise SNR</th><th>layer-wise SNR</th><th>sensitivity SNR</th><th>weight SNR</th>"
+       "<th>activation SNR</th><th>cosine</th><th>reason</th></tr>";
+  int idx = 0;
+  for (NodeId id : g.topoOrder) {
+    const Node& n = g.nodes[(size_t)id];
+    const NodeResult& nr = r.nodes[(size_t)id];
+    const NodeQuantState& st = r.plan.nodes[(size_t)id];
+    h << "<tr" << (st.quantized ? "" : " class=off") << "><td>" << idx++ << "</td><td class=l>" << htmlEscape(n.name)
+      << "</td><td class=l>" << htmlEscape(n.opType) << "</td><td>" << (st.quantized ? "yes" : "no") << "</td><td class=\""
+      << cls(nr.hasGraphwise ? nr.graphwise.snrDb : NAN) << "\">" << (nr.hasGraphwise ? fmt(nr.graphwise.snrDb) : "")
+      << "</td><td class=\"" << cls(nr.hasLayerwise ? nr.layerwise.snrDb : NAN) << "\">"
+      << (nr.hasLayerwise ? fmt(nr.layerwise.snrDb) : "") << "</td><td class=\"" << cls(nr.sensitivitySnrDb) << "\">"
+      << fmt(nr.sensitivitySnrDb) << "</td><td>" << fmt(nr.weightSnrDb) << "</td><td>" << fmt(nr.activationSnrDb)
+      << "</td><td>" << (nr.hasGraphwise ? fmtG(nr.graphwise.cosine) : "") << "</td><td class=l>"
+      << htmlEscape(st.quantized ? "" : st.reason) << "</td></tr>";
+  }
+  h << "</table><script>"
+       "document.querySelectorAll('table.sortable').forEach(function(t){var hs=t.rows[0].cells;"
+       "for(let c=0;c<hs.length;c++){hs[c].onclick=function(){var rows=Array.from(t.rows).slice(1);"
+       "var asc=t.dataset.col==c&&t.dataset.dir!='asc';t.dataset.col=c;t.dataset.dir=asc?'asc':'desc';"
+       "function v(r){var s=r.cells[c].textContent;if(s=='inf')return Infinity;if(s=='-inf')return -Infinity;"
+       "var f=parseFloat(s);return isNaN(f)?s:f;}"
+       "rows.sort(function(a,b){var x=v(a),y=v(b);if(typeof x!=typeof y){x=String(x);y=String(y);}"
+       "return (x<y?-1:x>y?1:0)*(asc?1:-1);});rows.forEach(function(r){t.appendChild(r);});};}});"
+       "</script></body></html>\n";
+  return h.str();
+}
+
+}  // namespace qs

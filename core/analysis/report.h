@@ -1,0 +1,29 @@
+// The analysis report in the formats users keep: report.json (schema in docs/report-schema.md),
+// a self-contained HTML page (sortable tables, per-layer SNR chart) and a per-layer CSV.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/analysis/quant_session.h"
+
+namespace qs {
+
+struct ReportContext {
+  std::string modelPath;
+  std::map<std::string, std::string> settings;  // flag -> value, as given
+  std::vector<std::string> warnings;
+  std::vector<FallbackStep> fallback;           // empty unless --target-snr ran
+  double targetSnrDb = NAN;
+  std::string toolVersion = "0.1.0";
+};
+
+/// report.json: model, settings, outputs, layers, tensors, weights, warnings, fallback.
+std::string reportJson(const Model& model, const AnalysisResult& r, const ReportContext& ctx);
+/// One self-contained HTML file (no external resources).
+std::string reportHtml(const Model& model, const AnalysisResult& r, const ReportContext& ctx);
+/// layers.csv: one row per node in topological order.
+std::string layersCsv(const Model& model, const AnalysisResult& r);
+
+}  // namespace qs

@@ -1,0 +1,17 @@
+// Renders document-like test images: dark text (stb_easy_font glyphs, several sizes) on light,
+// slightly noisy backgrounds, as OCR calibration data would look. Seeded, so tests are repeatable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace qs::test {
+
+/// RGB, row-major, w*h*3 bytes.
+std::vector<uint8_t> renderTextImage(int width, int height, uint64_t seed);
+
+/// Writes `count` PNG files (text_000.png, ...) into `dir` (created if needed).
+void writeTextImages(const std::string& dir, int count, int width, int height, uint64_t seed);
+
+}  // namespace qs::test
