@@ -1,0 +1,242 @@
+// The analysis session end to end on PaddleOCR models with rendered text images: complete
+// results, incremental toggles equal to a full recompute, sensitivity equal to a full run with
+// only that node quantized, exclusions visible in the outputs, automatic fallback.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/analysis/quant_session.h"
+#include "core/analysis/report.h"
+#include "core/onnx/loader.h"
+#include "tests/support/onnx_builder.h"
+#include "tests/support/text_images.h"
+
+using namespace qs;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Fixture {
+  std::shared_ptr<Model> model;
+  std::shared_ptr<const CalibrationData> data;
+  std::string dir;
+};
+
+Fixture open(const std::string& file, int w, int h, int count, std::array<float, 3> mean, std::array<float, 3> std) {
+  Fixture f;
+  std::string path = std::string(QS_MODELS_DIR) + "/" + file;
+  if (!fs::exists(path)) return f;
+  auto m = loadModel(path);
+  EXPECT_TRUE(m) << m.status().message();
+  f.model = *m;
+  f.dir = qs::test::makeTempDir("analysis");
+  qs::test::writeTextImages(f.dir, count, w, h, 100);
+  CalibrationDataOptions co;
+  co.path = f.dir;
+  co.image.width = w;
+  co.image.height = h;
+  co.image.mean = mean;
+  co.image.std = std;
+  auto d = CalibrationData::open(*f.model, co);
+  EXPECT_TRUE(d) << d.status().message();
+  f.data = std::shared_ptr<const CalibrationData>(std::move(d).value());
+  return f;
+}
+
+Fixture openCls(int count = 6) { return open("ch_ppocr_mobile_v2.0_cls_infer.onnx", 192, 48, count, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}); }
+
+void expectFiniteOrInf(double v, const std::string& what) {
+  EXPECT_FALSE(std::isnan(v)) << what;
+}
+
+void expectSameMetrics(const ErrorMetrics& a, const ErrorMetrics& b, const std::string& what) {
+  if (std::isinf(a.snrDb) || std::isinf(b.snrDb)) {
+    EXPECT_EQ(a.snrDb, b.snrDb) << what;
+  } else {
+    EXPECT_NEAR(a.snrDb, b.snrDb, 1e-9 * std::max(1.0, std::fabs(a.snrDb))) << what;
+  }
+  EXPECT_NEAR(a.mse, b.mse, 1e-12 + 1e-9 * std::fabs(a.mse)) << what;
+  EXPECT_EQ(a.maxAbs, b.maxAbs) << what;
+}
+
+std::unique_ptr<QuantSession> makeSession(const Fixture& f, CalibMethod method, const QuantConfig& cfg = {}) {
+  AnalysisOptions ao;
+  ao.calibration.method = method;
+  ao.threads = 2;
+  auto s = QuantSession::create(f.model, cfg, ao);
+  EXPECT_TRUE(s) << s.status().message();
+  EXPECT_TRUE(s.value()->calibrate(*f.data));
+  return std::move(s).value();
+}
+
+}  // namespace
+
+TEST(Analysis, ClsReportIsCompleteAndFinite) {
+  auto f = openCls();
+  if (!f.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
+  auto s = makeSession(f, CalibMethod::Max);
+  auto r = s->analyze(f.data);
+  ASSERT_TRUE(r) << r.status().message();
+  const AnalysisResult& res = **r;
+  const Graph& g = f.model->graph;
+  ASSERT_EQ(res.outputs.size(), 1u);
+  EXPECT_GT(res.outputs[0].metrics.snrDb, 10.0);
+  EXPECT_LT(res.outputs[0].metrics.snrDb, 80.0);
+  int quantized = 0;
+  for (NodeId id = 0; id < (NodeId)g.nodes.size(); ++id) {
+    const NodeResult& nr = res.nodes[(size_t)id];
+    const NodeQuantState& st = res.plan.nodes[(size_t)id];
+    if (!st.quantized) {
+      EXPECT_FALSE(st.reason.empty()) << g.nodes[(size_t)id].name;
+    }
+    if (st.quantizable) {
+      ++quantized;
+      ASSERT_TRUE(nr.hasLayerwise) << g.nodes[(size_t)id].name;
+      expectFiniteOrInf(nr.layerwise.snrDb, g.nodes[(size_t)id].name);
+      expectFiniteOrInf(nr.sensitivitySnrDb, g.nodes[(size_t)id].name);
+      expectFiniteOrInf(nr.activationSnrDb, g.nodes[(size_t)id].name);
+    }
+    if (nr.hasGraphwise) expectFiniteOrInf(nr.graphwise.snrDb, g.nodes[(size_t)id].name);
+  }
+  EXPECT_GT(quantized, 40);
+  for (const auto& [id, a] : res.activations) {
+    EXPECT_GT(a.scale, 0.f);
+    EXPECT_TRUE(std::isfinite(a.amax));
+  }
+  std::string json = reportJson(*f.model, res, {});
+  EXPECT_EQ(json.find("nan"), std::string::npos);
+  EXPECT_NE(json.find("\"sensitivity_snr_db\""), std::string::npos);
+  fs::remove_all(f.dir);
+}
+
+TEST(Analysis, IncrementalToggleEqualsFullRecompute) {
+  auto f = openCls(4);
+  if (!f.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
+  auto s = makeSession(f, CalibMethod::Max);
+  ASSERT_TRUE(s->analyze(f.data));
+  // Turn off three quantized nodes spread over the graph, then one back on.
+  std::vector<NodeId> q;
+  for (NodeId id : f.model->graph.topoOrder)
+    if (s->plan().nodes[(size_t)id].quantized) q.push_back(id);
+  ASSERT_GT(q.size(), 10u);
+  std::vector<std::pair<NodeId, bool>> toggles = {{q[2], false}, {q[q.size() / 2], false}, {q[q.size() - 3], false}};
+  auto inc = s->setQuantized(toggles);
+  ASSERT_TRUE(inc) << inc.status().message();
+  inc = s->setQuantized({{q[q.size() / 2], true}});
+  ASSERT_TRUE(inc);
+
+  QuantConfig cfg;
+  cfg.nodesToExclude = {f.model->graph.nodes[(size_t)q[2]].name + "$", f.model->graph.nodes[(size_t)q[q.size() - 3]].name + "$"};
+  auto full = makeSession(f, CalibMethod::Max, cfg);
+  auto ref = full->analyze(f.data);
+  ASSERT_TRUE(ref);
+  const Graph& g = f.model->graph;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    EXPECT_EQ((*inc)->plan.nodes[i].quantized, (*ref)->plan.nodes[i].quantized) << g.nodes[i].name;
+    expectSameMetrics((*inc)->nodes[i].graphwise, (*ref)->nodes[i].graphwise, g.nodes[i].name);
+  }
+  expectSameMetrics((*inc)->outputs[0].metrics, (*ref)->outputs[0].metrics, "output");
+  fs::remove_all(f.dir);
+}
+
+TEST(Analysis, IncrementalWithoutCacheEqualsFullRecompute) {
+  auto f = openCls(3);
+  if (!f.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
+  AnalysisOptions ao;
+  ao.calibration.method = CalibMethod::Max;
+  ao.cacheBudgetBytes = 0;  // forces the re-run path
+  ao.sensitivity = false;
+  auto s = QuantSession::create(f.model, {}, ao);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE((*s)->calibrate(*f.data));
+  auto before = (*s)->analyze(f.data);
+  ASSERT_TRUE(before);
+  NodeId first = -1;
+  for (NodeId id : f.model->graph.topoOrder)
+    if ((*s)->plan().nodes[(size_t)id].quantized) {
+      first = id;
+      break;
+    }
+  auto inc = (*s)->setQuantized({{first, false}});
+  ASSERT_TRUE(inc);
+  QuantConfig cfg;
+  cfg.nodesToExclude = {f.model->graph.nodes[(size_t)first].name + "$"};
+  auto full = QuantSession::create(f.model, cfg, ao);
+  ASSERT_TRUE(full);
+  ASSERT_TRUE((*full)->calibrate(*f.data));
+  auto ref = (*full)->analyze(f.data);
+  ASSERT_TRUE(ref);
+  expectSameMetrics((*inc)->outputs[0].metrics, (*ref)->outputs[0].metrics, "output");
+  EXPECT_NE((*inc)->outputs[0].metrics.snrDb, (*before)->outputs[0].metrics.snrDb);
+  fs::remove_all(f.dir);
+}
+
+TEST(Analysis, SensitivityEqualsFullRunWithOnlyThatNodeQuantized) {
+  auto f = openCls(3);
+  if (!f.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
+  auto s = makeSession(f, CalibMethod::Max);
+  auto r = s->analyze(f.data);
+  ASSERT_TRUE(r);
+  const Graph& g = f.model->graph;
+  NodeId probe = -1;
+  int seen = 0;
+  for (NodeId id : g.topoOrder)
+    if (s->plan().nodes[(size_t)id].quantizable && ++seen == 7) probe = id;
+  ASSERT_GE(probe, 0);
+  // Only `probe` quantized, through the public configuration path.
+  QuantConfig cfg;
+  cfg.nodesToQuantize = {g.nodes[(size_t)probe].name + "$"};
+  AnalysisOptions ao;
+  ao.calibration.method = CalibMethod::Max;
+  ao.layerwise = ao.sensitivity = false;
+  auto only = QuantSession::create(f.model, cfg, ao);
+  ASSERT_TRUE(only);
+  ASSERT_TRUE((*only)->calibrate(*f.data));
+  auto ref = (*only)->analyze(f.data);
+  ASSERT_TRUE(ref);
+  EXPECT_NEAR((*r)->nodes[(size_t)probe].sensitivitySnrDb, (*ref)->outputs[0].metrics.snrDb, 1e-9);
+  fs::remove_all(f.dir);
+}
+
+TEST(Analysis, ExcludingTheWorstNodesRaisesOutputSnrAndFallbackReachesTarget) {
+  auto f = openCls(4);
+  if (!f.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
+  auto s = makeSession(f, CalibMethod::Max);
+  auto r = s->analyze(f.data);
+  ASSERT_TRUE(r);
+  double before = (*r)->outputs[0].metrics.snrDb;
+  double target = before + 6.0;
+  auto steps = s->autoFallback(target);
+  ASSERT_TRUE(steps) << steps.status().message();
+  ASSERT_FALSE(steps->empty());
+  double after = s->result()->outputs[0].metrics.snrDb;
+  EXPECT_GE(after, target);
+  EXPECT_FALSE(s->plan().nodes[(size_t)(*steps)[0].excluded].quantized);
+  // The first node excluded is the most sensitive one.
+  double worst = INFINITY;
+  for (size_t i = 0; i < (*r)->nodes.size(); ++i)
+    if ((*r)->plan.nodes[i].quantized && !std::isnan((*r)->nodes[i].sensitivitySnrDb))
+      worst = std::min(worst, (*r)->nodes[i].sensitivitySnrDb);
+  EXPECT_EQ((*r)->nodes[(size_t)(*steps)[0].excluded].sensitivitySnrDb, worst);
+  fs::remove_all(f.dir);
+}
+
+TEST(Analysis, DetWithRenderedImagesEveryMethod) {
+  auto f = open("ch_PP-OCRv4_det_infer.onnx", 160, 160, 2, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f});
+  if (!f.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
+  for (CalibMethod m : {CalibMethod::Max, CalibMethod::Entropy, CalibMethod::Percentile, CalibMethod::Mse}) {
+    AnalysisOptions ao;
+    ao.calibration.method = m;
+    ao.sensitivity = (m == CalibMethod::Max);  // the sweep once is enough here
+    ao.threads = 2;
+    auto s = QuantSession::create(f.model, {}, ao);
+    ASSERT_TRUE(s) << s.status().message();
+    ASSERT_TRUE((*s)->calibrate(*f.data));
+    auto r = (*s)->analyze(f.data);
+    ASSERT_TRUE(r) << r.status().message();
+    EXPECT_FALSE(std::isnan((*r)->outputs[0].metrics.snrDb)) << calibMethodName(m);
+    EXPECT_GT((*r)->outputs[0].metrics.cosine, 0.5) << calibMethodName(m);
+  }
+  fs::remove_all(f.dir);
+}
