@@ -182,7 +182,8 @@ Status validateArray(const InputSpec& in, Tensor* data, int64_t maxSamples, cons
     for (int k = 1; k < t.rank(); ++k) {
       if (in.dim(k).isFixed() && in.dim(k).value != t.dim(k)) {
         return invalidArgument(who + ": dim " + std::to_string(k) + " expected " + std::to_string(in.dim(k).value) + ", got " +
-                               std::to_string(t.dim(k)) + " (data shape " + shapeToString(t.shape()) + ")" + model);
+                               std::to_string(t.dim(k)) + " (data shape " + shapeToString(t.shape()) + ", model input " +
+                               declaredShape(in) + ")");
       }
     }
   }
@@ -431,9 +432,10 @@ Result<std::unique_ptr<CalibrationData>> openImageFolder(const std::vector<Input
   }
   for (int c = 0; c < 3; ++c) {
     if (!std::isfinite(pre.mean[(size_t)c]) || !std::isfinite(pre.std[(size_t)c]) || pre.std[(size_t)c] == 0.0f) {
-      return invalidArgument(folder + ": image mean and std must be finite and std non-zero, got mean " +
-                             std::to_string(pre.mean[(size_t)c]) + " and std " + std::to_string(pre.std[(size_t)c]) +
-                             " for channel " + std::to_string(c));
+      char got[96];
+      std::snprintf(got, sizeof got, "mean %g and std %g", (double)pre.mean[(size_t)c], (double)pre.std[(size_t)c]);
+      return invalidArgument(folder + ": image mean and std must be finite and std non-zero, got " + got + " for channel " +
+                             std::to_string(c));
     }
   }
   if (!std::isfinite(pre.scale)) return invalidArgument(folder + ": image scale must be finite");

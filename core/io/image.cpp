@@ -74,7 +74,10 @@ Result<Image> decodeImage(const void* data, size_t size, const std::string& wher
   if (!stbi_info_from_memory(bytes, (int)size, &w, &h, &comp)) return notAnImage(where);
   QS_RETURN_IF_ERROR(checkSize(where, w, h, maxPixels));
   std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load_from_memory(bytes, (int)size, &w, &h, &comp, 3), &stbi_image_free);
-  if (!px) return notAnImage(where);
+  if (!px) {
+    return invalidArgument(where + ": corrupt or truncated " + std::to_string(w) + "x" + std::to_string(h) +
+                           " image data (stb_image: " + stbReason() + ")");
+  }
   Image img;
   img.width = w;
   img.height = h;
