@@ -4,10 +4,15 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
+#include <signal.h>
+#include <unistd.h>
 
 #include "core/io/npy.h"
 #include "tests/support/onnx_builder.h"
@@ -128,4 +133,99 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   EXPECT_EQ(runQuantscope("run " + model, dir).exitCode, 2);
   EXPECT_EQ(runQuantscope("info", dir).exitCode, 2);
   EXPECT_EQ(runQuantscope("run " + model + " --threads -3 --random-input", dir).exitCode, 2);
+}
+
+namespace {
+
+// x[1,3,S,S] -> Conv(4) -> Relu -> Conv(4) -> y, with `repeat` extra Conv+Relu pairs.
+void writeConvModel(const std::string& path, int size, int repeat) {
+  OnnxBuilder b(13);
+  b.input("x", {1, 3, size, size}).output("y", {1, 4, size, size});
+  std::vector<float> w1(4 * 3 * 9), w2(4 * 4 * 9);
+  for (size_t i = 0; i < w1.size(); ++i) w1[i] = std::sin((float)i) * 0.3f;
+  for (size_t i = 0; i < w2.size(); ++i) w2[i] = std::cos((float)i) * 0.2f;
+  b.initializer("w1", {4, 3, 3, 3}, w1);
+  b.initializer("w2", {4, 4, 3, 3}, w2);
+  auto conv = [&](const std::string& in, const std::string& w, const std::string& out, const std::string& name) {
+    auto& n = b.node("Conv", {in, w}, {out}, name);
+    OnnxBuilder::attrInts(n, "pads", {1, 1, 1, 1});
+  };
+  conv("x", "w1", "c1", "conv1");
+  b.node("Relu", {"c1"}, {"r1"}, "relu1");
+  std::string last = "r1";
+  for (int k = 0; k < repeat; ++k) {
+    conv(last, "w2", "cc" + std::to_string(k), "convx" + std::to_string(k));
+    b.node("Relu", {"cc" + std::to_string(k)}, {"rr" + std::to_string(k)}, "relux" + std::to_string(k));
+    last = "rr" + std::to_string(k);
+  }
+  conv(last, "w2", "y", "conv2");
+  b.save(path);
+}
+
+}  // namespace
+
+TEST_F(CliTest, AnalyzeWritesReportsAndWarnsLoudlyOnRandomData) {
+  std::string m = dir + "/conv.onnx";
+  writeConvModel(m, 8, 1);
+  auto o = runQuantscope("analyze " + m + " --calibration-size 3 --calibration-method max --nodes-to-exclude nomatch.* --report " +
+                             dir + "/r.json --html " + dir + "/r.html --csv " + dir + "/r.csv",
+                         dir);
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  EXPECT_NE(o.err.find("WARNING: no calibration data: random inputs make the scales meaningless"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("nomatch.*"), std::string::npos) << "an unmatched pattern is named: " << o.err;
+  std::ifstream j(dir + "/r.json");
+  std::stringstream ss;
+  ss << j.rdbuf();
+  for (const char* key : {"\"model\"", "\"settings\"", "\"outputs\"", "\"layers\"", "\"tensors\"", "\"graphwise\"",
+                          "\"layerwise\"", "\"weight_snr_db\"", "\"activation_snr_db\"", "\"sensitivity_snr_db\"",
+                          "\"conv1\""})
+    EXPECT_NE(ss.str().find(key), std::string::npos) << key;
+  EXPECT_TRUE(fs::exists(dir + "/r.html"));
+  EXPECT_TRUE(fs::exists(dir + "/r.csv"));
+}
+
+TEST_F(CliTest, AnalyzeBadOptionsAndDataExitTwo) {
+  std::string m = dir + "/conv.onnx";
+  writeConvModel(m, 8, 0);
+  auto bad = runQuantscope("analyze " + m + " --calibration-method bogus --report " + dir + "/r.json", dir);
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_EQ(lineCount(bad.err), 1) << bad.err;
+  EXPECT_NE(bad.err.find("bogus"), std::string::npos);
+  auto regex = runQuantscope("analyze " + m + " --nodes-to-exclude '(' --report " + dir + "/r.json", dir);
+  EXPECT_EQ(regex.exitCode, 2) << regex.err;
+  Tensor x(DType::Float, {2, 3, 8, 8});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 0.5f;
+  x.data<float>()[200] = NAN;  // in sample 1
+  ASSERT_TRUE(writeNpz(dir + "/nan.npz", {{"x", x}}, false));
+  auto nan = runQuantscope("analyze " + m + " --calibration-data " + dir + "/nan.npz --report " + dir + "/r.json", dir);
+  EXPECT_EQ(nan.exitCode, 2) << nan.err;
+  EXPECT_NE(nan.err.find("'x'"), std::string::npos) << nan.err;
+  EXPECT_NE(nan.err.find("NaN"), std::string::npos) << nan.err;
+  EXPECT_FALSE(fs::exists(dir + "/r.json"));
+}
+
+TEST_F(CliTest, AnalyzeCancelsCleanlyOnInterrupt) {
+  std::string m = dir + "/big.onnx";
+  writeConvModel(m, 256, 12);
+  std::string report = dir + "/r.json";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string errFile = dir + "/int.txt";
+    freopen(errFile.c_str(), "w", stderr);
+    execl(QS_BINARY, QS_BINARY, "analyze", m.c_str(), "--calibration-size", "400", "--calibration-method", "max",
+          "--report", report.c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal instead of cancelling";
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  std::ifstream e(dir + "/int.txt");
+  std::stringstream ss;
+  ss << e.rdbuf();
+  EXPECT_NE(ss.str().find("cancelled"), std::string::npos) << ss.str();
+  EXPECT_FALSE(fs::exists(report));
 }
