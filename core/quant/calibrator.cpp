@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/quant/fake_quant.h"
@@ -14,19 +15,32 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // max |x| with NaN ignored (a NaN never compares greater); +Inf propagates and is filtered by
-// the caller. Independent lanes so that the compiler turns the loop into packed max/blend ops.
+// the caller. Written with GCC/Clang vector extensions: the auto-vectoriser does not turn a
+// NaN-ignoring max reduction into packed code, and this pass reads every calibration activation.
 float absMaxPass(const float* x, int64_t n) {
-  constexpr int kLanes = 16;
-  float lane[kLanes] = {};
+  typedef float V8 __attribute__((vector_size(32)));
+  typedef int32_t V8i __attribute__((vector_size(32)));
+  const V8i absMask = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff,
+                       0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
+  V8 m0 = {}, m1 = {}, m2 = {}, m3 = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int k = 0; k < kLanes; ++k) {
-      float a = std::fabs(x[i + k]);
-      lane[k] = a > lane[k] ? a : lane[k];
-    }
+  auto load = [&](int64_t at) {
+    V8 v;
+    std::memcpy(&v, x + at, sizeof v);
+    return (V8)((V8i)v & absMask);
+  };
+  for (; i + 32 <= n; i += 32) {
+    V8 a0 = load(i), a1 = load(i + 8), a2 = load(i + 16), a3 = load(i + 24);
+    m0 = a0 > m0 ? a0 : m0;
+    m1 = a1 > m1 ? a1 : m1;
+    m2 = a2 > m2 ? a2 : m2;
+    m3 = a3 > m3 ? a3 : m3;
   }
+  m0 = m1 > m0 ? m1 : m0;
+  m2 = m3 > m2 ? m3 : m2;
+  m0 = m2 > m0 ? m2 : m0;
   float m = 0.f;
-  for (int k = 0; k < kLanes; ++k) m = lane[k] > m ? lane[k] : m;
+  for (int k = 0; k < 8; ++k) m = m0[k] > m ? m0[k] : m;
   for (; i < n; ++i) {
     float a = std::fabs(x[i]);
     m = a > m ? a : m;
@@ -140,15 +154,18 @@ void TensorStats::addToHistogram(const float* data, int64_t n) {
   const float sentinel = (float)nb;  // non-finite values go here and are dropped
   double* hist = m_hist.data();
 
-  if (n < 16384) {
+  if (n < 16384 || !(1.0 / m_width < 1e30)) {
+    // Small batches, and tensors whose max is so tiny (< ~1e-26) that 1/width overflows float:
+    // index in double.
+    const double invWd = 1.0 / m_width;
     int64_t nonFinite = 0;
     for (int64_t i = 0; i < n; ++i) {
-      float a = std::fabs(data[i]);
+      double a = std::fabs(data[i]);
       if (!(a <= FLT_MAX)) {
         ++nonFinite;
         continue;
       }
-      float t = a * invW;
+      double t = a * invWd;
       hist[(int64_t)(t < lastBin ? t : lastBin)] += 1.0;
     }
     m_nonFinite += nonFinite;

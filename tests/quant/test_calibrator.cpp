@@ -177,6 +177,18 @@ TEST(CalHistogram, ZerosBeforeTheFirstNonzeroBatchLandInBinZero) {
   EXPECT_EQ(s.histogram()[0], 15.0);
 }
 
+TEST(CalHistogram, TinyMaxStillBinsCorrectly) {
+  std::vector<float> v(20000, 0.f);
+  v[1] = 1e-40f;  // a denormal max: 1 / width does not fit a float
+  TensorStats s;
+  s.add(v.data(), (int64_t)v.size());
+  ASSERT_EQ(s.histogram().size(), 2048u);
+  EXPECT_EQ(s.histogram()[0], 19999.0);
+  EXPECT_EQ(s.histogram()[2047], 1.0);
+  EXPECT_GT(s.amax(CalibMethod::Entropy, CalibrationSettings{}), 0.f);
+  EXPECT_EQ(scaleFromAmax(s.amax(CalibMethod::Max, CalibrationSettings{}), QuantMode::Int8), 1.f / 127.f);
+}
+
 TEST(CalHistogram, LargeBatchPathMatchesSmallBatches) {
   Rng rng(7);
   std::vector<float> v(200003);
@@ -530,4 +542,22 @@ TEST(CalPerChannel, BadArguments) {
       << perChannelAbsMax(w, 2).status().message();
   EXPECT_EQ(perChannelAbsMax(Tensor::scalar(1.f), 0).status().code(), StatusCode::InvalidArgument);
   EXPECT_EQ(perChannelAbsMax(Tensor(), 0).status().code(), StatusCode::InvalidArgument);
+}
+
+TEST(CalHistogram, MergeWithADifferentWidthMovesWholeBins) {
+  TensorStats a, b;
+  std::vector<float> va = {1.0f, 0.5f}, vb = {3.0f, 0.75f, 0.f};
+  a.add(va.data(), 2);  // width 1/2048
+  b.add(vb.data(), 3);  // width 3/2048
+  a.merge(b);
+  EXPECT_EQ(a.count(), 5);
+  EXPECT_EQ(a.absMax(), 3.0);
+  EXPECT_EQ(a.binWidth(), 1.0 / 2048);
+  EXPECT_DOUBLE_EQ(std::accumulate(a.histogram().begin(), a.histogram().end(), 0.0), 5.0);
+  // Each bin of b lands whole in the bin of a that holds its centre, (k + 0.5) * 3/2048:
+  EXPECT_EQ(a.histogram()[1], 1.0);     // b's bin 0 (the zero): centre 1.5/2048
+  EXPECT_EQ(a.histogram()[1024], 1.0);  // a's own 0.5
+  EXPECT_EQ(a.histogram()[1537], 1.0);  // b's bin 512 (0.75): centre 1537.5/2048
+  EXPECT_EQ(a.histogram()[6142], 1.0);  // b's bin 2047 (3.0): centre 6142.5/2048
+  EXPECT_EQ(a.histogram().size(), 6144u);
 }
