@@ -1,0 +1,431 @@
+#include "ui/graph_layout.h"
+
+#include <igraph/igraph.h>
+
+#include <QFontMetricsF>
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <tuple>
+
+namespace qs::ui {
+
+namespace {
+
+bool cancelled(const std::atomic<bool>* cancel) { return cancel && cancel->load(std::memory_order_relaxed); }
+
+Status cancelledStatus() { return Status(StatusCode::Cancelled, "layout cancelled"); }
+
+// igraph's error and warning handlers are process-wide and its default error handler aborts; the
+// library may also be built without thread-local state, so every call into it is serialised.
+std::mutex& igraphMutex() {
+  static std::mutex m;
+  return m;
+}
+
+void initIgraphOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    igraph_set_error_handler(igraph_error_handler_ignore);
+    igraph_set_warning_handler(igraph_warning_handler_ignore);
+  });
+}
+
+// RAII owners for the igraph objects used here.
+struct IgVecInt {
+  igraph_vector_int_t v;
+  explicit IgVecInt(igraph_integer_t n = 0) { igraph_vector_int_init(&v, n); }
+  ~IgVecInt() { igraph_vector_int_destroy(&v); }
+};
+struct IgMatrix {
+  igraph_matrix_t m;
+  IgMatrix() { igraph_matrix_init(&m, 0, 0); }
+  ~IgMatrix() { igraph_matrix_destroy(&m); }
+};
+struct IgGraph {
+  igraph_t g;
+  bool live = false;
+  ~IgGraph() {
+    if (live) igraph_destroy(&g);
+  }
+};
+
+// Minimises sum w_i (x_i - d_i)^2 subject to x_{i+1} - x_i >= s_i (pool adjacent violators on the
+// shifted problem). Keeps igraph's order and moves boxes as little as possible to remove overlaps.
+void separateInOrder(std::vector<double>& x, const std::vector<double>& sep, const std::vector<double>& w) {
+  const size_t n = x.size();
+  if (n < 2) return;
+  std::vector<double> offset(n, 0.0);
+  for (size_t i = 1; i < n; ++i) offset[i] = offset[i - 1] + sep[i - 1];
+  struct Block {
+    double sumW, sumWY;
+    size_t count;
+  };
+  std::vector<Block> blocks;
+  blocks.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    blocks.push_back({w[i], w[i] * (x[i] - offset[i]), 1});
+    while (blocks.size() > 1) {
+      Block& b = blocks.back();
+      Block& a = blocks[blocks.size() - 2];
+      if (a.sumWY / a.sumW <= b.sumWY / b.sumW) break;
+      a.sumW += b.sumW;
+      a.sumWY += b.sumWY;
+      a.count += b.count;
+      blocks.pop_back();
+    }
+  }
+  size_t i = 0;
+  for (const Block& b : blocks) {
+    const double y = b.sumWY / b.sumW;
+    for (size_t k = 0; k < b.count; ++k, ++i) x[i] = y + offset[i];
+  }
+}
+
+}  // namespace
+
+void SpatialIndex::build(const QRectF& bounds, const std::vector<LayoutItem>& items,
+                         const std::vector<LayoutEdge>& edges) {
+  m_bounds = bounds.adjusted(-1, -1, 1, 1);
+  // About 64 k cells at most, and never smaller than a few node boxes.
+  const double area = std::max(1.0, m_bounds.width() * m_bounds.height());
+  m_cell = std::max(256.0, std::sqrt(area / 65536.0));
+  m_cols = std::max(1, (int)std::ceil(m_bounds.width() / m_cell));
+  m_rows = std::max(1, (int)std::ceil(m_bounds.height() / m_cell));
+  const size_t cells = (size_t)m_cols * (size_t)m_rows;
+
+  auto fill = [&](auto forEachEntry, std::vector<int32_t>& start, std::vector<int32_t>& entries) {
+    start.assign(cells + 1, 0);
+    forEachEntry([&](size_t cell, int32_t) { ++start[cell + 1]; });
+    for (size_t c = 0; c < cells; ++c) start[c + 1] += start[c];
+    entries.assign((size_t)start[cells], 0);
+    std::vector<int32_t> cursor(start.begin(), start.end() - 1);
+    forEachEntry([&](size_t cell, int32_t id) { entries[(size_t)cursor[cell]++] = id; });
+  };
+  auto forCells = [&](const QRectF& r, auto&& fn) {
+    std::vector<int32_t> cr = cellRange(r);
+    for (int y = cr[1]; y <= cr[3]; ++y)
+      for (int x = cr[0]; x <= cr[2]; ++x) fn((size_t)y * (size_t)m_cols + (size_t)x);
+  };
+  fill(
+      [&](auto add) {
+        for (int32_t i = 0; i < (int32_t)items.size(); ++i)
+          forCells(items[(size_t)i].rect, [&](size_t c) { add(c, i); });
+      },
+      m_itemStart, m_itemEntries);
+  fill(
+      [&](auto add) {
+        for (int32_t e = 0; e < (int32_t)edges.size(); ++e) {
+          const auto& pts = edges[(size_t)e].points;
+          // Per segment, so that a long skip connection does not claim its whole bounding box.
+          // An edge may meet a cell through two segments: query() removes the repeats.
+          for (size_t k = 1; k < pts.size(); ++k) {
+            QRectF seg = QRectF(pts[k - 1], pts[k]).normalized();
+            forCells(seg, [&](size_t c) { add(c, e); });
+          }
+        }
+      },
+      m_edgeStart, m_edgeEntries);
+}
+
+std::vector<int32_t> SpatialIndex::cellRange(const QRectF& r) const {
+  auto cx = [&](double x) { return std::clamp((int)std::floor((x - m_bounds.left()) / m_cell), 0, m_cols - 1); };
+  auto cy = [&](double y) { return std::clamp((int)std::floor((y - m_bounds.top()) / m_cell), 0, m_rows - 1); };
+  return {cx(r.left()), cy(r.top()), cx(r.right()), cy(r.bottom())};
+}
+
+void SpatialIndex::query(const QRectF& r, std::vector<int32_t>* items, std::vector<int32_t>* edges) const {
+  if (m_cols == 0 || !r.intersects(m_bounds)) return;
+  std::vector<int32_t> cr = cellRange(r);
+  auto collect = [&](const std::vector<int32_t>& start, const std::vector<int32_t>& entries,
+                     std::vector<int32_t>* out) {
+    if (!out) return;
+    const size_t first = out->size();
+    for (int y = cr[1]; y <= cr[3]; ++y)
+      for (int x = cr[0]; x <= cr[2]; ++x) {
+        const size_t c = (size_t)y * (size_t)m_cols + (size_t)x;
+        out->insert(out->end(), entries.begin() + start[c], entries.begin() + start[c + 1]);
+      }
+    std::sort(out->begin() + (ptrdiff_t)first, out->end());
+    out->erase(std::unique(out->begin() + (ptrdiff_t)first, out->end()), out->end());
+  };
+  collect(m_itemStart, m_itemEntries, items);
+  collect(m_edgeStart, m_edgeEntries, edges);
+}
+
+int32_t GraphLayout::itemAt(const QPointF& p) const {
+  std::vector<int32_t> hits;
+  index.query(QRectF(p, QSizeF(0.01, 0.01)), &hits, nullptr);
+  for (auto it = hits.rbegin(); it != hits.rend(); ++it)
+    if (items[(size_t)*it].rect.contains(p)) return *it;
+  return -1;
+}
+
+Result<std::shared_ptr<const GraphLayout>> computeGraphLayout(std::shared_ptr<const Model> modelPtr,
+                                                              const LayoutOptions& opt,
+                                                              const LayoutProgress& progress,
+                                                              const std::atomic<bool>* cancel) {
+  auto report = [&](int p) {
+    if (progress) progress(p);
+  };
+  if (!modelPtr) return invalidArgument("layout: no model");
+  auto layout = std::make_shared<GraphLayout>();
+  layout->model = modelPtr;
+  const Graph& g = modelPtr->graph;
+
+  // --- Items: graph inputs, nodes in topological order, graph outputs.
+  std::vector<LayoutItem>& items = layout->items;
+  layout->itemOfNode.assign(g.nodes.size(), -1);
+  layout->itemOfValue.assign(g.values.size(), -1);
+  for (ValueId v : g.inputs) {
+    if (g.value(v).constant) continue;  // an overridable initializer is a weight, not an input box
+    layout->itemOfValue[(size_t)v] = (int32_t)items.size();
+    items.push_back({LayoutItem::Kind::GraphInput, v, 0, OpCategory::Other, {}});
+  }
+  for (NodeId n : g.topoOrder) {
+    layout->itemOfNode[(size_t)n] = (int32_t)items.size();
+    items.push_back({LayoutItem::Kind::Node, n, 0, opCategory(g.nodes[(size_t)n].opType), {}});
+  }
+  std::vector<int32_t> outputItemOfValue(g.values.size(), -1);
+  for (ValueId v : g.outputs) {
+    if (outputItemOfValue[(size_t)v] >= 0) continue;
+    outputItemOfValue[(size_t)v] = (int32_t)items.size();
+    items.push_back({LayoutItem::Kind::GraphOutput, v, 0, OpCategory::Other, {}});
+  }
+  for (ValueId v : g.outputs)
+    if (layout->itemOfValue[(size_t)v] < 0) layout->itemOfValue[(size_t)v] = outputItemOfValue[(size_t)v];
+  const size_t itemCount = items.size();
+
+  // --- Edges: one per (tensor, consumer); weights are not drawn.
+  std::vector<LayoutEdge>& edges = layout->edges;
+  auto sourceItem = [&](ValueId v) -> int32_t {
+    const Value& val = g.value(v);
+    if (val.producer >= 0) return layout->itemOfNode[(size_t)val.producer];
+    if (val.isGraphInput && !val.constant) return layout->itemOfValue[(size_t)v];
+    return -1;
+  };
+  for (NodeId n : g.topoOrder) {
+    const Node& node = g.nodes[(size_t)n];
+    const int32_t to = layout->itemOfNode[(size_t)n];
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const ValueId v = node.inputs[k];
+      if (v == kNoValue) continue;
+      bool repeated = false;  // Mul(x, x): one edge
+      for (size_t j = 0; j < k; ++j) repeated |= node.inputs[j] == v;
+      const int32_t from = sourceItem(v);
+      if (from < 0 || repeated) continue;
+      edges.push_back({from, to, v, {}});
+    }
+  }
+  for (ValueId v : g.outputs) {
+    const int32_t from = sourceItem(v);
+    const int32_t to = outputItemOfValue[(size_t)v];
+    if (from >= 0 && to >= 0 && from != to) edges.push_back({from, to, v, {}});
+  }
+  // Distinct outputs listed twice would add the same edge twice.
+  std::sort(edges.begin(), edges.end(), [](const LayoutEdge& a, const LayoutEdge& b) {
+    return std::tie(a.from, a.to, a.value) < std::tie(b.from, b.to, b.value);
+  });
+  edges.erase(std::unique(edges.begin(), edges.end(),
+                          [](const LayoutEdge& a, const LayoutEdge& b) {
+                            return a.from == b.from && a.to == b.to && a.value == b.value;
+                          }),
+              edges.end());
+  if (cancelled(cancel)) return cancelledStatus();
+  report(10);
+
+  // --- Layers: longest path from the sources (items are in topological order), then sources are
+  // pulled down next to their first consumer so that a late input does not sit at the very top.
+  std::vector<std::vector<int32_t>> preds(itemCount), succs(itemCount);
+  for (const LayoutEdge& e : edges) {
+    preds[(size_t)e.to].push_back(e.from);
+    succs[(size_t)e.from].push_back(e.to);
+  }
+  std::vector<int32_t> layer(itemCount, 0);
+  for (size_t i = 0; i < itemCount; ++i)
+    for (int32_t p : preds[i]) layer[i] = std::max(layer[i], layer[(size_t)p] + 1);
+  for (size_t i = itemCount; i-- > 0;) {
+    if (!preds[i].empty() || succs[i].empty()) continue;
+    int32_t lowest = INT32_MAX;
+    for (int32_t s : succs[i]) lowest = std::min(lowest, layer[(size_t)s]);
+    layer[i] = std::max(0, lowest - 1);
+  }
+  int32_t layerCount = 0;
+  for (size_t i = 0; i < itemCount; ++i) {
+    items[i].layer = layer[i];
+    layerCount = std::max(layerCount, layer[i] + 1);
+  }
+  layout->layerCount = layerCount;
+
+  // --- Box sizes from the fonts.
+  {
+    QFont bold = opt.opFont;
+    bold.setBold(true);
+    QFontMetricsF opMetrics(bold), nameMetrics(opt.nameFont);
+    const double pad = 2 * 12;
+    for (LayoutItem& it : items) {
+      double w = 0, h = 0;
+      if (it.kind == LayoutItem::Kind::Node) {
+        const Node& node = g.nodes[(size_t)it.id];
+        w = std::max(opMetrics.horizontalAdvance(QString::fromStdString(node.opType)),
+                     nameMetrics.horizontalAdvance(QString::fromStdString(node.name)));
+        w = std::clamp(w + pad, opt.minNodeWidth, opt.maxNodeWidth);
+        h = opt.nodeHeight;
+      } else {
+        w = nameMetrics.horizontalAdvance(QString::fromStdString(g.value(it.id).name));
+        w = std::clamp(w + pad, 48.0, opt.maxNodeWidth);
+        h = opt.ioHeight;
+      }
+      it.rect = QRectF(0, 0, w, h);
+    }
+  }
+  if (cancelled(cancel)) return cancelledStatus();
+  report(20);
+
+  // --- Sugiyama: crossing reduction and x placement by igraph, with one dummy vertex per crossed
+  // layer on long edges (the bend points).
+  IgMatrix res;
+  IgGraph extended;
+  IgVecInt extendedToOrig;
+  igraph_integer_t extendedVertexCount = 0;
+  std::vector<std::pair<int32_t, int32_t>> extendedEdges;  // (from, to) in the extended graph
+  {
+    std::lock_guard<std::mutex> lock(igraphMutex());
+    initIgraphOnce();
+    IgVecInt edgeList((igraph_integer_t)edges.size() * 2);
+    for (size_t e = 0; e < edges.size(); ++e) {
+      VECTOR(edgeList.v)[2 * e] = edges[e].from;
+      VECTOR(edgeList.v)[2 * e + 1] = edges[e].to;
+    }
+    IgGraph graph;
+    if (igraph_create(&graph.g, &edgeList.v, (igraph_integer_t)itemCount, IGRAPH_DIRECTED) != IGRAPH_SUCCESS)
+      return runtimeError("layout: igraph could not build a graph of " + std::to_string(itemCount) + " vertices");
+    graph.live = true;
+    IgVecInt layers((igraph_integer_t)itemCount);
+    for (size_t i = 0; i < itemCount; ++i) VECTOR(layers.v)[i] = layer[i];
+    const int iterations = itemCount > 20000 ? std::min(opt.crossingIterations, 10)
+                           : itemCount > 5000 ? std::min(opt.crossingIterations, 30)
+                                              : opt.crossingIterations;
+    if (igraph_layout_sugiyama(&graph.g, &res.m, &extended.g, &extendedToOrig.v, &layers.v, 1.0, 1.0, iterations,
+                               nullptr) != IGRAPH_SUCCESS)
+      return runtimeError("layout: igraph's Sugiyama layout failed on " + std::to_string(itemCount) + " vertices, " +
+                          std::to_string(edges.size()) + " edges");
+    extended.live = true;
+    extendedVertexCount = igraph_vcount(&extended.g);
+    const igraph_integer_t m = igraph_ecount(&extended.g);
+    extendedEdges.resize((size_t)m);
+    for (igraph_integer_t e = 0; e < m; ++e)
+      extendedEdges[(size_t)e] = {(int32_t)IGRAPH_FROM(&extended.g, e), (int32_t)IGRAPH_TO(&extended.g, e)};
+  }
+  if (cancelled(cancel)) return cancelledStatus();
+  report(70);
+
+  // --- Coordinates: scale igraph's unit grid, then remove overlaps within each layer in order.
+  const size_t vcount = (size_t)extendedVertexCount;
+  std::vector<double> cx(vcount), width(vcount, 14.0), weight(vcount, 0.25);
+  std::vector<int32_t> vlayer(vcount);
+  std::vector<double> widths;
+  for (size_t i = 0; i < itemCount; ++i) widths.push_back(items[i].rect.width());
+  double unit = 120;
+  if (!widths.empty()) {
+    std::nth_element(widths.begin(), widths.begin() + (ptrdiff_t)widths.size() / 2, widths.end());
+    unit = widths[widths.size() / 2] + opt.horizontalGap;
+  }
+  for (size_t v = 0; v < vcount; ++v) {
+    cx[v] = MATRIX(res.m, (igraph_integer_t)v, 0) * unit;
+    vlayer[v] = (int32_t)std::lround(MATRIX(res.m, (igraph_integer_t)v, 1));
+    if (v < itemCount) {
+      width[v] = items[v].rect.width();
+      weight[v] = 1.0;
+      vlayer[v] = layer[v];
+    }
+  }
+  std::vector<std::vector<int32_t>> byLayer((size_t)layerCount);
+  for (size_t v = 0; v < vcount; ++v)
+    if (vlayer[v] >= 0 && vlayer[v] < layerCount) byLayer[(size_t)vlayer[v]].push_back((int32_t)v);
+  std::vector<double> xs, seps, ws;
+  for (auto& row : byLayer) {
+    std::stable_sort(row.begin(), row.end(), [&](int32_t a, int32_t b) { return cx[(size_t)a] < cx[(size_t)b]; });
+    xs.clear(), seps.clear(), ws.clear();
+    for (size_t k = 0; k < row.size(); ++k) {
+      const size_t v = (size_t)row[k];
+      xs.push_back(cx[v]);
+      ws.push_back(weight[v]);
+      if (k + 1 < row.size()) {
+        const size_t u = (size_t)row[k + 1];
+        const bool bothDummies = v >= itemCount && u >= itemCount;
+        seps.push_back((width[v] + width[u]) / 2 + (bothDummies ? 4.0 : opt.horizontalGap * 0.6));
+      }
+    }
+    separateInOrder(xs, seps, ws);
+    for (size_t k = 0; k < row.size(); ++k) cx[(size_t)row[k]] = xs[k];
+  }
+  if (cancelled(cancel)) return cancelledStatus();
+
+  const double rowPitch = opt.nodeHeight + opt.layerGap;
+  auto rowCenterY = [&](int32_t l) { return l * rowPitch + opt.nodeHeight / 2; };
+  for (size_t i = 0; i < itemCount; ++i) {
+    QRectF& r = items[i].rect;
+    r.moveCenter(QPointF(cx[i], rowCenterY(layer[i])));
+  }
+
+  // --- Edge polylines: follow each original edge through its dummy vertices.
+  std::vector<int32_t> dummyNext(vcount, -1);
+  for (const auto& [a, b] : extendedEdges)
+    if ((size_t)a >= itemCount) dummyNext[(size_t)a] = b;
+  // Map (from item, first hop) back to the original edge; igraph keeps one chain per original edge.
+  std::vector<int32_t> chainStart(edges.size(), -1);
+  for (igraph_integer_t e = 0; e < (igraph_integer_t)extendedEdges.size(); ++e) {
+    const auto& [a, b] = extendedEdges[(size_t)e];
+    if ((size_t)a < itemCount) {
+      const igraph_integer_t orig = VECTOR(extendedToOrig.v)[e];
+      if (orig >= 0 && (size_t)orig < edges.size()) chainStart[(size_t)orig] = b;
+    }
+  }
+  int64_t bends = 0;
+  for (size_t e = 0; e < edges.size(); ++e) {
+    LayoutEdge& edge = edges[e];
+    const QRectF& fr = items[(size_t)edge.from].rect;
+    edge.points.push_back(QPointF(fr.center().x(), fr.bottom()));
+    int32_t v = chainStart[e];
+    while (v >= 0 && (size_t)v >= itemCount) {
+      edge.points.push_back(QPointF(cx[(size_t)v], rowCenterY(vlayer[(size_t)v])));
+      ++bends;
+      v = dummyNext[(size_t)v];
+    }
+    edge.points.push_back(QPointF(items[(size_t)edge.to].rect.center().x(), items[(size_t)edge.to].rect.top()));
+  }
+  layout->bendPointCount = bends;
+  // Spread the arrowheads of several inputs across the top of their target box, ordered by where
+  // each edge comes from, so that they do not pile up on one point.
+  std::vector<std::vector<int32_t>> incoming(itemCount);
+  for (size_t e = 0; e < edges.size(); ++e) incoming[(size_t)edges[e].to].push_back((int32_t)e);
+  for (size_t i = 0; i < itemCount; ++i) {
+    auto& in = incoming[i];
+    if (in.size() < 2) continue;
+    auto approachX = [&](int32_t e) {
+      const auto& p = edges[(size_t)e].points;
+      return p[p.size() - 2].x();
+    };
+    std::stable_sort(in.begin(), in.end(), [&](int32_t a, int32_t b) { return approachX(a) < approachX(b); });
+    const QRectF& r = items[i].rect;
+    const double span = r.width() * 0.6;
+    for (size_t k = 0; k < in.size(); ++k) {
+      const double x = r.center().x() - span / 2 + span * (double)(k + 1) / (double)(in.size() + 1);
+      edges[(size_t)in[k]].points.back().setX(x);
+    }
+  }
+  report(90);
+
+  QRectF bounds;
+  for (const LayoutItem& it : items) bounds = bounds.united(it.rect);
+  for (const LayoutEdge& e : edges)
+    for (const QPointF& p : e.points) bounds = bounds.united(QRectF(p, QSizeF(1, 1)));
+  layout->bounds = bounds;
+  layout->index.build(bounds, items, edges);
+  if (cancelled(cancel)) return cancelledStatus();
+  report(100);
+  return std::shared_ptr<const GraphLayout>(std::move(layout));
+}
+
+}  // namespace qs::ui

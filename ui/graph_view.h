@@ -1,0 +1,93 @@
+// The graph view: paints a GraphLayout with its own transform, querying the layout's spatial index
+// for the visible items only, with less detail as the zoom drops. Wheel zooms around the cursor,
+// dragging pans, F fits the graph to the window.
+#pragma once
+
+#include <QFont>
+#include <QWidget>
+#include <memory>
+#include <vector>
+
+#include "ui/graph_layout.h"
+
+namespace qs::ui {
+
+class GraphView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit GraphView(QWidget* parent = nullptr);
+
+  /// Shows `layout` (may be null: empty view) and frames its top.
+  void setGraphLayout(std::shared_ptr<const GraphLayout> layout);
+  const std::shared_ptr<const GraphLayout>& graphLayout() const { return m_layout; }
+
+  /// Fonts the layout was measured with; pass the same to computeGraphLayout.
+  LayoutOptions layoutOptions() const;
+
+  int selectedItem() const { return m_selected; }
+  /// Selects an item (-1 clears) without emitting itemSelected; centres it when `center`.
+  void setSelectedItem(int item, bool center);
+
+  /// Items whose node name, op type or tensor names contain `text` (case-insensitive);
+  /// exact name matches first, then in layout order.
+  std::vector<int32_t> findItems(const QString& text) const;
+
+  double zoom() const { return m_scale; }
+  /// Sets the zoom (1 = one scene unit per pixel) around the centre of the view.
+  void setZoom(double zoom);
+  QPointF mapToScene(const QPointF& widgetPos) const;
+  QPointF mapFromScene(const QPointF& scenePos) const;
+  void centerOn(const QPointF& scenePos);
+  /// Renders `scene` (scene coordinates) into `painter`; used by paintEvent and for export.
+  void renderScene(QPainter& painter, const QRectF& visibleScene) const;
+
+  /// Zoom below which boxes are plain rectangles without text.
+  static constexpr double kTextZoom = 0.33;
+
+ public slots:
+  void fitToWindow();
+  void zoomIn();
+  void zoomOut();
+  void resetZoom();
+
+ signals:
+  /// The user clicked an item (-1: empty space).
+  void itemSelected(int item);
+  /// The user chose "Show in table" on an item.
+  void showInTableRequested(int item);
+  void zoomChanged(double zoom);
+
+ protected:
+  void paintEvent(QPaintEvent* event) override;
+  void wheelEvent(QWheelEvent* event) override;
+  void mousePressEvent(QMouseEvent* event) override;
+  void mouseMoveEvent(QMouseEvent* event) override;
+  void mouseReleaseEvent(QMouseEvent* event) override;
+  void mouseDoubleClickEvent(QMouseEvent* event) override;
+  void keyPressEvent(QKeyEvent* event) override;
+  void contextMenuEvent(QContextMenuEvent* event) override;
+  void leaveEvent(QEvent* event) override;
+
+ private:
+  void zoomAround(const QPointF& widgetPos, double factor);
+  void setScale(double scale);
+  void prepareLabels();
+  QString itemTitle(int item) const;  // op type, or the tensor name of an input/output box
+  QString itemName(int item) const;   // node name ("" for input/output boxes)
+  void paintLegend(QPainter& p) const;
+  void paintEmpty(QPainter& p) const;
+
+  std::shared_ptr<const GraphLayout> m_layout;
+  std::vector<QString> m_titles, m_names;
+  mutable std::vector<QString> m_elidedNames;  // filled as items are first painted
+  QFont m_opFont, m_nameFont;
+  double m_scale = 1.0;
+  QPointF m_origin;  // scene point at the widget's top-left corner
+  int m_selected = -1;
+  int m_hover = -1;
+  bool m_pressed = false, m_panning = false;
+  QPoint m_pressPos;
+  QPointF m_pressOrigin;
+};
+
+}  // namespace qs::ui

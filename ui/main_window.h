@@ -1,0 +1,130 @@
+// The workbench window: graph view in the centre (a start page while no model is open), docks for
+// the inspector, the node table and the log, and the status bar with the loader's progress.
+#pragma once
+
+#include <QMainWindow>
+#include <memory>
+
+#include "ui/model_loader.h"
+
+class QLabel;
+class QLineEdit;
+class QMenu;
+class QPlainTextEdit;
+class QProgressBar;
+class QStackedWidget;
+class QTableView;
+class QTreeView;
+class QDockWidget;
+
+namespace qs::ui {
+
+class GraphView;
+class NodeFilterProxyModel;
+class NodeTableModel;
+class PropertyTreeModel;
+class StartPage;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  /// Opens a model file in the background; errors go to the log and a message box.
+  void openFile(const QString& path);
+  /// Shows a model built in code (tests, generated graphs); laid out in the background.
+  void openModel(std::shared_ptr<const Model> model, const QString& name);
+  /// The model shown now (null before the first successful open).
+  const LoadedModelPtr& current() const { return m_current; }
+
+  /// Selects a layout item (node or graph input/output box; -1 clears) everywhere: view, table, inspector.
+  void selectItem(int item, bool centerInView = true);
+  /// Selects the item of a node.
+  void selectNode(NodeId node);
+  /// Moves to the next match of `text` (node or tensor name); false when nothing matches.
+  bool findNext(const QString& text, bool backwards = false);
+
+  /// Sample model offered on the start page: QS_SAMPLE_MODEL_DIR, then beside the executable.
+  static QString sampleModelPath();
+  /// Whether failures also open a message box (on by default; the log always gets the line).
+  void setErrorDialogsEnabled(bool on) { m_errorDialogs = on; }
+
+  GraphView* graphView() const { return m_view; }
+  QTableView* nodeTable() const { return m_table; }
+  NodeTableModel* nodeTableModel() const { return m_tableModel; }
+  NodeFilterProxyModel* nodeProxyModel() const { return m_proxy; }
+  QLineEdit* nodeFilterEdit() const { return m_filterEdit; }
+  QTreeView* inspectorView() const { return m_inspector; }
+  PropertyTreeModel* inspectorModel() const { return m_inspectorModel; }
+  QPlainTextEdit* logView() const { return m_log; }
+  ModelLoader* loader() const { return m_loader; }
+  StartPage* startPage() const { return m_startPage; }
+  QLineEdit* searchEdit() const { return m_searchEdit; }
+
+ signals:
+  /// A model was opened and is on screen.
+  void modelShown(const QString& path);
+  /// An open failed; `message` is the one line shown in the log.
+  void openFailed(const QString& message);
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
+
+ private:
+  void buildActions();
+  void buildDocks();
+  void buildStatusBar();
+  void showDocks();
+  void showOpenDialog();
+  void onStarted(const QString& path);
+  void onProgress(int percent, const QString& stage);
+  void onLoaded(const LoadedModelPtr& result);
+  void onFailed(const QString& path, const QString& message);
+  void onTableCurrentChanged(const QModelIndex& current);
+  void showInspectorFor(int item);
+  void showInTable(int item);
+  void showSearch();
+  void updateSearch(const QString& text);
+  void log(const QString& line);
+  void addRecentFile(const QString& path);
+  QStringList recentFiles() const;
+  void rebuildRecentMenu();
+
+  ModelLoader* m_loader = nullptr;
+  LoadedModelPtr m_current;
+  QStackedWidget* m_stack = nullptr;
+  StartPage* m_startPage = nullptr;
+  QWidget* m_graphPage = nullptr;
+  GraphView* m_view = nullptr;
+  QWidget* m_searchBar = nullptr;
+  QLineEdit* m_searchEdit = nullptr;
+  QLabel* m_searchCount = nullptr;
+  std::vector<int32_t> m_matches;
+  QString m_matchText;
+  int m_matchIndex = -1;
+  QDockWidget* m_inspectorDock = nullptr;
+  QDockWidget* m_tableDock = nullptr;
+  QDockWidget* m_logDock = nullptr;
+  QTreeView* m_inspector = nullptr;
+  PropertyTreeModel* m_inspectorModel = nullptr;
+  QTableView* m_table = nullptr;
+  NodeTableModel* m_tableModel = nullptr;
+  NodeFilterProxyModel* m_proxy = nullptr;
+  QLineEdit* m_filterEdit = nullptr;
+  QPlainTextEdit* m_log = nullptr;
+  QLabel* m_statusInfo = nullptr;
+  QLabel* m_statusStage = nullptr;
+  QLabel* m_statusZoom = nullptr;
+  QProgressBar* m_progress = nullptr;
+  QMenu* m_recentMenu = nullptr;
+  QMenu* m_viewMenu = nullptr;
+  QByteArray m_savedState;
+  bool m_docksShown = false;
+  bool m_syncing = false;
+  bool m_errorDialogs = true;
+};
+
+}  // namespace qs::ui

@@ -1,0 +1,28 @@
+// What the inspector lists for a node, a graph input/output, or the whole model.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/ir/graph.h"
+#include "core/onnx/model_info.h"
+#include "ui/property_tree_model.h"
+
+namespace qs::ui {
+
+/// Summary statistics of a constant tensor, over its finite elements.
+struct TensorStats {
+  int64_t count = 0;      // all elements
+  int64_t nonFinite = 0;  // NaN and infinities, left out of the other figures
+  double min = 0, max = 0, mean = 0, stddev = 0;
+};
+TensorStats tensorStats(const Tensor& t);
+
+/// "float32 [1,3,?,?]"-style description of a value's declared type and shape.
+QString valueTypeString(const Value& v);
+
+std::vector<PropertyEntry> nodeProperties(const Model& model, NodeId id);
+std::vector<PropertyEntry> valueProperties(const Model& model, ValueId id);
+std::vector<PropertyEntry> modelSummary(const Model& model, const ModelInfo& info);
+
+}  // namespace qs::ui
