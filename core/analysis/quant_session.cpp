@@ -24,11 +24,14 @@ struct QuantSession::BatchCache {
 class QuantSession::Transform : public InputTransform {
  public:
   enum Parts { kActivations = 1, kWeights = 2, kBoth = 3 };
+  // Every node whose mask entry is set.
   Transform(const QuantSession& s, std::vector<char> enabled, int parts = kBoth)
       : m_s(s), m_enabled(std::move(enabled)), m_parts(parts) {}
+  // One node alone (layer-wise, sensitivity): no per-node mask to build.
+  Transform(const QuantSession& s, NodeId only, int parts = kBoth) : m_s(s), m_only(only), m_parts(parts) {}
 
   const Tensor* transform(NodeId node, size_t input, const Tensor& value, Tensor& storage) override {
-    if (!m_enabled[(size_t)node]) return nullptr;
+    if (m_only >= 0 ? node != m_only : !m_enabled[(size_t)node]) return nullptr;
     const auto& refs = m_s.m_pointsByNode[(size_t)node];
     for (const PointRef& r : refs) {
       if (r.inputIndex != input) continue;
@@ -48,6 +51,7 @@ class QuantSession::Transform : public InputTransform {
  private:
   const QuantSession& m_s;
   std::vector<char> m_enabled;
+  NodeId m_only = -1;
   int m_parts;
 };
 
@@ -301,8 +305,6 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
         if (n.outputs.empty() || n.outputs[0] == kNoValue) continue;
         const Tensor& ref = (*floatTable)[(size_t)n.outputs[0]];
         if (ref.dtype() != DType::Float) continue;
-        std::vector<char> only(N, 0);
-        only[(size_t)id] = 1;
         struct Part {
           int parts;
           ErrorAccumulator* acc;
@@ -312,7 +314,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
                      {Transform::kActivations, &actAcc[(size_t)id], hasAct[(size_t)id] && hasWeight[(size_t)id]}};
         for (const Part& p : parts) {
           if (!p.wanted) continue;
-          Transform t(*this, only, p.parts);
+          Transform t(*this, id, p.parts);
           std::vector<Tensor> storage(n.inputs.size());
           inputs.assign(n.inputs.size(), nullptr);
           for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -334,9 +336,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
         if (c % 8 == 0 && !keepGoing(progress, base + span * (0.6 + 0.4 * (double)c / (double)candidates.size()),
                                      "sensitivity"))
           return cancelled(*m_model);
-        std::vector<char> only(N, 0);
-        only[(size_t)candidates[c]] = 1;
-        Transform t(*this, only);
+        Transform t(*this, candidates[c]);
         std::vector<Tensor> table = *floatTable;  // shares buffers: only the cone's outputs are replaced
         RunOptions so;
         so.cancel = &m_cancel;

@@ -37,7 +37,7 @@ struct AnalysisOptions {
   int threads = 0;                    // executor threads (0 = all cores)
   /// Activations kept across batches so that a toggle re-runs only the affected cone. Above this
   /// budget, a toggle re-runs the whole quantized pass (results are the same, only slower).
-  uint64_t cacheBudgetBytes = uint64_t(2) << 30;
+  uint64_t cacheBudgetBytes = uint64_t(1) << 30;
 };
 
 /// Quantization parameters of one activation tensor.
