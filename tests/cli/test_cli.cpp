@@ -229,3 +229,81 @@ TEST_F(CliTest, AnalyzeCancelsCleanlyOnInterrupt) {
   EXPECT_NE(ss.str().find("cancelled"), std::string::npos) << ss.str();
   EXPECT_FALSE(fs::exists(report));
 }
+
+// Every hostile model of the loader tests, through the binary: non-zero exit, one line naming the file.
+TEST_F(CliTest, HostileModelsExitNonZeroWithOneLine) {
+  auto base = [] {
+    OnnxBuilder b(13);
+    b.input("x", {2, 3}).output("y", {2, 3});
+    b.initializer("w", {3}, {1.f, 2.f, 3.f});
+    b.node("Add", {"x", "w"}, {"s"}, "add");
+    b.node("Relu", {"s"}, {"y"}, "relu");
+    return b;
+  };
+  std::vector<std::pair<std::string, std::string>> cases;  // file, expected fragment
+  {
+    std::string bytes = base().bytes();
+    qs::test::writeBytes(dir + "/truncated.onnx", bytes.substr(0, bytes.size() / 2));
+    cases.push_back({"truncated.onnx", "not a valid ONNX model"});
+  }
+  {
+    auto b = base();
+    b.graph().mutable_node(1)->set_input(0, "ghost");
+    b.save(dir + "/dangling.onnx");
+    cases.push_back({"dangling.onnx", "node 'relu' (Relu): input 'ghost'"});
+  }
+  {
+    OnnxBuilder b(13);
+    b.input("x", {1}).output("y", {1});
+    b.node("Add", {"x", "c"}, {"a"}, "a");
+    b.node("Relu", {"a"}, {"c"}, "b");
+    b.node("Neg", {"a"}, {"y"}, "out");
+    b.save(dir + "/cycle.onnx");
+    cases.push_back({"cycle.onnx", "cycle"});
+  }
+  {
+    auto b = base();
+    b.graph().mutable_initializer(0)->add_dims(2);
+    b.save(dir + "/size.onnx");
+    cases.push_back({"size.onnx", "tensor 'w' dims [3,2] need 6 elements"});
+  }
+  {
+    auto b = base();
+    auto* t = b.graph().mutable_initializer(0);
+    t->clear_dims();
+    t->add_dims(int64_t(1) << 20);
+    t->add_dims(int64_t(1) << 20);
+    b.save(dir + "/huge.onnx");
+    cases.push_back({"huge.onnx", "beyond the limit"});
+  }
+  {
+    auto b = base();
+    auto* t = b.graph().mutable_initializer(0);
+    t->clear_raw_data();
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* kv = t->add_external_data();
+    kv->set_key("location");
+    kv->set_value("../../etc/passwd");
+    b.save(dir + "/escape.onnx");
+    cases.push_back({"escape.onnx", "escapes the model's folder"});
+  }
+  {
+    OnnxBuilder b(13);
+    b.input("x", {1}).output("y", {1});
+    b.node("FancyOp", {"x"}, {"y"}, "fancy");
+    b.save(dir + "/unknown.onnx");
+    cases.push_back({"unknown.onnx", "unsupported op: FancyOp (node 'fancy')"});
+  }
+  for (const auto& [file, fragment] : cases) {
+    // `run` creates the executor, so unsupported ops are refused too; info lists them instead.
+    auto o = runQuantscope("run " + dir + "/" + file + " --random-input --output " + dir + "/o.npz", dir);
+    EXPECT_EQ(o.exitCode, 2) << file << ": " << o.err;
+    EXPECT_EQ(lineCount(o.err), 1) << file << ": " << o.err;
+    EXPECT_NE(o.err.find(dir + "/" + file), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find(fragment), std::string::npos) << file << ": " << o.err;
+    EXPECT_FALSE(fs::exists(dir + "/o.npz"));
+  }
+  auto info = runQuantscope("info " + dir + "/unknown.onnx", dir);
+  EXPECT_EQ(info.exitCode, 0);
+  EXPECT_NE(info.out.find("FancyOp (node 'fancy')"), std::string::npos) << info.out;
+}
