@@ -9,7 +9,7 @@ namespace qs::cli {
 
 bool isSubcommand(int argc, char** argv) {
   if (argc < 2) return false;
-  for (const char* s : {"info", "run", "analyze", "--help", "-h", "--version"})
+  for (const char* s : {"info", "run", "analyze", "export", "--help", "-h", "--version"})
     if (std::strcmp(argv[1], s) == 0) return true;
   return false;
 }
@@ -130,6 +130,19 @@ int runCli(int argc, char** argv) {
   anCmd->add_option("--html", an.html, "Write a self-contained HTML report");
   anCmd->add_option("--csv", an.csv, "Write the per-layer table as CSV");
 
+  ExportArgs ex;
+  auto* exCmd = app.add_subcommand("export", "Write quantized.onnx, quant_cfg.json, calibration.cache and report.json");
+  addAnalysisOptions(*exCmd, ex.analysis);
+  exCmd->add_option("--output-dir,--output_dir", ex.outputDir, "Folder for the four files (created if needed)");
+  exCmd->add_option("--output-path,--output_path", ex.outputPath, "Write the quantized model alone to this file");
+  exCmd->add_option("--load-config", ex.loadConfig, "Reuse a quant_cfg.json (scales and node states) instead of calibrating");
+  exCmd->add_option("--calibration-cache-path,--calibration_cache_path", ex.calibrationCache,
+                    "Take activation scales from a TensorRT calibration cache instead of calibrating");
+  auto* dqOpt = exCmd->add_flag("--dq-only,!--no-dq-only", ex.dqOnly,
+                                "Weights as int8 initializers + DequantizeLinear (default) or float + Q/DQ");
+  exCmd->add_flag("--use-external-data-format,--use_external_data_format", ex.externalData,
+                  "Write the initializers to quantized.onnx.data");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -141,6 +154,12 @@ int runCli(int argc, char** argv) {
     Status st = finishAnalysisOptions(*anCmd, an);
     if (!st) return reportError(st);
     return runAnalyze(an);
+  }
+  if (*exCmd) {
+    Status st = finishAnalysisOptions(*exCmd, ex.analysis);
+    if (!st) return reportError(st);
+    ex.dqOnlyGiven = dqOpt->count() > 0;
+    return runExport(ex);
   }
   if (*runCmd) {
     if (run.input.empty() && !run.randomInput) {

@@ -62,6 +62,18 @@ struct AnalyzeArgs {
 };
 int runAnalyze(const AnalyzeArgs& args);
 
+struct ExportArgs {
+  AnalyzeArgs analysis;          // every analyze option
+  std::string outputDir;         // --output-dir: quantized.onnx, quant_cfg.json, calibration.cache, report.json
+  std::string outputPath;        // --output_path: the model alone (ModelOpt)
+  std::string loadConfig;        // --load-config quant_cfg.json: scales and node states, no calibration
+  std::string calibrationCache;  // --calibration-cache-path: scales from a TensorRT cache
+  bool dqOnly = true;            // --dq-only / --no-dq-only
+  bool dqOnlyGiven = false;
+  bool externalData = false;     // --use-external-data-format
+};
+int runExport(const ExportArgs& args);
+
 }  // namespace qs::cli
 
 namespace CLI {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <map>
 
+#include "core/exec/graph_rewrites.h"
 #include "core/exec/parallel.h"
 
 namespace qs {
@@ -28,6 +29,34 @@ std::vector<std::string> unsupportedOps(const Model& model, const KernelRegistry
   return out;
 }
 
+Status Executor::createKernels(Plan& plan, const KernelRegistry& registry) {
+  const Model& model = *plan.model;
+  const Graph& g = model.graph;
+  plan.kernels.clear();
+  plan.kernels.resize(g.nodes.size());
+  for (NodeId id : g.topoOrder) {
+    const Node& n = g.nodes[(size_t)id];
+    auto it = model.opsets.find(n.domain);
+    int64_t opset = it == model.opsets.end() ? 1 : it->second;
+    const KernelEntry* entry = registry.find(n.opType, n.domain, opset);
+    if (!entry) return unsupported(model.path + ": " + n.label() + ": no kernel at opset " + std::to_string(opset));
+    KernelInit init{n, opset, g};
+    auto kernel = entry->create(init);
+    if (!kernel) {
+      const std::string& m = kernel.status().message();
+      // Factories name the node themselves; add the file.
+      return Status(kernel.status().code(), model.path + ": " + (m.rfind("node '", 0) == 0 ? m : n.label() + ": " + m));
+    }
+    plan.kernels[(size_t)id] = std::move(kernel).value();
+  }
+  plan.useCount.assign(g.values.size(), 0);
+  for (const Node& n : g.nodes)
+    for (ValueId in : n.inputs)
+      if (in != kNoValue) ++plan.useCount[(size_t)in];
+  for (ValueId out : g.outputs) ++plan.useCount[(size_t)out];
+  return Status::ok();
+}
+
 Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> model, const ExecutorOptions& options) {
   std::unique_ptr<Executor> ex(new Executor());
   ex->m_model = model;
@@ -38,33 +67,32 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> 
     builtin = KernelRegistry::builtin();
     registry = &builtin;
   }
-  const Graph& g = model->graph;
   auto missing = unsupportedOps(*model, *registry);
   if (!missing.empty()) {
     std::string msg = model->path + ": unsupported op" + (missing.size() > 1 ? "s: " : ": ");
     for (size_t i = 0; i < missing.size(); ++i) msg += (i ? "; " : "") + missing[i];
     return unsupported(msg);
   }
-  ex->m_kernels.resize(g.nodes.size());
-  for (NodeId id : g.topoOrder) {
-    const Node& n = g.nodes[(size_t)id];
-    auto it = model->opsets.find(n.domain);
-    int64_t opset = it == model->opsets.end() ? 1 : it->second;
-    const KernelEntry* entry = registry->find(n.opType, n.domain, opset);
-    KernelInit init{n, opset, g};
-    auto kernel = entry->create(init);
-    if (!kernel) {
-      const std::string& m = kernel.status().message();
-      // Factories name the node themselves; add the file.
-      return Status(kernel.status().code(), model->path + ": " + (m.rfind("node '", 0) == 0 ? m : n.label() + ": " + m));
-    }
-    ex->m_kernels[(size_t)id] = std::move(kernel).value();
+  Plan original;
+  original.model = model;
+  QS_RETURN_IF_ERROR(createKernels(original, *registry));
+  ex->m_kernels = std::move(original.kernels);
+  ex->m_useCount = std::move(original.useCount);
+  if (options.rewrites) {
+    RewriteReport report;
+    auto rewritten = rewriteForInference(*model, *registry, ex->m_threads, &report);
+    if (!rewritten) return rewritten.status();
+    auto plan = std::make_unique<Plan>();
+    plan->model = std::move(rewritten).value();
+    plan->origin = std::move(report.origin);
+    plan->absorbed = std::move(report.absorbed);
+    QS_RETURN_IF_ERROR(createKernels(*plan, *registry));
+    ex->m_fast = std::move(plan);
+    ex->m_rewriteSummary = std::to_string(report.foldedConstantNodes) + " constant nodes folded, " +
+                           std::to_string(report.foldedIntoConv) + " nodes folded into Conv weights, " +
+                           std::to_string(report.fusedActivations) + " activation nodes fused into " +
+                           std::to_string(report.fusedConvs) + " FusedConv";
   }
-  ex->m_useCount.assign(g.values.size(), 0);
-  for (const Node& n : g.nodes)
-    for (ValueId in : n.inputs)
-      if (in != kNoValue) ++ex->m_useCount[(size_t)in];
-  for (ValueId out : g.outputs) ++ex->m_useCount[(size_t)out];
   return ex;
 }
 
@@ -170,10 +198,10 @@ double Executor::estimateFlops(const Node& node, std::span<const Tensor* const> 
   if (out.empty() || out[0].empty()) return 0;
   const std::string& op = node.opType;
   double outElems = (double)out[0].numel();
-  if ((op == "Conv" || op == "ConvTranspose") && in.size() > 1 && in[1]) {
+  if ((op == "Conv" || op == "ConvTranspose" || op == "FusedConv") && in.size() > 1 && in[1]) {
     // each output element of Conv: Cin/group * prod(kernel) MACs; ConvTranspose: per input element.
     const Shape& w = in[1]->shape();
-    if (op == "Conv") return 2.0 * outElems * product(w, 1);
+    if (op != "ConvTranspose") return 2.0 * outElems * product(w, 1);
     return 2.0 * (double)in[0]->numel() * product(w, 1);
   }
   if ((op == "MatMul" || op == "Gemm") && in.size() > 1 && in[0] && in[1]) {
@@ -189,12 +217,24 @@ double Executor::estimateFlops(const Node& node, std::span<const Tensor* const> 
 }
 
 Result<std::vector<Tensor>> Executor::run(const std::vector<NamedTensor>& feeds, const RunOptions& options) const {
-  const Graph& g = m_model->graph;
+  if (m_fast && !options.observer && !options.inputTransform) return runPlan(*m_fast, feeds, options);
+  // The original graph, without moving the kernels: a plan that borrows nothing but names them.
+  Plan original;
+  original.model = m_model;
+  return runPlan(original, feeds, options);
+}
+
+Result<std::vector<Tensor>> Executor::runPlan(const Plan& plan, const std::vector<NamedTensor>& feeds,
+                                             const RunOptions& options) const {
+  const bool isOriginal = &plan != m_fast.get();
+  const Graph& g = plan.model->graph;
+  const std::vector<std::unique_ptr<Kernel>>& kernels = isOriginal ? m_kernels : plan.kernels;
+  const std::vector<int32_t>& useCount = isOriginal ? m_useCount : plan.useCount;
   std::vector<const Tensor*> fed(g.values.size(), nullptr);
   QS_RETURN_IF_ERROR(checkFeeds(feeds, fed));
 
   std::vector<Tensor> values(g.values.size());
-  std::vector<int32_t> uses = m_useCount;
+  std::vector<int32_t> uses = useCount;
   uint64_t liveBytes = 0, peakBytes = 0;
   for (ValueId id = 0; id < (ValueId)g.values.size(); ++id) {
     if (fed[(size_t)id]) {
@@ -228,7 +268,7 @@ Result<std::vector<Tensor>> Executor::run(const std::vector<NamedTensor>& feeds,
     outputs.assign(node.outputs.size(), Tensor());
     KernelContext ctx{std::span<const Tensor* const>(inputs), std::span<Tensor>(outputs), m_threads};
     auto t0 = Clock::now();
-    Status st = m_kernels[(size_t)id]->run(ctx);
+    Status st = kernels[(size_t)id]->run(ctx);
     if (!st.isOk()) {
       return Status(st.code() == StatusCode::Ok ? StatusCode::RuntimeError : st.code(),
                     m_model->path + ": " + node.label() + ": " + st.message());
@@ -249,8 +289,18 @@ Result<std::vector<Tensor>> Executor::run(const std::vector<NamedTensor>& feeds,
     liveBytes += outBytes;
     peakBytes = std::max(peakBytes, liveBytes);
     if (options.profile) {
-      options.profile->nodes.push_back(
-          NodeProfile{id, std::chrono::duration<double, std::milli>(t1 - t0).count(), flops, outBytes});
+      NodeProfile np{id, std::chrono::duration<double, std::milli>(t1 - t0).count(), flops, outBytes, {}, {}};
+      if (!isOriginal) {
+        np.node = plan.origin[(size_t)id];
+        np.absorbed = plan.absorbed[(size_t)id];
+        if (!np.absorbed.empty()) {
+          const Graph& og = m_model->graph;
+          np.kernel = node.opType + "(" + og.nodes[(size_t)np.node].opType;
+          for (NodeId a : np.absorbed) np.kernel += "," + og.nodes[(size_t)a].opType;
+          np.kernel += ")";
+        }
+      }
+      options.profile->nodes.push_back(std::move(np));
     }
     // Free inputs after their last consumer, and outputs nobody reads.
     auto release = [&](ValueId v) {

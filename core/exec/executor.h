@@ -2,6 +2,13 @@
 // creation, naming the nodes); run() feeds inputs by name, runs nodes in topological order,
 // lets an observer see every value, and frees each intermediate after its last consumer
 // (an observer that keeps a Tensor copy keeps the buffer alive: buffers are shared).
+//
+// With ExecutorOptions::rewrites, create() also builds a rewritten copy of the graph
+// (core/exec/graph_rewrites.h: constant folding, BatchNormalization and constant affines folded
+// into Conv, activations fused into the Conv kernel). run() uses it only when no observer and
+// no input transform is attached: an observed or transformed run, runNodes() and runNode()
+// always execute the original nodes, so every original node's output is seen exactly as
+// without rewrites (fusion is skipped for observed runs rather than re-materialised).
 #pragma once
 
 #include <atomic>
@@ -37,10 +44,12 @@ class InputTransform {
 };
 
 struct NodeProfile {
-  NodeId node = -1;
+  NodeId node = -1;        // original node id (for a fused node: its Conv)
   double ms = 0;           // wall time of the kernel
   double flops = 0;        // multiply-adds counted as 2 FLOPs; elementwise ops as 1 per output element
   uint64_t outputBytes = 0;
+  std::string kernel;            // what ran when it is not the node's own op, e.g. "FusedConv(Conv,BatchNormalization,Relu)"
+  std::vector<NodeId> absorbed;  // original nodes fused into this one (rewritten runs)
 };
 
 struct RunProfile {
@@ -59,6 +68,9 @@ struct RunOptions {
 struct ExecutorOptions {
   int threads = 0;                            // intra-op threads; 0 = all hardware threads
   const KernelRegistry* registry = nullptr;   // nullptr = the built-in kernels
+  /// Build the rewritten graph for unobserved run() calls (see the top of this file). Off by
+  /// default: the analysis session keeps it off; `quantscope run` turns it on.
+  bool rewrites = false;
 };
 
 class Executor {
@@ -86,6 +98,10 @@ class Executor {
   const Model& model() const { return *m_model; }
   std::shared_ptr<const Model> modelPtr() const { return m_model; }
   int threads() const { return m_threads; }
+  /// True when unobserved run() calls use a rewritten graph.
+  bool rewritesActive() const { return m_fast != nullptr; }
+  /// What the rewrites did ("" when off): counts of folded and fused nodes.
+  const std::string& rewriteSummary() const { return m_rewriteSummary; }
   /// FLOP estimate of one node given its input and output tensors (used by profiles).
   static double estimateFlops(const Node& node, std::span<const Tensor* const> inputs, std::span<const Tensor> outputs);
 
@@ -93,10 +109,23 @@ class Executor {
   Executor() = default;
   Status checkFeeds(const std::vector<NamedTensor>& feeds, std::vector<const Tensor*>& byValue) const;
 
+  // A graph with its kernels: the original, or the rewritten one.
+  struct Plan {
+    std::shared_ptr<const Model> model;
+    std::vector<std::unique_ptr<Kernel>> kernels;  // indexed by the plan's NodeId
+    std::vector<int32_t> useCount;                 // consumer slots + graph-output uses, per value
+    std::vector<NodeId> origin;                    // rewritten plans: original node per node
+    std::vector<std::vector<NodeId>> absorbed;     // rewritten plans: original nodes fused into each node
+  };
+  static Status createKernels(Plan& plan, const KernelRegistry& registry);
+  Result<std::vector<Tensor>> runPlan(const Plan& plan, const std::vector<NamedTensor>& feeds, const RunOptions& options) const;
+
   std::shared_ptr<const Model> m_model;
   std::vector<std::unique_ptr<Kernel>> m_kernels;  // indexed by NodeId
   std::vector<int32_t> m_useCount;                 // consumer slots + graph-output uses, per value
   int m_threads = 1;
+  std::unique_ptr<Plan> m_fast;                    // rewritten graph; nullptr when rewrites are off
+  std::string m_rewriteSummary;
 };
 
 /// Lists the ops of `model` that `registry` cannot run: "Foo (nodes 'a', 'b')", one per op type.

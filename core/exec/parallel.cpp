@@ -1,24 +1,142 @@
 #include "core/exec/parallel.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 namespace qs {
+
+namespace {
+
+using Fn = std::function<void(int64_t, int64_t)>;
+
+// One job at a time. Its claim state is one 64-bit word, generation | chunk count | claimed
+// chunks, so a worker that wakes late can never claim a chunk of a job other than the one
+// whose parameters it read: the CAS that claims a chunk fails once the generation moved on,
+// and a job cannot move on while one of its chunks is unclaimed.
+constexpr int kGenBits = 24, kCountBits = 20;
+constexpr uint64_t kCountMask = (uint64_t(1) << kCountBits) - 1;
+constexpr int64_t kMaxChunks = int64_t(kCountMask);
+
+uint64_t packState(uint32_t gen, uint64_t chunks, uint64_t claimed) {
+  return (uint64_t(gen & ((1u << kGenBits) - 1)) << (2 * kCountBits)) | (chunks << kCountBits) | claimed;
+}
+uint32_t genOf(uint64_t s) { return uint32_t(s >> (2 * kCountBits)); }
+uint64_t chunksOf(uint64_t s) { return (s >> kCountBits) & kCountMask; }
+uint64_t claimedOf(uint64_t s) { return s & kCountMask; }
+
+thread_local bool t_inParallel = false;
+
+class Pool {
+ public:
+  // Never destroyed (workers are parked at exit); see pool().
+  bool tryRun(int threads, int64_t n, int64_t chunks, const Fn& fn) {
+    if (m_busy.exchange(true, std::memory_order_acquire)) return false;
+    t_inParallel = true;
+    while ((int)m_workers.size() < threads - 1) {
+      int index = (int)m_workers.size();
+      m_workers.emplace_back([this, index] { workerLoop(index); });
+    }
+    m_fn.store(&fn, std::memory_order_relaxed);
+    m_n.store(n, std::memory_order_relaxed);
+    m_participants.store(threads, std::memory_order_relaxed);
+    m_done.store(0, std::memory_order_relaxed);
+    const uint32_t gen = (genOf(m_state.load(std::memory_order_relaxed)) + 1) & ((1u << kGenBits) - 1);
+    m_state.store(packState(gen, (uint64_t)chunks, 0), std::memory_order_seq_cst);
+    m_wake.fetch_add(1, std::memory_order_seq_cst);
+    if (m_sleepers.load(std::memory_order_seq_cst) > 0) m_wake.notify_all();
+    claimChunks(gen, fn, n);
+    // Every chunk is claimed; wait only for those still running on a worker.
+    for (int spin = 0; m_done.load(std::memory_order_acquire) < chunks; ++spin) {
+      if (spin < 4096) _mm_pause();
+      else std::this_thread::yield();
+    }
+    t_inParallel = false;
+    m_busy.store(false, std::memory_order_release);
+    return true;
+  }
+
+ private:
+  void claimChunks(uint32_t gen, const Fn& fn, int64_t n) {
+    uint64_t s = m_state.load(std::memory_order_acquire);
+    for (;;) {
+      if (genOf(s) != gen || claimedOf(s) >= chunksOf(s)) return;
+      if (!m_state.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+      const int64_t chunks = (int64_t)chunksOf(s), c = (int64_t)claimedOf(s);
+      const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
+      if (begin < end) fn(begin, end);
+      m_done.fetch_add(1, std::memory_order_release);
+      s = m_state.load(std::memory_order_acquire);
+    }
+  }
+
+  void workerLoop(int index) {
+    t_inParallel = true;
+    uint32_t seen = genOf(m_state.load(std::memory_order_acquire));
+    for (;;) {
+      uint64_t s = m_state.load(std::memory_order_acquire);
+      if (genOf(s) == seen) {
+        // Spin briefly (the next op of a run usually comes within microseconds), then sleep.
+        auto start = std::chrono::steady_clock::now();
+        bool changed = false;
+        for (int i = 0; !changed; ++i) {
+          _mm_pause();
+          changed = genOf(m_state.load(std::memory_order_acquire)) != seen;
+          if ((i & 255) == 255 && std::chrono::steady_clock::now() - start > std::chrono::microseconds(100)) break;
+        }
+        if (!changed) {
+          const uint32_t w = m_wake.load(std::memory_order_seq_cst);
+          m_sleepers.fetch_add(1, std::memory_order_seq_cst);
+          if (genOf(m_state.load(std::memory_order_seq_cst)) == seen) m_wake.wait(w, std::memory_order_seq_cst);
+          m_sleepers.fetch_sub(1, std::memory_order_seq_cst);
+        }
+        continue;
+      }
+      seen = genOf(s);
+      if (index >= m_participants.load(std::memory_order_relaxed) - 1) continue;
+      const Fn* fn = m_fn.load(std::memory_order_relaxed);
+      const int64_t n = m_n.load(std::memory_order_relaxed);
+      claimChunks(seen, *fn, n);
+    }
+  }
+
+  std::vector<std::thread> m_workers;
+  std::atomic<bool> m_busy{false};
+  std::atomic<uint64_t> m_state{0};
+  std::atomic<uint32_t> m_wake{0};
+  std::atomic<int> m_sleepers{0};
+  std::atomic<const Fn*> m_fn{nullptr};
+  std::atomic<int64_t> m_n{0};
+  std::atomic<int> m_participants{1};
+  std::atomic<int64_t> m_done{0};
+};
+
+Pool& pool() {
+  static Pool* p = [] {
+    auto* q = new Pool();
+    return q;
+  }();
+  return *p;
+}
+
+}  // namespace
 
 void parallelFor(int threads, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  int64_t chunks = std::min<int64_t>(std::max(threads, 1), (n + grain - 1) / grain);
-  if (chunks <= 1) {
+  const int64_t pieces = (n + grain - 1) / grain;
+  if (threads <= 1 || pieces <= 1 || t_inParallel) {
     fn(0, n);
     return;
   }
-#pragma omp parallel for num_threads((int)chunks) schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
-    int64_t begin = n * c / chunks;
-    int64_t end = n * (c + 1) / chunks;
-    if (begin < end) fn(begin, end);
-  }
+  // A few chunks per thread: a late worker then leaves the caller at most a few chunks' work.
+  const int64_t chunks = std::min<int64_t>({pieces, int64_t(threads) * 4, kMaxChunks});
+  if (!pool().tryRun(threads, n, chunks, fn)) fn(0, n);
 }
 
 int hardwareThreads() { return std::max(1u, std::thread::hardware_concurrency()); }

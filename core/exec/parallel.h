@@ -1,5 +1,7 @@
-// Intra-op parallelism. One mechanism for the whole process (OpenMP), shared with Eigen's
-// GEMM, so that kernels, Eigen and any BLAS never oversubscribe the cores.
+// Intra-op parallelism: one persistent pool for the whole process, shared by every kernel and
+// by the GEMM (which runs single-threaded blocks on it), so that nothing oversubscribes the
+// cores. No OpenMP: libgomp's fork/join barrier makes the caller wait for every worker to be
+// scheduled, which on a loaded machine costs a scheduler time slice per parallel region.
 #pragma once
 
 #include <cstdint>
@@ -7,8 +9,12 @@
 
 namespace qs {
 
-/// Splits [0, n) into at most `threads` contiguous chunks of at least `grain` items and
-/// runs fn(begin, end) on each, in parallel when there is more than one chunk.
+/// Splits [0, n) into contiguous chunks of at least `grain` items and runs fn(begin, end) on
+/// each, on at most `threads` threads (the caller included). Chunks are claimed dynamically:
+/// the caller works too and takes over every chunk a worker has not claimed yet, so a worker
+/// that is not scheduled (busy machine) delays nothing; the call returns once every claimed
+/// chunk is done. Runs serially when there is one chunk, when `threads` <= 1, and when called
+/// from inside another parallelFor or while another thread holds the pool.
 void parallelFor(int threads, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 /// Number of hardware threads (>= 1).

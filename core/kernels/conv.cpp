@@ -2,6 +2,7 @@
 #include "core/kernels/conv.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/kernels/gemm.h"
@@ -202,6 +203,67 @@ void col2im(const float* col, int64_t c0, int64_t c1, const WindowGeometry& g, f
   }
 }
 
+const char* fusedActivationName(FusedActivation::Kind kind) {
+  using K = FusedActivation::Kind;
+  switch (kind) {
+    case K::Relu: return "Relu";
+    case K::Clip: return "Clip";
+    case K::HardSigmoid: return "HardSigmoid";
+    case K::HardSwish: return "HardSwish";
+    case K::Sigmoid: return "Sigmoid";
+    case K::LeakyRelu: return "LeakyRelu";
+    case K::Mul: return "Mul";
+    case K::Add: return "Add";
+  }
+  return "?";
+}
+
+bool parseFusedActivation(const std::string& name, FusedActivation::Kind& kind) {
+  using K = FusedActivation::Kind;
+  for (K k : {K::Relu, K::Clip, K::HardSigmoid, K::HardSwish, K::Sigmoid, K::LeakyRelu, K::Mul, K::Add}) {
+    if (name == fusedActivationName(k)) {
+      kind = k;
+      return true;
+    }
+  }
+  return false;
+}
+
+void applyFusedActivations(float* y, int64_t n, float bias, const std::vector<FusedActivation>& ops) {
+  using K = FusedActivation::Kind;
+  if (bias != 0.f)
+    for (int64_t i = 0; i < n; ++i) y[i] += bias;
+  for (const FusedActivation& op : ops) {
+    const float a = op.a, b = op.b;
+    switch (op.kind) {
+      case K::Relu:
+        for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.f ? y[i] : 0.f;
+        break;
+      case K::Clip:
+        for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i], a), b);
+        break;
+      case K::HardSigmoid:
+        for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(a * y[i] + b, 0.f), 1.f);
+        break;
+      case K::HardSwish:
+        for (int64_t i = 0; i < n; ++i) y[i] = y[i] * std::min(std::max(a * y[i] + b, 0.f), 1.f);
+        break;
+      case K::Sigmoid:
+        for (int64_t i = 0; i < n; ++i) y[i] = 1.f / (1.f + std::exp(-y[i]));
+        break;
+      case K::LeakyRelu:
+        for (int64_t i = 0; i < n; ++i) y[i] = y[i] >= 0.f ? y[i] : a * y[i];
+        break;
+      case K::Mul:
+        for (int64_t i = 0; i < n; ++i) y[i] *= a;
+        break;
+      case K::Add:
+        for (int64_t i = 0; i < n; ++i) y[i] += a;
+        break;
+    }
+  }
+}
+
 namespace {
 
 // Depthwise 2-D (and 1-D) convolution of one plane: out[oh][ow] = b + sum w[kh][kw] * in[...].
@@ -248,9 +310,57 @@ void depthwisePlane(const float* in, const float* w, float bias, const WindowGeo
   }
 }
 
+// Columns [o0, o1) of the im2col matrix of channels [0, C) of one image (group), written row-major
+// with leading dimension ld: col[(c*kSize + kidx) * ld + (o - o0)].
+void im2colBlock(const float* in, int64_t C, const WindowGeometry& g, int64_t o0, int64_t o1, float* col, int64_t ld) {
+  const int64_t inSize = g.inSize();
+  const int64_t OW = g.out[2], OH = g.out[1], IW = g.in[2], sw = g.s[2];
+  for (int64_t c = 0; c < C; ++c) {
+    const float* src = in + c * inSize;
+    for (int64_t kd = 0; kd < g.k[0]; ++kd)
+      for (int64_t kh = 0; kh < g.k[1]; ++kh)
+        for (int64_t kw = 0; kw < g.k[2]; ++kw, col += ld) {
+          const int64_t offW = kw * g.d[2] - g.padB[2];
+          int64_t lo, hi;
+          windowValidRange(offW, sw, IW, OW, lo, hi);
+          float* dst = col;
+          int64_t o = o0;
+          while (o < o1) {
+            const int64_t od = o / (OH * OW), rem = o % (OH * OW), oh = rem / OW, ow0 = rem % OW;
+            const int64_t len = std::min(OW - ow0, o1 - o);
+            const int64_t id = od * g.s[0] - g.padB[0] + kd * g.d[0];
+            const int64_t ih = oh * g.s[1] - g.padB[1] + kh * g.d[1];
+            if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
+              std::memset(dst, 0, sizeof(float) * (size_t)len);
+            } else {
+              const float* srow = src + (id * g.in[1] + ih) * IW;
+              const int64_t a = std::min(std::max(ow0, lo), ow0 + len), b = std::max(std::min(ow0 + len, hi), a);
+              int64_t ow = ow0;
+              for (; ow < a; ++ow) dst[ow - ow0] = 0.f;
+              if (sw == 1) {
+                if (b > a) std::memcpy(dst + (a - ow0), srow + a + offW, sizeof(float) * (size_t)(b - a));
+                ow = b;
+              } else {
+                for (; ow < b; ++ow) dst[ow - ow0] = srow[ow * sw + offW];
+              }
+              for (ow = b; ow < ow0 + len; ++ow) dst[ow - ow0] = 0.f;
+            }
+            dst += len;
+            o += len;
+          }
+        }
+  }
+}
+
 class ConvKernel : public Kernel {
  public:
-  explicit ConvKernel(WindowAttrs attrs) : m_attrs(std::move(attrs)) {}
+  ConvKernel(WindowAttrs attrs, std::vector<FusedActivation> activations, const Tensor* constW)
+      : m_attrs(std::move(attrs)), m_activations(std::move(activations)) {
+    if (constW && constW->dtype() == DType::Float && constW->rank() >= 3) {
+      m_constW = *constW;
+      m_packed = packWeights(*constW);
+    }
+  }
 
   Status run(KernelContext& ctx) const override {
     if (ctx.inputCount() < 2 || !ctx.hasInput(0) || !ctx.hasInput(1)) return invalidArgument("Conv needs inputs X and W");
@@ -289,66 +399,81 @@ class ConvKernel : public Kernel {
     const int64_t inSize = g.inSize(), outSize = g.outSize(), kSize = g.kSize();
     const int64_t Mg = M / G;
     if (N == 0 || M == 0 || outSize == 0) return Status::ok();
+    auto epilogue = [&](float* row, int64_t n, int64_t channel) {
+      const float bv = bias ? bias[channel] : 0.f;
+      if (m_activations.empty()) {
+        if (bv != 0.f)
+          for (int64_t i = 0; i < n; ++i) row[i] += bv;
+      } else {
+        applyFusedActivations(row, n, bv, m_activations);
+      }
+    };
 
     // Depthwise: one input channel per group, one output channel per group, 1-D or 2-D.
     if (G == C && M == C && Cg == 1 && g.nd <= 2) {
-      ctx.parallelFor(N * C, 1, [&](int64_t b, int64_t e) {
+      ctx.parallelFor(N * C, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, outSize * kSize)), [&](int64_t b, int64_t e) {
         for (int64_t p = b; p < e; ++p) {
           const int64_t c = p % C;
           depthwisePlane(x + p * inSize, w + c * kSize, bias ? bias[c] : 0.f, g, y + p * outSize);
+          if (!m_activations.empty()) applyFusedActivations(y + p * outSize, outSize, 0.f, m_activations);
         }
       });
       return Status::ok();
     }
 
+    // The packed weights made at load serve while W is the constant they were made from (an
+    // input transform, e.g. fake quantization, hands a different tensor: pack that one).
+    std::shared_ptr<const std::vector<PackedMatrix>> packed = m_packed;
+    if (!packed || !W.sharesBufferWith(m_constW) || W.shape() != m_constW.shape()) packed = packWeights(W);
+
     bool pointwise = kSize == 1;
     for (int i = 0; i < 3; ++i) pointwise = pointwise && g.s[i] == 1 && g.padB[i] == 0 && g.padE[i] == 0;
     const int64_t Kdim = Cg * kSize;
-    const bool parallelGroups = G > 1 && ctx.threads > 1;
-
-    // Bias first, then the GEMMs accumulate (beta = 1): no extra pass over the output.
-    if (bias) {
-      ctx.parallelFor(N * M, std::max<int64_t>(1, 16384 / outSize), [&](int64_t b, int64_t e) {
-        for (int64_t p = b; p < e; ++p) {
-          const float bv = bias[p % M];
-          float* row = y + p * outSize;
-          for (int64_t o = 0; o < outSize; ++o) row[o] = bv;
+    int64_t mb, nb;
+    gemmBlocking(Mg, outSize, Kdim, ctx.threads, mb, nb);
+    const int64_t rowBlocks = (Mg + mb - 1) / mb, colBlocks = (outSize + nb - 1) / nb;
+    const int64_t perImage = G * rowBlocks * colBlocks;
+    // Tasks: (image, group, row block, column block). Each builds its im2col block in per-thread
+    // scratch, multiplies, and applies bias and activations while the block is in cache.
+    ctx.parallelFor(N * perImage, 1, [&](int64_t tb, int64_t te) {
+      for (int64_t t = tb; t < te; ++t) {
+        const int64_t n = t / perImage, r = t % perImage;
+        const int64_t grp = r / (rowBlocks * colBlocks), rb = (r / colBlocks) % rowBlocks, cb = r % colBlocks;
+        const int64_t m0 = rb * mb, m1 = std::min(Mg, m0 + mb), o0 = cb * nb, o1 = std::min(outSize, o0 + nb);
+        const float* xg = x + (n * C + grp * Cg) * inSize;
+        const float* B;
+        int64_t ldb;
+        if (pointwise) {
+          B = xg + o0;
+          ldb = inSize;
+        } else {
+          float* col = gemmScratch(1, (size_t)(Kdim * (o1 - o0)));
+          im2colBlock(xg, Cg, g, o0, o1, col, o1 - o0);
+          B = col;
+          ldb = o1 - o0;
         }
-      });
-    }
-    const float beta = bias ? 1.f : 0.f;
-    auto runGemms = [&](const float* cols, int64_t colGroupStride, float* yImg) {
-      auto one = [&](int64_t grp, int threads) {
-        sgemm(false, false, Mg, outSize, Kdim, 1.f, w + grp * Mg * Kdim, Kdim, cols + grp * colGroupStride, outSize, beta,
-              yImg + grp * Mg * outSize, outSize, threads);
-      };
-      if (parallelGroups) {
-        ctx.parallelFor(G, 1, [&](int64_t b, int64_t e) {
-          for (int64_t grp = b; grp < e; ++grp) one(grp, 1);
-        });
-      } else {
-        for (int64_t grp = 0; grp < G; ++grp) one(grp, ctx.threads);
+        float* yb = y + (n * M + grp * Mg + m0) * outSize + o0;
+        gemmBlock((*packed)[(size_t)grp], m0, m1, B, ldb, false, o1 - o0, yb, outSize, false);
+        for (int64_t m = m0; m < m1; ++m) epilogue(yb + (m - m0) * outSize, o1 - o0, grp * Mg + m);
       }
-    };
-
-    if (pointwise) {
-      // 1x1, stride 1, no padding: the input image is already the column matrix.
-      for (int64_t n = 0; n < N; ++n) runGemms(x + n * C * inSize, Cg * inSize, y + n * M * outSize);
-    } else {
-      // One column buffer per run() (per-thread scratch, reused across images and calls).
-      float* col = windowScratch((size_t)(C * kSize * outSize));
-      const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, kSize * outSize));
-      for (int64_t n = 0; n < N; ++n) {
-        const float* xi = x + n * C * inSize;
-        ctx.parallelFor(C, grain, [&](int64_t b, int64_t e) { im2col(xi, b, e, g, col); });
-        runGemms(col, Cg * kSize * outSize, y + n * M * outSize);
-      }
-    }
+    });
     return Status::ok();
   }
 
  private:
+  std::shared_ptr<const std::vector<PackedMatrix>> packWeights(const Tensor& W) const {
+    const int64_t M = W.dim(0), G = std::max<int64_t>(1, m_attrs.group);
+    if (M % G != 0) return nullptr;
+    const int64_t Mg = M / G, Kdim = W.numel() / std::max<int64_t>(1, M);
+    auto v = std::make_shared<std::vector<PackedMatrix>>();
+    for (int64_t grp = 0; grp < G; ++grp) v->emplace_back(W.data<float>() + grp * Mg * Kdim, Kdim, Mg, Kdim);
+    return v;
+  }
+
   WindowAttrs m_attrs;
+  std::vector<FusedActivation> m_activations;
+  Tensor m_constW;
+  std::shared_ptr<const std::vector<PackedMatrix>> m_packed;
 };
 
 }  // namespace
@@ -356,12 +481,30 @@ class ConvKernel : public Kernel {
 Result<std::unique_ptr<Kernel>> createConv(const KernelInit& init) {
   AttrReader a(init);
   WindowAttrs attrs = readWindowAttrs(a, true);
+  std::vector<FusedActivation> acts;
+  if (init.node.opType == kFusedConvOp) {
+    std::vector<std::string> names = a.strings("activations");
+    std::vector<float> params = a.floats("activation_params");
+    if (!a.ok()) return a.status();
+    if (params.size() != 2 * names.size())
+      return nodeError(init.node, StatusCode::InvalidModel,
+                       "activation_params has " + std::to_string(params.size()) + " values, expected " +
+                           std::to_string(2 * names.size()));
+    for (size_t i = 0; i < names.size(); ++i) {
+      FusedActivation f;
+      if (!parseFusedActivation(names[i], f.kind))
+        return nodeError(init.node, StatusCode::Unsupported, "unknown fused activation '" + names[i] + "'");
+      f.a = params[2 * i];
+      f.b = params[2 * i + 1];
+      acts.push_back(f);
+    }
+  }
   if (!a.ok()) return a.status();
   if (!attrs.kernelShape.empty() && (attrs.kernelShape.size() < 1 || attrs.kernelShape.size() > 3))
     return nodeError(init.node, StatusCode::Unsupported,
                      "only 1-D..3-D convolutions are supported, kernel_shape has " + std::to_string(attrs.kernelShape.size()) +
                          " dims");
-  return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(std::move(attrs)));
+  return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(std::move(attrs), std::move(acts), init.constantInput(1)));
 }
 
 }  // namespace qs

@@ -65,7 +65,27 @@ void col2im(const float* col, int64_t c0, int64_t c1, const WindowGeometry& g, f
 /// on every inference. Valid until the next call on the same thread.
 float* windowScratch(size_t n);
 
+/// One elementwise op applied to a convolution's output inside the kernel, while a block of
+/// the output is in cache (fused by the executor's graph rewrites, core/exec/graph_rewrites.h).
+struct FusedActivation {
+  enum class Kind { Relu, Clip, HardSigmoid, HardSwish, Sigmoid, LeakyRelu, Mul, Add };
+  Kind kind = Kind::Relu;
+  float a = 0, b = 0;  // Clip: min, max; HardSigmoid/HardSwish: alpha, beta; LeakyRelu: alpha; Mul/Add: operand
+};
+/// Name used in the FusedConv node's "activations" attribute ("Relu", "Clip", ...); parse fails on unknown names.
+const char* fusedActivationName(FusedActivation::Kind kind);
+bool parseFusedActivation(const std::string& name, FusedActivation::Kind& kind);
+/// y[i] = ops(y[i] + bias) in order, for i in [0, n). HardSwish is x * clamp(a*x + b, 0, 1).
+void applyFusedActivations(float* y, int64_t n, float bias, const std::vector<FusedActivation>& ops);
+
+/// Domain and op of the fused convolution made by the graph rewrites: a Conv (same attributes and
+/// inputs) with attributes "activations" (strings, applied in order) and "activation_params"
+/// (floats, two per activation: a, b).
+inline constexpr const char* kFusedDomain = "ai.quantscope";
+inline constexpr const char* kFusedConvOp = "FusedConv";
+
 /// Conv, opsets 1..21: X [N, C, spatial...] (1-D..3-D), W [M, C/group, k...], optional B [M].
+/// A constant W is packed once here; ai.quantscope FusedConv (opset 1) also applies activations.
 Result<std::unique_ptr<Kernel>> createConv(const KernelInit& init);
 
 }  // namespace qs

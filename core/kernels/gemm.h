@@ -1,8 +1,14 @@
-// The one single-precision GEMM every heavy kernel (Conv, ConvTranspose, Gemm, MatMul, Einsum)
-// goes through, so that a faster backend changes one place.
+// The single-precision GEMM every heavy kernel (Conv, ConvTranspose, Gemm, MatMul, Einsum) goes
+// through: an AVX2/FMA 6x16 micro-kernel over A packed in 6-row panels and B packed in 16-column
+// panels, blocked for L1/L2, threaded by splitting C into blocks on the process pool (each block
+// single-threaded, so nothing oversubscribes). Chosen over Eigen and OpenBLAS by measurement on
+// the Conv shapes of the PaddleOCR models (docs/performance.md): it matches OpenBLAS on large
+// squares, beats both on the small-M / huge-N shapes of convolutions, lets Conv pack its weights
+// once at load, and lets Conv apply bias and activation while a block of C is still in cache.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 namespace qs {
 
@@ -11,5 +17,37 @@ namespace qs {
 /// overwritten without being read. `threads` bounds the parallelism.
 void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads);
+
+/// A [M,K] (or alpha * A^T when transA) packed into 6-row panels for gemmBlock; rows past M are
+/// zero. Pack weights once at kernel creation, activations per call.
+class PackedMatrix {
+ public:
+  static constexpr int64_t kRowsPerPanel = 6;
+  PackedMatrix() = default;
+  PackedMatrix(const float* A, int64_t lda, int64_t M, int64_t K, bool transA = false, float alpha = 1.f);
+  int64_t rows() const { return m_rows; }
+  int64_t cols() const { return m_cols; }
+  bool empty() const { return !m_data; }
+  /// Panel p: K groups of 6 floats (rows 6p..6p+5, column k at [k*6 + r]).
+  const float* panel(int64_t p) const { return m_data.get() + p * kRowsPerPanel * m_cols; }
+
+ private:
+  int64_t m_rows = 0, m_cols = 0;
+  std::shared_ptr<float[]> m_data;
+};
+
+/// One block of C, single-threaded: C[m0:m1, 0:nb] (+)= A[m0:m1, :] * op(B)[K, 0:nb] where B is
+/// row-major [K, >= nb] with leading dimension ldb (or [nb, K] when transB). m0 is a multiple of
+/// 6. accumulate adds to C instead of overwriting it. Packs B into per-thread scratch.
+void gemmBlock(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B, int64_t ldb, bool transB, int64_t nb,
+               float* C, int64_t ldc, bool accumulate);
+
+/// How gemm-like work of M x N (x K) is cut into blocks for `threads`: rows per block (multiple
+/// of 6) and columns per block (multiple of 16). One block when the work is small.
+void gemmBlocking(int64_t M, int64_t N, int64_t K, int threads, int64_t& mb, int64_t& nb);
+
+/// Per-thread scratch of at least n floats, 64-byte aligned, reused across calls (grows only).
+/// `slot` selects one of a few independent buffers (0: gemm's packed B; 1..3: callers).
+float* gemmScratch(int slot, size_t n);
 
 }  // namespace qs

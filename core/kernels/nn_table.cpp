@@ -12,6 +12,8 @@ namespace qs {
 std::vector<KernelEntry> nnKernels() {
   return {
       {"Conv", "", 1, 21, createConv},
+      // Made by the executor's graph rewrites (Conv + folded BatchNormalization + activations).
+      {kFusedConvOp, kFusedDomain, 1, 1, createConv},
       {"ConvTranspose", "", 1, 21, createConvTranspose},
       {"Gemm", "", 1, 21, createGemm},
       {"MatMul", "", 1, 21, createMatMul},

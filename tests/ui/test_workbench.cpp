@@ -511,5 +511,8 @@ class WorkbenchTest : public QObject {
   }
 };
 
-QTEST_MAIN(WorkbenchTest)
+int runWorkbenchTests(int argc, char** argv) {
+  WorkbenchTest t;
+  return QTest::qExec(&t, argc, argv);
+}
 #include "test_workbench.moc"

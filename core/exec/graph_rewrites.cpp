@@ -1,0 +1,383 @@
+#include "core/exec/graph_rewrites.h"
+
+#include <cmath>
+#include <set>
+
+#include "core/kernels/conv.h"
+
+namespace qs {
+
+namespace {
+
+class Rewriter {
+ public:
+  Rewriter(Model& m, const KernelRegistry& registry, int threads, RewriteReport& report)
+      : m_model(m), m_g(m.graph), m_registry(registry), m_threads(threads), m_report(report) {}
+
+  Status runAll() {
+    m_removed.assign(m_g.nodes.size(), 0);
+    m_absorbed.assign(m_g.nodes.size(), {});
+    foldConstants();
+    for (NodeId id : m_g.topoOrder) {
+      if (m_removed[(size_t)id]) continue;
+      const Node& n = m_g.nodes[(size_t)id];
+      if (n.opType == "Conv" && n.domain.empty()) fuseConv(id);
+    }
+    return compact();
+  }
+
+ private:
+  int64_t opsetOf(const Node& n) const {
+    auto it = m_model.opsets.find(n.domain);
+    return it == m_model.opsets.end() ? 1 : it->second;
+  }
+
+  // A constant that cannot be fed at run time.
+  const Tensor* fixedConstant(ValueId v) const {
+    if (v == kNoValue) return nullptr;
+    const Value& val = m_g.value(v);
+    if (!val.constant || val.isGraphInput || val.isOverridable) return nullptr;
+    return &*val.constant;
+  }
+
+  // Live consumer slots of v (a node consuming v twice appears twice).
+  std::vector<NodeId> consumers(ValueId v) const {
+    std::vector<NodeId> out;
+    for (NodeId c : m_g.value(v).consumers)
+      if (!m_removed[(size_t)c]) out.push_back(c);
+    return out;
+  }
+
+  void foldConstants() {
+    static const std::set<std::string> kNonDeterministic = {"RandomNormal", "RandomUniform", "RandomNormalLike",
+                                                            "RandomUniformLike", "Multinomial", "Bernoulli"};
+    for (NodeId id : m_g.topoOrder) {
+      Node& n = m_g.nodes[(size_t)id];
+      if (kNonDeterministic.count(n.opType)) continue;
+      bool any = false, all = true;
+      for (ValueId in : n.inputs) {
+        if (in == kNoValue) continue;
+        any = true;
+        if (!fixedConstant(in)) all = false;
+      }
+      if (!any || !all) continue;
+      bool outputsOk = !n.outputs.empty();
+      for (ValueId out : n.outputs)
+        if (out != kNoValue && m_g.value(out).isGraphOutput) outputsOk = false;  // keep graph outputs computed
+      if (!outputsOk) continue;
+      const KernelEntry* entry = m_registry.find(n.opType, n.domain, opsetOf(n));
+      if (!entry) continue;
+      auto kernel = entry->create(KernelInit{n, opsetOf(n), m_g});
+      if (!kernel) continue;
+      std::vector<const Tensor*> inputs;
+      for (ValueId in : n.inputs) inputs.push_back(in == kNoValue ? nullptr : fixedConstant(in));
+      std::vector<Tensor> outputs(n.outputs.size());
+      KernelContext ctx{inputs, outputs, m_threads};
+      if (!(*kernel)->run(ctx).isOk()) continue;  // left to fail (with its message) at run time
+      bool produced = true;
+      for (size_t o = 0; o < n.outputs.size(); ++o)
+        if (n.outputs[o] != kNoValue && outputs[o].empty()) produced = false;
+      if (!produced) continue;
+      for (size_t o = 0; o < n.outputs.size(); ++o)
+        if (n.outputs[o] != kNoValue) m_g.value(n.outputs[o]).constant = std::move(outputs[o]);
+      m_removed[(size_t)id] = 1;
+      ++m_report.foldedConstantNodes;
+    }
+  }
+
+  // The value of a constant that broadcasts over a Conv output [N, M, spatial...] along the
+  // channel only: returns false unless it is a scalar or per-channel; fills `perChannel`
+  // with M values.
+  static bool channelConstant(const Tensor& t, int64_t M, size_t outRank, std::vector<float>& perChannel) {
+    if (t.dtype() != DType::Float || (size_t)t.rank() > outRank) return false;
+    if (t.numel() == 1) {
+      perChannel.assign((size_t)M, t.data<float>()[0]);
+      return true;
+    }
+    // Right-aligned against [N, M, s...]: every dim 1 except the channel one, which is M.
+    const int64_t channelPos = 1 + (int64_t)t.rank() - (int64_t)outRank;
+    if (channelPos < 0) return false;
+    for (int i = 0; i < t.rank(); ++i) {
+      if (i == channelPos) {
+        if (t.dim(i) != M) return false;
+      } else if (t.dim(i) != 1) {
+        return false;
+      }
+    }
+    perChannel.assign(t.data<float>(), t.data<float>() + M);
+    return true;
+  }
+
+  static bool isScalar(const Tensor* t) { return t && t->dtype() == DType::Float && t->numel() == 1 && t->rank() <= 4; }
+
+  // The single live consumer of v, or -1 (also -1 when v is a graph output).
+  NodeId soleConsumer(ValueId v) const {
+    if (m_g.value(v).isGraphOutput) return -1;
+    auto c = consumers(v);
+    return c.size() == 1 ? c[0] : -1;
+  }
+
+  bool onlyOutput(const Node& n) const {
+    for (size_t o = 1; o < n.outputs.size(); ++o)
+      if (n.outputs[o] != kNoValue && !consumers(n.outputs[o]).empty()) return false;
+    for (size_t o = 1; o < n.outputs.size(); ++o)
+      if (n.outputs[o] != kNoValue && m_g.value(n.outputs[o]).isGraphOutput) return false;
+    return n.outputs.size() >= 1 && n.outputs[0] != kNoValue;
+  }
+
+  // Index of the input of n that is not `v` for a binary node, or -1.
+  static int otherInput(const Node& n, ValueId v) {
+    if (n.inputs.size() != 2) return -1;
+    if (n.inputs[0] == v && n.inputs[1] != v) return 1;
+    if (n.inputs[1] == v && n.inputs[0] != v) return 0;
+    return -1;
+  }
+
+  bool scalarIs(ValueId v, float want) const {
+    const Tensor* t = fixedConstant(v);
+    return isScalar(t) && std::fabs(t->data<float>()[0] - want) <= 1e-6f * std::max(1.f, std::fabs(want));
+  }
+
+  // Activation node -> epilogue op; false when it is not one we fuse (or its params are not constant).
+  bool activationOf(const Node& n, FusedActivation& f) const {
+    using K = FusedActivation::Kind;
+    if (!n.domain.empty() || n.inputs.empty()) return false;
+    auto fattr = [&](const char* key, float def) {
+      const Attribute* a = n.attr(key);
+      return a && a->type == Attribute::Type::Float ? a->f : def;
+    };
+    if (n.opType == "Relu") f = {K::Relu, 0, 0};
+    else if (n.opType == "Sigmoid") f = {K::Sigmoid, 0, 0};
+    else if (n.opType == "LeakyRelu") f = {K::LeakyRelu, fattr("alpha", 0.01f), 0};
+    else if (n.opType == "HardSigmoid") f = {K::HardSigmoid, fattr("alpha", 0.2f), fattr("beta", 0.5f)};
+    else if (n.opType == "HardSwish") f = {K::HardSwish, 1.f / 6.f, 0.5f};
+    else if (n.opType == "Clip") {
+      float lo = -INFINITY, hi = INFINITY;
+      if (opsetOf(n) < 11) {
+        lo = fattr("min", -INFINITY);
+        hi = fattr("max", INFINITY);
+      } else {
+        for (size_t i = 1; i < n.inputs.size() && i < 3; ++i) {
+          if (n.inputs[i] == kNoValue) continue;
+          const Tensor* t = fixedConstant(n.inputs[i]);
+          if (!isScalar(t)) return false;
+          (i == 1 ? lo : hi) = t->data<float>()[0];
+        }
+      }
+      f = {K::Clip, lo, hi};
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  // Conv -> [BatchNormalization | Mul | Add | Sub | Div by constants]* -> [activation | scalar Mul/Add]*.
+  void fuseConv(NodeId convId) {
+    Node& conv = m_g.nodes[(size_t)convId];
+    if (conv.outputs.size() != 1 || conv.inputs.size() < 2) return;
+    const Tensor* W = fixedConstant(conv.inputs[1]);
+    if (!W || W->dtype() != DType::Float || W->rank() < 3) return;
+    const Tensor* B0 = conv.inputs.size() > 2 ? fixedConstant(conv.inputs[2]) : nullptr;
+    if (conv.inputs.size() > 2 && conv.inputs[2] != kNoValue && (!B0 || B0->dtype() != DType::Float)) return;
+    const int64_t M = W->dim(0);
+    const size_t outRank = (size_t)W->rank();
+    if (B0 && B0->numel() != M) return;
+    std::vector<float> scale((size_t)M, 1.f), shift((size_t)M, 0.f);  // y = conv_nobias * scale + shift
+    if (B0) shift.assign(B0->data<float>(), B0->data<float>() + M);
+    std::vector<FusedActivation> acts;
+    std::vector<NodeId> absorbed;
+    int folded = 0, fusedActs = 0;
+    ValueId tail = conv.outputs[0];
+    using K = FusedActivation::Kind;
+    for (;;) {
+      if (m_g.value(tail).isGraphOutput) break;
+      auto cons = consumers(tail);
+      if (cons.size() == 1) {
+        Node& c = m_g.nodes[(size_t)cons[0]];
+        if (!c.domain.empty() || c.inputs.empty()) break;
+        if (c.opType == "BatchNormalization" && acts.empty() && c.inputs.size() == 5 && c.inputs[0] == tail && onlyOutput(c)) {
+          const Attribute* tm = c.attr("training_mode");
+          if (tm && tm->i != 0) break;
+          const Tensor *s = fixedConstant(c.inputs[1]), *b = fixedConstant(c.inputs[2]), *mean = fixedConstant(c.inputs[3]),
+                       *var = fixedConstant(c.inputs[4]);
+          auto ok = [&](const Tensor* t) { return t && t->dtype() == DType::Float && t->numel() == M; };
+          if (!ok(s) || !ok(b) || !ok(mean) || !ok(var)) break;
+          const Attribute* ea = c.attr("epsilon");
+          const float eps = ea ? ea->f : 1e-5f;
+          for (int64_t m = 0; m < M; ++m) {
+            const float k = s->data<float>()[m] / std::sqrt(var->data<float>()[m] + eps);
+            scale[(size_t)m] *= k;
+            shift[(size_t)m] = (shift[(size_t)m] - mean->data<float>()[m]) * k + b->data<float>()[m];
+          }
+          ++folded;
+        } else if ((c.opType == "Mul" || c.opType == "Add" || c.opType == "Sub" || c.opType == "Div") && otherInput(c, tail) >= 0) {
+          const int oi = otherInput(c, tail);
+          const Tensor* k = fixedConstant(c.inputs[(size_t)oi]);
+          if (!k) break;
+          if ((c.opType == "Sub" || c.opType == "Div") && oi != 1) break;  // only tail - k, tail / k
+          std::vector<float> v;
+          if (!channelConstant(*k, M, outRank, v)) break;
+          if (c.opType == "Sub")
+            for (float& x : v) x = -x;
+          if (c.opType == "Div")
+            for (float& x : v) x = 1.f / x;
+          const bool mul = c.opType == "Mul" || c.opType == "Div";
+          if (acts.empty()) {
+            for (int64_t m = 0; m < M; ++m) {
+              if (mul) {
+                scale[(size_t)m] *= v[(size_t)m];
+                shift[(size_t)m] *= v[(size_t)m];
+              } else {
+                shift[(size_t)m] += v[(size_t)m];
+              }
+            }
+            ++folded;
+          } else {
+            if (k->numel() != 1) break;
+            acts.push_back({mul ? K::Mul : K::Add, v[0], 0});
+            ++fusedActs;
+          }
+        } else {
+          FusedActivation f;
+          if (!activationOf(c, f) || c.inputs[0] != tail || !onlyOutput(c)) break;
+          acts.push_back(f);
+          ++fusedActs;
+        }
+        absorbed.push_back(cons[0]);
+        m_removed[(size_t)cons[0]] = 1;
+        tail = c.outputs[0];
+        continue;
+      }
+      if (cons.size() == 2) {
+        // x * f(x) forms of HardSwish: f = Clip(x + 3, 0, 6) then / 6 (or * 1/6) after the
+        // product, or f = HardSigmoid(x).
+        NodeId a = cons[0], b = cons[1];
+        if (m_g.nodes[(size_t)a].opType == "Mul") std::swap(a, b);
+        const Node& first = m_g.nodes[(size_t)a];
+        const Node& mul = m_g.nodes[(size_t)b];
+        if (mul.opType != "Mul" || !mul.domain.empty() || otherInput(mul, tail) < 0 || !first.domain.empty()) break;
+        const ValueId gate = mul.inputs[(size_t)otherInput(mul, tail)];
+        std::vector<NodeId> chain;
+        FusedActivation f;
+        if (first.opType == "HardSigmoid" && first.outputs[0] == gate && soleConsumer(gate) == b) {
+          FusedActivation hs;
+          activationOf(first, hs);
+          f = {K::HardSwish, hs.a, hs.b};
+          chain = {a, b};
+        } else if (first.opType == "Add" && otherInput(first, tail) >= 0 && scalarIs(first.inputs[(size_t)otherInput(first, tail)], 3.f)) {
+          const NodeId clipId = soleConsumer(first.outputs[0]);
+          if (clipId < 0) break;
+          const Node& clip = m_g.nodes[(size_t)clipId];
+          FusedActivation cf;
+          if (clip.opType != "Clip" || !activationOf(clip, cf) || cf.a != 0.f || cf.b != 6.f || clip.outputs[0] != gate ||
+              soleConsumer(gate) != b || !onlyOutput(clip))
+            break;
+          const NodeId divId = soleConsumer(mul.outputs[0]);
+          if (divId < 0) break;
+          const Node& div = m_g.nodes[(size_t)divId];
+          const int oi = otherInput(div, mul.outputs[0]);
+          if (!div.domain.empty() || oi < 0) break;
+          const bool isDiv = div.opType == "Div" && oi == 1 && scalarIs(div.inputs[1], 6.f);
+          const bool isMul = div.opType == "Mul" && scalarIs(div.inputs[(size_t)oi], 1.f / 6.f);
+          if (!isDiv && !isMul) break;
+          f = {K::HardSwish, 1.f / 6.f, 0.5f};
+          chain = {a, clipId, b, divId};
+        } else {
+          break;
+        }
+        acts.push_back(f);
+        fusedActs += (int)chain.size();
+        for (NodeId x : chain) {
+          absorbed.push_back(x);
+          m_removed[(size_t)x] = 1;
+        }
+        tail = m_g.nodes[(size_t)chain.back()].outputs[0];
+        continue;
+      }
+      break;
+    }
+    if (absorbed.empty()) return;
+    // New weights and bias values.
+    Tensor w2 = W->clone();
+    const int64_t per = W->numel() / M;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t i = 0; i < per; ++i) w2.data<float>()[m * per + i] *= scale[(size_t)m];
+    Tensor b2 = Tensor::fromVector<float>(shift, {M});
+    Node& cv = m_g.nodes[(size_t)convId];  // re-fetch: nothing reallocates nodes, but be explicit
+    const ValueId wv = newConstant(cv.name + "/folded_W", std::move(w2));
+    const ValueId bv = newConstant(cv.name + "/folded_B", std::move(b2));
+    cv.inputs.resize(3);
+    cv.inputs[1] = wv;
+    cv.inputs[2] = bv;
+    cv.outputs[0] = tail;
+    if (!acts.empty()) {
+      cv.opType = kFusedConvOp;
+      cv.domain = kFusedDomain;
+      Attribute names, params;
+      names.type = Attribute::Type::Strings;
+      params.type = Attribute::Type::Floats;
+      for (const auto& f : acts) {
+        names.strings.push_back(fusedActivationName(f.kind));
+        params.floats.push_back(f.a);
+        params.floats.push_back(f.b);
+      }
+      cv.attributes["activations"] = names;
+      cv.attributes["activation_params"] = params;
+      ++m_report.fusedConvs;
+    }
+    m_absorbed[(size_t)convId] = absorbed;
+    m_report.foldedIntoConv += folded;
+    m_report.fusedActivations += fusedActs;
+  }
+
+  ValueId newConstant(const std::string& base, Tensor t) {
+    std::string name = base;
+    for (int i = 1; m_g.findValue(name) != kNoValue; ++i) name = base + "_" + std::to_string(i);
+    ValueId id = m_g.valueId(name);
+    Value& v = m_g.value(id);
+    v.dtype = t.dtype();
+    std::vector<Dim> dims;
+    for (int64_t d : t.shape()) dims.push_back(Dim{d, {}});
+    v.shape = dims;
+    v.constant = std::move(t);
+    return id;
+  }
+
+  Status compact() {
+    std::vector<Node> nodes;
+    m_report.origin.clear();
+    m_report.absorbed.clear();
+    for (NodeId id = 0; id < (NodeId)m_g.nodes.size(); ++id) {
+      if (m_removed[(size_t)id]) continue;
+      nodes.push_back(std::move(m_g.nodes[(size_t)id]));
+      m_report.origin.push_back(id);
+      m_report.absorbed.push_back(m_absorbed[(size_t)id]);
+    }
+    m_g.nodes = std::move(nodes);
+    if (m_report.fusedConvs > 0) m_model.opsets[kFusedDomain] = 1;
+    return m_g.finalize(m_model.path + " (rewritten for inference)");
+  }
+
+  Model& m_model;
+  Graph& m_g;
+  const KernelRegistry& m_registry;
+  int m_threads;
+  RewriteReport& m_report;
+  std::vector<char> m_removed;
+  std::vector<std::vector<NodeId>> m_absorbed;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<Model>> rewriteForInference(const Model& model, const KernelRegistry& registry, int threads,
+                                                   RewriteReport* report) {
+  auto out = std::make_shared<Model>(model);
+  RewriteReport local;
+  RewriteReport& r = report ? *report : local;
+  r = RewriteReport();
+  Rewriter rw(*out, registry, threads, r);
+  QS_RETURN_IF_ERROR(rw.runAll());
+  return out;
+}
+
+}  // namespace qs

@@ -1,0 +1,43 @@
+// Graph rewrites for inference, done once when an Executor is created with
+// ExecutorOptions::rewrites. They never change results beyond float rounding:
+//  - constant folding: a node whose inputs are all constants (not overridable initializers) is
+//    run once and its outputs become constants;
+//  - Conv epilogue fusion: BatchNormalization and per-channel / scalar Mul, Add, Sub, Div by a
+//    constant that directly follow a Conv are folded into its weights and bias; the activations
+//    after them (Relu, Clip, HardSigmoid, HardSwish, Sigmoid, LeakyRelu, the decomposed
+//    x * Clip(x + 3, 0, 6) / 6 and x * HardSigmoid(x) forms of HardSwish) and scalar Mul/Add
+//    after an activation become the epilogue of one ai.quantscope FusedConv node.
+// A chain is only absorbed where every intermediate value has no other consumer and is not a
+// graph output, so the rewritten graph computes the same graph outputs. The intermediates are
+// not materialised: the executor runs the original graph whenever an observer or an input
+// transform is attached (see executor.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/exec/kernel_registry.h"
+#include "core/ir/graph.h"
+#include "core/util/status.h"
+
+namespace qs {
+
+struct RewriteReport {
+  int foldedConstantNodes = 0;  // nodes evaluated at load
+  int foldedIntoConv = 0;       // BatchNormalization / Mul / Add / Sub / Div nodes folded into Conv weights
+  int fusedActivations = 0;     // activation nodes (decomposed HardSwish counts its 4 nodes) fused into Conv
+  int fusedConvs = 0;           // Conv nodes that became FusedConv
+  /// For each node of the rewritten graph, the original node it stands for (the Conv of a fused
+  /// chain), and the original nodes it absorbed (empty for untouched nodes).
+  std::vector<NodeId> origin;
+  std::vector<std::vector<NodeId>> absorbed;
+};
+
+/// Returns a rewritten copy of `model` (value ids of the original are kept; node ids are not:
+/// see RewriteReport::origin). Kernels come from `registry`; constant folding runs them with
+/// `threads`. Fails only on an internal inconsistency of the rewritten graph.
+Result<std::shared_ptr<Model>> rewriteForInference(const Model& model, const KernelRegistry& registry, int threads,
+                                                   RewriteReport* report);
+
+}  // namespace qs

@@ -1,0 +1,495 @@
+#include "core/onnx/exporter.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/version_converter/convert.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/quant/fake_quant.h"
+#include "core/quant/quant_config.h"
+#include "core/quant/quant_files.h"
+
+namespace qs {
+
+namespace {
+
+constexpr int64_t kTargetOpset = 13;
+
+bool isDefaultDomain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+onnx::OperatorSetIdProto* defaultOpsetImport(onnx::ModelProto& m) {
+  for (auto& os : *m.mutable_opset_import())
+    if (isDefaultDomain(os.domain())) return &os;
+  return nullptr;
+}
+
+// Every name used in a graph and its subgraphs (values, nodes, initializers), so that inserted
+// names never collide with an existing one.
+void collectNames(const onnx::GraphProto& g, std::unordered_set<std::string>& names) {
+  for (const auto& t : g.initializer()) names.insert(t.name());
+  for (const auto& v : g.input()) names.insert(v.name());
+  for (const auto& v : g.output()) names.insert(v.name());
+  for (const auto& v : g.value_info()) names.insert(v.name());
+  for (const auto& n : g.node()) {
+    names.insert(n.name());
+    for (const auto& s : n.input()) names.insert(s);
+    for (const auto& s : n.output()) names.insert(s);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) collectNames(a.g(), names);
+      for (const auto& sg : a.graphs()) collectNames(sg, names);
+    }
+  }
+}
+
+// Names a subgraph reads from its enclosing scopes (or that any node reads), for the unused check.
+void collectUses(const onnx::GraphProto& g, std::unordered_set<std::string>& used) {
+  for (const auto& n : g.node()) {
+    for (const auto& s : n.input()) used.insert(s);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) collectUses(a.g(), used);
+      for (const auto& sg : a.graphs()) collectUses(sg, used);
+    }
+  }
+  for (const auto& v : g.output()) used.insert(v.name());
+}
+
+class NameAllocator {
+ public:
+  explicit NameAllocator(const onnx::GraphProto& g) { collectNames(g, m_used); }
+  std::string take(const std::string& base) {
+    std::string name = base;
+    for (int i = 1; m_used.count(name); ++i) name = base + "_" + std::to_string(i);
+    m_used.insert(name);
+    return name;
+  }
+
+ private:
+  std::unordered_set<std::string> m_used;
+};
+
+void setRaw(onnx::TensorProto* t, const void* data, size_t bytes) {
+  t->set_raw_data(std::string(static_cast<const char*>(data), bytes));
+}
+
+onnx::TensorProto* addInitializer(onnx::GraphProto& g, const std::string& name, int dtype, const std::vector<int64_t>& dims,
+                                  const void* data, size_t bytes) {
+  auto* t = g.add_initializer();
+  t->set_name(name);
+  t->set_data_type(dtype);
+  for (int64_t d : dims) t->add_dims(d);
+  setRaw(t, data, bytes);
+  return t;
+}
+
+onnx::NodeProto makeNode(const std::string& op, const std::string& name, const std::vector<std::string>& inputs,
+                         const std::string& output, int64_t axis = INT64_MIN) {
+  onnx::NodeProto n;
+  n.set_op_type(op);
+  n.set_name(name);
+  for (const auto& i : inputs) n.add_input(i);
+  n.add_output(output);
+  if (axis != INT64_MIN) {
+    auto* a = n.add_attribute();
+    a->set_name("axis");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(axis);
+  }
+  return n;
+}
+
+// What is inserted for one quantized tensor: its Q/DQ nodes, emitted before the first consumer.
+struct Pair {
+  std::vector<onnx::NodeProto> nodes;
+  std::string output;  // the DequantizeLinear output the consumers read
+  bool emitted = false;
+};
+
+// A rewiring of one consumer input.
+struct InputRewrite {
+  size_t inputIndex;
+  std::string expected;  // the tensor the input must read (checks the node mapping)
+  std::string key;       // into the pair table
+};
+
+bool knownRank(const onnx::GraphProto& g, const std::string& name) {
+  auto has = [&](const auto& list) {
+    for (const auto& v : list)
+      if (v.name() == name && v.type().has_tensor_type() && v.type().tensor_type().has_shape()) return true;
+    return false;
+  };
+  if (has(g.input()) || has(g.value_info()) || has(g.output())) return true;
+  for (const auto& t : g.initializer())
+    if (t.name() == name) return true;
+  return false;
+}
+
+Status raiseOpset(onnx::ModelProto& proto, const Model& model, const ExportOptions& options, const std::string& where) {
+  onnx::OperatorSetIdProto* os = defaultOpsetImport(proto);
+  const int64_t from = os->version();
+  // Softmax, LogSoftmax and Hardmax changed meaning at 13 (one axis instead of a 2-D coercion):
+  // the adapter needs the input's rank, which files often leave undeclared. Give it the rank seen
+  // at run time (dims unknown) for the conversion only.
+  std::vector<std::string> temporary;
+  if (from < 13) {
+    for (const auto& n : proto.graph().node()) {
+      if (!isDefaultDomain(n.domain()) || n.input_size() < 1) continue;
+      if (n.op_type() != "Softmax" && n.op_type() != "LogSoftmax" && n.op_type() != "Hardmax") continue;
+      const std::string& x = n.input(0);
+      if (knownRank(proto.graph(), x) || std::find(temporary.begin(), temporary.end(), x) != temporary.end()) continue;
+      int rank = -1;
+      if (auto it = options.observedRanks.find(x); it != options.observedRanks.end()) rank = it->second;
+      ValueId id = model.graph.findValue(x);
+      if (rank < 0 && id != kNoValue && model.graph.value(id).shape) rank = (int)model.graph.value(id).shape->size();
+      if (rank < 0) {
+        return unsupported(where + ": node '" + n.name() + "' (" + n.op_type() + "): the rank of input '" + x +
+                           "' is unknown, and converting opset " + std::to_string(from) +
+                           " to 13 needs it (run the model once to observe it)");
+      }
+      auto* vi = proto.mutable_graph()->add_value_info();
+      vi->set_name(x);
+      auto* tt = vi->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(onnx::TensorProto::FLOAT);
+      auto* shape = tt->mutable_shape();
+      for (int i = 0; i < rank; ++i) shape->add_dim();
+      temporary.push_back(x);
+    }
+  }
+  try {
+    proto = onnx::version_conversion::ConvertVersion(proto, (int)kTargetOpset);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    return unsupported(where + ": cannot convert opset " + std::to_string(from) +
+                       " to 13 (needed for per-channel DequantizeLinear) with ONNX's version converter: " + what);
+  }
+  if (!temporary.empty()) {
+    auto* vis = proto.mutable_graph()->mutable_value_info();
+    for (int i = vis->size() - 1; i >= 0; --i) {
+      if (std::find(temporary.begin(), temporary.end(), vis->Get(i).name()) != temporary.end()) vis->DeleteSubrange(i, 1);
+    }
+  }
+  return Status::ok();
+}
+
+// Moves initializers into one external file (offsets aligned to 64 bytes).
+void externalize(onnx::ModelProto& proto, const Model& model, const ExportOptions& options, ExportedModel& out) {
+  out.externalDataName = options.externalDataName;
+  auto* inits = proto.mutable_graph()->mutable_initializer();
+  for (auto& t : *inits) {
+    std::string bytes;
+    if (t.has_raw_data()) {
+      bytes = std::move(*t.mutable_raw_data());
+    } else {
+      // Typed fields: the loader's tensor holds the same little-endian layout as raw_data.
+      ValueId id = model.graph.findValue(t.name());
+      if (id == kNoValue || !model.graph.value(id).constant) continue;
+      const Tensor& c = *model.graph.value(id).constant;
+      if ((int)c.dtype() != t.data_type() || c.byteSize() < options.externalDataMinTensorBytes) continue;
+      bytes.assign(static_cast<const char*>(c.raw()), c.byteSize());
+    }
+    if (bytes.size() < options.externalDataMinTensorBytes) {
+      t.set_raw_data(std::move(bytes));
+      continue;
+    }
+    out.externalDataBytes.resize((out.externalDataBytes.size() + 63) / 64 * 64, '\0');
+    size_t offset = out.externalDataBytes.size();
+    out.externalDataBytes += bytes;
+    t.clear_raw_data();
+    t.clear_float_data();
+    t.clear_int32_data();
+    t.clear_int64_data();
+    t.clear_double_data();
+    t.clear_uint64_data();
+    t.clear_external_data();
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto kv = [&](const char* k, const std::string& v) {
+      auto* e = t.add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    };
+    kv("location", options.externalDataName);
+    kv("offset", std::to_string(offset));
+    kv("length", std::to_string(bytes.size()));
+  }
+}
+
+}  // namespace
+
+Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const Model& model, const AnalysisResult& r,
+                                          const ExportOptions& options) {
+  const std::string& where = sourcePath;
+  const Graph& g = model.graph;
+  if (r.plan.mode == QuantMode::Fp8) {
+    return unsupported(where +
+                       ": fp8 export needs FLOAT8E4M3FN and opset 19, which the ONNX library of this build (1.12, "
+                       "opset 17) does not know; analyse fp8 with 'quantscope analyze --quantize-mode fp8' or export int8");
+  }
+  if (r.plan.nodes.size() != g.nodes.size()) {
+    return invalidArgument(where + ": the analysis has " + std::to_string(r.plan.nodes.size()) +
+                           " nodes, the model " + std::to_string(g.nodes.size()) + ": it belongs to another model");
+  }
+
+  // Re-parse the original file: everything the IR does not keep (doc strings, metadata, value_info,
+  // Constant nodes) is carried over as it was.
+  std::ifstream in(sourcePath, std::ios::binary);
+  if (!in) return ioError(where + ": cannot open: " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string bytes = ss.str();
+  if (bytes.size() > (size_t)INT_MAX) return unsupported(where + ": the file is over 2 GB");
+  onnx::ModelProto proto;
+  google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()), (int)bytes.size());
+  stream.SetTotalBytesLimit(INT_MAX);
+  stream.SetRecursionLimit(64);
+  if (!proto.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
+    return invalidModel(where + ": not a valid ONNX model (protobuf parsing failed)");
+  }
+  bytes.clear();
+  bytes.shrink_to_fit();
+  if (!proto.has_graph()) return invalidModel(where + ": the file holds no graph");
+
+  // External data of the source is read into the proto (the loader resolved and checked it), so
+  // that the output does not point into the source's folder.
+  for (auto& t : *proto.mutable_graph()->mutable_initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) continue;
+    ValueId id = g.findValue(t.name());
+    if (id == kNoValue || !g.value(id).constant) return invalidModel(where + ": initializer '" + t.name() + "' was not loaded");
+    const Tensor& c = *g.value(id).constant;
+    t.clear_external_data();
+    t.set_data_location(onnx::TensorProto::DEFAULT);
+    setRaw(&t, c.raw(), c.byteSize());
+  }
+
+  ExportedModel out;
+  onnx::OperatorSetIdProto* os = defaultOpsetImport(proto);
+  if (!os) {
+    os = proto.add_opset_import();
+    os->set_domain("");
+    os->set_version(model.defaultOpset());
+  }
+  out.opsetBefore = os->version();
+  if (out.opsetBefore < kTargetOpset) QS_RETURN_IF_ERROR(raiseOpset(proto, model, options, where));
+  out.opsetAfter = defaultOpsetImport(proto)->version();
+  if (proto.ir_version() < 7) proto.set_ir_version(7);  // opset 13 needs IR 7
+
+  onnx::GraphProto& gp = *proto.mutable_graph();
+  // IR nodes (Constant nodes folded away) -> proto nodes, through their output names (unique in SSA).
+  std::unordered_map<std::string, int> protoByOutput;
+  for (int i = 0; i < gp.node_size(); ++i)
+    for (const auto& o : gp.node(i).output())
+      if (!o.empty()) protoByOutput.emplace(o, i);
+  auto protoIndex = [&](NodeId id) -> Result<int> {
+    const Node& n = g.nodes[(size_t)id];
+    for (ValueId o : n.outputs) {
+      if (o == kNoValue) continue;
+      auto it = protoByOutput.find(g.value(o).name);
+      if (it == protoByOutput.end() || gp.node(it->second).op_type() != n.opType) break;
+      return it->second;
+    }
+    return invalidModel(where + ": node '" + n.name + "' (" + n.opType +
+                        ") of the analysis is not in the file: was it changed since it was loaded?");
+  };
+
+  NameAllocator names(gp);
+  std::map<std::string, Pair> pairs;
+  std::map<int, std::vector<InputRewrite>> rewrites;  // proto node index -> inputs to rewire
+  std::set<std::string> replacedWeights;
+
+  // Activations: one per-tensor pair per exported tensor.
+  std::set<ValueId> exported;
+  for (ValueId v : exportedActivationTensors(g, r)) exported.insert(v);
+  for (const ActivationPoint& a : r.plan.activations) {
+    if (!isNodeQuantized(r.plan, a.node) || !exported.count(a.value)) continue;
+    const std::string& t = g.value(a.value).name;
+    std::string key = "a:" + t;
+    if (!pairs.count(key)) {
+      const ActivationQuant& q = r.activations.at(a.value);
+      Pair p;
+      std::string scale = names.take(t + "_scale"), zp = names.take(t + "_zero_point");
+      float s = q.scale;
+      int8_t z = 0;
+      addInitializer(gp, scale, onnx::TensorProto::FLOAT, {}, &s, 4);
+      addInitializer(gp, zp, onnx::TensorProto::INT8, {}, &z, 1);
+      std::string qOut = names.take(t + "_QuantizeLinear_Output");
+      p.output = names.take(t + "_DequantizeLinear_Output");
+      p.nodes.push_back(makeNode("QuantizeLinear", names.take(t + "_QuantizeLinear"), {t, scale, zp}, qOut));
+      p.nodes.push_back(makeNode("DequantizeLinear", names.take(t + "_DequantizeLinear"), {qOut, scale, zp}, p.output));
+      pairs.emplace(key, std::move(p));
+      ++out.activationPairs;
+    }
+    auto idx = protoIndex(a.node);
+    if (!idx) return idx.status();
+    rewrites[*idx].push_back(InputRewrite{a.inputIndex, t, key});
+  }
+
+  // Weights: per channel.
+  for (const WeightQuant& w : r.weights) {
+    if (!isNodeQuantized(r.plan, w.node)) continue;
+    const Value& v = g.value(w.value);
+    const Node& node = g.nodes[(size_t)w.node];
+    if (!v.constant || v.constant->dtype() != DType::Float) {
+      return unsupported(where + ": node '" + node.name + "' (" + node.opType + "): weight '" + v.name +
+                         "' is not a float32 constant; only float32 weights are exported");
+    }
+    std::string key = "w:" + v.name + ":" + std::to_string(w.axis);
+    if (!pairs.count(key)) {
+      const Tensor& wt = *v.constant;
+      const int64_t channels = wt.dim(w.axis);
+      if ((int64_t)w.scale.size() != channels) {
+        return invalidArgument(where + ": weight '" + v.name + "' has " + std::to_string(channels) +
+                               " channels on axis " + std::to_string(w.axis) + " but the analysis " +
+                               std::to_string(w.scale.size()) + " scales");
+      }
+      std::vector<int64_t> dims(wt.shape().begin(), wt.shape().end());
+      Pair p;
+      std::string scale = names.take(v.name + "_scale"), zp = names.take(v.name + "_zero_point");
+      std::vector<int8_t> zeros((size_t)channels, 0);
+      addInitializer(gp, scale, onnx::TensorProto::FLOAT, {channels}, w.scale.data(), w.scale.size() * 4);
+      addInitializer(gp, zp, onnx::TensorProto::INT8, {channels}, zeros.data(), zeros.size());
+      p.output = names.take(v.name + "_DequantizeLinear_Output");
+      std::string dqInput;
+      if (options.dqOnly) {
+        // The int8 values the simulation used: clamp(rne(w / scale), -127, 127) per channel.
+        std::vector<int8_t> q((size_t)wt.numel());
+        int64_t outer = 1, inner = 1;
+        for (int i = 0; i < w.axis; ++i) outer *= wt.dim(i);
+        for (int i = w.axis + 1; i < wt.rank(); ++i) inner *= wt.dim(i);
+        const float* src = wt.data<float>();
+        for (int64_t o = 0; o < outer; ++o) {
+          for (int64_t c = 0; c < channels; ++c) {
+            const float sc = w.scale[(size_t)c];
+            const int64_t off = (o * channels + c) * inner;
+            for (int64_t i = 0; i < inner; ++i) {
+              float x = std::nearbyint(src[off + i] / sc);
+              x = std::min(std::max(x, (float)kWeightQmin), (float)kWeightQmax);
+              q[(size_t)(off + i)] = (int8_t)x;
+            }
+          }
+        }
+        dqInput = names.take(v.name + "_quantized");
+        addInitializer(gp, dqInput, onnx::TensorProto::INT8, dims, q.data(), q.size());
+        replacedWeights.insert(v.name);
+      } else {
+        dqInput = names.take(v.name + "_QuantizeLinear_Output");
+        p.nodes.push_back(makeNode("QuantizeLinear", names.take(v.name + "_QuantizeLinear"), {v.name, scale, zp}, dqInput,
+                                   w.axis));
+      }
+      p.nodes.push_back(makeNode("DequantizeLinear", names.take(v.name + "_DequantizeLinear"), {dqInput, scale, zp},
+                                 p.output, w.axis));
+      pairs.emplace(key, std::move(p));
+      ++out.weightPoints;
+    }
+    auto idx = protoIndex(w.node);
+    if (!idx) return idx.status();
+    rewrites[*idx].push_back(InputRewrite{w.inputIndex, v.name, key});
+  }
+
+  // Rebuild the node list: each pair right before its first consumer (the tensor it reads is
+  // produced earlier, as the file is topologically sorted).
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  nodes.Reserve(gp.node_size() + (int)(2 * pairs.size()));
+  for (int i = 0; i < gp.node_size(); ++i) {
+    onnx::NodeProto& n = *gp.mutable_node(i);
+    if (auto it = rewrites.find(i); it != rewrites.end()) {
+      for (const InputRewrite& rw : it->second) {
+        if ((int)rw.inputIndex >= n.input_size() || n.input((int)rw.inputIndex) != rw.expected) {
+          return invalidModel(where + ": node '" + n.name() + "' (" + n.op_type() + "): input " +
+                              std::to_string(rw.inputIndex) + " is not '" + rw.expected +
+                              "' after the opset conversion; cannot place its quantization point");
+        }
+        Pair& p = pairs.at(rw.key);
+        if (!p.emitted) {
+          for (auto& qn : p.nodes) *nodes.Add() = qn;
+          p.emitted = true;
+        }
+        n.set_input((int)rw.inputIndex, p.output);
+      }
+    }
+    *nodes.Add() = std::move(n);
+  }
+  gp.mutable_node()->Swap(&nodes);
+
+  // Float weights that nothing reads any more (every consumer now reads the int8 copy).
+  std::unordered_set<std::string> used;
+  collectUses(gp, used);
+  for (const std::string& w : replacedWeights) {
+    if (used.count(w)) continue;
+    auto* inits = gp.mutable_initializer();
+    for (int i = 0; i < inits->size(); ++i) {
+      if (inits->Get(i).name() == w) {
+        inits->DeleteSubrange(i, 1);
+        ++out.removedFloatWeights;
+        break;
+      }
+    }
+    auto* inputs = gp.mutable_input();
+    for (int i = 0; i < inputs->size(); ++i) {
+      if (inputs->Get(i).name() == w) {
+        inputs->DeleteSubrange(i, 1);
+        break;
+      }
+    }
+    auto* allNodes = gp.mutable_node();
+    for (int i = 0; i < allNodes->size(); ++i) {
+      const auto& n = allNodes->Get(i);
+      if (n.op_type() == "Constant" && n.output_size() == 1 && n.output(0) == w) {
+        allNodes->DeleteSubrange(i, 1);
+        ++out.removedFloatWeights;
+        break;
+      }
+    }
+  }
+
+  try {
+    onnx::checker::check_model(proto);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    return runtimeError(where + ": the exported model fails the ONNX checker (a bug in the exporter): " + what);
+  }
+
+  if (options.externalData || proto.ByteSizeLong() > options.externalDataThresholdBytes) {
+    externalize(proto, model, options, out);
+    if (proto.ByteSizeLong() > (size_t)INT_MAX) {
+      return unsupported(where + ": the exported model is over 2 GB even with its initializers as external data");
+    }
+  }
+  if (!proto.SerializeToString(&out.modelBytes)) return runtimeError(where + ": serialising the exported model failed");
+  return out;
+}
+
+Result<std::map<std::string, int>> observeRanks(const Executor& executor, const std::vector<NamedTensor>& feeds) {
+  const Graph& g = executor.model().graph;
+  auto table = executor.makeValueTable(feeds);
+  if (!table) return table.status();
+  QS_RETURN_IF_ERROR(executor.runNodes(g.topoOrder, *table));
+  std::map<std::string, int> ranks;
+  for (size_t i = 0; i < table->size(); ++i) {
+    const Tensor& t = (*table)[i];
+    if (!t.empty()) ranks[g.values[i].name] = t.rank();
+  }
+  return ranks;
+}
+
+Status checkOnnxModelFile(const std::string& path) {
+  try {
+    onnx::checker::check_model(path);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    return invalidModel(path + ": ONNX checker: " + what);
+  }
+  return Status::ok();
+}
+
+}  // namespace qs

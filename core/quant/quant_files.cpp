@@ -1,0 +1,424 @@
+#include "core/quant/quant_files.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "core/quant/calibrator.h"
+#include "core/quant/placement.h"
+
+namespace qs {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string readAll(const std::string& path, Status& st) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    st = ioError(path + ": cannot open: " + std::strerror(errno));
+    return {};
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) st = ioError(path + ": read failed");
+  return ss.str();
+}
+
+float qmaxOf(QuantMode mode) { return mode == QuantMode::Fp8 ? 448.f : 127.f; }
+
+uint32_t floatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float bitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Escapes a node name for an ECMAScript regex that matches exactly that name.
+std::string exactPattern(const std::string& name) {
+  std::string o;
+  for (char c : name) {
+    if (std::strchr("\\^$.|?*+()[]{}", c)) o += '\\';
+    o += c;
+  }
+  return o + "$";
+}
+
+Json stringList(const std::vector<std::string>& v) {
+  Json a = Json::array();
+  for (const auto& s : v) a.push_back(s);
+  return a;
+}
+
+}  // namespace
+
+std::vector<ValueId> exportedActivationTensors(const Graph& g, const AnalysisResult& r) {
+  std::vector<ValueId> out;
+  std::set<ValueId> seen;
+  for (const ActivationPoint& a : r.plan.activations) {
+    if (!isNodeQuantized(r.plan, a.node) || seen.count(a.value)) continue;
+    if (!r.activations.count(a.value)) continue;
+    DType dt = g.value(a.value).dtype;
+    if (dt != DType::Float && dt != DType::Undefined) continue;
+    seen.insert(a.value);
+    out.push_back(a.value);
+  }
+  return out;
+}
+
+float exportedAmax(const ActivationQuant& q, QuantMode mode) {
+  if (scaleFromAmax(q.amax, mode) == q.scale) return q.amax;
+  return amaxForScale(q.scale, mode);
+}
+
+float amaxForScale(float scale, QuantMode mode) {
+  const float qmax = qmaxOf(mode);
+  float a = scale * qmax;
+  if (scaleFromAmax(a, mode) == scale) return a;
+  // amax / qmax is monotonic in amax: walk a few ulps either way for the exact preimage.
+  float up = a, down = a;
+  for (int i = 0; i < 64; ++i) {
+    up = std::nextafter(up, INFINITY);
+    if (scaleFromAmax(up, mode) == scale) return up;
+    down = std::nextafter(down, 0.f);
+    if (scaleFromAmax(down, mode) == scale) return down;
+  }
+  return a;
+}
+
+Result<std::string> fileFingerprint(const std::string& path) {
+  Status st;
+  std::string bytes = readAll(path, st);
+  if (!st) return st;
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+  return std::string(buf);
+}
+
+// ---- calibration.cache -----------------------------------------------------------------------
+
+std::string calibrationCacheHeader(CalibMethod method) {
+  switch (method) {
+    case CalibMethod::Entropy: return "TRT-8601-EntropyCalibration2";
+    case CalibMethod::Max: return "TRT-8601-MinMaxCalibration";
+    default: return "TRT-8601-LegacyCalibration";
+  }
+}
+
+std::string calibrationCacheText(const Model& model, const AnalysisResult& r) {
+  const Graph& g = model.graph;
+  std::string out = calibrationCacheHeader(r.calibration.method) + "\n";
+  for (ValueId v : exportedActivationTensors(g, r)) {
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "%08x", floatBits(r.activations.at(v).scale));
+    out += g.value(v).name + ": " + hex + "\n";
+  }
+  return out;
+}
+
+Result<CalibrationCache> parseCalibrationCache(const std::string& text, const std::string& where) {
+  CalibrationCache cache;
+  std::istringstream in(text);
+  std::string line;
+  int lineNo = 0;
+  while (std::getline(in, line)) {
+    ++lineNo;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (lineNo == 1) {
+      if (line.rfind("TRT-", 0) != 0 || std::count(line.begin(), line.end(), '-') < 2) {
+        return invalidArgument(where + ":1: expected a TensorRT header like 'TRT-8601-EntropyCalibration2', got '" +
+                               line.substr(0, 80) + "'");
+      }
+      cache.header = line;
+      continue;
+    }
+    if (line.empty()) continue;
+    auto bad = [&](const std::string& why) {
+      return invalidArgument(where + ":" + std::to_string(lineNo) + ": " + why + " in '" + line.substr(0, 120) + "'");
+    };
+    // Tensor names may contain ": " themselves; the value is after the last one.
+    size_t sep = line.rfind(": ");
+    if (sep == std::string::npos || sep == 0) return bad("expected '<tensor>: <8 hex digits>'");
+    std::string name = line.substr(0, sep), hex = line.substr(sep + 2);
+    if (hex.size() != 8 || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+      return bad("expected 8 hex digits after ': '");
+    }
+    float scale = bitsFloat((uint32_t)std::stoul(hex, nullptr, 16));
+    if (!(scale > 0) || !std::isfinite(scale)) {
+      char v[32];
+      std::snprintf(v, sizeof v, "%g", scale);
+      return bad(std::string("scale ") + v + " is not a positive finite number");
+    }
+    if (!cache.scales.emplace(name, scale).second) return bad("tensor '" + name + "' is given twice");
+  }
+  if (lineNo == 0) return invalidArgument(where + ": the calibration cache is empty");
+  return cache;
+}
+
+Result<CalibrationCache> readCalibrationCache(const std::string& path) {
+  Status st;
+  std::string text = readAll(path, st);
+  if (!st) return st;
+  return parseCalibrationCache(text, path);
+}
+
+// ---- quant_cfg.json --------------------------------------------------------------------------
+
+std::string quantConfigJson(const Model& model, const AnalysisResult& r, const QuantConfigContext& ctx) {
+  const Graph& g = model.graph;
+  const QuantMode mode = r.plan.mode;
+  Json act = Json::object();
+  for (ValueId v : exportedActivationTensors(g, r)) act[g.value(v).name] = (double)exportedAmax(r.activations.at(v), mode);
+
+  Json weights = Json::array();
+  for (const WeightQuant& w : r.weights) {
+    if (!isNodeQuantized(r.plan, w.node)) continue;
+    Json amax = Json::array();
+    for (float a : w.amax) amax.push_back((double)a);
+    weights.push_back(Json{{"node", g.nodes[(size_t)w.node].name},
+                           {"input", w.inputIndex},
+                           {"tensor", g.value(w.value).name},
+                           {"axis", w.axis},
+                           {"amax", amax}});
+  }
+  Json nodes = Json::array();
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const NodeQuantState& st = r.plan.nodes[i];
+    Json n{{"name", g.nodes[i].name}, {"op_type", g.nodes[i].opType}, {"quantizable", st.quantizable},
+           {"quantized", st.quantized}};
+    if (!st.quantized) n["reason"] = st.reason;
+    nodes.push_back(std::move(n));
+  }
+  std::string file = ctx.modelPath;
+  if (auto slash = file.find_last_of('/'); slash != std::string::npos) file = file.substr(slash + 1);
+  Json qs{{"tool", "quantscope"},
+          {"version", ctx.toolVersion},
+          {"model", Json{{"file", file}, {"fnv1a64", ctx.modelFingerprint}}},
+          {"mode", quantModeName(mode)},
+          {"calibration", Json{{"method", calibMethodName(r.calibration.method)},
+                               {"percentile", r.calibration.percentile},
+                               {"bins", r.calibration.bins},
+                               {"start_bin", r.calibration.startBin},
+                               {"entropy_replace_bin0", r.calibration.entropyReplaceBin0},
+                               {"samples", r.samples},
+                               {"data", ctx.calibrationData}}},
+          {"config", Json{{"nodes_to_exclude", stringList(ctx.config.nodesToExclude)},
+                          {"nodes_to_quantize", stringList(ctx.config.nodesToQuantize)},
+                          {"op_types_to_exclude", stringList(ctx.config.opTypesToExclude)},
+                          {"op_types_to_quantize", stringList(ctx.config.opTypesToQuantize)}}},
+          {"export", Json{{"dq_only", ctx.dqOnly}, {"use_external_data_format", ctx.externalData}}},
+          {"weights", weights},
+          {"nodes", nodes}};
+  Json root{{"act_quant_info", act}, {"quantscope", qs}};
+  return root.dump(4) + "\n";
+}
+
+Result<SavedQuantConfig> parseQuantConfig(const std::string& text, const std::string& where) {
+  Json root = Json::parse(text, nullptr, false);
+  if (root.is_discarded()) return invalidArgument(where + ": not valid JSON");
+  if (!root.is_object() || !root.contains("act_quant_info") || !root["act_quant_info"].is_object()) {
+    return invalidArgument(where + ": no \"act_quant_info\" object (not a quant_cfg.json)");
+  }
+  SavedQuantConfig s;
+  for (const auto& [name, v] : root["act_quant_info"].items()) {
+    if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>())) {
+      return invalidArgument(where + ": act_quant_info['" + name + "'] is " + v.dump() + ", not a positive number");
+    }
+    s.actAmax[name] = (float)v.get<double>();
+  }
+  if (!root.contains("quantscope")) return s;  // PPQ's file: amax values only
+  const Json& q = root["quantscope"];
+  std::string key;
+  try {
+    auto str = [&](const Json& o, const char* k, std::string& out) {
+      key = k;
+      if (o.contains(k)) out = o.at(k).get<std::string>();
+    };
+    auto strings = [&](const Json& o, const char* k, std::vector<std::string>& out) {
+      key = k;
+      if (o.contains(k)) out = o.at(k).get<std::vector<std::string>>();
+    };
+    str(q, "version", s.toolVersion);
+    if (q.contains("model")) {
+      str(q["model"], "file", s.modelFile);
+      str(q["model"], "fnv1a64", s.modelFingerprint);
+    }
+    std::string mode = "int8";
+    str(q, "mode", mode);
+    if (!parseQuantMode(mode, s.mode)) return invalidArgument(where + ": mode '" + mode + "' is not int8 or fp8");
+    s.calibration.mode = s.mode;
+    if (q.contains("calibration")) {
+      const Json& c = q["calibration"];
+      std::string method = "max";
+      str(c, "method", method);
+      if (!parseCalibMethod(method, s.calibration.method)) {
+        return invalidArgument(where + ": calibration method '" + method + "' is not max, entropy, percentile or mse");
+      }
+      key = "percentile";
+      if (c.contains("percentile")) s.calibration.percentile = c.at("percentile").get<double>();
+      key = "bins";
+      if (c.contains("bins")) s.calibration.bins = c.at("bins").get<int>();
+      key = "start_bin";
+      if (c.contains("start_bin")) s.calibration.startBin = c.at("start_bin").get<int>();
+      key = "entropy_replace_bin0";
+      if (c.contains("entropy_replace_bin0")) s.calibration.entropyReplaceBin0 = c.at("entropy_replace_bin0").get<bool>();
+      key = "samples";
+      if (c.contains("samples")) s.samples = c.at("samples").get<int64_t>();
+      str(c, "data", s.calibrationData);
+    }
+    if (q.contains("config")) {
+      const Json& c = q["config"];
+      strings(c, "nodes_to_exclude", s.config.nodesToExclude);
+      strings(c, "nodes_to_quantize", s.config.nodesToQuantize);
+      strings(c, "op_types_to_exclude", s.config.opTypesToExclude);
+      strings(c, "op_types_to_quantize", s.config.opTypesToQuantize);
+    }
+    s.config.mode = s.mode;
+    if (q.contains("export")) {
+      key = "dq_only";
+      if (q["export"].contains("dq_only")) s.dqOnly = q["export"].at("dq_only").get<bool>();
+      key = "use_external_data_format";
+      if (q["export"].contains("use_external_data_format"))
+        s.externalData = q["export"].at("use_external_data_format").get<bool>();
+    }
+    key = "weights";
+    if (q.contains("weights")) {
+      for (const Json& w : q.at("weights")) {
+        SavedQuantConfig::Weight sw;
+        key = "weights.node";
+        sw.node = w.at("node").get<std::string>();
+        key = "weights.tensor";
+        sw.tensor = w.at("tensor").get<std::string>();
+        key = "weights.input";
+        sw.input = w.at("input").get<size_t>();
+        key = "weights.axis";
+        sw.axis = w.at("axis").get<int>();
+        key = "weights.amax";
+        for (const Json& a : w.at("amax")) sw.amax.push_back((float)a.get<double>());
+        s.weights.push_back(std::move(sw));
+      }
+    }
+    key = "nodes";
+    if (q.contains("nodes")) {
+      for (const Json& n : q.at("nodes")) {
+        SavedQuantConfig::NodeState ns;
+        key = "nodes.name";
+        ns.name = n.at("name").get<std::string>();
+        key = "nodes.op_type";
+        if (n.contains("op_type")) ns.opType = n.at("op_type").get<std::string>();
+        key = "nodes.quantizable";
+        ns.quantizable = n.at("quantizable").get<bool>();
+        key = "nodes.quantized";
+        ns.quantized = n.at("quantized").get<bool>();
+        key = "nodes.reason";
+        if (n.contains("reason")) ns.reason = n.at("reason").get<std::string>();
+        s.nodes.push_back(std::move(ns));
+      }
+    }
+  } catch (const std::exception&) {
+    return invalidArgument(where + ": quantscope." + key + " is missing or has the wrong type");
+  }
+  return s;
+}
+
+Result<SavedQuantConfig> readQuantConfig(const std::string& path) {
+  Status st;
+  std::string text = readAll(path, st);
+  if (!st) return st;
+  return parseQuantConfig(text, path);
+}
+
+Result<QuantConfig> configForSavedStates(const SavedQuantConfig& saved, const Model& model, const QuantConfig& extra,
+                                         const std::string& where) {
+  const Graph& g = model.graph;
+  auto another = [&](const std::string& why) {
+    return invalidArgument(where + ": " + why + ": the config was made for another model than " + model.path);
+  };
+  for (const auto& [name, amax] : saved.actAmax) {
+    if (g.findValue(name) == kNoValue) return another("tensor '" + name + "' is not in the model");
+  }
+  std::map<std::string, NodeId> byName;
+  for (size_t i = 0; i < g.nodes.size(); ++i) byName.emplace(g.nodes[i].name, (NodeId)i);
+  if (!saved.nodes.empty() && saved.nodes.size() != g.nodes.size()) {
+    return another("it lists " + std::to_string(saved.nodes.size()) + " nodes, the model has " +
+                   std::to_string(g.nodes.size()));
+  }
+  for (const auto& n : saved.nodes) {
+    auto it = byName.find(n.name);
+    if (it == byName.end()) return another("node '" + n.name + "' is not in the model");
+    if (!n.opType.empty() && g.nodes[(size_t)it->second].opType != n.opType) {
+      return another("node '" + n.name + "' is a " + g.nodes[(size_t)it->second].opType + ", not a " + n.opType);
+    }
+  }
+  for (const auto& w : saved.weights) {
+    ValueId id = g.findValue(w.tensor);
+    if (id == kNoValue || !g.value(id).constant) return another("weight '" + w.tensor + "' is not in the model");
+    auto amax = perChannelAbsMax(*g.value(id).constant, w.axis);
+    if (!amax) return another("weight '" + w.tensor + "': " + amax.status().message());
+    if (amax->size() != w.amax.size()) {
+      return another("weight '" + w.tensor + "' has " + std::to_string(amax->size()) + " channels on axis " +
+                     std::to_string(w.axis) + ", the config " + std::to_string(w.amax.size()));
+    }
+    for (size_t c = 0; c < amax->size(); ++c) {
+      if ((*amax)[c] != w.amax[c]) {
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "channel %zu amax is %.9g in the model, %.9g in the config", c, (double)(*amax)[c],
+                      (double)w.amax[c]);
+        return another("weight '" + w.tensor + "' " + buf);
+      }
+    }
+  }
+  QuantConfig cfg = saved.config;
+  cfg.mode = saved.mode;
+  auto append = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  append(cfg.nodesToExclude, extra.nodesToExclude);
+  append(cfg.nodesToQuantize, extra.nodesToQuantize);
+  append(cfg.opTypesToExclude, extra.opTypesToExclude);
+  append(cfg.opTypesToQuantize, extra.opTypesToQuantize);
+  if (saved.nodes.empty()) return cfg;
+  QuantPlan plan = planQuantization(g, saved.mode);
+  std::vector<std::string> ignored;
+  auto applied = applyConfig(plan, g, cfg, ignored);
+  if (!applied) return Status(applied.status().code(), where + ": " + applied.status().message());
+  for (const auto& n : saved.nodes) {
+    NodeId id = byName.at(n.name);
+    if (!n.quantized && plan.nodes[(size_t)id].quantized) cfg.nodesToExclude.push_back(exactPattern(n.name));
+  }
+  return cfg;
+}
+
+Status checkSavedStates(const SavedQuantConfig& saved, const Model& model, const QuantPlan& plan, bool extraGiven,
+                        const std::string& where) {
+  const Graph& g = model.graph;
+  std::map<std::string, NodeId> byName;
+  for (size_t i = 0; i < g.nodes.size(); ++i) byName.emplace(g.nodes[i].name, (NodeId)i);
+  for (const auto& n : saved.nodes) {
+    auto it = byName.find(n.name);
+    if (it == byName.end()) continue;
+    bool now = plan.nodes[(size_t)it->second].quantized;
+    if (n.quantized && !now && !extraGiven) {
+      return invalidArgument(where + ": node '" + n.name + "' was quantized when the config was saved but cannot be now (" +
+                             plan.nodes[(size_t)it->second].reason + "): the config was made for another model than " +
+                             model.path);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace qs

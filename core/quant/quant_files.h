@@ -1,0 +1,127 @@
+// The two text files an export writes beside quantized.onnx (reference section 5), read back
+// for --load-config and --calibration-cache-path:
+//
+//  - quant_cfg.json: PPQ's TensorRT exporter format, {"act_quant_info": {"<tensor>": amax}}
+//    (amax = scale * 127, read by PPQ's engine-build script for setDynamicRange), plus a
+//    "quantscope" object with what PPQ leaves out: the weights with their per-channel axis and amax,
+//    every node's state and reason, mode, calibration method and settings, the user's
+//    configuration, export flags, the model's fingerprint and the tool's version. A saved config
+//    reproduces the export without calibrating.
+//  - calibration.cache: TensorRT's text format, a `TRT-8601-<Algorithm>` header then one
+//    `<tensor>: <8 hex digits>` line per tensor, the big-endian IEEE-754 float32 of the scale.
+//
+// Both list the same tensors: exportedActivationTensors(), the values the exporter gives a
+// QuantizeLinear/DequantizeLinear pair.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/analysis/quant_session.h"
+#include "core/quant/quant_config.h"
+#include "core/quant/quant_types.h"
+#include "core/util/status.h"
+
+namespace qs {
+
+/// The activation tensors that get a Q/DQ pair in the export, in plan (topological) order, each
+/// once: values of activation points whose node is quantized, that have a scale in `r`, and whose
+/// dtype is float (or unknown: the simulation only quantizes float tensors).
+std::vector<ValueId> exportedActivationTensors(const Graph& g, const AnalysisResult& r);
+
+/// The amax written for a tensor: one whose scaleFromAmax() gives back exactly `q.scale` (the
+/// calibrated amax, or scale * qmax for tensors whose amax was replaced by the scale floor).
+float exportedAmax(const ActivationQuant& q, QuantMode mode);
+
+/// The float amax whose scaleFromAmax(amax, mode) is bit-identical to `scale` when one exists
+/// (always for scales written by this tool); otherwise the nearest. `scale` must be > 0.
+float amaxForScale(float scale, QuantMode mode);
+
+/// FNV-1a 64 of the file's bytes as 16 hex digits: identifies the model a config was made for.
+Result<std::string> fileFingerprint(const std::string& path);
+
+// ---- calibration.cache -----------------------------------------------------------------------
+
+/// TensorRT's header for a calibration method: "TRT-8601-EntropyCalibration2" (entropy),
+/// "TRT-8601-MinMaxCalibration" (max), "TRT-8601-LegacyCalibration" (percentile, mse: TensorRT has
+/// no such algorithm; its legacy calibrator is the percentile-style one).
+std::string calibrationCacheHeader(CalibMethod method);
+
+/// The cache text for the exported activation tensors of `r` (INT8 scales).
+std::string calibrationCacheText(const Model& model, const AnalysisResult& r);
+
+/// A parsed cache: tensor name -> scale, plus the header.
+struct CalibrationCache {
+  std::string header;
+  std::map<std::string, float> scales;
+};
+
+/// Parses cache text. InvalidArgument naming `where` and the line number for a missing or
+/// malformed header, a line that is not `<name>: <8 hex digits>`, a tensor given twice, or a
+/// scale that is not a positive finite float.
+Result<CalibrationCache> parseCalibrationCache(const std::string& text, const std::string& where);
+/// Reads and parses a cache file (IoError when unreadable).
+Result<CalibrationCache> readCalibrationCache(const std::string& path);
+
+// ---- quant_cfg.json --------------------------------------------------------------------------
+
+/// What a quant_cfg.json holds besides act_quant_info.
+struct SavedQuantConfig {
+  std::string toolVersion;
+  std::string modelFile, modelFingerprint;
+  QuantMode mode = QuantMode::Int8;
+  CalibrationSettings calibration;
+  int64_t samples = 0;
+  std::string calibrationData;          // where the data came from ("random", a path, a cache)
+  QuantConfig config;                   // the user's lists as given
+  bool dqOnly = true, externalData = false;
+  std::map<std::string, float> actAmax; // act_quant_info
+  struct Weight {
+    std::string node, tensor;
+    size_t input = 0;
+    int axis = 0;
+    std::vector<float> amax;
+  };
+  std::vector<Weight> weights;          // quantized weights only
+  struct NodeState {
+    std::string name, opType, reason;
+    bool quantizable = false, quantized = false;
+  };
+  std::vector<NodeState> nodes;         // every node, graph order
+};
+
+/// Context of a config written by an export.
+struct QuantConfigContext {
+  std::string toolVersion = "0.1.0";
+  std::string modelPath, modelFingerprint;
+  std::string calibrationData;
+  QuantConfig config;
+  bool dqOnly = true, externalData = false;
+};
+
+/// quant_cfg.json of an analysed session: act_quant_info (exported tensors, amax as float), then
+/// the "quantscope" object. Deterministic for equal inputs.
+std::string quantConfigJson(const Model& model, const AnalysisResult& r, const QuantConfigContext& ctx);
+
+/// Parses quant_cfg.json. A file with act_quant_info alone (PPQ's) is accepted: its amax values are
+/// used and everything else keeps its default. InvalidArgument naming `where` and the key for
+/// malformed JSON, a non-numeric or non-positive amax, or fields of the wrong type.
+Result<SavedQuantConfig> parseQuantConfig(const std::string& text, const std::string& where);
+Result<SavedQuantConfig> readQuantConfig(const std::string& path);
+
+/// The configuration that reproduces a saved config's node states on `model`: the saved lists,
+/// then `extra` (command-line additions), then an exact-name exclusion for every node the config
+/// saved as not quantized that the lists would leave quantized (automatic fallback, GUI toggles).
+/// InvalidArgument "... was made for another model" when a node, tensor or weight of the config is
+/// not in `model`, or a saved weight's per-channel amax differs from the model's weight.
+Result<QuantConfig> configForSavedStates(const SavedQuantConfig& saved, const Model& model, const QuantConfig& extra,
+                                         const std::string& where);
+
+/// After a session was created with configForSavedStates(): InvalidArgument when a node the config
+/// saved as quantized is not quantized in `plan` and `extraGiven` is false (the model differs).
+Status checkSavedStates(const SavedQuantConfig& saved, const Model& model, const QuantPlan& plan, bool extraGiven,
+                        const std::string& where);
+
+}  // namespace qs
