@@ -3,6 +3,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+# ccache hits across checkouts (paths relative to the repository root).
+export CCACHE_BASEDIR="$root"
 scripts/setup.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DQS_BUILD_GUI=ON >/dev/null
 cmake --build build -j"${QS_JOBS:-2}" --target quantscope

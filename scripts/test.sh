@@ -5,6 +5,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+# ccache hits across checkouts (paths relative to the repository root).
+export CCACHE_BASEDIR="$root"
 export ORT_DISABLE_TELEMETRY=1
 jobs=${QS_JOBS:-2}
 
