@@ -2,7 +2,9 @@
 // generated from Debian's python3-onnx) through the loader and executor.
 // A test is in scope when every op of its model is in --ops. Listed expected failures
 // (with their reason, documented in docs/conformance.md) do not fail the run.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -110,7 +112,8 @@ std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix) {
 
 int main(int argc, char** argv) {
   std::string data, opsFile, expectedFile, filter;
-  bool verbose = false;
+  bool verbose = false, rewrites = false;
+  int threads = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -119,8 +122,12 @@ int main(int argc, char** argv) {
     else if (a == "--expected-failures") expectedFile = next();
     else if (a == "--filter") filter = next();
     else if (a == "--verbose" || a == "-v") verbose = true;
+    else if (a == "--rewrites") rewrites = true;  // run through the executor's rewritten graph
+    else if (a == "--threads") threads = std::max(1, std::atoi(next().c_str()));
     else {
-      std::fprintf(stderr, "usage: qs_conformance --data DIR [--ops FILE] [--expected-failures FILE] [--filter REGEX] [-v]\n");
+      std::fprintf(stderr,
+                   "usage: qs_conformance --data DIR [--ops FILE] [--expected-failures FILE] [--filter REGEX] [--rewrites] "
+                   "[--threads N] [-v]\n");
       return 2;
     }
   }
@@ -140,7 +147,8 @@ int main(int argc, char** argv) {
   int passed = 0, failed = 0, skipped = 0, xfailed = 0, xpassed = 0;
   std::map<std::string, int> skipReasons;
   ExecutorOptions eo;
-  eo.threads = 1;
+  eo.threads = threads;
+  eo.rewrites = rewrites;
   for (const auto& dir : tests) {
     std::string name = dir.filename().string();
     if (!std::regex_search(name, re)) continue;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 
 #include "core/exec/graph_rewrites.h"
 #include "core/exec/parallel.h"
@@ -57,6 +58,58 @@ Status Executor::createKernels(Plan& plan, const KernelRegistry& registry) {
   return Status::ok();
 }
 
+void Executor::markShapeOnly(Plan& plan) {
+  // Two properties per value: its shape follows from the feed shapes (shapeKnown), and its
+  // contents do too (valueKnown: constants and shape-only outputs). Ops whose output shape
+  // depends on the contents of some inputs need those inputs valueKnown; ops whose output
+  // shape depends on data are never shapeKnown.
+  static const std::set<std::string> kDataShaped = {"NonZero", "Unique", "Compress", "NonMaxSuppression", "If", "Loop",
+                                                    "Scan", "RandomNormal", "RandomUniform", "RandomNormalLike",
+                                                    "RandomUniformLike", "Multinomial", "Bernoulli", "StringNormalizer"};
+  static const std::map<std::string, std::vector<size_t>> kValueInputs = {
+      {"Reshape", {1}}, {"Expand", {1}}, {"Tile", {1}}, {"Slice", {1, 2, 3, 4}}, {"Pad", {1, 3}},
+      {"Resize", {1, 2, 3}}, {"Upsample", {1}}, {"ConstantOfShape", {0}}, {"Range", {0, 1, 2}}, {"Unsqueeze", {1}},
+      {"Squeeze", {1}}, {"Split", {1}}, {"TopK", {1}}, {"OneHot", {1}}, {"ReduceSum", {1}}, {"ReduceMean", {1}},
+      {"ReduceMax", {1}}, {"ReduceMin", {1}}, {"ReduceProd", {1}}, {"ReduceL1", {1}}, {"ReduceL2", {1}},
+      {"ReduceLogSum", {1}}, {"ReduceLogSumExp", {1}}, {"ReduceSumSquare", {1}}, {"CenterCropPad", {1}},
+      {"Col2Im", {1, 2}}, {"DFT", {1}}, {"STFT", {1, 2, 3}}};
+  const Graph& g = plan.model->graph;
+  std::vector<char> shapeKnown(g.values.size(), 0), valueKnown(g.values.size(), 0);
+  for (ValueId v = 0; v < (ValueId)g.values.size(); ++v) {
+    const Value& val = g.value(v);
+    if (val.isGraphInput || val.isOverridable || val.constant) shapeKnown[(size_t)v] = 1;
+    if (val.constant && !val.isGraphInput && !val.isOverridable) valueKnown[(size_t)v] = 1;
+  }
+  plan.shapeOnly.assign(g.nodes.size(), 0);
+  for (NodeId id : g.topoOrder) {
+    const Node& n = g.nodes[(size_t)id];
+    bool allShape = true, allValue = true, anyInput = false;
+    for (ValueId in : n.inputs) {
+      if (in == kNoValue) continue;
+      anyInput = true;
+      allShape = allShape && shapeKnown[(size_t)in];
+      allValue = allValue && valueKnown[(size_t)in];
+    }
+    bool shapes = n.domain.empty() && !kDataShaped.count(n.opType) && allShape && anyInput;
+    if (shapes) {
+      auto it = kValueInputs.find(n.opType);
+      if (it != kValueInputs.end())
+        for (size_t i : it->second)
+          if (i < n.inputs.size() && n.inputs[i] != kNoValue && !valueKnown[(size_t)n.inputs[i]]) shapes = false;
+    }
+    // Shape and Size read only their input's shape; other ops need every input's contents known.
+    const bool isShapeOp = n.domain.empty() && (n.opType == "Shape" || n.opType == "Size");
+    const bool only = shapes && (isShapeOp || allValue);
+    plan.shapeOnly[(size_t)id] = only;
+    plan.hasShapeOnly = plan.hasShapeOnly || only;
+    for (ValueId out : n.outputs) {
+      if (out == kNoValue) continue;
+      shapeKnown[(size_t)out] = shapes;
+      valueKnown[(size_t)out] = only;
+    }
+  }
+}
+
 Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> model, const ExecutorOptions& options) {
   std::unique_ptr<Executor> ex(new Executor());
   ex->m_model = model;
@@ -87,6 +140,7 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> 
     plan->origin = std::move(report.origin);
     plan->absorbed = std::move(report.absorbed);
     QS_RETURN_IF_ERROR(createKernels(*plan, *registry));
+    markShapeOnly(*plan);
     ex->m_fast = std::move(plan);
     ex->m_rewriteSummary = std::to_string(report.foldedConstantNodes) + " constant nodes folded, " +
                            std::to_string(report.foldedIntoConv) + " nodes folded into Conv weights, " +
@@ -249,11 +303,44 @@ Result<std::vector<Tensor>> Executor::runPlan(const Plan& plan, const std::vecto
   std::vector<const Tensor*> inputs;
   std::vector<Tensor> transformed;
   std::vector<Tensor> outputs;
+  // Free inputs after their last consumer, and outputs nobody reads.
+  auto release = [&](ValueId v) {
+    if (--uses[(size_t)v] == 0 && !g.value(v).constant && !fed[(size_t)v]) {
+      liveBytes -= std::min<uint64_t>(liveBytes, values[(size_t)v].byteSize());
+      values[(size_t)v] = Tensor();
+    }
+  };
+  // Shape-only subgraphs: reuse their outputs for feeds of shapes seen before.
+  const bool useShapeCache = !isOriginal && plan.hasShapeOnly && !options.observer && !options.inputTransform;
+  std::vector<int64_t> shapeKey;
+  bool cached = false;
+  std::vector<std::pair<ValueId, Tensor>> fresh;
+  if (useShapeCache) {
+    for (ValueId in = 0; in < (ValueId)g.values.size(); ++in) {  // graph inputs and fed overridable initializers
+      if (!fed[(size_t)in]) continue;
+      const Tensor& t = values[(size_t)in];
+      shapeKey.push_back(in);
+      shapeKey.push_back((int64_t)t.dtype());
+      shapeKey.push_back(t.rank());
+      shapeKey.insert(shapeKey.end(), t.shape().begin(), t.shape().end());
+    }
+    std::lock_guard<std::mutex> lock(plan.cacheMutex);
+    auto it = plan.shapeCache.find(shapeKey);
+    if (it != plan.shapeCache.end()) {
+      cached = true;
+      for (const auto& [v, t] : it->second) values[(size_t)v] = t;
+    }
+  }
   for (NodeId id : g.topoOrder) {
     if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
       return Status(StatusCode::Cancelled, m_model->path + ": run cancelled");
     }
     const Node& node = g.nodes[(size_t)id];
+    if (cached && plan.shapeOnly[(size_t)id]) {
+      for (ValueId v : node.inputs)
+        if (v != kNoValue) release(v);
+      continue;
+    }
     inputs.assign(node.inputs.size(), nullptr);
     transformed.assign(node.inputs.size(), Tensor());
     for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -302,13 +389,9 @@ Result<std::vector<Tensor>> Executor::runPlan(const Plan& plan, const std::vecto
       }
       options.profile->nodes.push_back(std::move(np));
     }
-    // Free inputs after their last consumer, and outputs nobody reads.
-    auto release = [&](ValueId v) {
-      if (--uses[(size_t)v] == 0 && !g.value(v).constant && !fed[(size_t)v]) {
-        liveBytes -= std::min<uint64_t>(liveBytes, values[(size_t)v].byteSize());
-        values[(size_t)v] = Tensor();
-      }
-    };
+    if (useShapeCache && !cached && plan.shapeOnly[(size_t)id])
+      for (ValueId v : node.outputs)
+        if (v != kNoValue) fresh.emplace_back(v, values[(size_t)v]);
     for (ValueId v : node.inputs)
       if (v != kNoValue) release(v);
     for (ValueId v : node.outputs)
@@ -316,6 +399,11 @@ Result<std::vector<Tensor>> Executor::runPlan(const Plan& plan, const std::vecto
         ++uses[(size_t)v];
         release(v);
       }
+  }
+  if (useShapeCache && !cached) {
+    std::lock_guard<std::mutex> lock(plan.cacheMutex);
+    if (plan.shapeCache.size() >= 16) plan.shapeCache.clear();  // bounded: many shapes, few hits
+    plan.shapeCache.emplace(std::move(shapeKey), std::move(fresh));
   }
   std::vector<Tensor> result;
   result.reserve(g.outputs.size());

@@ -9,11 +9,15 @@
 // no input transform is attached: an observed or transformed run, runNodes() and runNode()
 // always execute the original nodes, so every original node's output is seen exactly as
 // without rewrites (fusion is skipped for observed runs rather than re-materialised).
+// Unobserved rewritten runs also evaluate shape-only subgraphs (Shape -> Gather -> Concat ->
+// Reshape's shape input, ...) once per combination of feed shapes and reuse them afterwards.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -116,7 +120,14 @@ class Executor {
     std::vector<int32_t> useCount;                 // consumer slots + graph-output uses, per value
     std::vector<NodeId> origin;                    // rewritten plans: original node per node
     std::vector<std::vector<NodeId>> absorbed;     // rewritten plans: original nodes fused into each node
+    // Rewritten plans: nodes whose outputs depend only on the shapes of the feeds (Shape and what
+    // computes from it and constants), evaluated once per feed-shape key and then reused.
+    std::vector<char> shapeOnly;
+    bool hasShapeOnly = false;
+    mutable std::mutex cacheMutex;
+    mutable std::map<std::vector<int64_t>, std::vector<std::pair<ValueId, Tensor>>> shapeCache;
   };
+  static void markShapeOnly(Plan& plan);
   static Status createKernels(Plan& plan, const KernelRegistry& registry);
   Result<std::vector<Tensor>> runPlan(const Plan& plan, const std::vector<NamedTensor>& feeds, const RunOptions& options) const;
 

@@ -7,7 +7,12 @@
 namespace qs {
 
 void KernelContext::parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) const {
-  qs::parallelFor(threads, n, grain, fn);
+  // Kernels state grains of a few microseconds of work; a chunk handed to another thread must be
+  // worth tens of microseconds (its wake-up, the data moving to its cache, and on a busy machine
+  // the chance that it is descheduled while the caller waits for it). Kernels that size their
+  // own blocks (Conv, the GEMM) call qs::parallelFor directly.
+  constexpr int64_t kGrainScale = 4;
+  qs::parallelFor(threads, n, grain > INT64_MAX / kGrainScale ? grain : grain * kGrainScale, fn);
 }
 
 Status nodeError(const Node& node, StatusCode code, const std::string& message) {

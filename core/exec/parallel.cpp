@@ -48,28 +48,60 @@ class Pool {
     m_done.store(0, std::memory_order_relaxed);
     const uint32_t gen = (genOf(m_state.load(std::memory_order_relaxed)) + 1) & ((1u << kGenBits) - 1);
     m_state.store(packState(gen, (uint64_t)chunks, 0), std::memory_order_seq_cst);
+    const auto t0 = Clock::now();
     m_wake.fetch_add(1, std::memory_order_seq_cst);
     if (m_sleepers.load(std::memory_order_seq_cst) > 0) m_wake.notify_all();
-    claimChunks(gen, fn, n);
+    const int64_t mine = claimChunks(gen, fn, n);
+    const auto t1 = Clock::now();
     // Every chunk is claimed; wait only for those still running on a worker.
     for (int spin = 0; m_done.load(std::memory_order_acquire) < chunks; ++spin) {
       if (spin < 4096) _mm_pause();
       else std::this_thread::yield();
     }
+    judge(t0, t1, Clock::now(), mine < chunks);
     t_inParallel = false;
     m_busy.store(false, std::memory_order_release);
     return true;
   }
 
+  /// False while parallel regions are backed off (see judge()).
+  bool parallelAllowed() const {
+    const int64_t until = m_serialUntil.load(std::memory_order_relaxed);
+    return until == 0 || Clock::now().time_since_epoch().count() >= until;
+  }
+
  private:
-  void claimChunks(uint32_t gen, const Fn& fn, int64_t n) {
+  using Clock = std::chrono::steady_clock;
+
+  // Adapts to the machine: when the workers do not get a core (other processes, or this
+  // process's scheduler group share is under one core), parallel regions only add waiting:
+  // the caller either does every chunk itself or waits for a worker that was descheduled
+  // mid-chunk. After such regions, run serially for a while (10 ms, doubling up to 1 s while it
+  // keeps happening), then try again. Called by the caller thread holding the pool.
+  void judge(Clock::time_point t0, Clock::time_point t1, Clock::time_point t2, bool workerHelped) {
+    const auto own = t1 - t0, wait = t2 - t1;
+    const bool waitedTooLong = wait > std::chrono::microseconds(200) && wait * 2 > own;
+    m_lateRegions = workerHelped ? 0 : m_lateRegions + 1;
+    if (!waitedTooLong && m_lateRegions < 8) {
+      if (workerHelped) m_backoff = Clock::duration::zero();
+      return;
+    }
+    m_lateRegions = 0;
+    m_backoff = std::clamp<Clock::duration>(m_backoff * 2, std::chrono::milliseconds(10), std::chrono::seconds(1));
+    m_serialUntil.store((t2 + m_backoff).time_since_epoch().count(), std::memory_order_relaxed);
+  }
+
+  // Claims and runs chunks of job `gen` until none is left; returns how many it ran.
+  int64_t claimChunks(uint32_t gen, const Fn& fn, int64_t n) {
+    int64_t ran = 0;
     uint64_t s = m_state.load(std::memory_order_acquire);
     for (;;) {
-      if (genOf(s) != gen || claimedOf(s) >= chunksOf(s)) return;
+      if (genOf(s) != gen || claimedOf(s) >= chunksOf(s)) return ran;
       if (!m_state.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
       const int64_t chunks = (int64_t)chunksOf(s), c = (int64_t)claimedOf(s);
       const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
       if (begin < end) fn(begin, end);
+      ++ran;
       m_done.fetch_add(1, std::memory_order_release);
       s = m_state.load(std::memory_order_acquire);
     }
@@ -81,13 +113,23 @@ class Pool {
     for (;;) {
       uint64_t s = m_state.load(std::memory_order_acquire);
       if (genOf(s) == seen) {
-        // Spin briefly (the next op of a run usually comes within microseconds), then sleep.
+        // Stay awake a while: the next parallel op of a run usually comes within microseconds to
+        // a millisecond, and waking a sleeping thread costs far more than that on a busy machine
+        // (measured here: > 1 ms, so a woken worker arrives after the caller did all the work).
+        // Spin with pause, yielding every few tens of microseconds: when this worker shares a
+        // core with the caller (busy machine), a pure spin would hold that core while the caller
+        // waits to run (measured: +2 ms per op), while yielding on every iteration lets other
+        // processes take the core for whole time slices. Sleep after ~2 ms without work.
         auto start = std::chrono::steady_clock::now();
         bool changed = false;
         for (int i = 0; !changed; ++i) {
           _mm_pause();
+          if ((i & 255) == 255) {
+            const auto elapsed = std::chrono::steady_clock::now() - start;
+            if (elapsed > std::chrono::microseconds(2000)) break;
+            if (elapsed > std::chrono::microseconds(50)) std::this_thread::yield();
+          }
           changed = genOf(m_state.load(std::memory_order_acquire)) != seen;
-          if ((i & 255) == 255 && std::chrono::steady_clock::now() - start > std::chrono::microseconds(100)) break;
         }
         if (!changed) {
           const uint32_t w = m_wake.load(std::memory_order_seq_cst);
@@ -114,6 +156,9 @@ class Pool {
   std::atomic<int64_t> m_n{0};
   std::atomic<int> m_participants{1};
   std::atomic<int64_t> m_done{0};
+  std::atomic<int64_t> m_serialUntil{0};  // steady_clock ticks; 0 = never backed off
+  Clock::duration m_backoff{0};           // caller-only state, guarded by m_busy
+  int m_lateRegions = 0;
 };
 
 Pool& pool() {
@@ -136,7 +181,8 @@ void parallelFor(int threads, int64_t n, int64_t grain, const std::function<void
   }
   // A few chunks per thread: a late worker then leaves the caller at most a few chunks' work.
   const int64_t chunks = std::min<int64_t>({pieces, int64_t(threads) * 4, kMaxChunks});
-  if (!pool().tryRun(threads, n, chunks, fn)) fn(0, n);
+  Pool& p = pool();
+  if (!p.parallelAllowed() || !p.tryRun(threads, n, chunks, fn)) fn(0, n);
 }
 
 int hardwareThreads() { return std::max(1u, std::thread::hardware_concurrency()); }

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
-#include <unordered_map>
+#include <map>
 
 #include "core/ir/half.h"
 
@@ -79,7 +79,7 @@ std::string shapeToString(const Shape& s) {
 
 namespace {
 
-// Large buffers are recycled by exact size: repeated runs of a model allocate the same sizes,
+// Large buffers are recycled by size class: repeated runs of a model allocate the same sizes,
 // so after the first run no large allocation (and no first-touch page faulting of fresh
 // mmap'd memory, which costs more than many kernels) happens in the steady state.
 class BufferPool {
@@ -87,12 +87,17 @@ class BufferPool {
   static constexpr size_t kMinPooled = 64 * 1024;
   static constexpr size_t kMaxCachedBytes = size_t(1) << 30;
 
-  void* take(size_t bytes) {
+  // Returns a buffer of at least `bytes` and sets `bytes` to its real size. A cached buffer of
+  // the same class is taken first, else the smallest cached one up to twice the size: a
+  // network's activations shrink and grow again, and without this the buffers freed by the
+  // early layers sit in the cache while the later ones allocate anew.
+  void* take(size_t& bytes) {
     if (bytes >= kMinPooled) {
       std::lock_guard<std::mutex> lock(m_mutex);
-      auto it = m_free.find(bytes);
-      if (it != m_free.end()) {
+      auto it = m_free.lower_bound(bytes);
+      if (it != m_free.end() && it->first <= 2 * bytes) {
         void* p = it->second;
+        bytes = it->first;
         m_free.erase(it);
         m_cached -= bytes;
         return p;
@@ -114,7 +119,7 @@ class BufferPool {
 
  private:
   std::mutex m_mutex;
-  std::unordered_multimap<size_t, void*> m_free;
+  std::multimap<size_t, void*> m_free;
   size_t m_cached = 0;
 };
 
@@ -123,11 +128,22 @@ BufferPool& pool() {
   return *p;
 }
 
+// Pooled sizes are rounded up to classes with 3 significant bits (steps of 1/8 to 1/4 of a power
+// of two): tensors of nearby sizes then share buffers, so the pool holds roughly one buffer per
+// simultaneously live tensor instead of one per distinct size ever seen (det at batch 8: peak RSS
+// 859 MB with exact sizes). Costs at most 25% slack on a pooled buffer.
+size_t sizeClass(size_t bytes) {
+  if (bytes < BufferPool::kMinPooled) return ((bytes + 63) / 64) * 64;
+  int top = 63 - __builtin_clzll((unsigned long long)bytes);
+  size_t step = size_t(1) << (top - 2);
+  return ((bytes + step - 1) / step) * step;
+}
+
 std::shared_ptr<void> allocateAligned(size_t bytes) {
   // Never zero bytes: keeps data() non-null for empty tensors.
-  size_t rounded = ((bytes + 63) / 64) * 64;
+  size_t rounded = sizeClass(bytes);
   if (rounded == 0) rounded = 64;
-  void* p = pool().take(rounded);
+  void* p = pool().take(rounded);  // may hand back a larger cached buffer: rounded is its size
   if (!p) throw std::bad_alloc();
   return std::shared_ptr<void>(p, [rounded](void* q) { pool().give(q, rounded); });
 }

@@ -1,10 +1,13 @@
 // Conv (ai.onnx opsets 1..21, FP32) and the shared sliding-window machinery.
 #include "core/kernels/conv.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "core/exec/parallel.h"
 #include "core/kernels/gemm.h"
 
 namespace qs {
@@ -229,36 +232,60 @@ bool parseFusedActivation(const std::string& name, FusedActivation::Kind& kind) 
   return false;
 }
 
+namespace {
+
+// y[i] = f(y[i]) over [0, n): 8 lanes at a time with AVX2, the tail scalar, same formulas.
+template <class Vec, class Scalar>
+inline void mapRow(float* y, int64_t n, const Vec& vf, const Scalar& sf) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, vf(_mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] = sf(y[i]);
+}
+
+}  // namespace
+
 void applyFusedActivations(float* y, int64_t n, float bias, const std::vector<FusedActivation>& ops) {
   using K = FusedActivation::Kind;
-  if (bias != 0.f)
-    for (int64_t i = 0; i < n; ++i) y[i] += bias;
+  if (bias != 0.f) {
+    const __m256 vb = _mm256_set1_ps(bias);
+    mapRow(y, n, [&](__m256 v) { return _mm256_add_ps(v, vb); }, [&](float v) { return v + bias; });
+  }
+  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
   for (const FusedActivation& op : ops) {
     const float a = op.a, b = op.b;
+    const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+    // Scalar forms use the same operation order as the vector ones; max/min keep the operand
+    // order of vmaxps/vminps (second operand returned for NaN) so both agree.
     switch (op.kind) {
       case K::Relu:
-        for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.f ? y[i] : 0.f;
+        mapRow(y, n, [&](__m256 v) { return _mm256_max_ps(v, zero); }, [](float v) { return v > 0.f ? v : 0.f; });
         break;
       case K::Clip:
-        for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i], a), b);
+        mapRow(y, n, [&](__m256 v) { return _mm256_min_ps(_mm256_max_ps(v, va), vb); },
+               [&](float v) { return std::min(std::max(v, a), b); });
         break;
       case K::HardSigmoid:
-        for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(a * y[i] + b, 0.f), 1.f);
+        mapRow(y, n, [&](__m256 v) { return _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(va, v, vb), zero), one); },
+               [&](float v) { return std::min(std::max(std::fma(a, v, b), 0.f), 1.f); });
         break;
       case K::HardSwish:
-        for (int64_t i = 0; i < n; ++i) y[i] = y[i] * std::min(std::max(a * y[i] + b, 0.f), 1.f);
+        mapRow(y, n,
+               [&](__m256 v) { return _mm256_mul_ps(v, _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(va, v, vb), zero), one)); },
+               [&](float v) { return v * std::min(std::max(std::fma(a, v, b), 0.f), 1.f); });
         break;
       case K::Sigmoid:
         for (int64_t i = 0; i < n; ++i) y[i] = 1.f / (1.f + std::exp(-y[i]));
         break;
       case K::LeakyRelu:
-        for (int64_t i = 0; i < n; ++i) y[i] = y[i] >= 0.f ? y[i] : a * y[i];
+        mapRow(y, n,
+               [&](__m256 v) { return _mm256_blendv_ps(_mm256_mul_ps(v, va), v, _mm256_cmp_ps(v, zero, _CMP_GE_OQ)); },
+               [&](float v) { return v >= 0.f ? v : a * v; });
         break;
       case K::Mul:
-        for (int64_t i = 0; i < n; ++i) y[i] *= a;
+        mapRow(y, n, [&](__m256 v) { return _mm256_mul_ps(v, va); }, [&](float v) { return v * a; });
         break;
       case K::Add:
-        for (int64_t i = 0; i < n; ++i) y[i] += a;
+        mapRow(y, n, [&](__m256 v) { return _mm256_add_ps(v, va); }, [&](float v) { return v + a; });
         break;
     }
   }
@@ -266,10 +293,70 @@ void applyFusedActivations(float* y, int64_t n, float bias, const std::vector<Fu
 
 namespace {
 
+// Depthwise, W stride 1 and dilation 1: each output vector of 8 (two at a time) accumulates all
+// taps in registers, one load per tap; only the border columns, whose windows leave the row,
+// take the scalar path. Same products, summed in the same tap order as depthwisePlane.
+void depthwisePlaneUnitStride(const float* in, const float* w, float bias, const WindowGeometry& g, float* out) {
+  const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
+  const int64_t KH = g.k[1], KW = g.k[2], sh = g.s[1], padW = g.padB[2], dh = g.d[1];
+  // Columns whose whole window lies inside the row: ow - padW >= 0 and ow - padW + KW - 1 < IW.
+  const int64_t inLo = std::min(padW, OW), inHi = std::max(inLo, std::min(OW, IW - KW + 1 + padW));
+  const __m256 vb = _mm256_set1_ps(bias);
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    float* orow = out + oh * OW;
+    int64_t khLo = 0, khHi = KH;
+    const int64_t ih0 = oh * sh - g.padB[1];
+    while (khLo < KH && ih0 + khLo * dh < 0) ++khLo;
+    while (khHi > khLo && ih0 + (khHi - 1) * dh >= IH) --khHi;
+    auto scalarAt = [&](int64_t ow) {
+      float acc = bias;
+      for (int64_t kh = khLo; kh < khHi; ++kh) {
+        const float* irow = in + (ih0 + kh * dh) * IW;
+        const float* wr = w + kh * KW;
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const int64_t iw = ow - padW + kw;
+          if (iw >= 0 && iw < IW) acc += wr[kw] * irow[iw];
+        }
+      }
+      orow[ow] = acc;
+    };
+    for (int64_t ow = 0; ow < inLo; ++ow) scalarAt(ow);
+    int64_t ow = inLo;
+    for (; ow + 16 <= inHi; ow += 16) {
+      __m256 a0 = vb, a1 = vb;
+      for (int64_t kh = khLo; kh < khHi; ++kh) {
+        const float* ip = in + (ih0 + kh * dh) * IW + ow - padW;
+        const float* wr = w + kh * KW;
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const __m256 wv = _mm256_broadcast_ss(wr + kw);
+          a0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(ip + kw), a0);
+          a1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(ip + kw + 8), a1);
+        }
+      }
+      _mm256_storeu_ps(orow + ow, a0);
+      _mm256_storeu_ps(orow + ow + 8, a1);
+    }
+    for (; ow + 8 <= inHi; ow += 8) {
+      __m256 a0 = vb;
+      for (int64_t kh = khLo; kh < khHi; ++kh) {
+        const float* ip = in + (ih0 + kh * dh) * IW + ow - padW;
+        const float* wr = w + kh * KW;
+        for (int64_t kw = 0; kw < KW; ++kw) a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(wr + kw), _mm256_loadu_ps(ip + kw), a0);
+      }
+      _mm256_storeu_ps(orow + ow, a0);
+    }
+    for (; ow < OW; ++ow) scalarAt(ow);
+  }
+}
+
 // Depthwise 2-D (and 1-D) convolution of one plane: out[oh][ow] = b + sum w[kh][kw] * in[...].
 void depthwisePlane(const float* in, const float* w, float bias, const WindowGeometry& g, float* out) {
   const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
   const int64_t KH = g.k[1], KW = g.k[2], sh = g.s[1], sw = g.s[2];
+  if (sw == 1 && g.d[2] == 1) {
+    depthwisePlaneUnitStride(in, w, bias, g, out);
+    return;
+  }
   // Valid ow range per kw, computed once per plane.
   int64_t loBuf[64], hiBuf[64], offBuf[64];
   std::vector<int64_t> heap;
@@ -411,7 +498,8 @@ class ConvKernel : public Kernel {
 
     // Depthwise: one input channel per group, one output channel per group, 1-D or 2-D.
     if (G == C && M == C && Cg == 1 && g.nd <= 2) {
-      ctx.parallelFor(N * C, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, outSize * kSize)), [&](int64_t b, int64_t e) {
+      // Chunks of at least ~1M multiply-adds (tens of microseconds): smaller ones run serially.
+      parallelFor(ctx.threads, N * C, std::max<int64_t>(1, (1 << 20) / std::max<int64_t>(1, outSize * kSize)), [&](int64_t b, int64_t e) {
         for (int64_t p = b; p < e; ++p) {
           const int64_t c = p % C;
           depthwisePlane(x + p * inSize, w + c * kSize, bias ? bias[c] : 0.f, g, y + p * outSize);
@@ -435,7 +523,7 @@ class ConvKernel : public Kernel {
     const int64_t perImage = G * rowBlocks * colBlocks;
     // Tasks: (image, group, row block, column block). Each builds its im2col block in per-thread
     // scratch, multiplies, and applies bias and activations while the block is in cache.
-    ctx.parallelFor(N * perImage, 1, [&](int64_t tb, int64_t te) {
+    parallelFor(ctx.threads, N * perImage, 1, [&](int64_t tb, int64_t te) {
       for (int64_t t = tb; t < te; ++t) {
         const int64_t n = t / perImage, r = t % perImage;
         const int64_t grp = r / (rowBlocks * colBlocks), rb = (r / colBlocks) % rowBlocks, cb = r % colBlocks;
@@ -447,13 +535,19 @@ class ConvKernel : public Kernel {
           B = xg + o0;
           ldb = inSize;
         } else {
-          float* col = gemmScratch(1, (size_t)(Kdim * (o1 - o0)));
-          im2colBlock(xg, Cg, g, o0, o1, col, o1 - o0);
+          // Built straight in the layout the micro-kernel reads (no packing copy): rows padded to
+          // a multiple of 16 columns plus 16, the padding zeroed.
+          const int64_t width = o1 - o0, padded = (width + 15) / 16 * 16;
+          ldb = padded + 16;
+          float* col = gemmScratch(1, (size_t)(Kdim * ldb));
+          im2colBlock(xg, Cg, g, o0, o1, col, ldb);
+          if (padded > width)
+            for (int64_t k = 0; k < Kdim; ++k) std::memset(col + k * ldb + width, 0, sizeof(float) * (size_t)(padded - width));
           B = col;
-          ldb = o1 - o0;
         }
         float* yb = y + (n * M + grp * Mg + m0) * outSize + o0;
-        gemmBlock((*packed)[(size_t)grp], m0, m1, B, ldb, false, o1 - o0, yb, outSize, false);
+        if (pointwise) gemmBlock((*packed)[(size_t)grp], m0, m1, B, ldb, false, o1 - o0, yb, outSize, false);
+        else gemmBlockRows((*packed)[(size_t)grp], m0, m1, B, ldb, o1 - o0, yb, outSize, false);
         for (int64_t m = m0; m < m1; ++m) epilogue(yb + (m - m0) * outSize, o1 - o0, grp * Mg + m);
       }
     });

@@ -74,7 +74,7 @@ Tensor promoteHalf(const Tensor& t, const KernelContext* ctx = nullptr);
 Tensor demoteHalf(const Tensor& t, DType dtype, const KernelContext* ctx = nullptr);
 
 constexpr int kMaxInputs = 4;
-constexpr int64_t kGrain = 16384;  // elements per parallel chunk at least
+constexpr int64_t kGrain = 16384;  // elements per parallel chunk at least (scaled by KernelContext::parallelFor)
 
 /// A numpy broadcast of up to kMaxInputs shapes to one output shape, with the output dims
 /// collapsed: size-1 dims dropped, neighbours merged where every input is either broadcast

@@ -18,7 +18,8 @@ constexpr int64_t KC = 256;                           // K slice: a 16-column B 
 
 // C[0:mr, 0:nr] (+)= A[0:6, 0:kc] * B[0:kc, 0:16] for packed panels. 12 accumulators, 2 B
 // vectors and 1 broadcast: 15 of the 16 ymm registers.
-void micro6x16(int64_t kc, const float* A, const float* B, float* C, int64_t ldc, bool acc, int64_t mr, int64_t nr) {
+void micro6x16(int64_t kc, const float* A, const float* B, int64_t ldbk, float* C, int64_t ldc, bool acc, int64_t mr,
+               int64_t nr) {
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
   __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
   __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
@@ -43,7 +44,7 @@ void micro6x16(int64_t kc, const float* A, const float* B, float* C, int64_t ldc
     c50 = _mm256_fmadd_ps(a, b0, c50);
     c51 = _mm256_fmadd_ps(a, b1, c51);
     A += MR;
-    B += NR;
+    B += ldbk;
   }
   const __m256 r[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
   if (mr == MR && nr == NR) {
@@ -163,7 +164,30 @@ void gemmBlock(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B, in
       const int64_t nr = std::min(NR, nb - jp * NR);
       for (int64_t m = m0; m < m1; m += MR) {
         const float* a = A.panel(m / MR) + k0 * MR;
-        micro6x16(kc, a, b, C + (m - m0) * ldc + jp * NR, ldc, acc, std::min(MR, m1 - m), nr);
+        micro6x16(kc, a, b, NR, C + (m - m0) * ldc + jp * NR, ldc, acc, std::min(MR, m1 - m), nr);
+      }
+    }
+  }
+}
+
+void gemmBlockRows(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B, int64_t ldb, int64_t nb, float* C,
+                   int64_t ldc, bool accumulate) {
+  const int64_t K = A.cols();
+  if (nb <= 0 || m1 <= m0) return;
+  if (K == 0) {
+    gemmBlock(A, m0, m1, B, ldb, false, nb, C, ldc, accumulate);
+    return;
+  }
+  const int64_t panelsN = (nb + NR - 1) / NR;
+  for (int64_t k0 = 0; k0 < K; k0 += KC) {
+    const int64_t kc = std::min(KC, K - k0);
+    const bool acc = accumulate || k0 > 0;
+    for (int64_t jp = 0; jp < panelsN; ++jp) {
+      const float* b = B + k0 * ldb + jp * NR;
+      const int64_t nr = std::min(NR, nb - jp * NR);
+      for (int64_t m = m0; m < m1; m += MR) {
+        const float* a = A.panel(m / MR) + k0 * MR;
+        micro6x16(kc, a, b, ldb, C + (m - m0) * ldc + jp * NR, ldc, acc, std::min(MR, m1 - m), nr);
       }
     }
   }
@@ -173,10 +197,16 @@ void gemmBlocking(int64_t M, int64_t N, int64_t K, int threads, int64_t& mb, int
   const int64_t Mr = ((M + MR - 1) / MR) * MR;
   // Rows: all of them while the A slice of a block stays small, else 96-row blocks.
   mb = Mr <= 144 ? Mr : 96;
-  nb = ((std::min<int64_t>(N, 256) + NR - 1) / NR) * NR;
+  // Columns: at most 512, fewer for long K.
+  // Measured on the det convolutions (M=24, K=864): blocks of ~1 MB of B (K * nb floats) beat
+  // L2-sized ones, which re-read A and pay per-block overhead more often.
+  const int64_t nbCap = std::clamp<int64_t>((262144 / std::max<int64_t>(K, 1)) / NR * NR, 2 * NR, 512);
+  nb = ((std::min<int64_t>(N, nbCap) + NR - 1) / NR) * NR;
   if (threads <= 1) return;
   const double flops = 2.0 * (double)M * (double)N * (double)std::max<int64_t>(K, 1);
-  if (flops < 4e5) {  // a few microseconds: forking costs more than it saves
+  // Below ~50 us of one core's work, handing half to another core (waking it, moving the data
+  // into its cache) costs about what it saves, and on a loaded machine more.
+  if (flops < 4e6) {
     mb = Mr;
     nb = ((N + NR - 1) / NR) * NR;
     return;

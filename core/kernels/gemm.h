@@ -42,6 +42,12 @@ class PackedMatrix {
 void gemmBlock(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B, int64_t ldb, bool transB, int64_t nb,
                float* C, int64_t ldc, bool accumulate);
 
+/// gemmBlock for a B that needs no packing: row-major [K, nb] with leading dimension ldb, whose
+/// columns up to nb rounded up to 16 are readable (values past nb are ignored). For im2col blocks
+/// built for it; ldb a multiple of 16 that is not a multiple of 256 keeps L1 sets apart.
+void gemmBlockRows(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B, int64_t ldb, int64_t nb, float* C,
+                   int64_t ldc, bool accumulate);
+
 /// How gemm-like work of M x N (x K) is cut into blocks for `threads`: rows per block (multiple
 /// of 6) and columns per block (multiple of 16). One block when the work is small.
 void gemmBlocking(int64_t M, int64_t N, int64_t K, int threads, int64_t& mb, int64_t& nb);

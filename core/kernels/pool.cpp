@@ -1,9 +1,13 @@
 // MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool (ai.onnx opsets 1..21).
 #include "core/kernels/pool.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "core/kernels/conv.h"
 
@@ -36,9 +40,50 @@ inline void tapRange(int64_t start, int64_t k, int64_t d, int64_t len, int64_t& 
   lo = std::min(lo, hi);
 }
 
+// 1-D / 2-D max pooling without indices or dilation: the same comparisons as maxPoolPlanes
+// (first valid tap, then v > best) without the index bookkeeping, with 2-tap rows unrolled.
+template <class T>
+void maxPoolPlanes2d(const T* x, T* y, int64_t p0, int64_t p1, const WindowGeometry& g, const std::vector<int64_t>& wRange) {
+  const int64_t inSize = g.inSize(), outSize = g.outSize(), IW = g.in[2], OW = g.out[2];
+  for (int64_t p = p0; p < p1; ++p) {
+    const T* xp = x + p * inSize;
+    T* yp = y + p * outSize;
+    for (int64_t oh = 0; oh < g.out[1]; ++oh, yp += OW) {
+      const int64_t sh = oh * g.s[1] - g.padB[1];
+      int64_t hlo, hhi;
+      tapRange(sh, g.k[1], 1, g.in[1], hlo, hhi);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t sw = ow * g.s[2] - g.padB[2];
+        const int64_t wlo = wRange[(size_t)ow * 2], whi = wRange[(size_t)ow * 2 + 1];
+        T best = std::numeric_limits<T>::lowest();
+        bool first = true;
+        for (int64_t a = hlo; a < hhi; ++a) {
+          const T* row = xp + (sh + a) * IW + sw;
+          for (int64_t c = wlo; c < whi; ++c) {
+            const T v = row[c];
+            if (first || v > best) {
+              best = v;
+              first = false;
+            }
+          }
+        }
+        yp[ow] = best;
+      }
+    }
+  }
+}
+
 template <class T>
 void maxPoolPlanes(const T* x, T* y, int64_t* ind, int64_t p0, int64_t p1, const WindowGeometry& g, bool colMajor) {
   const int64_t inSize = g.inSize(), outSize = g.outSize();
+  // The W tap range of each output column, computed once for all planes and rows.
+  std::vector<int64_t> wRange((size_t)g.out[2] * 2);
+  for (int64_t ow = 0; ow < g.out[2]; ++ow)
+    tapRange(ow * g.s[2] - g.padB[2], g.k[2], g.d[2], g.in[2], wRange[(size_t)ow * 2], wRange[(size_t)ow * 2 + 1]);
+  if (!ind && g.k[0] == 1 && g.out[0] == 1 && g.in[0] == 1 && g.padB[0] == 0 && g.d[1] == 1 && g.d[2] == 1) {
+    maxPoolPlanes2d<T>(x, y, p0, p1, g, wRange);
+    return;
+  }
   for (int64_t p = p0; p < p1; ++p) {
     const T* xp = x + p * inSize;
     T* yp = y + p * outSize;
@@ -54,8 +99,7 @@ void maxPoolPlanes(const T* x, T* y, int64_t* ind, int64_t p0, int64_t p1, const
         tapRange(sh, g.k[1], g.d[1], g.in[1], hlo, hhi);
         for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
           const int64_t sw = ow * g.s[2] - g.padB[2];
-          int64_t wlo, whi;
-          tapRange(sw, g.k[2], g.d[2], g.in[2], wlo, whi);
+          const int64_t wlo = wRange[(size_t)ow * 2], whi = wRange[(size_t)ow * 2 + 1];
           T best = std::numeric_limits<T>::lowest();
           int64_t bestIdx = -1;
           for (int64_t a = dlo; a < dhi; ++a) {
@@ -236,6 +280,19 @@ class GlobalPoolKernel : public Kernel {
           T m = S > 0 ? xp[0] : T(0);
           for (int64_t i = 1; i < S; ++i) m = xp[i] > m ? xp[i] : m;
           y[p] = m;
+        } else if constexpr (std::is_same_v<T, float>) {
+          // Two 8-lane partial sums: a sequential float sum is latency-bound (and less accurate).
+          __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+          int64_t i = 0;
+          for (; i + 16 <= S; i += 16) {
+            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(xp + i));
+            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(xp + i + 8));
+          }
+          alignas(32) float lanes[8];
+          _mm256_store_ps(lanes, _mm256_add_ps(a0, a1));
+          float s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+          for (; i < S; ++i) s += xp[i];
+          y[p] = S > 0 ? s / (float)S : 0.f;
         } else {
           T s = 0;
           for (int64_t i = 0; i < S; ++i) s += xp[i];

@@ -310,6 +310,35 @@ TEST(NnConv, DepthwiseVsNaive) {
       }
 }
 
+TEST(NnConv, DepthwiseWideRowsAllPaddingsVsNaive) {
+  // Rows wide enough for the vector path (16 and 8 at a time) plus scalar borders, every padding
+  // from none to more than the kernel's half, asymmetric too, 1-D and 2-D, H dilation.
+  std::mt19937 rng(78);
+  for (int64_t k : {1, 3, 5, 7})
+    for (int64_t pb = 0; pb <= k / 2 + 1; ++pb)
+      for (int nd : {1, 2}) {
+        ConvCase cc;
+        cc.nd = nd;
+        cc.N = 1;
+        cc.G = 3;
+        cc.Cg = 1;
+        cc.Mg = 1;
+        cc.bias = (pb % 2) == 0;
+        cc.in[0] = 1;
+        cc.in[1] = nd == 2 ? 9 : 1;
+        cc.in[2] = 37 + pb;
+        cc.k[0] = 1;
+        cc.k[1] = nd == 2 ? k : 1;
+        cc.k[2] = k;
+        for (int i = 3 - nd; i < 3; ++i) {
+          cc.g.pb[i] = pb;
+          cc.g.pe[i] = k / 2;
+        }
+        if (nd == 2 && k == 3) cc.g.d[1] = 2;
+        runConvCase(cc, rng, 2, "depthwise wide k" + std::to_string(k) + " pad" + std::to_string(pb));
+      }
+}
+
 TEST(NnConv, PointwiseVsNaive) {
   std::mt19937 rng(5);
   for (int64_t G : {1, 2}) {

@@ -1,0 +1,307 @@
+// The executor's graph rewrites (constant folding, BatchNormalization and affine folding into
+// Conv, activation fusion): results equal to the original graph within float rounding, observed
+// runs see every original node, transformed weights are honoured, 1 and 2 threads agree; the
+// same on the PaddleOCR models when they are present.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include "core/exec/executor.h"
+#include "core/onnx/loader.h"
+#include "tests/support/onnx_builder.h"
+
+using namespace qs;
+using qs::test::OnnxBuilder;
+
+namespace {
+
+std::shared_ptr<Model> load(const OnnxBuilder& b) {
+  std::string bytes = b.bytes();
+  auto m = loadModelFromBytes(bytes.data(), bytes.size(), "rewrites.onnx", "");
+  EXPECT_TRUE(m) << m.status().message();
+  return m ? *m : nullptr;
+}
+
+std::vector<float> randomValues(size_t n, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// Largest |a - b| relative to the largest |b| of the tensor.
+double relativeError(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  double maxDiff = 0, maxRef = 1e-6;
+  for (int64_t i = 0; i < a.numel() && i < b.numel(); ++i) {
+    maxDiff = std::max(maxDiff, (double)std::fabs(a.data<float>()[i] - b.data<float>()[i]));
+    maxRef = std::max(maxRef, (double)std::fabs(b.data<float>()[i]));
+  }
+  return maxDiff / maxRef;
+}
+
+std::unique_ptr<Executor> makeExecutor(std::shared_ptr<Model> m, bool rewrites, int threads) {
+  ExecutorOptions eo;
+  eo.rewrites = rewrites;
+  eo.threads = threads;
+  auto ex = Executor::create(m, eo);
+  EXPECT_TRUE(ex) << ex.status().message();
+  return ex ? std::move(ex).value() : nullptr;
+}
+
+void convNode(OnnxBuilder& b, const std::string& in, const std::string& out, const std::string& w, const std::string& bias,
+              int64_t group, int64_t k, std::mt19937& rng, int64_t cin, int64_t cout, bool withBias = true) {
+  b.initializer(w, {cout, cin / group, k, k}, randomValues((size_t)(cout * cin / group * k * k), rng));
+  std::vector<std::string> ins = {in, w};
+  if (withBias) {
+    b.initializer(bias, {cout}, randomValues((size_t)cout, rng));
+    ins.push_back(bias);
+  }
+  auto& n = b.node("Conv", ins, {out}, "conv_" + out);
+  OnnxBuilder::attrInts(n, "pads", {k / 2, k / 2, k / 2, k / 2});
+  OnnxBuilder::attrInt(n, "group", group);
+}
+
+// Every pattern the rewrites know, plus chains they must leave alone.
+OnnxBuilder patternsModel() {
+  std::mt19937 rng(11);
+  OnnxBuilder b(13);
+  const int64_t C = 8;
+  b.input("x", {1, C, 10, 12});
+  // conv -> BN -> Mul(scalar) -> Add(per-channel) -> x*clip(x+3,0,6)/6 -> Mul(scalar) -> Add(scalar)
+  convNode(b, "x", "c1", "w1", "b1", 1, 3, rng, C, C);
+  b.initializer("bn_s", {C}, randomValues(C, rng, 0.5f, 1.5f));
+  b.initializer("bn_b", {C}, randomValues(C, rng));
+  b.initializer("bn_m", {C}, randomValues(C, rng));
+  b.initializer("bn_v", {C}, randomValues(C, rng, 0.5f, 2.f));
+  b.node("BatchNormalization", {"c1", "bn_s", "bn_b", "bn_m", "bn_v"}, {"bn1"}, "bn1");
+  b.initializer("k_mul", {1}, {1.7f});
+  b.node("Mul", {"k_mul", "bn1"}, {"m1"}, "m1");
+  b.initializer("k_add", {C, 1, 1}, randomValues(C, rng));
+  b.node("Add", {"m1", "k_add"}, {"a1"}, "a1");
+  b.initializer("three", {}, {3.f});
+  b.initializer("zero", {}, {0.f});
+  b.initializer("six", {}, {6.f});
+  b.node("Add", {"a1", "three"}, {"hs_a"}, "hs_a");
+  b.node("Clip", {"hs_a", "zero", "six"}, {"hs_c"}, "hs_c");
+  b.node("Mul", {"a1", "hs_c"}, {"hs_m"}, "hs_m");
+  b.node("Div", {"hs_m", "six"}, {"hs"}, "hs_d");
+  b.initializer("k_mul2", {1}, {0.8f});
+  b.node("Mul", {"hs", "k_mul2"}, {"m2"}, "m2");
+  b.initializer("k_add2", {1}, {0.1f});
+  b.node("Add", {"m2", "k_add2"}, {"y1"}, "a2");
+  // depthwise conv -> HardSigmoid; its input y1 has two consumers (so y1's chain stops there)
+  convNode(b, "y1", "c2", "w2", "b2", C, 3, rng, C, C);
+  auto& hsig = b.node("HardSigmoid", {"c2"}, {"y2"}, "hsig");
+  OnnxBuilder::attrFloat(hsig, "alpha", 0.25f);
+  // 1x1 conv without bias -> x * HardSigmoid(x)
+  convNode(b, "y1", "c3", "w3", "", 1, 1, rng, C, C, false);
+  b.node("HardSigmoid", {"c3"}, {"c3g"}, "c3g");
+  b.node("Mul", {"c3", "c3g"}, {"y3"}, "c3m");
+  // conv -> LeakyRelu, whose conv output is also a graph output (no fusion may hide it)
+  convNode(b, "y1", "c4", "w4", "b4", 1, 3, rng, C, C);
+  auto& lr = b.node("LeakyRelu", {"c4"}, {"y4"}, "lrelu");
+  OnnxBuilder::attrFloat(lr, "alpha", 0.2f);
+  // conv -> Sigmoid -> Sub(scalar) (the Sub after an activation becomes Add(-k))
+  convNode(b, "y2", "c5", "w5", "b5", 1, 3, rng, C, C);
+  b.node("Sigmoid", {"c5"}, {"s5"}, "sig5");
+  b.initializer("k_sub", {}, {0.5f});
+  b.node("Sub", {"s5", "k_sub"}, {"y5"}, "sub5");
+  // conv -> Relu -> Mul by a per-channel constant after an activation: Mul stays a node
+  convNode(b, "y3", "c6", "w6", "b6", 1, 3, rng, C, C);
+  b.node("Relu", {"c6"}, {"r6"}, "relu6");
+  b.initializer("k_pc", {1, C, 1, 1}, randomValues(C, rng));
+  b.node("Mul", {"r6", "k_pc"}, {"y6"}, "mul6");
+  // a constant subgraph: k = (kc1 * kc2) + kc1, added to y6
+  b.initializer("kc1", {1, C, 1, 1}, randomValues(C, rng));
+  b.initializer("kc2", {1, C, 1, 1}, randomValues(C, rng));
+  b.node("Mul", {"kc1", "kc2"}, {"kc3"}, "kmul");
+  b.node("Add", {"kc3", "kc1"}, {"kc4"}, "kadd");
+  b.node("Add", {"y6", "kc4"}, {"y7"}, "final_add");
+  for (const char* o : {"y4", "c4", "y5", "y7"}) b.output(o, {1, C, 10, 12});
+  return b;
+}
+
+struct CountingObserver : ExecutionObserver {
+  std::set<NodeId> nodes;
+  void onNodeOutput(NodeId node, size_t, ValueId, const Tensor&) override { nodes.insert(node); }
+};
+
+// Doubles the weights of every Conv (input 1), like fake quantization replacing them.
+struct DoubleWeights : InputTransform {
+  const Graph* g = nullptr;
+  const Tensor* transform(NodeId node, size_t inputIndex, const Tensor& value, Tensor& storage) override {
+    if (inputIndex != 1 || g->nodes[(size_t)node].opType != "Conv") return nullptr;
+    storage = value.clone();
+    for (int64_t i = 0; i < storage.numel(); ++i) storage.data<float>()[i] *= 2.f;
+    return &storage;
+  }
+};
+
+}  // namespace
+
+TEST(CoreRewrites, SmallGraphSameOutputsWithAndWithoutRewrites) {
+  auto m = load(patternsModel());
+  ASSERT_TRUE(m);
+  std::mt19937 rng(5);
+  Tensor x = Tensor::fromVector<float>(randomValues(8 * 10 * 12, rng), {1, 8, 10, 12});
+  auto plain = makeExecutor(m, false, 1);
+  ASSERT_TRUE(plain);
+  auto want = plain->run({{"x", x}});
+  ASSERT_TRUE(want) << want.status().message();
+  for (int threads : {1, 2}) {
+    auto fast = makeExecutor(m, true, threads);
+    ASSERT_TRUE(fast);
+    EXPECT_TRUE(fast->rewritesActive());
+    // Folded: BN, Mul, Add before the HardSwish; fused: the 4 HardSwish nodes, Mul, Add, HardSigmoid,
+    // x*HardSigmoid(x), Sigmoid, Sub, Relu; constant: kmul, kadd.
+    EXPECT_NE(fast->rewriteSummary().find("2 constant nodes folded"), std::string::npos) << fast->rewriteSummary();
+    EXPECT_NE(fast->rewriteSummary().find("3 nodes folded into Conv"), std::string::npos) << fast->rewriteSummary();
+    RunProfile profile;
+    RunOptions ro;
+    ro.profile = &profile;
+    auto got = fast->run({{"x", x}}, ro);
+    ASSERT_TRUE(got) << got.status().message();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t i = 0; i < got->size(); ++i) EXPECT_LT(relativeError((*got)[i], (*want)[i]), 1e-5) << "output " << i;
+    // The rewritten run executes fewer nodes, each reported under an original node id.
+    EXPECT_LT(profile.nodes.size(), m->graph.nodes.size());
+    bool sawFused = false;
+    for (const auto& np : profile.nodes) {
+      ASSERT_GE(np.node, 0);
+      ASSERT_LT(np.node, (NodeId)m->graph.nodes.size());
+      if (!np.absorbed.empty()) {
+        sawFused = true;
+        EXPECT_EQ(m->graph.nodes[(size_t)np.node].opType, "Conv");
+      }
+    }
+    EXPECT_TRUE(sawFused);
+  }
+}
+
+TEST(CoreRewrites, ObservedRunsSeeEveryOriginalNode) {
+  auto m = load(patternsModel());
+  ASSERT_TRUE(m);
+  auto fast = makeExecutor(m, true, 2);
+  ASSERT_TRUE(fast);
+  std::mt19937 rng(6);
+  Tensor x = Tensor::fromVector<float>(randomValues(8 * 10 * 12, rng), {1, 8, 10, 12});
+  CountingObserver obs;
+  RunOptions ro;
+  ro.observer = &obs;
+  ASSERT_TRUE(fast->run({{"x", x}}, ro));
+  EXPECT_EQ(obs.nodes.size(), m->graph.nodes.size());
+}
+
+TEST(CoreRewrites, TransformedWeightsAreUsedNotThePackedConstants) {
+  auto m = load(patternsModel());
+  ASSERT_TRUE(m);
+  std::mt19937 rng(8);
+  Tensor x = Tensor::fromVector<float>(randomValues(8 * 10 * 12, rng), {1, 8, 10, 12});
+  DoubleWeights t;
+  t.g = &m->graph;
+  RunOptions ro;
+  ro.inputTransform = &t;
+  auto want = makeExecutor(m, false, 1)->run({{"x", x}}, ro);
+  auto got = makeExecutor(m, true, 2)->run({{"x", x}}, ro);
+  auto untransformed = makeExecutor(m, true, 2)->run({{"x", x}});
+  ASSERT_TRUE(want && got && untransformed);
+  for (size_t i = 0; i < got->size(); ++i) {
+    EXPECT_LT(relativeError((*got)[i], (*want)[i]), 1e-5) << "output " << i;
+    EXPECT_GT(relativeError((*untransformed)[i], (*want)[i]), 1e-3) << "output " << i;
+  }
+}
+
+TEST(CoreRewrites, ShapeSubgraphsAreEvaluatedPerInputShape) {
+  // y = Reshape(x, [x.shape[0], -1]) * 2: the shape input comes from Shape -> Gather -> Unsqueeze -> Concat.
+  OnnxBuilder b(13);
+  b.input("x", {-1, 3, -1});
+  b.output("y", {-1, -1});
+  b.node("Shape", {"x"}, {"s"}, "shape");
+  b.initializerInt64("i0", {}, {0});
+  b.initializerInt64("ax", {1}, {0});
+  b.initializerInt64("minus1", {1}, {-1});
+  b.node("Gather", {"s", "i0"}, {"n"}, "gather");
+  b.node("Unsqueeze", {"n", "ax"}, {"n1"}, "unsq");
+  auto& concat = b.node("Concat", {"n1", "minus1"}, {"shape2"}, "concat");
+  OnnxBuilder::attrInt(concat, "axis", 0);
+  b.node("Reshape", {"x", "shape2"}, {"r"}, "reshape");
+  b.initializer("two", {}, {2.f});
+  b.node("Mul", {"r", "two"}, {"y"}, "mul");
+  auto m = load(b);
+  ASSERT_TRUE(m);
+  auto plain = makeExecutor(m, false, 1);
+  auto fast = makeExecutor(m, true, 2);
+  ASSERT_TRUE(plain && fast);
+  std::mt19937 rng(4);
+  for (int round = 0; round < 2; ++round) {
+    for (int64_t n : {1, 2, 5}) {
+      Tensor x = Tensor::fromVector<float>(randomValues((size_t)(n * 3 * 4), rng), {n, 3, 4});
+      auto want = plain->run({{"x", x}});
+      auto got = fast->run({{"x", x}});
+      ASSERT_TRUE(want && got) << (want ? got.status().message() : want.status().message());
+      EXPECT_EQ((*got)[0].shape(), (Shape{n, 12}));
+      EXPECT_EQ(relativeError((*got)[0], (*want)[0]), 0.0);
+    }
+  }
+  // Cached: a run with a seen shape executes only the Reshape and the Mul.
+  RunProfile profile;
+  RunOptions ro;
+  ro.profile = &profile;
+  Tensor x = Tensor::fromVector<float>(randomValues(2 * 3 * 4, rng), {2, 3, 4});
+  ASSERT_TRUE(fast->run({{"x", x}}, ro));
+  EXPECT_EQ(profile.nodes.size(), 2u);
+}
+
+namespace {
+
+struct PaddleCase {
+  const char* file;
+  Shape shape;
+};
+
+}  // namespace
+
+TEST(CoreRewrites, PaddleOcrModelsRewritesOnOffAndThreadsAgree) {
+#ifndef QS_MODELS_DIR
+  GTEST_SKIP() << "QS_MODELS_DIR not defined";
+#else
+  const PaddleCase cases[] = {{"ch_PP-OCRv4_det_infer.onnx", {1, 3, 320, 320}},
+                              {"ch_PP-OCRv4_rec_infer.onnx", {2, 3, 48, 320}},
+                              {"ch_ppocr_mobile_v2.0_cls_infer.onnx", {2, 3, 48, 192}}};
+  int ran = 0;
+  for (const auto& c : cases) {
+    const std::string path = std::string(QS_MODELS_DIR) + "/" + c.file;
+    if (!std::filesystem::exists(path)) continue;
+    auto model = loadModel(path);
+    ASSERT_TRUE(model) << model.status().message();
+    std::mt19937 rng(9);
+    Tensor x = Tensor::fromVector<float>(randomValues((size_t)numelOf(c.shape), rng, 0.f, 1.f), c.shape);
+    const std::string input = (*model)->graph.value((*model)->graph.inputs[0]).name;
+    auto ref = makeExecutor(*model, false, 1)->run({{input, x}});
+    ASSERT_TRUE(ref) << ref.status().message();
+    for (int threads : {1, 2}) {
+      for (bool rewrites : {false, true}) {
+        if (!rewrites && threads == 1) continue;
+        auto ex = makeExecutor(*model, rewrites, threads);
+        ASSERT_TRUE(ex);
+        auto got = ex->run({{input, x}});
+        ASSERT_TRUE(got) << got.status().message();
+        for (size_t i = 0; i < got->size(); ++i) {
+          if (!rewrites) {
+            // Threads split outputs, never reductions: bit-identical.
+            EXPECT_EQ(relativeError((*got)[i], (*ref)[i]), 0.0) << c.file << " threads " << threads;
+          } else {
+            EXPECT_LT(relativeError((*got)[i], (*ref)[i]), 1e-4) << c.file << " threads " << threads << " rewrites";
+          }
+        }
+      }
+    }
+    ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << "PaddleOCR models not found under " << QS_MODELS_DIR;
+#endif
+}
