@@ -49,7 +49,8 @@ class Converter {
 
  private:
   Status fail(const std::string& msg) const { return invalidModel(m_where + ": " + msg); }
-  Status readExternal(const onnx::TensorProto& tp, Tensor& out, const std::string& context);
+  Status readExternal(const onnx::TensorProto& tp, DType dt, const Shape& shape, uint64_t need, Tensor& out,
+                      const std::string& context);
   Status convertAttribute(const onnx::AttributeProto& ap, Attribute& out, const std::string& context);
   void applyValueInfo(Graph& g, const onnx::ValueInfoProto& vi);
 
@@ -84,8 +85,8 @@ Result<Tensor> Converter::convertTensor(const onnx::TensorProto& tp, const std::
   }
   size_t bytes = (size_t)numel * esize;
   if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
-    Tensor t(dt, shape);
-    QS_RETURN_IF_ERROR(readExternal(tp, t, context));
+    Tensor t;
+    QS_RETURN_IF_ERROR(readExternal(tp, dt, shape, bytes, t, context));
     return t;
   }
   auto mismatch = [&](size_t got, const char* unit) {
@@ -99,6 +100,17 @@ Result<Tensor> Converter::convertTensor(const onnx::TensorProto& tp, const std::
     if (bytes) std::memcpy(t.raw(), tp.raw_data().data(), bytes);
     return t;
   }
+  // The typed field's element count is checked before the tensor is allocated: a small file may
+  // declare dims within the size limit that its data does not back.
+  int64_t held = 0;
+  switch (dt) {
+    case DType::Float: held = tp.float_data_size(); break;
+    case DType::Double: held = tp.double_data_size(); break;
+    case DType::Int64: held = tp.int64_data_size(); break;
+    case DType::UInt32: case DType::UInt64: held = tp.uint64_data_size(); break;
+    default: held = tp.int32_data_size(); break;
+  }
+  if (held != numel) return mismatch((size_t)held, "elements");
   Tensor t(dt, shape);
   auto copyField = [&](const auto& field, auto convertOne) -> Status {
     if ((int64_t)field.size() != numel) return mismatch((size_t)field.size(), "elements");
@@ -143,7 +155,8 @@ Result<Tensor> Converter::convertTensor(const onnx::TensorProto& tp, const std::
   return t;
 }
 
-Status Converter::readExternal(const onnx::TensorProto& tp, Tensor& out, const std::string& context) {
+Status Converter::readExternal(const onnx::TensorProto& tp, DType dt, const Shape& shape, uint64_t need, Tensor& out,
+                               const std::string& context) {
   std::string location;
   uint64_t offset = 0;
   int64_t length = -1;
@@ -178,15 +191,15 @@ Status Converter::readExternal(const onnx::TensorProto& tp, Tensor& out, const s
   if (!fs::is_regular_file(full, ec)) return bad("location '" + location + "' is not a regular file");
   uint64_t fileSize = fs::file_size(full, ec);
   if (ec) return bad("file '" + full.string() + "' cannot be read: " + ec.message());
-  uint64_t need = out.byteSize();
   if (length >= 0 && (uint64_t)length != need) {
     return bad("length " + std::to_string(length) + " differs from the " + std::to_string(need) + " bytes its dims " +
-               shapeToString(out.shape()) + " need");
+               shapeToString(shape) + " need");
   }
   if (offset > fileSize || need > fileSize - offset) {
     return bad("range [" + std::to_string(offset) + ", +" + std::to_string(need) + ") is beyond the end of '" +
                location + "' (" + std::to_string(fileSize) + " bytes)");
   }
+  out = Tensor(dt, shape);  // allocated only once the file is known to hold the data
   std::ifstream in(full, std::ios::binary);
   in.seekg((std::streamoff)offset);
   in.read(static_cast<char*>(out.raw()), (std::streamsize)need);

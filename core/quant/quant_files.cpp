@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -248,6 +250,17 @@ Result<SavedQuantConfig> parseQuantConfig(const std::string& text, const std::st
       key = k;
       if (o.contains(k)) out = o.at(k).get<std::string>();
     };
+    // nlohmann's get<int>() static_casts a float such as 1e30 (UB, found by fuzz_quant_files):
+    // integers are taken only from integer JSON numbers within the target type's range.
+    auto integer = [&]<class T>(const Json& v, T& out) {
+      bool fits = false;
+      if (v.is_number_unsigned()) fits = v.get<uint64_t>() <= (uint64_t)std::numeric_limits<T>::max();
+      else if (v.is_number_integer())
+        fits = v.get<int64_t>() >= (int64_t)std::numeric_limits<T>::min() &&
+               (v.get<int64_t>() < 0 || (uint64_t)v.get<int64_t>() <= (uint64_t)std::numeric_limits<T>::max());
+      if (!fits) throw std::out_of_range(key);
+      out = v.is_number_unsigned() ? (T)v.get<uint64_t>() : (T)v.get<int64_t>();
+    };
     auto strings = [&](const Json& o, const char* k, std::vector<std::string>& out) {
       key = k;
       if (o.contains(k)) out = o.at(k).get<std::vector<std::string>>();
@@ -271,13 +284,13 @@ Result<SavedQuantConfig> parseQuantConfig(const std::string& text, const std::st
       key = "percentile";
       if (c.contains("percentile")) s.calibration.percentile = c.at("percentile").get<double>();
       key = "bins";
-      if (c.contains("bins")) s.calibration.bins = c.at("bins").get<int>();
+      if (c.contains("bins")) integer(c.at("bins"), s.calibration.bins);
       key = "start_bin";
-      if (c.contains("start_bin")) s.calibration.startBin = c.at("start_bin").get<int>();
+      if (c.contains("start_bin")) integer(c.at("start_bin"), s.calibration.startBin);
       key = "entropy_replace_bin0";
       if (c.contains("entropy_replace_bin0")) s.calibration.entropyReplaceBin0 = c.at("entropy_replace_bin0").get<bool>();
       key = "samples";
-      if (c.contains("samples")) s.samples = c.at("samples").get<int64_t>();
+      if (c.contains("samples")) integer(c.at("samples"), s.samples);
       str(c, "data", s.calibrationData);
     }
     if (q.contains("config")) {
@@ -304,9 +317,9 @@ Result<SavedQuantConfig> parseQuantConfig(const std::string& text, const std::st
         key = "weights.tensor";
         sw.tensor = w.at("tensor").get<std::string>();
         key = "weights.input";
-        sw.input = w.at("input").get<size_t>();
+        integer(w.at("input"), sw.input);
         key = "weights.axis";
-        sw.axis = w.at("axis").get<int>();
+        integer(w.at("axis"), sw.axis);
         key = "weights.amax";
         for (const Json& a : w.at("amax")) sw.amax.push_back((float)a.get<double>());
         s.weights.push_back(std::move(sw));
