@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 #include "core/onnx/model_info.h"
@@ -24,6 +25,8 @@ const QColor kAccent(0xf0, 0x8c, 0x00);
 const QColor kIoFill(0xee, 0xf1, 0xf4);
 const QColor kIoBorder(0x7d, 0x87, 0x91);
 const QColor kIoText(0x24, 0x29, 0x2f);
+const QColor kQuantPoint(0x5b, 0x3f, 0xa8);
+const QColor kHighlight(0xd0, 0x1c, 0x8b);
 constexpr double kMinZoom = 1e-4;
 constexpr double kMaxZoom = 6.0;
 constexpr double kArrowLength = 7.0;
@@ -76,7 +79,10 @@ LayoutOptions GraphView::layoutOptions() const {
 void GraphView::setGraphLayout(std::shared_ptr<const GraphLayout> layout) {
   m_layout = std::move(layout);
   m_selected = m_hover = -1;
+  m_result.reset();
+  m_highlightNodes.clear();
   prepareLabels();
+  recolour();
   if (!m_layout || m_layout->items.empty()) {
     update();
     return;
@@ -111,6 +117,93 @@ void GraphView::prepareLabels() {
       m_names[i] = QString::fromStdString(node.name);
     } else {
       m_titles[i] = QString::fromStdString(g.value(it.id).name);
+    }
+  }
+}
+
+void GraphView::setAnalysis(std::shared_ptr<const AnalysisResult> result) {
+  if (result && (!m_layout || result->nodes.size() != m_layout->model->graph.nodes.size())) result.reset();
+  m_result = std::move(result);
+  recolour();
+  update();
+}
+
+void GraphView::setColouring(Colouring c) {
+  m_colouring = c;
+  recolour();
+  update();
+}
+
+void GraphView::setHighlightedNodes(std::vector<char> nodes) {
+  m_highlightNodes = std::move(nodes);
+  recolour();
+  update();
+}
+
+QColor GraphView::itemFill(int item) const {
+  return item >= 0 && (size_t)item < m_fill.size() ? m_fill[(size_t)item] : QColor();
+}
+
+int GraphView::quantizationPointCount() const { return (int)std::count(m_quantEdge.begin(), m_quantEdge.end(), 1); }
+
+void GraphView::recolour() {
+  m_fill.clear();
+  m_excluded.clear();
+  m_highlighted.clear();
+  m_quantEdge.clear();
+  if (!m_layout) return;
+  const size_t n = m_layout->items.size();
+  m_fill.resize(n);
+  m_excluded.assign(n, 0);
+  m_highlighted.assign(n, 0);
+  m_quantEdge.assign(m_layout->edges.size(), 0);
+  auto metric = [&](NodeId id) -> double {
+    const NodeResult& r = m_result->nodes[(size_t)id];
+    switch (m_colouring) {
+      case Colouring::GraphwiseSnr: return r.hasGraphwise ? r.graphwise.snrDb : NAN;
+      case Colouring::LayerwiseSnr: return r.hasLayerwise ? r.layerwise.snrDb : NAN;
+      case Colouring::Sensitivity: return r.sensitivitySnrDb;
+      case Colouring::OpType: break;
+    }
+    return NAN;
+  };
+  const bool bySnr = m_result && m_colouring != Colouring::OpType;
+  if (bySnr) {
+    std::vector<double> values;
+    for (size_t id = 0; id < m_result->nodes.size(); ++id) values.push_back(metric((NodeId)id));
+    m_snrScale = SnrScale::fromValues(std::move(values));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const LayoutItem& it = m_layout->items[i];
+    if (it.kind != LayoutItem::Kind::Node) {
+      m_fill[i] = kIoFill;
+      continue;
+    }
+    if (!bySnr) {
+      m_fill[i] = opCategoryColor(it.category);
+    } else {
+      // 32 steps: the far-out view batches boxes by colour.
+      double v = metric(it.id);
+      if (std::isfinite(v) && m_snrScale.hi > m_snrScale.lo)
+        v = m_snrScale.lo + std::round(std::clamp((v - m_snrScale.lo) / (m_snrScale.hi - m_snrScale.lo), 0.0, 1.0) * 32) / 32 * (m_snrScale.hi - m_snrScale.lo);
+      m_fill[i] = m_snrScale.color(v);
+    }
+    if (m_result) {
+      const NodeQuantState& st = m_result->plan.nodes[(size_t)it.id];
+      m_excluded[i] = st.quantizable && !st.quantized;
+    }
+    if ((size_t)it.id < m_highlightNodes.size()) m_highlighted[i] = m_highlightNodes[(size_t)it.id];
+  }
+  if (m_result) {
+    std::vector<std::pair<NodeId, ValueId>> points;
+    for (const ActivationPoint& a : m_result->plan.activations)
+      if (m_result->plan.nodes[(size_t)a.node].quantized) points.emplace_back(a.node, a.value);
+    std::sort(points.begin(), points.end());
+    for (size_t e = 0; e < m_layout->edges.size(); ++e) {
+      const LayoutEdge& edge = m_layout->edges[e];
+      const LayoutItem& to = m_layout->items[(size_t)edge.to];
+      if (to.kind == LayoutItem::Kind::Node)
+        m_quantEdge[e] = std::binary_search(points.begin(), points.end(), std::make_pair((NodeId)to.id, edge.value));
     }
   }
 }
@@ -283,17 +376,30 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
     }
   }
 
+  // Quantization points: a diamond on each input edge of a quantized node that quantizes it.
+  if (curved && !m_quantEdge.empty()) {
+    p.setRenderHint(QPainter::Antialiasing, true);
+    p.setPen(QPen(Qt::white, 1.2));
+    p.setBrush(kQuantPoint);
+    for (int32_t ei : edges) {
+      if (!m_quantEdge[(size_t)ei]) continue;
+      const QPointF c = L.edges[(size_t)ei].points.back() - QPointF(0, kArrowLength + 6);
+      const QPointF d[4] = {c + QPointF(0, -5.5), c + QPointF(4.5, 0), c + QPointF(0, 5.5), c + QPointF(-4.5, 0)};
+      p.drawPolygon(d, 4);
+    }
+  }
+
   // Boxes.
   if (!detailed) {
     p.setRenderHint(QPainter::Antialiasing, false);
-    std::array<std::vector<QRectF>, kOpCategoryCount + 1> byColour;
+    std::map<QRgb, std::vector<QRectF>> byColour;
     const QTransform toDevice = p.transform();
     const bool subPixel = zoom * 42 < 3;  // boxes a few pixels tall: many share a pixel
     const int devW = p.device() ? p.device()->width() : 0, devH = p.device() ? p.device()->height() : 0;
     std::vector<uint8_t> taken(subPixel ? (size_t)devW * (size_t)devH : 0, 0);
     for (int32_t ii : items) {
       const LayoutItem& it = L.items[(size_t)ii];
-      const size_t slot = it.kind == LayoutItem::Kind::Node ? (size_t)it.category : kOpCategoryCount;
+      const QRgb slot = it.kind == LayoutItem::Kind::Node ? m_fill[(size_t)ii].rgb() : kIoBorder.rgb();
       if (subPixel) {
         // Draw in device pixels, once per pixel: a 50,000-node overview stays a few milliseconds.
         const QRectF d = toDevice.mapRect(it.rect);
@@ -312,10 +418,9 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
     p.save();
     if (subPixel) p.resetTransform();
     p.setPen(Qt::NoPen);
-    for (size_t c = 0; c < byColour.size(); ++c) {
-      if (byColour[c].empty()) continue;
-      p.setBrush(c < (size_t)kOpCategoryCount ? opCategoryColor((OpCategory)c) : kIoBorder);
-      p.drawRects(byColour[c].data(), (int)byColour[c].size());
+    for (auto& [rgb, rects] : byColour) {
+      p.setBrush(QColor(rgb));
+      p.drawRects(rects.data(), (int)rects.size());
     }
     p.restore();
   } else {
@@ -327,12 +432,24 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
       const QRectF& r = it.rect;
       const bool hover = ii == m_hover;
       if (it.kind == LayoutItem::Kind::Node) {
-        QColor fill = opCategoryColor(it.category);
-        if (hover) fill = fill.lighter(115);
-        p.setPen(QPen(fill.darker(135), 1.0));
+        QColor fill = m_fill[(size_t)ii];
+        if (hover) fill = fill.lighter(110);
+        const QColor text = textColorOn(fill);
+        const bool excluded = m_excluded[(size_t)ii];
+        p.setPen(excluded ? QPen(QColor(0x45, 0x4c, 0x55), 1.6, Qt::DashLine) : QPen(fill.darker(135), 1.0));
         p.setBrush(fill);
         p.drawRoundedRect(r, 5, 5);
-        p.setPen(Qt::white);
+        if (excluded) {
+          p.setPen(Qt::NoPen);
+          p.setBrush(QBrush(QColor(0x30, 0x36, 0x3d, 70), Qt::BDiagPattern));
+          p.drawRoundedRect(r, 5, 5);
+        }
+        if (m_highlighted[(size_t)ii]) {
+          p.setBrush(Qt::NoBrush);
+          p.setPen(QPen(kHighlight, 2.2));
+          p.drawRoundedRect(r.adjusted(-4, -4, 4, 4), 8, 8);
+        }
+        p.setPen(text);
         p.setFont(m_opFont);
         if (showNames && !m_names[(size_t)ii].isEmpty()) {
           p.drawText(QRectF(r.left() + 6, r.top() + 3, r.width() - 12, 20), Qt::AlignHCenter | Qt::AlignVCenter,
@@ -340,7 +457,9 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
           QString& elided = m_elidedNames[(size_t)ii];
           if (elided.isNull()) elided = QFontMetricsF(m_nameFont).elidedText(m_names[(size_t)ii], Qt::ElideMiddle, r.width() - 14);
           p.setFont(m_nameFont);
-          p.setPen(QColor(255, 255, 255, 205));
+          QColor nameColour = text;
+          nameColour.setAlpha(text == Qt::white ? 215 : 190);
+          p.setPen(nameColour);
           p.drawText(QRectF(r.left() + 6, r.top() + 21, r.width() - 12, 17), Qt::AlignHCenter | Qt::AlignVCenter,
                      elided);
         } else {
@@ -375,6 +494,7 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
 
 void GraphView::paintLegend(QPainter& p) const {
   if (!m_layout) return;
+  if (m_result && m_colouring != Colouring::OpType) return paintSnrLegend(p);
   std::array<int, kOpCategoryCount> counts{};
   for (const LayoutItem& it : m_layout->items)
     if (it.kind == LayoutItem::Kind::Node) ++counts[(size_t)it.category];
@@ -413,6 +533,82 @@ void GraphView::paintLegend(QPainter& p) const {
     if (counts[(size_t)c])
       row(opCategoryColor((OpCategory)c), opCategoryName((OpCategory)c), QString::number(counts[(size_t)c]), false);
   row(kIoFill, QStringLiteral("Graph input / output"), QString(), true);
+}
+
+void GraphView::paintSnrLegend(QPainter& p) const {
+  QFont f = font();
+  f.setPixelSize(11);
+  QFont bold = f;
+  bold.setBold(true);
+  QFontMetrics fm(f);
+  const int rowH = fm.height() + 4, sw = 12, barW = 180, barH = 12;
+  const QString title = m_colouring == Colouring::GraphwiseSnr   ? QStringLiteral("Graph-wise SNR (dB)")
+                        : m_colouring == Colouring::LayerwiseSnr ? QStringLiteral("Layer-wise SNR (dB)")
+                                                                 : QStringLiteral("Sensitivity: output SNR (dB)");
+  const int rows = 3;
+  const int boxW = std::max(barW, fm.horizontalAdvance(QStringLiteral("Excluded from quantization  "))) + 24;
+  const int boxH = rowH + barH + fm.height() + 8 + rows * rowH + 12;
+  const QRect box(10, height() - 10 - boxH, boxW, boxH);
+  p.setRenderHint(QPainter::Antialiasing, true);
+  p.setPen(QColor(0xd0, 0xd5, 0xdb));
+  p.setBrush(QColor(255, 255, 255, 240));
+  p.drawRoundedRect(box, 5, 5);
+  int y = box.top() + 6;
+  p.setFont(bold);
+  p.setPen(QColor(0x33, 0x3a, 0x42));
+  p.drawText(QRect(box.left() + 10, y, boxW - 20, rowH), Qt::AlignLeft | Qt::AlignVCenter, title);
+  y += rowH;
+  const QRect bar(box.left() + 10, y, barW, barH);
+  for (int x = 0; x < barW; ++x) {
+    const double db = m_snrScale.lo + (m_snrScale.hi - m_snrScale.lo) * (x + 0.5) / barW;
+    p.fillRect(QRect(bar.left() + x, bar.top(), 1, barH), m_snrScale.color(db));
+  }
+  p.setBrush(Qt::NoBrush);
+  p.setPen(QColor(0xb0, 0xb6, 0xbd));
+  p.drawRect(bar);
+  p.setFont(f);
+  p.setPen(QColor(0x33, 0x3a, 0x42));
+  y += barH + 2;
+  const int ticks = 4;
+  for (int k = 0; k <= ticks; ++k) {
+    const double db = m_snrScale.lo + (m_snrScale.hi - m_snrScale.lo) * k / ticks;
+    const int x = bar.left() + barW * k / ticks;
+    QString label = QString::number(db, 'f', 0);
+    if (k == 0) label = QStringLiteral("≤") + label;
+    if (k == ticks) label = QStringLiteral("≥") + label;
+    const int w = fm.horizontalAdvance(label);
+    const int left = k == 0 ? x : k == ticks ? x - w : x - w / 2;
+    p.drawText(QRect(left, y, w + 2, fm.height()), Qt::AlignLeft | Qt::AlignTop, label);
+  }
+  y += fm.height() + 8;
+  auto row = [&](const QString& label, auto&& drawSwatch) {
+    drawSwatch(QRectF(box.left() + 10, y + (rowH - sw) / 2.0, sw, sw));
+    p.setPen(QColor(0x33, 0x3a, 0x42));
+    p.setFont(f);
+    p.drawText(QRect(box.left() + 10 + sw + 8, y, boxW - sw - 28, rowH), Qt::AlignLeft | Qt::AlignVCenter, label);
+    y += rowH;
+  };
+  row(QStringLiteral("Excluded from quantization"), [&](const QRectF& r) {
+    p.setPen(QPen(QColor(0x45, 0x4c, 0x55), 1.2, Qt::DashLine));
+    p.setBrush(QColor(0xee, 0xee, 0xee));
+    p.drawRoundedRect(r, 2, 2);
+    p.setPen(Qt::NoPen);
+    p.setBrush(QBrush(QColor(0x30, 0x36, 0x3d, 110), Qt::BDiagPattern));
+    p.drawRoundedRect(r, 2, 2);
+  });
+  row(m_colouring == Colouring::GraphwiseSnr ? QStringLiteral("No float output") : QStringLiteral("Not quantizable"),
+      [&](const QRectF& r) {
+        p.setPen(QPen(SnrScale::noValue().darker(130), 1));
+        p.setBrush(SnrScale::noValue());
+        p.drawRoundedRect(r, 2, 2);
+      });
+  row(QStringLiteral("Quantization point (Q/DQ)"), [&](const QRectF& r) {
+    const QPointF c = r.center();
+    const QPointF d[4] = {c + QPointF(0, -6), c + QPointF(5, 0), c + QPointF(0, 6), c + QPointF(-5, 0)};
+    p.setPen(QPen(Qt::white, 1));
+    p.setBrush(kQuantPoint);
+    p.drawPolygon(d, 4);
+  });
 }
 
 void GraphView::wheelEvent(QWheelEvent* event) {
@@ -513,6 +709,22 @@ void GraphView::contextMenuEvent(QContextMenuEvent* event) {
     menu.addAction(QStringLiteral("Copy name"), this, [name] { QApplication::clipboard()->setText(name); });
     QAction* show = menu.addAction(QStringLiteral("Show in table"), this, [this, hit] { emit showInTableRequested(hit); });
     show->setEnabled(isNode);
+    if (isNode && m_result) {
+      const NodeId node = m_layout->items[(size_t)hit].id;
+      const NodeQuantState& st = m_result->plan.nodes[(size_t)node];
+      const QString op = itemTitle(hit);
+      menu.addSeparator();
+      if (!st.quantizable) {
+        menu.addAction(QStringLiteral("Not quantizable: %1").arg(QString::fromStdString(st.reason)))->setEnabled(false);
+      } else if (st.quantized) {
+        menu.addAction(QStringLiteral("Exclude this node"), this, [this, node] { emit quantizeRequested(node, false); });
+      } else {
+        menu.addAction(QStringLiteral("Quantize this node"), this, [this, node] { emit quantizeRequested(node, true); });
+      }
+      menu.addAction(QStringLiteral("Exclude every %1 node").arg(op), this, [this, op] { emit opTypeQuantizeRequested(op, false); });
+      menu.addAction(QStringLiteral("Quantize every %1 node").arg(op), this, [this, op] { emit opTypeQuantizeRequested(op, true); });
+      menu.addAction(QStringLiteral("Show histogram"), this, [this, node] { emit histogramRequested(node); });
+    }
     menu.addSeparator();
   }
   menu.addAction(QStringLiteral("Fit to window"), this, &GraphView::fitToWindow);

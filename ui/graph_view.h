@@ -1,6 +1,8 @@
 // The graph view: paints a GraphLayout with its own transform, querying the layout's spatial index
 // for the visible items only, with less detail as the zoom drops. Wheel zooms around the cursor,
-// dragging pans, F fits the graph to the window.
+// dragging pans, F fits the graph to the window. With an analysis, boxes are coloured by SNR (the
+// user's choice of metric, with a colour scale), excluded nodes are hatched with a dashed outline and
+// quantization points are drawn as diamonds on the input edges of quantized nodes.
 #pragma once
 
 #include <QFont>
@@ -8,7 +10,9 @@
 #include <memory>
 #include <vector>
 
+#include "core/analysis/quant_session.h"
 #include "ui/graph_layout.h"
+#include "ui/snr_scale.h"
 
 namespace qs::ui {
 
@@ -44,6 +48,21 @@ class GraphView : public QWidget {
   /// Zoom below which boxes are plain rectangles without text.
   static constexpr double kTextZoom = 0.33;
 
+  enum class Colouring { OpType, GraphwiseSnr, LayerwiseSnr, Sensitivity };
+  /// Shows an analysis of the laid-out model (null: none; boxes take op-type colours).
+  void setAnalysis(std::shared_ptr<const AnalysisResult> result);
+  const std::shared_ptr<const AnalysisResult>& analysis() const { return m_result; }
+  void setColouring(Colouring c);
+  Colouring colouring() const { return m_colouring; }
+  /// The scale the SNR colours use now (valid in an SNR colouring with an analysis).
+  const SnrScale& snrScale() const { return m_snrScale; }
+  /// The fill of an item's box as painted now.
+  QColor itemFill(int item) const;
+  /// Nodes outlined in red (below the SNR plot's threshold); indexed by NodeId, empty for none.
+  void setHighlightedNodes(std::vector<char> nodes);
+  /// Edges that carry a quantization point (for tests).
+  int quantizationPointCount() const;
+
  public slots:
   void fitToWindow();
   void zoomIn();
@@ -56,6 +75,12 @@ class GraphView : public QWidget {
   /// The user chose "Show in table" on an item.
   void showInTableRequested(int item);
   void zoomChanged(double zoom);
+  /// Context menu: quantize (true) or exclude (false) a node.
+  void quantizeRequested(qs::NodeId node, bool on);
+  /// Context menu: set every node of an op type.
+  void opTypeQuantizeRequested(const QString& opType, bool on);
+  /// Context menu: "Show histogram".
+  void histogramRequested(qs::NodeId node);
 
  protected:
   void paintEvent(QPaintEvent* event) override;
@@ -75,9 +100,19 @@ class GraphView : public QWidget {
   QString itemTitle(int item) const;  // op type, or the tensor name of an input/output box
   QString itemName(int item) const;   // node name ("" for input/output boxes)
   void paintLegend(QPainter& p) const;
+  void paintSnrLegend(QPainter& p) const;
+  void recolour();
   void paintEmpty(QPainter& p) const;
 
   std::shared_ptr<const GraphLayout> m_layout;
+  std::shared_ptr<const AnalysisResult> m_result;
+  Colouring m_colouring = Colouring::GraphwiseSnr;
+  SnrScale m_snrScale;
+  std::vector<QColor> m_fill;        // per item, in the current colouring
+  std::vector<char> m_excluded;      // per item: quantizable node switched off
+  std::vector<char> m_highlighted;   // per item
+  std::vector<char> m_quantEdge;     // per edge: its target quantizes this tensor
+  std::vector<char> m_highlightNodes;
   std::vector<QString> m_titles, m_names;
   mutable std::vector<QString> m_elidedNames;  // filled as items are first painted
   QFont m_opFont, m_nameFont;

@@ -2,6 +2,13 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QComboBox>
+#include <QElapsedTimer>
+#include <QInputDialog>
+#include <QToolBar>
+#include <QTreeWidget>
+#include <QUndoStack>
+#include <QDialogButtonBox>
 #include <QCloseEvent>
 #include <QCoreApplication>
 #include <QDateTime>
@@ -28,10 +35,14 @@
 #include <QVBoxLayout>
 
 #include "ui/app_icon.h"
+#include "ui/calibration_dialog.h"
+#include "ui/export_dialog.h"
 #include "ui/graph_view.h"
 #include "ui/node_properties.h"
 #include "ui/node_table_model.h"
+#include "ui/plots_panel.h"
 #include "ui/property_tree_model.h"
+#include "ui/quant_properties.h"
 #include "ui/start_page.h"
 
 namespace qs::ui {
@@ -42,7 +53,46 @@ constexpr int kMaxRecentFiles = 10;
 const char* const kRecentKey = "recentFiles";
 const char* const kSampleModelName = "ch_PP-OCRv4_det_infer.onnx";
 
-bool isOnnxUrl(const QUrl& url) { return url.isLocalFile() && url.toLocalFile().endsWith(QStringLiteral(".onnx"), Qt::CaseInsensitive); }
+bool isOnnxUrl(const QUrl& url) {
+  return url.isLocalFile() && (url.toLocalFile().endsWith(QStringLiteral(".onnx"), Qt::CaseInsensitive) ||
+                               url.toLocalFile().endsWith(QStringLiteral(".qsproj"), Qt::CaseInsensitive));
+}
+
+double nowMs() {
+  static QElapsedTimer clock = [] {
+    QElapsedTimer t;
+    t.start();
+    return t;
+  }();
+  return (double)clock.nsecsElapsed() / 1e6;
+}
+
+// One undo step: node states before and after. The first redo() is skipped when the states are
+// already applied (an automatic fallback ran them in the session).
+class ToggleCommand : public QUndoCommand {
+ public:
+  using Apply = std::function<void(const std::vector<std::pair<NodeId, bool>>&)>;
+  ToggleCommand(Apply apply, std::vector<std::pair<NodeId, bool>> after, std::vector<std::pair<NodeId, bool>> before,
+                const QString& text, bool applied)
+      : m_apply(std::move(apply)), m_after(std::move(after)), m_before(std::move(before)), m_skip(applied) {
+    setText(text);
+  }
+  void redo() override {
+    if (m_skip) {
+      m_skip = false;
+      return;
+    }
+    m_apply(m_after);
+  }
+  void undo() override { m_apply(m_before); }
+
+ private:
+  Apply m_apply;
+  std::vector<std::pair<NodeId, bool>> m_after, m_before;
+  bool m_skip;
+};
+
+const char* const kColouringKeys[] = {"op", "graphwise", "layerwise", "sensitivity"};
 
 // Search field that reports Enter/Shift+Enter and Escape.
 class SearchEdit : public QLineEdit {
@@ -72,6 +122,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowIcon(appIcon());
   setAcceptDrops(true);
   setDockOptions(QMainWindow::AnimatedDocks | QMainWindow::AllowTabbedDocks);
+  // The bottom docks (layers, plots) span the whole width: both are wide.
+  setCorner(Qt::BottomRightCorner, Qt::BottomDockWidgetArea);
+  setCorner(Qt::BottomLeftCorner, Qt::BottomDockWidgetArea);
 
   m_loader = new ModelLoader(this);
   connect(m_loader, &ModelLoader::started, this, &MainWindow::onStarted);
@@ -126,9 +179,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(m_view, &GraphView::itemSelected, this, [this](int item) { selectItem(item, false); });
   connect(m_view, &GraphView::showInTableRequested, this, &MainWindow::showInTable);
 
+  m_analysis = new AnalysisController(this);
+  m_undo = new QUndoStack(this);
   buildDocks();
   buildActions();
   buildStatusBar();
+  buildAnalysisUi();
   m_startPage->setRecentFiles(recentFiles());
 
   resize(1440, 900);
@@ -137,14 +193,15 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   // The docks have nothing to show until a model is open: the start page gets the whole window,
   // and the saved dock layout comes back with the first model.
   m_savedState = settings.value(QStringLiteral("window/state")).toByteArray();
-  for (QDockWidget* d : {m_inspectorDock, m_tableDock, m_logDock}) d->hide();
+  for (QDockWidget* d : {m_inspectorDock, m_tableDock, m_plotsDock, m_logDock}) d->hide();
+  updateActions();
 }
 
 void MainWindow::showDocks() {
   if (m_docksShown) return;
   m_docksShown = true;
   if (m_savedState.isEmpty() || !restoreState(m_savedState)) {
-    for (QDockWidget* d : {m_inspectorDock, m_tableDock, m_logDock}) d->show();
+    for (QDockWidget* d : {m_inspectorDock, m_tableDock, m_plotsDock, m_logDock}) d->show();
     m_tableDock->raise();
   }
 }
@@ -202,6 +259,15 @@ void MainWindow::buildDocks() {
   tl->addWidget(m_table);
   m_tableDock->setWidget(tableBox);
   addDockWidget(Qt::BottomDockWidgetArea, m_tableDock);
+  m_tableDock->setWindowTitle(QStringLiteral("Layers"));
+  for (int c = NodeTableModel::FirstAnalysisColumn; c <= NodeTableModel::LastAnalysisColumn; ++c) m_table->setColumnHidden(c, true);
+
+  // Plots.
+  m_plotsDock = new QDockWidget(QStringLiteral("Plots"), this);
+  m_plotsDock->setObjectName(QStringLiteral("plotsDock"));
+  m_plots = new PlotsPanel(m_plotsDock);
+  m_plotsDock->setWidget(m_plots);
+  addDockWidget(Qt::BottomDockWidgetArea, m_plotsDock);
 
   // Log.
   m_logDock = new QDockWidget(QStringLiteral("Log"), this);
@@ -215,7 +281,8 @@ void MainWindow::buildDocks() {
   tabifyDockWidget(m_tableDock, m_logDock);
   m_tableDock->raise();
   resizeDocks({m_inspectorDock}, {380}, Qt::Horizontal);
-  resizeDocks({m_tableDock}, {220}, Qt::Vertical);
+  resizeDocks({m_tableDock, m_plotsDock}, {820, 620}, Qt::Horizontal);
+  resizeDocks({m_tableDock}, {300}, Qt::Vertical);
 }
 
 void MainWindow::buildActions() {
@@ -227,6 +294,19 @@ void MainWindow::buildActions() {
   rebuildRecentMenu();
   QAction* sample = file->addAction(QStringLiteral("Open &Sample Model"), this, [this] { openFile(sampleModelPath()); });
   sample->setEnabled(!sampleModelPath().isEmpty());
+  file->addSeparator();
+  file->addAction(QStringLiteral("Open &Project…"), this, &MainWindow::openProjectDialog)
+      ->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
+  m_saveProjectAction = file->addAction(QStringLiteral("&Save Project"), this, [this] {
+    if (m_projectPath.isEmpty()) saveProjectAs();
+    else saveProject(m_projectPath);
+  });
+  m_saveProjectAction->setShortcut(QKeySequence::Save);
+  m_saveProjectAsAction = file->addAction(QStringLiteral("Save Project &As…"), this, &MainWindow::saveProjectAs);
+  m_saveProjectAsAction->setShortcut(QKeySequence::SaveAs);
+  file->addSeparator();
+  m_exportAction = file->addAction(QStringLiteral("&Export Quantized Model…"), this, &MainWindow::showExportDialog);
+  m_exportAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
   file->addSeparator();
   QAction* quit = file->addAction(QStringLiteral("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
@@ -247,7 +327,25 @@ void MainWindow::buildActions() {
   m_viewMenu->addSeparator();
   m_viewMenu->addAction(m_inspectorDock->toggleViewAction());
   m_viewMenu->addAction(m_tableDock->toggleViewAction());
+  m_viewMenu->addAction(m_plotsDock->toggleViewAction());
   m_viewMenu->addAction(m_logDock->toggleViewAction());
+
+  QMenu* edit = menuBar()->addMenu(QStringLiteral("&Edit"));
+  QAction* undo = m_undo->createUndoAction(this, QStringLiteral("&Undo"));
+  undo->setShortcut(QKeySequence::Undo);
+  QAction* redo = m_undo->createRedoAction(this, QStringLiteral("&Redo"));
+  redo->setShortcuts({QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Z), QKeySequence::Redo});
+  edit->addAction(undo);
+  edit->addAction(redo);
+  menuBar()->insertMenu(m_viewMenu->menuAction(), edit);
+
+  QMenu* analysis = menuBar()->addMenu(QStringLiteral("&Analysis"));
+  m_calibrateAction = analysis->addAction(QStringLiteral("&Calibrate…"), this, &MainWindow::showCalibrationDialog);
+  m_calibrateAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));
+  m_fallbackAction = analysis->addAction(QStringLiteral("&Auto-Fallback…"), this, &MainWindow::showAutoFallback);
+  m_fallbackAction->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_F));
+  analysis->addAction(QStringLiteral("C&ancel Running Analysis"), m_analysis, &AnalysisController::cancel)
+      ->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
 
   QMenu* help = menuBar()->addMenu(QStringLiteral("&Help"));
   help->addAction(QStringLiteral("&About Quantscope"), this, [this] {
@@ -300,6 +398,10 @@ void MainWindow::showOpenDialog() {
 
 void MainWindow::openFile(const QString& path) {
   if (path.isEmpty()) return;
+  if (path.endsWith(QStringLiteral(".qsproj"), Qt::CaseInsensitive)) {
+    openProject(path);
+    return;
+  }
   m_loader->open(QFileInfo(path).absoluteFilePath());
 }
 
@@ -330,8 +432,13 @@ void MainWindow::onLoaded(const LoadedModelPtr& result) {
   m_current = result;
   m_stack->setCurrentWidget(m_graphPage);
   showDocks();
+  m_undo->clear();
+  m_analysis->setModel(result->model);  // emits resultChanged(null): empties the analysis views
+  if (!m_pendingProject) m_projectPath.clear();
   m_view->setGraphLayout(result->layout);
   m_tableModel->setModel(result->model);
+  for (int c = NodeTableModel::FirstAnalysisColumn; c <= NodeTableModel::LastAnalysisColumn; ++c) m_table->setColumnHidden(c, true);
+  if (m_calibDialog) m_calibDialog->setModel(result->model.get());
   m_table->resizeColumnsToContents();
   for (int c : {NodeTableModel::InputsColumn, NodeTableModel::OutputsColumn})
     m_table->setColumnWidth(c, std::min(m_table->columnWidth(c), 260));
@@ -356,10 +463,13 @@ void MainWindow::onLoaded(const LoadedModelPtr& result) {
           .arg(result->layoutSeconds, 0, 'f', 3));
   if (QFileInfo(result->path).isFile()) addRecentFile(result->path);
   m_view->setFocus();
+  updateActions();
   emit modelShown(result->path);
+  applyPendingProject();
 }
 
 void MainWindow::onFailed(const QString& path, const QString& message) {
+  m_pendingProject.reset();
   m_progress->hide();
   m_statusStage->clear();
   log(QStringLiteral("Error: ") + message);
@@ -403,6 +513,7 @@ void MainWindow::selectItem(int item, bool centerInView) {
     m_table->selectionModel()->setCurrentIndex(QModelIndex(), QItemSelectionModel::NoUpdate);
   }
   showInspectorFor(item);
+  m_plots->setSelectedNode(item >= 0 && layout->items[(size_t)item].kind == LayoutItem::Kind::Node ? layout->items[(size_t)item].id : -1);
   m_syncing = false;
 }
 
@@ -413,6 +524,7 @@ void MainWindow::onTableCurrentChanged(const QModelIndex& current) {
   const int item = m_current->layout->itemOfNode[(size_t)node];
   m_view->setSelectedItem(item, true);
   showInspectorFor(item);
+  m_plots->setSelectedNode(node);
   m_syncing = false;
 }
 
@@ -422,13 +534,25 @@ void MainWindow::showInspectorFor(int item) {
     return;
   }
   const Model& model = *m_current->model;
+  const std::shared_ptr<const AnalysisResult> result = m_analysis->result();
   if (item < 0) {
-    m_inspectorModel->setEntries(modelSummary(model, *m_current->info));
+    std::vector<PropertyEntry> entries = modelSummary(model, *m_current->info);
+    if (result) {
+      auto a = analysisSummary(model, *result);
+      entries.insert(entries.begin() + std::min<size_t>(1, entries.size()), a.begin(), a.end());
+    }
+    m_inspectorModel->setEntries(entries);
     m_inspectorDock->setWindowTitle(QStringLiteral("Inspector — model"));
   } else {
     const LayoutItem& it = m_current->layout->items[(size_t)item];
     if (it.kind == LayoutItem::Kind::Node) {
-      m_inspectorModel->setEntries(nodeProperties(model, it.id));
+      std::vector<PropertyEntry> entries = nodeProperties(model, it.id);
+      if (result) {
+        // Quantization first after the node's identity: it is what one looks at with results.
+        auto q = quantizationProperties(model, *result, it.id);
+        entries.insert(entries.begin() + std::min<size_t>(1, entries.size()), q.begin(), q.end());
+      }
+      m_inspectorModel->setEntries(entries);
       m_inspectorDock->setWindowTitle(QStringLiteral("Inspector — %1").arg(QString::fromStdString(model.graph.nodes[(size_t)it.id].opType)));
     } else {
       m_inspectorModel->setEntries(valueProperties(model, it.id));
@@ -539,6 +663,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
   if (m_docksShown) settings.setValue(QStringLiteral("window/state"), saveState());
   m_loader->cancel();
+  m_analysis->cancel();
   QMainWindow::closeEvent(event);
 }
 
@@ -554,6 +679,386 @@ void MainWindow::dropEvent(QDropEvent* event) {
       event->acceptProposedAction();
       return;
     }
+}
+
+
+// ---- Analysis ------------------------------------------------------------------------------
+
+void MainWindow::buildAnalysisUi() {
+  // Toolbar: calibrate, colouring, undo/redo, fallback, export.
+  QToolBar* tb = addToolBar(QStringLiteral("Analysis"));
+  tb->setObjectName(QStringLiteral("analysisToolBar"));
+  tb->setMovable(false);
+  tb->setToolButtonStyle(Qt::ToolButtonTextOnly);
+  tb->addAction(m_calibrateAction);
+  tb->addSeparator();
+  tb->addWidget(new QLabel(QStringLiteral("  Colour by "), tb));
+  m_colourCombo = new QComboBox(tb);
+  m_colourCombo->addItems({QStringLiteral("Op type"), QStringLiteral("Graph-wise SNR"), QStringLiteral("Layer-wise SNR"),
+                           QStringLiteral("Sensitivity")});
+  m_colourCombo->setCurrentIndex(1);
+  m_colourCombo->setToolTip(QStringLiteral("Graph-wise: every enabled point on (accumulated error). Layer-wise: the node alone "
+                                           "with float inputs. Sensitivity: graph outputs with only this node quantized."));
+  connect(m_colourCombo, &QComboBox::currentIndexChanged, this,
+          [this](int i) { m_view->setColouring((GraphView::Colouring)i); });
+  m_view->setColouring(GraphView::Colouring::GraphwiseSnr);
+  tb->addWidget(m_colourCombo);
+  tb->addSeparator();
+  QAction* undo = m_undo->createUndoAction(tb, QStringLiteral("Undo"));
+  QAction* redo = m_undo->createRedoAction(tb, QStringLiteral("Redo"));
+  tb->addAction(undo);
+  tb->addAction(redo);
+  tb->addSeparator();
+  tb->addAction(m_fallbackAction);
+  tb->addAction(m_exportAction);
+
+  m_cancelAnalysis = new QToolButton(this);
+  m_cancelAnalysis->setText(QStringLiteral("Cancel"));
+  m_cancelAnalysis->setAutoRaise(true);
+  m_cancelAnalysis->hide();
+  connect(m_cancelAnalysis, &QToolButton::clicked, m_analysis, &AnalysisController::cancel);
+  statusBar()->insertPermanentWidget(2, m_cancelAnalysis);
+
+  connect(m_analysis, &AnalysisController::resultChanged, this, &MainWindow::onResultChanged);
+  connect(m_analysis, &AnalysisController::jobStarted, this, &MainWindow::onAnalysisStarted);
+  connect(m_analysis, &AnalysisController::progress, this, &MainWindow::onAnalysisProgress);
+  connect(m_analysis, &AnalysisController::idle, this, &MainWindow::onAnalysisEnded);
+  connect(m_analysis, &AnalysisController::fallbackFinished, this, &MainWindow::onFallbackFinished);
+  connect(m_analysis, &AnalysisController::calibrated, this, [this] {
+    const CalibrationRequest& r = m_analysis->request();
+    log(QStringLiteral("Calibrated on %1 (%2 samples, %3, %4) in %5 s; worst output SNR %6 dB")
+            .arg(m_analysis->data() ? QString::fromStdString(m_analysis->data()->description()) : QString())
+            .arg(m_analysis->result()->samples)
+            .arg(QString::fromStdString(calibMethodName(r.calibration.method)), QString::fromStdString(quantModeName(r.calibration.mode)))
+            .arg(m_analysis->lastJobSeconds(), 0, 'f', 2)
+            .arg(m_analysis->result()->worstOutputSnrDb(), 0, 'f', 2));
+    for (const std::string& w : m_analysis->warnings()) log(QStringLiteral("Warning: ") + QString::fromStdString(w));
+  });
+  connect(m_analysis, &AnalysisController::failed, this, [this](AnalysisController::Job, const QString& message) {
+    log(QStringLiteral("Error: ") + message);
+    onAnalysisEnded();
+  });
+  connect(m_analysis, &AnalysisController::cancelled, this, [this](AnalysisController::Job job) {
+    log(job == AnalysisController::Job::Calibrate ? QStringLiteral("Calibration cancelled; the previous results are kept")
+                                                  : QStringLiteral("Analysis cancelled; the previous results are kept"));
+    refreshUnapplied();
+    onAnalysisEnded();
+  });
+
+  connect(m_tableModel, &NodeTableModel::quantizeRequested, this, [this](NodeId id, bool on) {
+    const QString name = QString::fromStdString(m_current->model->graph.nodes[(size_t)id].name);
+    requestQuantized({{id, on}}, (on ? QStringLiteral("Quantize %1") : QStringLiteral("Exclude %1")).arg(name));
+  });
+  connect(m_view, &GraphView::quantizeRequested, this, [this](NodeId id, bool on) {
+    const QString name = QString::fromStdString(m_current->model->graph.nodes[(size_t)id].name);
+    requestQuantized({{id, on}}, (on ? QStringLiteral("Quantize %1") : QStringLiteral("Exclude %1")).arg(name));
+  });
+  connect(m_view, &GraphView::opTypeQuantizeRequested, this, [this](const QString& op, bool on) {
+    auto result = m_analysis->result();
+    if (!result || !m_current) return;
+    std::vector<std::pair<NodeId, bool>> states;
+    const std::string opType = op.toStdString();
+    const Graph& g = m_current->model->graph;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (g.nodes[i].opType == opType && result->plan.nodes[i].quantizable && currentQuantized((NodeId)i) != on)
+        states.emplace_back((NodeId)i, on);
+    if (states.empty()) return;
+    requestQuantized(states, (on ? QStringLiteral("Quantize every %1 node") : QStringLiteral("Exclude every %1 node")).arg(op));
+  });
+  connect(m_view, &GraphView::histogramRequested, this, [this](NodeId id) {
+    m_plotsDock->show();
+    m_plotsDock->raise();
+    m_plots->tabs()->setCurrentIndex(PlotsPanel::HistogramTab);
+    selectNode(id);
+  });
+  connect(m_plots, &PlotsPanel::nodeClicked, this, [this](NodeId id) { selectNode(id); });
+  connect(m_plots, &PlotsPanel::thresholdChanged, this, [this] { m_view->setHighlightedNodes(m_plots->nodesBelowThreshold()); });
+}
+
+CalibrationDialog* MainWindow::calibrationDialog() {
+  if (!m_calibDialog) {
+    m_calibDialog = new CalibrationDialog(m_analysis, this);
+    if (m_current) m_calibDialog->setModel(m_current->model.get());
+    if (m_analysis->hasResult()) m_calibDialog->setRequest(m_analysis->request());
+  }
+  return m_calibDialog;
+}
+
+void MainWindow::showCalibrationDialog() {
+  if (!m_current) return;
+  CalibrationDialog* d = calibrationDialog();
+  d->show();
+  d->raise();
+  d->activateWindow();
+}
+
+bool MainWindow::currentQuantized(NodeId id) const {
+  const auto& requested = m_analysis->requestedStates();
+  auto it = requested.find(id);
+  if (it != requested.end()) return it->second;
+  auto r = m_analysis->result();
+  return r && r->plan.nodes[(size_t)id].quantized;
+}
+
+void MainWindow::requestQuantized(const std::vector<std::pair<NodeId, bool>>& states, const QString& text) {
+  if (!m_analysis->hasResult() || states.empty()) return;
+  std::vector<std::pair<NodeId, bool>> before;
+  for (auto [id, on] : states) before.emplace_back(id, currentQuantized(id));
+  auto apply = [this](const std::vector<std::pair<NodeId, bool>>& s) {
+    m_toggleStartMs = nowMs();
+    m_analysis->requestStates(s);
+    refreshUnapplied();
+  };
+  m_undo->push(new ToggleCommand(apply, states, before, text, false));
+}
+
+void MainWindow::refreshUnapplied() { m_tableModel->setUnappliedStates(m_analysis->unappliedStates()); }
+
+void MainWindow::onResultChanged(const std::shared_ptr<const AnalysisResult>& result) {
+  const bool had = m_tableModel->result() != nullptr;
+  m_tableModel->setResult(result);
+  refreshUnapplied();
+  m_view->setAnalysis(result);
+  m_plots->setAnalysis(m_current ? m_current->model : nullptr, result, m_analysis->session(), m_analysis->data());
+  m_view->setHighlightedNodes(result ? m_plots->nodesBelowThreshold() : std::vector<char>());
+  if (result && !had) {
+    for (int c = NodeTableModel::FirstAnalysisColumn; c <= NodeTableModel::LastAnalysisColumn; ++c) {
+      m_table->setColumnHidden(c, false);
+      m_table->resizeColumnToContents(c);
+    }
+    m_table->setColumnWidth(NodeTableModel::QuantizedColumn, std::max(m_table->columnWidth(NodeTableModel::QuantizedColumn), 70));
+  }
+  if (m_current) showInspectorFor(m_view->selectedItem());
+  if (result) {
+    size_t quantized = 0, quantizable = 0;
+    for (const NodeQuantState& st : result->plan.nodes) {
+      quantized += st.quantized;
+      quantizable += st.quantizable;
+    }
+    m_statusInfo->setText(QStringLiteral("%1 nodes · %2 of %3 quantizable nodes quantized · worst output SNR %4 dB · %5 samples")
+                              .arg(m_current ? m_current->model->graph.nodes.size() : 0)
+                              .arg(quantized)
+                              .arg(quantizable)
+                              .arg(result->worstOutputSnrDb(), 0, 'f', 2)
+                              .arg(result->samples));
+  }
+  if (result && m_toggleStartMs >= 0 && m_analysis->unappliedStates().empty()) {
+    m_lastToggleMs = nowMs() - m_toggleStartMs;
+    m_toggleStartMs = -1;
+    log(QStringLiteral("Re-analysed in %1 ms (toggle to table and graph; worker %2 ms); worst output SNR %3 dB")
+            .arg(m_lastToggleMs, 0, 'f', 0)
+            .arg(m_analysis->lastJobSeconds() * 1000, 0, 'f', 0)
+            .arg(result->worstOutputSnrDb(), 0, 'f', 2));
+  }
+  updateActions();
+  if (result) emit analysisShown();
+}
+
+void MainWindow::onAnalysisStarted(AnalysisController::Job job) {
+  static const char* const names[] = {"", "Calibrating", "Re-analysing", "Auto-fallback"};
+  m_statusStage->setText(QLatin1String(names[(int)job]));
+  m_progress->setRange(0, 100);
+  m_progress->setValue(0);
+  m_progress->show();
+  m_cancelAnalysis->show();
+  updateActions();
+}
+
+void MainWindow::onAnalysisProgress(int percent, const QString& stage) {
+  m_progress->setValue(percent);
+  QString s = stage;
+  if (!s.isEmpty()) s[0] = s[0].toUpper();
+  m_statusStage->setText(s);
+}
+
+void MainWindow::onAnalysisEnded() {
+  if (m_analysis->isBusy()) return;
+  if (!m_loader->isBusy()) {
+    m_progress->hide();
+    m_statusStage->clear();
+  }
+  m_cancelAnalysis->hide();
+  updateActions();
+}
+
+void MainWindow::updateActions() {
+  const bool model = (bool)m_current;
+  const bool idle = !m_analysis->isBusy();
+  const bool result = m_analysis->hasResult();
+  if (m_calibrateAction) m_calibrateAction->setEnabled(model);
+  if (m_fallbackAction) m_fallbackAction->setEnabled(result && idle);
+  if (m_exportAction) m_exportAction->setEnabled(result && idle && m_current && QFileInfo(m_current->path).isFile());
+  if (m_saveProjectAction) m_saveProjectAction->setEnabled(model && QFileInfo(m_current->path).isFile());
+  if (m_saveProjectAsAction) m_saveProjectAsAction->setEnabled(model && QFileInfo(m_current->path).isFile());
+}
+
+void MainWindow::showAutoFallback() {
+  if (!m_analysis->hasResult() || m_analysis->isBusy()) return;
+  bool ok = false;
+  const double worst = m_analysis->result()->worstOutputSnrDb();
+  const double target = QInputDialog::getDouble(
+      this, QStringLiteral("Auto-fallback"),
+      QStringLiteral("Exclude the most sensitive nodes, one at a time, until every graph output reaches this SNR (dB).\n"
+                     "Worst output now: %1 dB.")
+          .arg(worst, 0, 'f', 2),
+      std::isfinite(worst) ? std::ceil(worst) + 5 : 30, -100, 300, 1, &ok);
+  if (!ok) return;
+  log(QStringLiteral("Auto-fallback to %1 dB").arg(target, 0, 'f', 1));
+  m_analysis->autoFallback(target);
+}
+
+void MainWindow::onFallbackFinished(const std::vector<FallbackStep>& steps, bool reached) {
+  const Graph& g = m_current->model->graph;
+  std::vector<std::pair<NodeId, bool>> after, before;
+  for (const FallbackStep& s : steps) {
+    after.emplace_back(s.excluded, false);
+    before.emplace_back(s.excluded, true);
+  }
+  if (!steps.empty())
+    m_undo->push(new ToggleCommand(
+        [this](const std::vector<std::pair<NodeId, bool>>& s) {
+          m_toggleStartMs = nowMs();
+          m_analysis->requestStates(s);
+          refreshUnapplied();
+        },
+        after, before, QStringLiteral("Auto-fallback (%1 nodes)").arg(steps.size()), true));
+  const double worst = m_analysis->result()->worstOutputSnrDb();
+  log(QStringLiteral("Auto-fallback excluded %1 node(s); worst output SNR %2 dB%3")
+          .arg(steps.size())
+          .arg(worst, 0, 'f', 2)
+          .arg(reached ? QString() : QStringLiteral(" (target not reached)")));
+  if (!m_errorDialogs) return;
+  auto* dialog = new QDialog(this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  dialog->setWindowTitle(QStringLiteral("Auto-fallback"));
+  auto* layout = new QVBoxLayout(dialog);
+  auto* label = new QLabel(reached ? QStringLiteral("Target reached after excluding %1 node(s). Worst output: %2 dB.").arg(steps.size()).arg(worst, 0, 'f', 2)
+                                   : QStringLiteral("Target not reached: %1 node(s) excluded, worst output %2 dB.").arg(steps.size()).arg(worst, 0, 'f', 2),
+                           dialog);
+  layout->addWidget(label);
+  auto* list = new QTreeWidget(dialog);
+  list->setHeaderLabels({QStringLiteral("Step"), QStringLiteral("Excluded node"), QStringLiteral("Op"), QStringLiteral("Worst output SNR after (dB)")});
+  list->setRootIsDecorated(false);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Node& n = g.nodes[(size_t)steps[i].excluded];
+    double w = std::numeric_limits<double>::infinity();
+    for (double v : steps[i].outputSnrDb) w = std::min(w, v);
+    auto* item = new QTreeWidgetItem(list, {QString::number(i + 1), QString::fromStdString(n.name), QString::fromStdString(n.opType),
+                                            QString::number(w, 'f', 2)});
+    item->setData(0, Qt::UserRole, steps[i].excluded);
+  }
+  for (int c = 0; c < 4; ++c) list->resizeColumnToContents(c);
+  connect(list, &QTreeWidget::itemActivated, this, [this](QTreeWidgetItem* item) { selectNode(item->data(0, Qt::UserRole).toInt()); });
+  layout->addWidget(list);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, dialog);
+  connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::close);
+  layout->addWidget(buttons);
+  dialog->resize(560, 380);
+  dialog->open();
+}
+
+void MainWindow::showExportDialog() {
+  if (!m_analysis->hasResult() || !m_current) return;
+  ExportInput in;
+  in.modelPath = m_current->path.toStdString();
+  in.model = m_current->model;
+  in.result = m_analysis->result();
+  in.session = m_analysis->session();
+  in.data = m_analysis->data();
+  for (auto [id, on] : m_analysis->requestedStates())
+    if (!on) in.config.nodesToExclude.push_back(m_current->model->graph.nodes[(size_t)id].name + "$");
+  auto* dialog = new ExportDialog(in, this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  connect(dialog, &ExportDialog::exported, this, [this](const QStringList& files) { log(QStringLiteral("Exported %1").arg(files.join(QStringLiteral(", ")))); });
+  connect(dialog, &ExportDialog::exportFailed, this, [this](const QString& m) { log(QStringLiteral("Error: ") + m); });
+  dialog->open();
+}
+
+// ---- Projects ------------------------------------------------------------------------------
+
+Project MainWindow::currentProject() const {
+  Project p;
+  if (!m_current) return p;
+  p.modelPath = QFileInfo(m_current->path).absoluteFilePath();
+  p.calibration = m_analysis->hasResult() ? m_analysis->request()
+                                          : (m_calibDialog ? m_calibDialog->request() : CalibrationRequest{});
+  p.calibrated = m_analysis->hasResult();
+  const Graph& g = m_current->model->graph;
+  for (auto [id, on] : m_analysis->requestedStates())
+    (on ? p.quantizedNodes : p.excludedNodes) << QString::fromStdString(g.nodes[(size_t)id].name);
+  p.colouring = QLatin1String(kColouringKeys[m_colourCombo->currentIndex()]);
+  p.thresholdDb = m_plots->threshold();
+  return p;
+}
+
+bool MainWindow::saveProject(const QString& path) {
+  QString error;
+  if (!m_current || !qs::ui::saveProject(currentProject(), path, error)) {
+    log(QStringLiteral("Error: ") + (error.isEmpty() ? QStringLiteral("no model open") : error));
+    if (m_errorDialogs && !error.isEmpty()) QMessageBox::warning(this, QStringLiteral("Cannot save project"), error);
+    return false;
+  }
+  m_projectPath = path;
+  addRecentFile(QFileInfo(path).absoluteFilePath());
+  log(QStringLiteral("Saved project %1").arg(path));
+  return true;
+}
+
+void MainWindow::saveProjectAs() {
+  if (!m_current) return;
+  QString suggestion = m_projectPath;
+  if (suggestion.isEmpty()) suggestion = QFileInfo(m_current->path).absoluteDir().filePath(QFileInfo(m_current->path).completeBaseName() + QStringLiteral(".qsproj"));
+  const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Save project"), suggestion,
+                                                    QStringLiteral("Quantscope projects (*.qsproj)"));
+  if (!path.isEmpty()) saveProject(path.endsWith(QStringLiteral(".qsproj")) ? path : path + QStringLiteral(".qsproj"));
+}
+
+void MainWindow::openProjectDialog() {
+  QSettings settings;
+  const QString dir = settings.value(QStringLiteral("lastOpenDir"), QDir::homePath()).toString();
+  const QString path = QFileDialog::getOpenFileName(this, QStringLiteral("Open project"), dir,
+                                                    QStringLiteral("Quantscope projects (*.qsproj);;All files (*)"));
+  if (!path.isEmpty()) openProject(path);
+}
+
+bool MainWindow::openProject(const QString& path) {
+  Project p;
+  QString error;
+  if (!loadProject(path, p, error)) {
+    onFailed(path, error);
+    return false;
+  }
+  m_pendingProject = p;
+  m_projectPath = QFileInfo(path).absoluteFilePath();
+  log(QStringLiteral("Opening project %1").arg(path));
+  if (!m_loader->open(p.modelPath)) return false;
+  addRecentFile(m_projectPath);
+  return true;
+}
+
+void MainWindow::applyPendingProject() {
+  if (!m_pendingProject || !m_current) return;
+  const Project p = *m_pendingProject;
+  m_pendingProject.reset();
+  const Graph& g = m_current->model->graph;
+  std::map<std::string, NodeId> byName;
+  for (size_t i = 0; i < g.nodes.size(); ++i) byName.emplace(g.nodes[i].name, (NodeId)i);
+  std::map<NodeId, bool> states;
+  QStringList missing;
+  for (const auto& [list, on] : {std::make_pair(&p.excludedNodes, false), std::make_pair(&p.quantizedNodes, true)})
+    for (const QString& name : *list) {
+      auto it = byName.find(name.toStdString());
+      if (it == byName.end()) missing << name;
+      else states[it->second] = on;
+    }
+  if (!missing.isEmpty()) log(QStringLiteral("Warning: the project names nodes this model lacks: %1").arg(missing.join(QStringLiteral(", "))));
+  m_analysis->setRequestedStates(states);
+  for (int i = 0; i < 4; ++i)
+    if (p.colouring == QLatin1String(kColouringKeys[i])) m_colourCombo->setCurrentIndex(i);
+  m_plots->setThreshold(p.thresholdDb);
+  calibrationDialog()->setRequest(p.calibration);
+  if (p.calibrated) m_analysis->calibrate(p.calibration);
+  setWindowTitle(QStringLiteral("%1 — Quantscope").arg(QFileInfo(m_projectPath).fileName()));
 }
 
 }  // namespace qs::ui

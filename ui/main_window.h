@@ -1,11 +1,16 @@
 // The workbench window: graph view in the centre (a start page while no model is open), docks for
-// the inspector, the node table and the log, and the status bar with the loader's progress.
+// the inspector, the layer table, the plots and the log, and the status bar with the progress of the
+// loader and of the analysis. Calibration, toggles (with undo), auto-fallback, export and project
+// files are driven from here through the AnalysisController.
 #pragma once
 
 #include <QMainWindow>
 #include <memory>
+#include <optional>
 
+#include "ui/analysis_controller.h"
 #include "ui/model_loader.h"
+#include "ui/project_file.h"
 
 class QLabel;
 class QLineEdit;
@@ -16,6 +21,9 @@ class QStackedWidget;
 class QTableView;
 class QTreeView;
 class QDockWidget;
+class QComboBox;
+class QToolButton;
+class QUndoStack;
 
 namespace qs::ui {
 
@@ -24,6 +32,8 @@ class NodeFilterProxyModel;
 class NodeTableModel;
 class PropertyTreeModel;
 class StartPage;
+class PlotsPanel;
+class CalibrationDialog;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -31,8 +41,18 @@ class MainWindow : public QMainWindow {
   explicit MainWindow(QWidget* parent = nullptr);
   ~MainWindow() override;
 
-  /// Opens a model file in the background; errors go to the log and a message box.
+  /// Opens a model file (or a .qsproj project) in the background; errors go to the log and a message box.
   void openFile(const QString& path);
+  /// Opens a project: its model, its node states and, when it was calibrated, a new calibration.
+  bool openProject(const QString& path);
+  /// Saves the session as a project file.
+  bool saveProject(const QString& path);
+  /// The session as a project (model, calibration settings, node states, view).
+  Project currentProject() const;
+  /// Sets nodes' states through the undo stack (one undo step), as the table and the graph do.
+  void requestQuantized(const std::vector<std::pair<NodeId, bool>>& states, const QString& text);
+  /// Milliseconds from the last toggle request to the table and graph showing its result.
+  double lastToggleLatencyMs() const { return m_lastToggleMs; }
   /// Shows a model built in code (tests, generated graphs); laid out in the background.
   void openModel(std::shared_ptr<const Model> model, const QString& name);
   /// The model shown now (null before the first successful open).
@@ -61,12 +81,27 @@ class MainWindow : public QMainWindow {
   ModelLoader* loader() const { return m_loader; }
   StartPage* startPage() const { return m_startPage; }
   QLineEdit* searchEdit() const { return m_searchEdit; }
+  AnalysisController* analysis() const { return m_analysis; }
+  PlotsPanel* plotsPanel() const { return m_plots; }
+  QDockWidget* plotsDock() const { return m_plotsDock; }
+  QDockWidget* tableDock() const { return m_tableDock; }
+  QDockWidget* inspectorDock() const { return m_inspectorDock; }
+  QUndoStack* undoStack() const { return m_undo; }
+  QComboBox* colourCombo() const { return m_colourCombo; }
+  /// The calibration dialog (created on first use), shown with showCalibrationDialog().
+  CalibrationDialog* calibrationDialog();
+  void showCalibrationDialog();
+  /// Asks for a target and runs the automatic fallback.
+  void showAutoFallback();
+  void showExportDialog();
 
  signals:
   /// A model was opened and is on screen.
   void modelShown(const QString& path);
   /// An open failed; `message` is the one line shown in the log.
   void openFailed(const QString& message);
+  /// New analysis results are on screen (table, graph, plots, inspector).
+  void analysisShown();
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -92,6 +127,18 @@ class MainWindow : public QMainWindow {
   void addRecentFile(const QString& path);
   QStringList recentFiles() const;
   void rebuildRecentMenu();
+  void buildAnalysisUi();
+  void onResultChanged(const std::shared_ptr<const AnalysisResult>& result);
+  void onAnalysisStarted(AnalysisController::Job job);
+  void onAnalysisProgress(int percent, const QString& stage);
+  void onAnalysisEnded();
+  void onFallbackFinished(const std::vector<FallbackStep>& steps, bool reached);
+  void applyPendingProject();
+  void updateActions();
+  void refreshUnapplied();
+  bool currentQuantized(NodeId id) const;
+  void saveProjectAs();
+  void openProjectDialog();
 
   ModelLoader* m_loader = nullptr;
   LoadedModelPtr m_current;
@@ -125,6 +172,23 @@ class MainWindow : public QMainWindow {
   bool m_docksShown = false;
   bool m_syncing = false;
   bool m_errorDialogs = true;
+
+  AnalysisController* m_analysis = nullptr;
+  QUndoStack* m_undo = nullptr;
+  PlotsPanel* m_plots = nullptr;
+  QDockWidget* m_plotsDock = nullptr;
+  CalibrationDialog* m_calibDialog = nullptr;
+  QComboBox* m_colourCombo = nullptr;
+  QToolButton* m_cancelAnalysis = nullptr;
+  QAction* m_calibrateAction = nullptr;
+  QAction* m_fallbackAction = nullptr;
+  QAction* m_exportAction = nullptr;
+  QAction* m_saveProjectAction = nullptr;
+  QAction* m_saveProjectAsAction = nullptr;
+  QString m_projectPath;
+  std::optional<Project> m_pendingProject;
+  double m_toggleStartMs = -1;
+  double m_lastToggleMs = -1;
 };
 
 }  // namespace qs::ui

@@ -65,7 +65,7 @@ std::vector<PropertyEntry> weightRows(const Value& v) {
     for (int64_t i = 0; i < t.numel(); ++i) values.push_back(t.valueAsDouble(i));
     rows.push_back({QStringLiteral("Values"), listString(values), {}});
   }
-  const TensorStats s = tensorStats(t);
+  const WeightStats s = tensorStats(t);
   rows.push_back({QStringLiteral("Min"), num(s.min), {}});
   rows.push_back({QStringLiteral("Max"), num(s.max), {}});
   rows.push_back({QStringLiteral("Mean"), num(s.mean), {}});
@@ -81,8 +81,8 @@ QString nodeRef(const Graph& g, NodeId n) {
 
 }  // namespace
 
-TensorStats tensorStats(const Tensor& t) {
-  TensorStats s;
+WeightStats tensorStats(const Tensor& t) {
+  WeightStats s;
   s.count = t.numel();
   double sum = 0, sumSq = 0;
   double lo = INFINITY, hi = -INFINITY;

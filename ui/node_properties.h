@@ -11,12 +11,12 @@
 namespace qs::ui {
 
 /// Summary statistics of a constant tensor, over its finite elements.
-struct TensorStats {
+struct WeightStats {
   int64_t count = 0;      // all elements
   int64_t nonFinite = 0;  // NaN and infinities, left out of the other figures
   double min = 0, max = 0, mean = 0, stddev = 0;
 };
-TensorStats tensorStats(const Tensor& t);
+WeightStats tensorStats(const Tensor& t);
 
 /// "float32 [1,3,?,?]"-style description of a value's declared type and shape.
 QString valueTypeString(const Value& v);

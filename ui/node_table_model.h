@@ -1,26 +1,45 @@
-// The node table: one row per ONNX node in topological order, behind a sort/filter proxy.
-// Adapts an immutable model; the analysis columns (SNR, quantized, ...) join it when that core exists.
+// The layer table: one row per ONNX node in topological order, behind a sort/filter proxy. Adapts
+// an immutable model and, once calibrated, an immutable AnalysisResult: the quantized checkbox,
+// graph-wise / layer-wise SNR, sensitivity, cosine, the weight/activation split, amax and scale.
+// Ticking a checkbox does not change the model: it emits quantizeRequested(), and the requested
+// state shows (in italics) until a result that applies it arrives.
 #pragma once
 
 #include <QAbstractTableModel>
 #include <QRegularExpression>
 #include <QSortFilterProxyModel>
+#include <map>
 #include <memory>
 
+#include "core/analysis/quant_session.h"
 #include "core/ir/graph.h"
+#include "ui/snr_scale.h"
 
 namespace qs::ui {
 
 class NodeTableModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum Column { IndexColumn, NameColumn, OpColumn, DomainColumn, InputsColumn, OutputsColumn, ShapeColumn, ColumnCount };
+  enum Column {
+    IndexColumn, NameColumn, OpColumn,
+    QuantizedColumn, GraphSnrColumn, LayerSnrColumn, SensitivityColumn, CosineColumn, WeightSnrColumn,
+    ActivationSnrColumn, AmaxColumn, ScaleColumn,
+    DomainColumn, InputsColumn, OutputsColumn, ShapeColumn, ColumnCount
+  };
+  static constexpr int FirstAnalysisColumn = QuantizedColumn, LastAnalysisColumn = ScaleColumn;
   /// Qt::UserRole on any cell: the NodeId of the row.
   static constexpr int NodeIdRole = Qt::UserRole + 1;
+  /// Numbers as doubles for sorting (missing values sort below every number).
+  static constexpr int SortRole = Qt::UserRole + 2;
 
   explicit NodeTableModel(QObject* parent = nullptr);
   void setModel(std::shared_ptr<const Model> model);
   const std::shared_ptr<const Model>& model() const { return m_model; }
+  /// Shows an analysis of the same model (null: none, the analysis columns are empty).
+  void setResult(std::shared_ptr<const AnalysisResult> result);
+  const std::shared_ptr<const AnalysisResult>& result() const { return m_result; }
+  /// Requested states not yet in the result, shown in the checkbox until it arrives.
+  void setUnappliedStates(std::map<NodeId, bool> states);
 
   /// Row of a node (its position in topological order), or -1.
   int rowOfNode(NodeId id) const;
@@ -30,10 +49,24 @@ class NodeTableModel : public QAbstractTableModel {
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+  Qt::ItemFlags flags(const QModelIndex& index) const override;
+  bool setData(const QModelIndex& index, const QVariant& value, int role = Qt::EditRole) override;
+
+ signals:
+  /// The user ticked or cleared a node's checkbox.
+  void quantizeRequested(qs::NodeId node, bool on);
 
  private:
+  QVariant analysisData(const QModelIndex& index, NodeId id, int role) const;
+  double number(int column, NodeId id) const;  // NaN when the cell is empty
+
   std::shared_ptr<const Model> m_model;
+  std::shared_ptr<const AnalysisResult> m_result;
+  std::map<NodeId, bool> m_unapplied;
   std::vector<int> m_rowOfNode;
+  std::vector<int> m_firstActivation;  // NodeId -> index into plan.activations, -1 for none
+  std::vector<int> m_weightOf;         // NodeId -> index into result.weights, -1 for none
+  SnrScale m_scale[3];                 // graph-wise, layer-wise, sensitivity
 };
 
 /// Filters rows by a case-insensitive regular expression on the node name or op type.

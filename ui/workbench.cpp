@@ -1,28 +1,95 @@
 #include "ui/workbench.h"
 
 #include <QApplication>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QTabWidget>
 #include <QTimer>
 #include <cstdio>
 
+#include "ui/calibration_dialog.h"
 #include "ui/graph_view.h"
 #include "ui/main_window.h"
+#include "ui/plots_panel.h"
 
 namespace qs::ui {
 
 namespace {
 
+// The calibration QS_CALIBRATE asks for: a folder (or "random"), with QS_CALIBRATE_PRESET
+// (det: ImageNet mean/std, cls: 0.5/0.5), QS_CALIBRATE_SIZE=WxH, QS_CALIBRATE_SAMPLES, QS_CALIBRATE_METHOD.
+CalibrationRequest calibrationFromEnv() {
+  CalibrationRequest r;
+  const QString source = qEnvironmentVariable("QS_CALIBRATE");
+  if (source != QStringLiteral("random")) r.data.path = source.toStdString();
+  r.data.maxSamples = qEnvironmentVariableIntValue("QS_CALIBRATE_SAMPLES");
+  if (r.data.maxSamples <= 0) r.data.maxSamples = 8;
+  const QString preset = qEnvironmentVariable("QS_CALIBRATE_PRESET");
+  if (preset == QStringLiteral("det")) {
+    r.data.image.mean = {0.485f, 0.456f, 0.406f};
+    r.data.image.std = {0.229f, 0.224f, 0.225f};
+  } else {
+    r.data.image.mean = {0.5f, 0.5f, 0.5f};
+    r.data.image.std = {0.5f, 0.5f, 0.5f};
+  }
+  const QStringList wh = qEnvironmentVariable("QS_CALIBRATE_SIZE").split(QLatin1Char('x'));
+  if (wh.size() == 2) {
+    r.data.image.width = wh[0].toInt();
+    r.data.image.height = wh[1].toInt();
+  }
+  parseCalibMethod(qEnvironmentVariable("QS_CALIBRATE_METHOD", QStringLiteral("max")).toStdString(), r.calibration.method);
+  return r;
+}
+
+// Arranges the window for QS_SCREENSHOT_VIEW: graph (default), table, snr, histogram, scatter,
+// calibration (the dialog alone is saved).
+void arrangeView(MainWindow& window, const QString& view) {
+  if (view == QStringLiteral("table")) {
+    window.tableDock()->show();
+    window.tableDock()->raise();
+  } else if (view == QStringLiteral("snr") || view == QStringLiteral("histogram") || view == QStringLiteral("scatter")) {
+    window.plotsDock()->show();
+    window.plotsDock()->raise();
+    window.plotsPanel()->tabs()->setCurrentIndex(view == QStringLiteral("snr") ? PlotsPanel::SnrTab
+                                                 : view == QStringLiteral("histogram") ? PlotsPanel::HistogramTab
+                                                                                       : PlotsPanel::ScatterTab);
+  }
+}
+
 // Grabs the window after the event loop has painted it, saves it and quits.
 void scheduleScreenshot(MainWindow& window, const QString& path) {
   QTimer::singleShot(400, &window, [&window, path] {
+    const QString colour = qEnvironmentVariable("QS_SCREENSHOT_COLOUR");
+    static const char* const keys[] = {"op", "graphwise", "layerwise", "sensitivity"};
+    for (int i = 0; i < 4; ++i)
+      if (colour == QLatin1String(keys[i])) window.colourCombo()->setCurrentIndex(i);
+    if (qEnvironmentVariableIsSet("QS_SCREENSHOT_THRESHOLD")) {
+      window.plotsPanel()->setThreshold(qEnvironmentVariable("QS_SCREENSHOT_THRESHOLD").toDouble());
+      emit window.plotsPanel()->thresholdChanged(window.plotsPanel()->threshold());
+    }
+    const QString view = qEnvironmentVariable("QS_SCREENSHOT_VIEW");
+    arrangeView(window, view);
     const QByteArray select = qgetenv("QS_SCREENSHOT_SELECT");
     if (!select.isEmpty()) window.findNext(QString::fromUtf8(select));
+    if (view == QStringLiteral("calibration")) {
+      CalibrationDialog* d = window.calibrationDialog();
+      if (qEnvironmentVariableIsSet("QS_CALIBRATE")) d->setRequest(calibrationFromEnv());
+      window.showCalibrationDialog();
+      QTimer::singleShot(500, &window, [d, path] {
+        const bool ok = d->grab().save(path);
+        std::fprintf(stderr, "quantscope: %s %s\n", ok ? "saved screenshot" : "could not save screenshot", path.toLocal8Bit().constData());
+        QApplication::exit(ok ? 0 : 1);
+      });
+      return;
+    }
     const QByteArray zoom = qgetenv("QS_SCREENSHOT_ZOOM");
     if (zoom == "fit") {
       window.graphView()->fitToWindow();
     } else if (!zoom.isEmpty()) {
       window.graphView()->setZoom(zoom.toDouble());
     }
-    QTimer::singleShot(300, &window, [&window, path] {
+    const int wait = view == QStringLiteral("scatter") ? 4000 : 300;  // the float pass of the scatter plot
+    QTimer::singleShot(wait, &window, [&window, path] {
       const bool ok = window.grab().save(path);
       std::fprintf(stderr, "quantscope: %s %s\n", ok ? "saved screenshot" : "could not save screenshot",
                    path.toLocal8Bit().constData());
@@ -62,7 +129,30 @@ int runWorkbench(int argc, char** argv) {
     if (file.isEmpty()) {
       scheduleScreenshot(window, screenshot);
     } else {
-      QObject::connect(&window, &MainWindow::modelShown, &window, [&window, screenshot] { scheduleScreenshot(window, screenshot); });
+      if (qEnvironmentVariableIsSet("QS_CALIBRATE") && qEnvironmentVariable("QS_SCREENSHOT_VIEW") != QStringLiteral("calibration")) {
+        // Documentation only: calibrate once the model is shown, optionally exclude nodes, then grab.
+        QObject::connect(&window, &MainWindow::modelShown, &window, [&window] { window.analysis()->calibrate(calibrationFromEnv()); });
+        QObject::connect(window.analysis(), &AnalysisController::calibrated, &window, [&window, screenshot] {
+          const QStringList exclude = qEnvironmentVariable("QS_SCREENSHOT_EXCLUDE").split(QLatin1Char(','), Qt::SkipEmptyParts);
+          std::vector<std::pair<NodeId, bool>> states;
+          for (const QString& name : exclude)
+            for (size_t i = 0; i < window.current()->model->graph.nodes.size(); ++i)
+              if (window.current()->model->graph.nodes[i].name == name.toStdString()) states.emplace_back((NodeId)i, false);
+          if (states.empty()) {
+            scheduleScreenshot(window, screenshot);
+            return;
+          }
+          QObject::connect(window.analysis(), &AnalysisController::idle, &window, [&window, screenshot] { scheduleScreenshot(window, screenshot); },
+                           Qt::SingleShotConnection);
+          window.requestQuantized(states, QStringLiteral("Exclude"));
+        });
+        QObject::connect(window.analysis(), &AnalysisController::failed, &window, [&window, screenshot](AnalysisController::Job, const QString& m) {
+          std::fprintf(stderr, "quantscope: calibration failed: %s\n", m.toLocal8Bit().constData());
+          scheduleScreenshot(window, screenshot);
+        });
+      } else {
+        QObject::connect(&window, &MainWindow::modelShown, &window, [&window, screenshot] { scheduleScreenshot(window, screenshot); });
+      }
       QObject::connect(&window, &MainWindow::openFailed, &window, [&window, screenshot] { scheduleScreenshot(window, screenshot); });
     }
   }

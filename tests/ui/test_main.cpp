@@ -8,7 +8,6 @@ int runAnalysisTests(int argc, char** argv);
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
-  QTEST_SET_MAIN_SOURCE_PATH
   int failures = 0;
   const QByteArray only = qgetenv("QS_UI_TESTS");  // "workbench" or "analysis" to run one class
   if (only.isEmpty() || only == "workbench") failures += runWorkbenchTests(argc, argv);

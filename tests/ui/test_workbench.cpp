@@ -308,7 +308,7 @@ class WorkbenchTest : public QObject {
 
   void weightStatistics() {
     Tensor t = Tensor::fromVector<float>({1.f, 2.f, 3.f, 4.f, NAN}, {5});
-    TensorStats s = tensorStats(t);
+    WeightStats s = tensorStats(t);
     QCOMPARE(s.count, (int64_t)5);
     QCOMPARE(s.nonFinite, (int64_t)1);
     QCOMPARE(s.min, 1.0);

@@ -1,0 +1,337 @@
+#include "ui/analysis_controller.h"
+
+#include <QFileInfo>
+#include <QtConcurrent/QtConcurrentRun>
+#include <chrono>
+#include <set>
+
+namespace qs::ui {
+
+struct AnalysisController::Outcome {
+  Job job = Job::None;
+  uint64_t generation = 0;
+  Status status;
+  std::shared_ptr<QuantSession> session;  // a calibration's new session
+  std::shared_ptr<const CalibrationData> data;
+  std::shared_ptr<const AnalysisResult> result;
+  std::vector<FallbackStep> steps;
+  std::vector<std::string> warnings;
+  double seconds = 0;
+};
+
+namespace {
+
+// An ECMAScript pattern matching exactly `name` (QuantConfig patterns are regular expressions).
+std::string exactPattern(const std::string& name) {
+  std::string p;
+  for (char c : name) {
+    if (std::string_view("^$\\.*+?()[]{}|/").find(c) != std::string_view::npos) p += '\\';
+    p += c;
+  }
+  return p + "$";
+}
+
+bool isCancelled(const Status& st) { return st.code() == StatusCode::Cancelled; }
+
+}  // namespace
+
+AnalysisController::AnalysisController(QObject* parent) : QObject(parent) {
+  qRegisterMetaType<std::shared_ptr<const qs::AnalysisResult>>();
+  qRegisterMetaType<qs::ui::AnalysisController::Job>();
+  m_debounce.setSingleShot(true);
+  m_debounce.setInterval(40);
+  connect(&m_debounce, &QTimer::timeout, this, [this] {
+    if (m_job == Job::None && m_dirty) startToggleJob();
+  });
+}
+
+AnalysisController::~AnalysisController() {
+  if (m_watcher) {
+    cancel();
+    m_watcher->disconnect(this);
+    m_watcher->waitForFinished();
+  }
+}
+
+void AnalysisController::setModel(std::shared_ptr<const Model> model) {
+  if (m_watcher) {
+    cancel();
+    m_watcher->disconnect(this);
+    m_watcher->waitForFinished();
+    m_watcher->deleteLater();
+    m_watcher = nullptr;
+  }
+  ++m_generation;
+  m_job = Job::None;
+  m_model = std::move(model);
+  m_session.reset();
+  m_data.reset();
+  m_result.reset();
+  m_requested.clear();
+  m_inFlight.clear();
+  m_warnings.clear();
+  m_dirty = false;
+  m_debounce.stop();
+  emit resultChanged(nullptr);
+}
+
+std::vector<std::pair<NodeId, bool>> AnalysisController::diffAgainst(const QuantPlan& plan) const {
+  std::vector<std::pair<NodeId, bool>> toggles;
+  for (auto [id, on] : m_requested)
+    if ((size_t)id < plan.nodes.size() && plan.nodes[(size_t)id].quantized != on) toggles.emplace_back(id, on);
+  return toggles;
+}
+
+std::map<NodeId, bool> AnalysisController::unappliedStates() const {
+  if (!m_dirty && m_job != Job::Toggle && m_job != Job::Calibrate) return {};
+  std::map<NodeId, bool> out;
+  const QuantPlan* plan = m_result ? &m_result->plan : nullptr;
+  for (auto [id, on] : m_requested)
+    if (!plan || ((size_t)id < plan->nodes.size() && plan->nodes[(size_t)id].quantizable && plan->nodes[(size_t)id].quantized != on))
+      out[id] = on;
+  return out;
+}
+
+void AnalysisController::requestStates(const std::vector<std::pair<NodeId, bool>>& states) {
+  for (auto [id, on] : states) m_requested[id] = on;
+  m_dirty = true;
+  if (m_session) m_debounce.start();
+}
+
+void AnalysisController::setRequestedStates(const std::map<NodeId, bool>& states) {
+  m_requested = states;
+  m_dirty = true;
+  if (m_session) m_debounce.start();
+}
+
+bool AnalysisController::calibrate(const CalibrationRequest& request) {
+  if (!m_model || m_job != Job::None) return false;
+  const QString path = QString::fromStdString(request.data.path);
+  if (!path.isEmpty()) {
+    // The checks that need no thread, in one line naming the path.
+    QFileInfo fi(path);
+    QString why;
+    if (!fi.exists()) why = QStringLiteral("no such file or folder");
+    else if (!fi.isReadable()) why = QStringLiteral("permission denied");
+    else if (fi.isFile() && fi.size() == 0) why = QStringLiteral("the file is empty");
+    if (!why.isEmpty()) {
+      emit failed(Job::Calibrate, path + QStringLiteral(": ") + why);
+      return false;
+    }
+  }
+  m_debounce.stop();
+  // Nodes the user switched off become exact-name exclusions of the new session; whatever names
+  // cannot express (empty or repeated names, nodes switched back on) is applied as toggles after
+  // the analysis, in the same job.
+  QuantConfig config;
+  config.mode = request.calibration.mode;
+  std::map<std::string, int> nameCount;
+  for (const Node& n : m_model->graph.nodes) ++nameCount[n.name];
+  for (auto [id, on] : m_requested) {
+    const std::string& name = m_model->graph.nodes[(size_t)id].name;
+    if (!on && !name.empty() && nameCount[name] == 1) config.nodesToExclude.push_back(exactPattern(name));
+  }
+  const std::map<NodeId, bool> requested = m_requested;
+  m_inFlight = requested;
+  m_dirty = false;
+  auto model = m_model;
+  auto cancelState = std::make_shared<CancelState>();
+  m_cancel = cancelState;
+  m_pendingRequest = request;  // becomes request() when the run succeeds
+  launch(Job::Calibrate, [model, request, config, requested, cancelState](const std::function<bool(double, const std::string&)>& report) {
+    auto out = std::make_shared<Outcome>();
+    report(0, "Reading calibration data");
+    auto data = CalibrationData::open(*model, request.data);
+    if (!data) {
+      out->status = data.status();
+      return out;
+    }
+    std::shared_ptr<const CalibrationData> shared(std::move(data).value());
+    out->warnings = shared->warnings();
+    AnalysisOptions options;
+    options.calibration = request.calibration;
+    auto created = QuantSession::create(model, config, options, &out->warnings);
+    if (!created) {
+      out->status = created.status();
+      return out;
+    }
+    std::shared_ptr<QuantSession> session(std::move(created).value());
+    {
+      std::lock_guard<std::mutex> lock(cancelState->mutex);
+      cancelState->session = session.get();
+      if (cancelState->cancel) session->cancelFlag() = true;
+    }
+    auto phase = [&](double lo, double hi) {
+      return [&report, lo, hi](double f, const std::string& stage) { return report(lo + (hi - lo) * f, stage); };
+    };
+    out->status = session->calibrate(*shared, phase(0.02, 0.35));
+    if (!out->status) return out;
+    auto result = session->analyze(shared, phase(0.35, 0.97));
+    if (!result) {
+      out->status = result.status();
+      return out;
+    }
+    std::vector<std::pair<NodeId, bool>> toggles;
+    for (auto [id, on] : requested)
+      if (session->plan().nodes[(size_t)id].quantized != on) toggles.emplace_back(id, on);
+    if (!toggles.empty()) {
+      result = session->setQuantized(toggles, phase(0.97, 1.0));
+      if (!result) {
+        out->status = result.status();
+        return out;
+      }
+    }
+    out->result = std::move(result).value();
+    out->session = std::move(session);
+    out->data = std::move(shared);
+    {
+      std::lock_guard<std::mutex> lock(cancelState->mutex);
+      cancelState->session = nullptr;
+    }
+    return out;
+  });
+  return true;
+}
+
+void AnalysisController::startToggleJob() {
+  if (!m_session || m_job != Job::None) return;
+  auto toggles = diffAgainst(m_session->plan());
+  m_inFlight = m_requested;
+  m_dirty = false;
+  auto session = m_session;
+  auto cancelState = std::make_shared<CancelState>();
+  cancelState->session = session.get();
+  m_cancel = cancelState;
+  launch(Job::Toggle, [session, toggles](const std::function<bool(double, const std::string&)>& report) {
+    auto out = std::make_shared<Outcome>();
+    auto result = session->setQuantized(toggles, report);
+    if (!result) out->status = result.status();
+    else out->result = std::move(result).value();
+    return out;
+  });
+}
+
+bool AnalysisController::autoFallback(double targetDb) {
+  if (!m_session || m_job != Job::None) return false;
+  m_debounce.stop();
+  m_fallbackTarget = targetDb;
+  auto session = m_session;
+  auto cancelState = std::make_shared<CancelState>();
+  cancelState->session = session.get();
+  m_cancel = cancelState;
+  m_inFlight.clear();
+  // Pending toggles first, so that the fallback starts from what the user sees.
+  auto toggles = diffAgainst(session->plan());
+  m_dirty = false;
+  launch(Job::Fallback, [session, toggles, targetDb](const std::function<bool(double, const std::string&)>& report) {
+    auto out = std::make_shared<Outcome>();
+    if (!toggles.empty()) {
+      auto r = session->setQuantized(toggles, report);
+      if (!r) {
+        out->status = r.status();
+        return out;
+      }
+    }
+    auto steps = session->autoFallback(targetDb, report);
+    if (!steps) out->status = steps.status();
+    else out->steps = std::move(steps).value();
+    out->result = session->result();  // partial progress of a cancelled run is kept, as the session keeps it
+    return out;
+  });
+  return true;
+}
+
+void AnalysisController::cancel() {
+  m_debounce.stop();
+  if (!m_cancel) return;
+  std::lock_guard<std::mutex> lock(m_cancel->mutex);
+  m_cancel->cancel = true;
+  if (m_cancel->session) m_cancel->session->cancelFlag() = true;
+}
+
+void AnalysisController::launch(Job job, std::function<std::shared_ptr<Outcome>(const std::function<bool(double, const std::string&)>&)> work) {
+  m_job = job;
+  const uint64_t generation = ++m_generation;
+  auto cancelState = m_cancel;
+  // Progress hops to the GUI thread, at most once per percent; a stale job's reports are dropped.
+  auto lastPercent = std::make_shared<std::atomic<int>>(-1);
+  std::function<bool(double, const std::string&)> report = [this, generation, cancelState, lastPercent](double f, const std::string& stage) {
+    const int percent = std::clamp((int)(f * 100), 0, 100);
+    if (lastPercent->exchange(percent) != percent) {
+      const QString label = QString::fromStdString(stage);
+      QMetaObject::invokeMethod(
+          this,
+          [this, generation, percent, label] {
+            if (generation == m_generation) emit progress(percent, label);
+          },
+          Qt::QueuedConnection);
+    }
+    return !cancelState->cancel.load();
+  };
+  m_watcher = new QFutureWatcher<std::shared_ptr<Outcome>>(this);
+  connect(m_watcher, &QFutureWatcherBase::finished, this, [this, watcher = m_watcher] {
+    auto outcome = watcher->result();
+    watcher->deleteLater();
+    if (watcher == m_watcher) m_watcher = nullptr;
+    finish(outcome);
+  });
+  m_watcher->setFuture(QtConcurrent::run([work = std::move(work), report, job, generation] {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto out = work(report);
+    out->job = job;
+    out->generation = generation;
+    out->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+  }));
+  emit jobStarted(job);
+}
+
+void AnalysisController::finish(const std::shared_ptr<Outcome>& out) {
+  if (out->generation != m_generation) return;  // the model changed meanwhile
+  const Job job = m_job;
+  m_job = Job::None;
+  m_cancel.reset();
+  m_lastSeconds = out->seconds;
+  const bool ok = out->status.isOk();
+  if (job == Job::Calibrate && ok) {
+    m_session = out->session;
+    m_data = out->data;
+    m_warnings = out->warnings;
+    m_request = m_pendingRequest;
+  }
+  if (out->result && (ok || job == Job::Fallback)) {
+    m_result = out->result;
+    emit resultChanged(m_result);
+  }
+  if (job == Job::Fallback) {
+    // The fallback's exclusions become the user's own, so that later toggles and projects keep them.
+    if (m_result)
+      for (const FallbackStep& s : out->steps) m_requested[s.excluded] = false;
+    if (ok) emit fallbackFinished(out->steps, m_result && m_result->worstOutputSnrDb() >= m_fallbackTarget);
+  }
+  if (ok && job == Job::Calibrate) emit calibrated();
+  if (!ok) {
+    if (isCancelled(out->status)) {
+      emit cancelled(job);
+    } else {
+      QString message = QString::fromStdString(out->status.message()).simplified();
+      emit failed(job, message);
+    }
+    // A failed or cancelled toggle leaves the requested states unapplied: retry them only when asked again.
+    if (job == Job::Toggle && m_result) {
+      for (auto it = m_requested.begin(); it != m_requested.end();) {
+        const auto& st = m_result->plan.nodes[(size_t)it->first];
+        if (st.quantized != it->second && !m_dirty) it = m_requested.erase(it);
+        else ++it;
+      }
+    }
+  }
+  m_inFlight.clear();
+  if (m_dirty && m_session) {
+    startToggleJob();
+    return;
+  }
+  emit idle();
+}
+
+}  // namespace qs::ui

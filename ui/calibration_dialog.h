@@ -1,0 +1,82 @@
+// The calibration dialog: data source (image folder with preprocessing, .npz/.npy, or random
+// inputs with a warning), calibration method, mode and sample count. Runs the calibration and the
+// analysis through the AnalysisController with a progress bar and Cancel; problems in the data show
+// as one line in the dialog. Not modal: the window stays usable while it runs.
+#pragma once
+
+#include <QDialog>
+
+#include "ui/analysis_controller.h"
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QGroupBox;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+
+namespace qs::ui {
+
+class CalibrationDialog : public QDialog {
+  Q_OBJECT
+ public:
+  enum Source { ImageFolder, NumpyFile, Random };
+  CalibrationDialog(AnalysisController* controller, QWidget* parent = nullptr);
+
+  /// Fills the form (from the last run, the project or QSettings).
+  void setRequest(const CalibrationRequest& request);
+  /// The request the form describes.
+  CalibrationRequest request() const;
+  /// Adapts the defaults to the model's input (fixed or free height and width).
+  void setModel(const Model* model);
+
+  /// Starts the run (what the Calibrate button does); false when it could not start.
+  bool start();
+  QString errorText() const;
+  QPushButton* calibrateButton() const { return m_run; }
+  QPushButton* cancelButton() const { return m_cancel; }
+  QProgressBar* progressBar() const { return m_progress; }
+  QLineEdit* pathEdit() const { return m_path; }
+  QComboBox* sourceCombo() const { return m_source; }
+  QLabel* randomWarning() const { return m_randomWarning; }
+
+ private:
+  void updateEnabled();
+  void applyPreset(int preset);
+  void browse();
+  void showError(const QString& message);
+  void onJobStarted(AnalysisController::Job job);
+  void onProgress(int percent, const QString& stage);
+  void onFinished();
+
+  AnalysisController* m_controller;
+  bool m_running = false;
+  QComboBox* m_source = nullptr;
+  QLineEdit* m_path = nullptr;
+  QPushButton* m_browse = nullptr;
+  QGroupBox* m_imageBox = nullptr;
+  QComboBox* m_preset = nullptr;
+  QSpinBox* m_width = nullptr;
+  QSpinBox* m_height = nullptr;
+  QDoubleSpinBox* m_scale = nullptr;
+  QDoubleSpinBox* m_mean[3] = {};
+  QDoubleSpinBox* m_std[3] = {};
+  QCheckBox* m_bgr = nullptr;
+  QCheckBox* m_nhwc = nullptr;
+  QComboBox* m_method = nullptr;
+  QDoubleSpinBox* m_percentile = nullptr;
+  QComboBox* m_mode = nullptr;
+  QSpinBox* m_samples = nullptr;
+  QLabel* m_randomWarning = nullptr;
+  QLabel* m_stage = nullptr;
+  QProgressBar* m_progress = nullptr;
+  QLabel* m_error = nullptr;
+  QPushButton* m_run = nullptr;
+  QPushButton* m_cancel = nullptr;
+  QPushButton* m_close = nullptr;
+};
+
+}  // namespace qs::ui

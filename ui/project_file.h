@@ -1,0 +1,30 @@
+// The project file (.qsproj, JSON): the model, the calibration settings, whether the project was
+// calibrated, and the user's node states by name, so that a session can be saved and reopened.
+// Paths are stored relative to the project file when they lie below its folder.
+#pragma once
+
+#include <QString>
+#include <QStringList>
+
+#include "ui/analysis_controller.h"
+
+namespace qs::ui {
+
+struct Project {
+  QString modelPath;                 // absolute once read
+  CalibrationRequest calibration;
+  bool calibrated = false;           // run the calibration when the project opens
+  QStringList excludedNodes;         // node names switched off by the user
+  QStringList quantizedNodes;        // node names switched back on by the user
+  QString colouring;                 // graph colouring ("graphwise", "layerwise", "sensitivity", "op")
+  double thresholdDb = 20;
+};
+
+/// Serialises `p` for a file at `projectPath` (used to relativise paths).
+QByteArray projectToJson(const Project& p, const QString& projectPath);
+/// Parses a project; on failure returns false and sets `error` to one line naming the file.
+bool projectFromJson(const QByteArray& json, const QString& projectPath, Project& p, QString& error);
+bool saveProject(const Project& p, const QString& path, QString& error);
+bool loadProject(const QString& path, Project& p, QString& error);
+
+}  // namespace qs::ui
