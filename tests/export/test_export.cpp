@@ -595,7 +595,9 @@ TEST_F(ExportCli, BadInputsGiveOneLineAndNoFiles) {
       EXPECT_FALSE(fs::exists(k.outDir)) << k.outDir;
     }
   }
-  if (geteuid() != 0) EXPECT_TRUE(fs::is_empty(dir + "/ro"));
+  if (geteuid() != 0) {
+    EXPECT_TRUE(fs::is_empty(dir + "/ro"));
+  }
   EXPECT_EQ(fs::file_size(c->path), before);
 }
 
