@@ -1,6 +1,15 @@
-// Image decoding through stb_image (compiled into Debian's libstb: no STB_*_IMPLEMENTATION here).
+// Image decoding: PNG through libpng, JPEG through libjpeg-turbo (both fuzzed continuously
+// upstream, by OSS-Fuzz), BMP through stb_image; writing through stb_image_write. Debian's libstb
+// ships stb compiled: no STB_*_IMPLEMENTATION here.
 #include "core/io/image.h"
 
+#include <climits>
+#include <csetjmp>
+#include <cstddef>
+#include <cstdio>  // before jpeglib.h, which needs FILE and size_t
+
+#include <jpeglib.h>
+#include <png.h>
 #include <stb_image.h>
 #include <stb_image_write.h>
 
@@ -34,10 +43,6 @@ std::string stbReason() {
   return r ? r : "unknown error";
 }
 
-Status notAnImage(const std::string& where) {
-  return invalidArgument(where + ": not a decodable PNG, JPEG or BMP image (stb_image: " + stbReason() + ")");
-}
-
 Status checkSize(const std::string& where, int w, int h, int64_t maxPixels) {
   if (w <= 0 || h <= 0) return invalidArgument(where + ": image has no pixels (" + std::to_string(w) + "x" + std::to_string(h) + ")");
   if ((int64_t)w * (int64_t)h > maxPixels) {
@@ -47,86 +52,215 @@ Status checkSize(const std::string& where, int w, int h, int64_t maxPixels) {
   return Status::ok();
 }
 
-/// stb_image 2.27 (Debian bookworm's libstb) writes past its Huffman tables when a JPEG DHT table
-/// declares more than 256 codes (found by tests/fuzz/fuzz_image; fixed upstream in 2.28), even in
-/// stbi_info. Every DHT table stb could reach is checked before stb sees the file. The walk is a
-/// superset of stb's: segments skipped by their length, entropy-coded data up to the next marker
-/// (0xFF then a byte other than 0x00, 0xFF or RSTn), stray bytes between segments skipped.
-/// Returns the offending count (> 256), or 0 when every table is within bounds.
-int jpegOversizedHuffmanTable(const unsigned char* p, size_t n) {
-  auto byteAt = [&](size_t i) -> unsigned { return i < n ? p[i] : 0u; };  // stb reads 0 past the end
-  size_t i = 2;  // after SOI
-  while (i < n) {
-    if (p[i] != 0xFF) {
-      ++i;
-      continue;
-    }
-    while (i < n && p[i] == 0xFF) ++i;
-    if (i >= n) break;
-    const unsigned m = p[i++];
-    if (m == 0x00 || m == 0x01 || (m >= 0xD0 && m <= 0xD9)) continue;  // no length field
-    if (i + 2 > n) break;
-    const size_t len = (size_t)p[i] << 8 | p[i + 1];
-    if (m == 0xC4) {  // DHT: tables of 1 + 16 count bytes + sum(counts) values, read while L > 0
-      int64_t left = (int64_t)len - 2;
-      size_t q = i + 2;
-      while (left > 0) {
-        int sum = 0;
-        for (size_t k = 1; k <= 16; ++k) sum += (int)byteAt(q + k);
-        if (sum > 256) return sum;
-        q += 17 + (size_t)sum;
-        left -= 17 + sum;
-      }
-    }
-    i += len;
-    if (m == 0xDA) {  // SOS: the entropy-coded data runs to the next marker
-      while (i < n) {
-        if (p[i] != 0xFF) {
-          ++i;
-          continue;
-        }
-        size_t j = i + 1;
-        while (j < n && p[j] == 0xFF) ++j;
-        if (j < n && (p[j] == 0x00 || (p[j] >= 0xD0 && p[j] <= 0xD7))) {
-          i = j + 1;
-          continue;
-        }
-        break;  // i is at the 0xFF of a marker (or the end)
-      }
-    }
-  }
-  return 0;
+// ---- PNG: libpng -------------------------------------------------------------------------------
+// The classic read API rather than png_image: it applies no gamma or colour-space conversion, so the
+// bytes match what OpenCV and PIL give the user's own preprocessing (palette and low-bit grey are
+// expanded, 16-bit samples keep their high byte, grey is replicated, alpha is dropped).
+
+struct PngReader {
+  const unsigned char* data;
+  size_t size;
+  size_t pos;
+  char message[200];
+};
+
+void pngError(png_structp png, png_const_charp msg) {
+  auto* r = static_cast<PngReader*>(png_get_error_ptr(png));
+  std::snprintf(r->message, sizeof r->message, "%s", msg ? msg : "unknown error");
+  png_longjmp(png, 1);
 }
 
-/// The first PNG chunk whose declared length runs past the end of the file, or -1. stb_image grows
-/// its IDAT buffer to the declared length before reading the data (found by fuzz_image: a 60-byte
-/// file made it allocate 2 GiB); a file that does not hold its chunks fails in stb anyway.
-int64_t pngTruncatedChunk(const unsigned char* p, size_t n) {
-  size_t i = 8;
-  while (i + 8 <= n) {
-    const uint64_t len = (uint64_t)p[i] << 24 | (uint64_t)p[i + 1] << 16 | (uint64_t)p[i + 2] << 8 | p[i + 3];
-    if (len > n - i - 8) return (int64_t)len;  // data (the CRC may be cut: stb does not need it)
-    if (std::memcmp(p + i + 4, "IEND", 4) == 0) break;
-    i += 8 + (size_t)len + 4;
-  }
-  return -1;
+void pngWarning(png_structp, png_const_charp) {}  // benign (unknown chunks, bad ancillary CRCs)
+
+void pngRead(png_structp png, png_bytep out, size_t n) {
+  auto* r = static_cast<PngReader*>(png_get_io_ptr(png));
+  if (n > r->size - r->pos) png_error(png, "file truncated");
+  std::memcpy(out, r->data + r->pos, n);
+  r->pos += n;
 }
 
-/// Refuses what stb_image must not see: anything but PNG, JPEG and BMP (stb would also try GIF,
-/// PSD, PIC, PNM, HDR and TGA, formats this tool does not promise and the fuzzer does not cover),
-/// and JPEGs with oversized Huffman tables (stbi_info reads those too).
-Status checkEncoded(const std::string& where, const unsigned char* p, size_t n) {
-  const bool png = n >= 8 && std::memcmp(p, "\x89PNG\r\n\x1a\n", 8) == 0;
-  const bool jpeg = n >= 2 && p[0] == 0xFF && p[1] == 0xD8;
-  const bool bmp = n >= 2 && p[0] == 'B' && p[1] == 'M';
-  if (!png && !jpeg && !bmp) return invalidArgument(where + ": not a decodable PNG, JPEG or BMP image (unknown signature)");
-  if (jpeg) {
-    if (int codes = jpegOversizedHuffmanTable(p, n)) {
-      return invalidArgument(where + ": corrupt JPEG: a Huffman table declares " + std::to_string(codes) +
-                             " codes (at most 256)");
-    }
+/// Decodes (pixels != nullptr) or only probes (pixels == nullptr) a PNG. Every C++ object with a
+/// destructor lives in the caller: libpng's errors longjmp back into this frame.
+Status decodePng(const unsigned char* p, size_t n, const std::string& where, int64_t maxPixels, int* width,
+                 int* height, std::vector<uint8_t>* pixels, std::vector<png_bytep>* rows) {
+  PngReader reader{p, n, 0, {0}};
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &reader, pngError, pngWarning);
+  if (!png) return runtimeError(where + ": libpng could not start");
+  png_infop info = png_create_info_struct(png);
+  if (!info) {
+    png_destroy_read_struct(&png, nullptr, nullptr);
+    return runtimeError(where + ": libpng could not start");
   }
+  volatile int w = 0, h = 0;
+  volatile int stage = 0;  // 0 header, 1 pixels
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    const std::string what = stage == 0 ? "not a decodable PNG image" : "corrupt or truncated " + std::to_string(w) +
+                                                                          "x" + std::to_string(h) + " image data";
+    return invalidArgument(where + ": " + what + " (libpng: " + reader.message + ")");
+  }
+  png_set_read_fn(png, &reader, pngRead);
+  // Refuse huge dimensions in the header itself, before libpng sizes anything by them.
+  png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
+  png_read_info(png, info);
+  w = (int)png_get_image_width(png, info);
+  h = (int)png_get_image_height(png, info);
+  if (Status s = checkSize(where, w, h, maxPixels); !s) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return s;
+  }
+  *width = w;
+  *height = h;
+  if (!pixels) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return Status::ok();
+  }
+  stage = 1;
+  png_set_expand(png);  // palette -> RGB, grey < 8 bits -> 8 bits, tRNS -> alpha
+  png_set_strip_16(png);
+  png_set_strip_alpha(png);
+  png_set_gray_to_rgb(png);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  if (png_get_rowbytes(png, info) != (size_t)w * 3) png_error(png, "unexpected row layout after conversion to RGB");
+  pixels->resize((size_t)w * (size_t)h * 3);
+  rows->resize((size_t)h);
+  for (int y = 0; y < h; ++y) (*rows)[(size_t)y] = pixels->data() + (size_t)y * (size_t)w * 3;
+  png_read_image(png, rows->data());
+  png_read_end(png, nullptr);
+  png_destroy_read_struct(&png, &info, nullptr);
   return Status::ok();
+}
+
+// ---- JPEG: libjpeg-turbo ------------------------------------------------------------------------
+// Default decoding settings (islow IDCT, fancy upsampling), as OpenCV and PIL use. Corrupt-data
+// warnings are errors (TurboJPEG's TJFLAG_STOPONWARNING), progressive files are limited to
+// kJpegMaxScans scans and libjpeg's working memory to a budget derived from maxPixels.
+
+constexpr int kJpegMaxScans = 500;
+
+struct JpegError {
+  jpeg_error_mgr mgr;
+  jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+[[noreturn]] void jpegErrorExit(j_common_ptr cinfo) {
+  auto* e = reinterpret_cast<JpegError*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+void jpegEmitMessage(j_common_ptr cinfo, int level) {
+  if (level < 0) jpegErrorExit(cinfo);  // a warning: corrupt data
+}
+
+void jpegProgress(j_common_ptr cinfo) {
+  auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
+  if (d->is_decompressor && d->input_scan_number > kJpegMaxScans) {
+    auto* e = reinterpret_cast<JpegError*>(cinfo->err);
+    std::snprintf(e->message, sizeof e->message, "more than %d progressive scans", kJpegMaxScans);
+    std::longjmp(e->jump, 1);
+  }
+}
+
+Status decodeJpeg(const unsigned char* p, size_t n, const std::string& where, int64_t maxPixels, int* width,
+                  int* height, std::vector<uint8_t>* pixels) {
+  jpeg_decompress_struct cinfo;
+  JpegError err;
+  jpeg_progress_mgr progress;
+  std::memset(&cinfo, 0, sizeof cinfo);
+  std::memset(&err, 0, sizeof err);
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpegErrorExit;
+  err.mgr.emit_message = jpegEmitMessage;
+  volatile int w = 0, h = 0;
+  volatile int stage = 0;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    const std::string what = stage == 0 ? "not a decodable JPEG image" : "corrupt or truncated " + std::to_string(w) +
+                                                                           "x" + std::to_string(h) + " image data";
+    return invalidArgument(where + ": " + what + " (libjpeg: " + err.message + ")");
+  }
+  jpeg_create_decompress(&cinfo);
+  progress.progress_monitor = jpegProgress;
+  cinfo.progress = &progress;
+  jpeg_mem_src(&cinfo, p, (unsigned long)n);
+  jpeg_read_header(&cinfo, TRUE);
+  w = (int)cinfo.image_width;
+  h = (int)cinfo.image_height;
+  if (Status s = checkSize(where, w, h, maxPixels); !s) {
+    jpeg_destroy_decompress(&cinfo);
+    return s;
+  }
+  *width = w;
+  *height = h;
+  if (!pixels) {
+    jpeg_destroy_decompress(&cinfo);
+    return Status::ok();
+  }
+  stage = 1;
+  // Coefficient buffers of a progressive file (2 bytes a sample, up to 4 components) plus slack.
+  cinfo.mem->max_memory_to_use = (long)std::min<int64_t>((int64_t)w * h * 8 + (64 << 20), LONG_MAX);
+  cinfo.out_color_space = JCS_RGB;  // grey is replicated; CMYK/YCCK files are refused by libjpeg
+  jpeg_start_decompress(&cinfo);
+  if (cinfo.output_components != 3 || (int)cinfo.output_width != w || (int)cinfo.output_height != h) {
+    std::snprintf(err.message, sizeof err.message, "unexpected output layout");
+    std::longjmp(err.jump, 1);
+  }
+  pixels->resize((size_t)w * (size_t)h * 3);
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW row = pixels->data() + (size_t)cinfo.output_scanline * (size_t)w * 3;
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  return Status::ok();
+}
+
+// ---- BMP: stb_image ----------------------------------------------------------------------------
+
+Status decodeBmp(const unsigned char* p, size_t n, const std::string& where, int64_t maxPixels, int* width,
+                 int* height, std::vector<uint8_t>* pixels) {
+  int w = 0, h = 0, comp = 0;
+  // The declared size is checked before stb allocates the pixels.
+  if (!stbi_info_from_memory(p, (int)n, &w, &h, &comp)) {
+    return invalidArgument(where + ": not a decodable BMP image (stb_image: " + stbReason() + ")");
+  }
+  QS_RETURN_IF_ERROR(checkSize(where, w, h, maxPixels));
+  *width = w;
+  *height = h;
+  if (!pixels) return Status::ok();
+  std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load_from_memory(p, (int)n, &w, &h, &comp, 3), &stbi_image_free);
+  if (!px) {
+    return invalidArgument(where + ": corrupt or truncated " + std::to_string(w) + "x" + std::to_string(h) +
+                           " image data (stb_image: " + stbReason() + ")");
+  }
+  pixels->assign(px.get(), px.get() + (size_t)w * (size_t)h * 3);
+  return Status::ok();
+}
+
+/// Decodes by signature (the extension is not trusted); pixels == nullptr only reads the header.
+Status decodeAny(const unsigned char* p, size_t n, const std::string& where, int64_t maxPixels, int* width,
+                 int* height, std::vector<uint8_t>* pixels) {
+  if (n == 0) return invalidArgument(where + ": empty file, not an image");
+  if (n > (size_t)INT32_MAX) return Status(StatusCode::ResourceLimit, where + ": image file larger than 2 GiB");
+  if (n >= 8 && std::memcmp(p, "\x89PNG\r\n\x1a\n", 8) == 0) {
+    std::vector<png_bytep> rows;
+    return decodePng(p, n, where, maxPixels, width, height, pixels, &rows);
+  }
+  if (n >= 2 && p[0] == 0xFF && p[1] == 0xD8) return decodeJpeg(p, n, where, maxPixels, width, height, pixels);
+  if (n >= 2 && p[0] == 'B' && p[1] == 'M') return decodeBmp(p, n, where, maxPixels, width, height, pixels);
+  // stb would also try GIF, PSD, PIC, PNM, HDR and TGA: formats this tool does not promise.
+  return invalidArgument(where + ": not a decodable PNG, JPEG or BMP image (unknown signature)");
+}
+
+Result<std::string> readWhole(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return ioError(path + ": cannot open: " + std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) return ioError(path + ": read error");
+  return bytes;
 }
 
 }  // namespace
@@ -137,57 +271,27 @@ bool isImageFileName(const std::string& name) {
 }
 
 Status probeImage(const std::string& path, int* width, int* height, int64_t maxPixels) {
-  // Read whole: a JPEG's Huffman tables may sit anywhere before its frame header (checkEncoded).
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return ioError(path + ": cannot open: " + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) return ioError(path + ": read error");
-  if (bytes.empty()) return invalidArgument(path + ": empty file, not an image");
-  if (bytes.size() > (size_t)INT32_MAX) return Status(StatusCode::ResourceLimit, path + ": image file larger than 2 GiB");
-  const auto* p = reinterpret_cast<const stbi_uc*>(bytes.data());
-  QS_RETURN_IF_ERROR(checkEncoded(path, p, bytes.size()));
-  int w = 0, h = 0, comp = 0;
-  if (!stbi_info_from_memory(p, (int)bytes.size(), &w, &h, &comp)) return notAnImage(path);
-  QS_RETURN_IF_ERROR(checkSize(path, w, h, maxPixels));
+  auto bytes = readWhole(path);
+  if (!bytes) return bytes.status();
+  int w = 0, h = 0;
+  QS_RETURN_IF_ERROR(decodeAny(reinterpret_cast<const unsigned char*>(bytes->data()), bytes->size(), path, maxPixels,
+                               &w, &h, nullptr));
   if (width) *width = w;
   if (height) *height = h;
   return Status::ok();
 }
 
 Result<Image> decodeImage(const void* data, size_t size, const std::string& where, int64_t maxPixels) {
-  if (size == 0) return invalidArgument(where + ": empty file, not an image");
-  if (size > (size_t)INT32_MAX) return Status(StatusCode::ResourceLimit, where + ": image file larger than 2 GiB");
-  const auto* bytes = static_cast<const stbi_uc*>(data);
-  QS_RETURN_IF_ERROR(checkEncoded(where, bytes, size));
-  int w = 0, h = 0, comp = 0;
-  // Check the declared size before stb allocates the pixels.
-  if (!stbi_info_from_memory(bytes, (int)size, &w, &h, &comp)) return notAnImage(where);
-  QS_RETURN_IF_ERROR(checkSize(where, w, h, maxPixels));
-  if (bytes[0] == 0x89) {  // PNG (checkEncoded): stbi_info stops at the first IDAT, stbi_load does not
-    if (int64_t len = pngTruncatedChunk(bytes, size); len >= 0) {
-      return invalidArgument(where + ": corrupt or truncated " + std::to_string(w) + "x" + std::to_string(h) +
-                             " image data (a PNG chunk of " + std::to_string(len) + " bytes runs past the end of the " +
-                             std::to_string(size) + "-byte file)");
-    }
-  }
-  std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load_from_memory(bytes, (int)size, &w, &h, &comp, 3), &stbi_image_free);
-  if (!px) {
-    return invalidArgument(where + ": corrupt or truncated " + std::to_string(w) + "x" + std::to_string(h) +
-                           " image data (stb_image: " + stbReason() + ")");
-  }
   Image img;
-  img.width = w;
-  img.height = h;
-  img.pixels.assign(px.get(), px.get() + (size_t)w * (size_t)h * 3);
+  QS_RETURN_IF_ERROR(decodeAny(static_cast<const unsigned char*>(data), size, where, maxPixels, &img.width,
+                               &img.height, &img.pixels));
   return img;
 }
 
 Result<Image> readImage(const std::string& path, int64_t maxPixels) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return ioError(path + ": cannot open: " + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) return ioError(path + ": read error");
-  return decodeImage(bytes.data(), bytes.size(), path, maxPixels);
+  auto bytes = readWhole(path);
+  if (!bytes) return bytes.status();
+  return decodeImage(bytes->data(), bytes->size(), path, maxPixels);
 }
 
 Image resizeBilinear(const Image& src, int width, int height) {

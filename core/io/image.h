@@ -1,8 +1,10 @@
 // Image files for calibration data: decode PNG, JPEG and BMP to 8-bit RGB, resize bilinearly,
 // and write PNG/JPEG/BMP (tests and demos render their own images). No Qt, no exceptions.
 //
-// Decoding uses stb_image (Debian's libstb, which ships it compiled). Grey images are replicated
-// to R=G=B, an alpha channel is dropped (not composited), 16-bit PNGs are reduced to 8 bits.
+// Decoding picks the format by signature, not extension: PNG through libpng, JPEG through
+// libjpeg-turbo (default settings, as OpenCV and PIL decode), BMP through stb_image. No gamma or
+// colour-profile conversion. Grey images are replicated to R=G=B, an alpha channel is dropped (not
+// composited), 16-bit PNGs are reduced to 8 bits, corrupt JPEG data is an error, not a warning.
 // Every error is one line naming the file: "<path>: <reason>".
 #pragma once
 
@@ -36,7 +38,7 @@ bool isImageFileName(const std::string& name);
 /// ResourceLimit when it has more than `maxPixels` pixels.
 Status probeImage(const std::string& path, int* width, int* height, int64_t maxPixels = kImageDefaultMaxPixels);
 
-/// Decodes a PNG, JPEG or BMP file (anything stb_image reads) to RGB. Errors as probeImage.
+/// Decodes a PNG, JPEG or BMP file to RGB. Errors as probeImage.
 Result<Image> readImage(const std::string& path, int64_t maxPixels = kImageDefaultMaxPixels);
 /// Same, from encoded bytes held in memory; `where` prefixes every error message.
 Result<Image> decodeImage(const void* data, size_t size, const std::string& where,

@@ -4,6 +4,7 @@
 #include "core/io/calibration_data.h"
 
 #include <gtest/gtest.h>
+#include <stb_image_write.h>
 
 #include <cmath>
 #include <cstdint>
@@ -454,6 +455,48 @@ TEST(CalDataImage, ReadWriteAndErrors) {
   EXPECT_EQ(writeImage(dir.file("b.png"), broken).code(), StatusCode::InvalidArgument);
 }
 
+// Grey, grey+alpha and RGBA files (libpng and libjpeg-turbo conversions): grey is replicated to
+// R=G=B, alpha is dropped without compositing.
+TEST(CalDataImage, GreyAndAlphaBecomeRgb) {
+  TempDir dir;
+  const int w = 6, h = 3;
+  std::vector<uint8_t> grey(w * h), greyAlpha(w * h * 2), rgba(w * h * 4);
+  for (int i = 0; i < w * h; ++i) {
+    grey[i] = (uint8_t)(10 * i);
+    greyAlpha[2 * i] = (uint8_t)(10 * i);
+    greyAlpha[2 * i + 1] = (uint8_t)(i % 2 ? 0 : 255);
+    for (int c = 0; c < 3; ++c) rgba[4 * i + c] = (uint8_t)(7 * i + c);
+    rgba[4 * i + 3] = (uint8_t)(i * 13);
+  }
+  ASSERT_TRUE(stbi_write_png(dir.file("g.png").c_str(), w, h, 1, grey.data(), w));
+  ASSERT_TRUE(stbi_write_png(dir.file("ga.png").c_str(), w, h, 2, greyAlpha.data(), w * 2));
+  ASSERT_TRUE(stbi_write_png(dir.file("a.png").c_str(), w, h, 4, rgba.data(), w * 4));
+  for (const char* name : {"g.png", "ga.png", "a.png"}) {
+    auto img = readImage(dir.file(name));
+    ASSERT_TRUE(img) << img.status().message();
+    ASSERT_EQ(img->width, w);
+    ASSERT_EQ(img->height, h);
+    for (int i = 0; i < w * h; ++i) {
+      for (int c = 0; c < 3; ++c) {
+        const uint8_t expect = std::string(name) == "a.png" ? rgba[4 * i + c] : grey[i];
+        ASSERT_EQ(img->pixels[3 * i + c], expect) << name << " pixel " << i << " channel " << c;
+      }
+    }
+  }
+  // A one-channel JPEG comes back as three equal channels.
+  std::vector<uint8_t> flat(16 * 16, 120);
+  ASSERT_TRUE(stbi_write_jpg(dir.file("g.jpg").c_str(), 16, 16, 1, flat.data(), 95));
+  auto jpg = readImage(dir.file("g.jpg"));
+  ASSERT_TRUE(jpg) << jpg.status().message();
+  for (int c = 0; c < 3; ++c) EXPECT_NEAR(jpg->at(5, 5, c), 120, 2);
+  EXPECT_EQ(jpg->at(5, 5, 0), jpg->at(5, 5, 2));
+  // The size comes from the header alone.
+  int pw = 0, ph = 0;
+  ASSERT_TRUE(probeImage(dir.file("g.jpg"), &pw, &ph));
+  EXPECT_EQ(pw, 16);
+  EXPECT_EQ(ph, 16);
+}
+
 TEST(CalDataImage, BilinearMatchesHalfPixelReference) {
   // 2x1 -> 4x1: sources at -0.25 (clamped), 0.25, 0.75, 1.25 (clamped): 0, 63.75, 191.25, 255.
   Image src = flatImage(2, 1, 0, 0, 0);
@@ -636,7 +679,7 @@ TEST(CalDataImages, BadImagesAndModels) {
     }
     std::ifstream in(trunc + "/t.png", std::ios::binary);
     bytes.assign(std::istreambuf_iterator<char>(in), {});
-    bytes.resize(40);
+    bytes.resize(50);  // signature, IHDR and the start of IDAT's data
     qs::test::writeBytes(trunc + "/t.png", bytes);
   }
   auto d = openData(model, withPath(trunc));
