@@ -27,7 +27,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:ha
 echo "== fuzz: libFuzzer targets (clang, ASan+UBSan), seeds and regressions, then ${QS_FUZZ_SECONDS:-60} s each"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQS_FUZZ=ON \
   -DQS_BUILD_GUI=OFF -DQS_BUILD_BENCH=OFF -DQS_BUILD_TESTS=OFF >/dev/null
-cmake --build build-fuzz -j"$jobs" --target fuzz_model fuzz_npy fuzz_quant_files fuzz_image qs_fuzz_seeds \
+cmake --build build-fuzz -j"$jobs" --target fuzz_model fuzz_npy fuzz_quant_files fuzz_image fuzz_project qs_fuzz_seeds \
   qs_fuzz_regressions
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-fuzz/tests/fuzz --output-on-failure

@@ -20,16 +20,11 @@
 
 #include "core/analysis/quant_session.h"
 #include "core/io/calibration_data.h"
+#include "ui/calibration_request.h"
 
 Q_DECLARE_METATYPE(std::shared_ptr<const qs::AnalysisResult>)
 
 namespace qs::ui {
-
-/// Everything a calibration run needs, as the dialog and the project file hold it.
-struct CalibrationRequest {
-  CalibrationDataOptions data;      // path ("" = random), maxSamples, image preprocessing
-  CalibrationSettings calibration;  // method, percentile, mode
-};
 
 class AnalysisController : public QObject {
   Q_OBJECT

@@ -7,6 +7,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QSaveFile>
+#include <cmath>
 
 namespace qs::ui {
 
@@ -22,11 +23,93 @@ QString relativeTo(const QString& path, const QString& projectPath) {
 }
 
 QString resolve(const QString& path, const QString& projectPath) {
-  if (path.isEmpty() || QDir::isAbsolutePath(path)) return path;
+  if (path.isEmpty()) return path;
+  if (QDir::isAbsolutePath(path)) return QDir::cleanPath(path);
   return QDir::cleanPath(QFileInfo(projectPath).absoluteDir().filePath(path));
 }
 
 QJsonArray floats(const std::array<float, 3>& v) { return {v[0], v[1], v[2]}; }
+
+/// `s` for a one-line message: control characters escaped, at most 60 characters.
+QString printable(const QString& s) {
+  QString out;
+  for (const QChar c : s.left(60)) {
+    if (c.unicode() < 0x20 || c.unicode() == 0x7f) out += QStringLiteral("\\x%1").arg(c.unicode(), 2, 16, QLatin1Char('0'));
+    else out += c;
+  }
+  return s.size() > 60 ? out + QStringLiteral("...") : out;
+}
+
+/// A number field within [lo, hi] (finite), or `fallback` when absent. Fails naming the key.
+bool number(const QJsonObject& o, const char* key, double lo, double hi, double fallback, double& out,
+            const QString& projectPath, QString& error) {
+  const QJsonValue v = o.value(QLatin1String(key));
+  if (v.isUndefined() || v.isNull()) {
+    out = fallback;
+    return true;
+  }
+  const double x = v.toDouble(std::nan(""));
+  if (!v.isDouble() || !std::isfinite(x) || x < lo || x > hi) {
+    error = QStringLiteral("%1: \"%2\" must be a number in [%3, %4]").arg(projectPath, QLatin1String(key)).arg(lo).arg(hi);
+    return false;
+  }
+  out = x;
+  return true;
+}
+
+/// The same for an integer field.
+bool integer(const QJsonObject& o, const char* key, double lo, double hi, double fallback, double& out,
+             const QString& projectPath, QString& error) {
+  if (!number(o, key, lo, hi, fallback, out, projectPath, error)) return false;
+  if (out != std::floor(out)) {
+    error = QStringLiteral("%1: \"%2\" must be an integer").arg(projectPath, QLatin1String(key));
+    return false;
+  }
+  return true;
+}
+
+/// Three numbers (mean or std), each within [lo, hi]; `zeroOk` false refuses 0 (a divisor).
+bool triple(const QJsonObject& o, const char* key, double lo, double hi, bool zeroOk, float fallback,
+            std::array<float, 3>& out, const QString& projectPath, QString& error) {
+  const QJsonValue v = o.value(QLatin1String(key));
+  if (v.isUndefined() || v.isNull()) {
+    out = {fallback, fallback, fallback};
+    return true;
+  }
+  const QJsonArray a = v.toArray();
+  bool ok = v.isArray() && a.size() == 3;
+  for (int k = 0; ok && k < 3; ++k) {
+    const double x = a.at(k).toDouble(std::nan(""));
+    ok = a.at(k).isDouble() && std::isfinite(x) && x >= lo && x <= hi && (zeroOk || x != 0);
+    if (ok) out[(size_t)k] = (float)x;
+  }
+  if (!ok) {
+    error = QStringLiteral("%1: \"%2\" must be 3 numbers in [%3, %4]%5")
+                .arg(projectPath, QLatin1String(key))
+                .arg(lo)
+                .arg(hi)
+                .arg(zeroOk ? QString() : QStringLiteral(", none 0"));
+  }
+  return ok;
+}
+
+/// A list of node names.
+bool names(const QJsonObject& o, const char* key, QStringList& out, const QString& projectPath, QString& error) {
+  const QJsonValue v = o.value(QLatin1String(key));
+  if (v.isUndefined() || v.isNull()) return true;
+  if (!v.isArray()) {
+    error = QStringLiteral("%1: \"%2\" must be a list of node names").arg(projectPath, QLatin1String(key));
+    return false;
+  }
+  for (const QJsonValue& n : v.toArray()) {
+    if (!n.isString()) {
+      error = QStringLiteral("%1: \"%2\" must be a list of node names").arg(projectPath, QLatin1String(key));
+      return false;
+    }
+    out << n.toString();
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -80,35 +163,44 @@ bool projectFromJson(const QByteArray& json, const QString& projectPath, Project
   const QJsonObject c = root.value(QStringLiteral("calibration")).toObject();
   CalibrationDataOptions& d = p.calibration.data;
   d.path = resolve(c.value(QStringLiteral("data")).toString(), projectPath).toStdString();
-  d.maxSamples = (int64_t)c.value(QStringLiteral("samples")).toDouble(-1);
-  d.image.width = c.value(QStringLiteral("width")).toInt();
-  d.image.height = c.value(QStringLiteral("height")).toInt();
-  d.image.scale = (float)c.value(QStringLiteral("scale")).toDouble(1.0 / 255.0);
-  const QJsonArray mean = c.value(QStringLiteral("mean")).toArray(), stdv = c.value(QStringLiteral("std")).toArray();
-  for (int k = 0; k < 3; ++k) {
-    d.image.mean[(size_t)k] = (float)mean.at(k).toDouble(0);
-    d.image.std[(size_t)k] = (float)stdv.at(k).toDouble(1);
+  double samples = 0, width = 0, height = 0, scale = 0, percentile = 0, threshold = 0;
+  constexpr double kMaxSide = 1 << 20;
+  if (!integer(c, "samples", -1, 1e15, -1, samples, projectPath, error) ||
+      !integer(c, "width", 0, kMaxSide, 0, width, projectPath, error) ||
+      !integer(c, "height", 0, kMaxSide, 0, height, projectPath, error) ||
+      !number(c, "scale", -1e30, 1e30, 1.0 / 255.0, scale, projectPath, error) ||
+      !triple(c, "mean", -1e30, 1e30, true, 0.0f, d.image.mean, projectPath, error) ||
+      !triple(c, "std", -1e30, 1e30, false, 1.0f, d.image.std, projectPath, error) ||
+      !number(c, "percentile", 0, 100, 99.99, percentile, projectPath, error)) {
+    return false;
   }
+  d.maxSamples = (int64_t)samples;
+  d.image.width = (int)width;
+  d.image.height = (int)height;
+  d.image.scale = (float)scale;
   d.image.bgr = c.value(QStringLiteral("bgr")).toBool();
   d.image.nhwc = c.value(QStringLiteral("nhwc")).toBool();
   CalibrationSettings& s = p.calibration.calibration;
   const QString method = c.value(QStringLiteral("method")).toString(QStringLiteral("max"));
   const QString mode = c.value(QStringLiteral("mode")).toString(QStringLiteral("int8"));
   if (!parseCalibMethod(method.toStdString(), s.method)) {
-    error = QStringLiteral("%1: unknown calibration method '%2'").arg(projectPath, method);
+    error = QStringLiteral("%1: unknown calibration method '%2'").arg(projectPath, printable(method));
     return false;
   }
   if (!parseQuantMode(mode.toStdString(), s.mode)) {
-    error = QStringLiteral("%1: unknown mode '%2'").arg(projectPath, mode);
+    error = QStringLiteral("%1: unknown mode '%2'").arg(projectPath, printable(mode));
     return false;
   }
-  s.percentile = c.value(QStringLiteral("percentile")).toDouble(99.99);
+  s.percentile = percentile;
   p.calibrated = root.value(QStringLiteral("calibrated")).toBool();
-  for (const QJsonValue& v : root.value(QStringLiteral("excluded_nodes")).toArray()) p.excludedNodes << v.toString();
-  for (const QJsonValue& v : root.value(QStringLiteral("quantized_nodes")).toArray()) p.quantizedNodes << v.toString();
+  if (!names(root, "excluded_nodes", p.excludedNodes, projectPath, error) ||
+      !names(root, "quantized_nodes", p.quantizedNodes, projectPath, error)) {
+    return false;
+  }
   const QJsonObject view = root.value(QStringLiteral("view")).toObject();
   p.colouring = view.value(QStringLiteral("colouring")).toString();
-  p.thresholdDb = view.value(QStringLiteral("threshold_db")).toDouble(20);
+  if (!number(view, "threshold_db", -1000, 1000, 20, threshold, projectPath, error)) return false;
+  p.thresholdDb = threshold;
   return true;
 }
 
@@ -130,6 +222,12 @@ bool loadProject(const QString& path, Project& p, QString& error) {
   QFile f(path);
   if (!f.open(QIODevice::ReadOnly)) {
     error = QStringLiteral("%1: cannot read (%2)").arg(path, f.errorString());
+    return false;
+  }
+  // A project is a few KB; refuse anything that cannot be one before reading it into memory.
+  constexpr qint64 kMaxProjectBytes = 64 << 20;
+  if (f.size() > kMaxProjectBytes) {
+    error = QStringLiteral("%1: %2 bytes is too large for a project file (at most 64 MiB)").arg(path).arg(f.size());
     return false;
   }
   return projectFromJson(f.readAll(), path, p, error);

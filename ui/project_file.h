@@ -6,7 +6,7 @@
 #include <QString>
 #include <QStringList>
 
-#include "ui/analysis_controller.h"
+#include "ui/calibration_request.h"
 
 namespace qs::ui {
 

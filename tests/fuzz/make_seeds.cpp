@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   fs::path out = argv[1];
-  for (const char* d : {"model", "npy", "quant_files", "image"}) fs::create_directories(out / d);
+  for (const char* d : {"model", "npy", "quant_files", "image", "project"}) fs::create_directories(out / d);
 
   // ---- models
   for (const auto& [name, bytes] : fuzz::seedModels()) put(out / "model" / name, bytes);
@@ -199,6 +199,24 @@ int main(int argc, char** argv) {
   img.pixels.resize((size_t)img.width * img.height * 3);
   for (size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = (uint8_t)(i * 37 % 251);
   for (const char* name : {"rgb.png", "rgb.bmp", "rgb.jpg"}) check(writeImage((out / "image" / name).string(), img));
-  std::cout << "qs_fuzz_seeds: wrote " << out.string() << "/{model,npy,quant_files,image}\n";
+  // ---- project files (.qsproj), as the workbench writes them (ui/project_file.cpp)
+  put(out / "project" / "det.qsproj", R"J({
+    "calibrated": true,
+    "calibration": {
+        "bgr": false, "data": "images", "height": 448, "mean": [0.485, 0.456, 0.406], "method": "entropy",
+        "mode": "int8", "nhwc": false, "percentile": 99.99, "samples": 8, "scale": 0.00392156862745098,
+        "std": [0.229, 0.224, 0.225], "width": 640
+    },
+    "excluded_nodes": ["p2o.Conv.0", "p2o.Conv.58"],
+    "model": "../models/ch_PP-OCRv4_det_infer.onnx",
+    "quantized_nodes": ["p2o.Add.3"],
+    "quantscope_project": 1,
+    "view": {"colouring": "sensitivity", "threshold_db": 8}
+})J");
+  put(out / "project" / "minimal.qsproj", R"J({"quantscope_project": 1, "model": "/abs/m.onnx"})J");
+  put(out / "project" / "random.qsproj",
+      R"J({"quantscope_project": 1, "model": "m.onnx", "calibration": {"data": "", "method": "percentile",
+      "percentile": 99.999, "mode": "fp8", "samples": -1}, "calibrated": false})J");
+  std::cout << "qs_fuzz_seeds: wrote " << out.string() << "/{model,npy,quant_files,image,project}\n";
   return 0;
 }

@@ -12,7 +12,7 @@ build=${1:?usage: run_fuzzers.sh BUILD_DIR [SECONDS]}
 seconds=${2:-60}
 build=$(cd "$build" && pwd)
 bin="$build/tests/fuzz"
-targets=${QS_FUZZ_TARGETS:-"fuzz_model fuzz_npy fuzz_quant_files fuzz_image"}
+targets=${QS_FUZZ_TARGETS:-"fuzz_model fuzz_npy fuzz_quant_files fuzz_image fuzz_project"}
 
 # -max_len per target: big enough for the seeds, small enough to keep exec/s high.
 max_len() {
@@ -21,6 +21,7 @@ max_len() {
     fuzz_npy) echo 16384 ;;
     fuzz_quant_files) echo 16384 ;;
     fuzz_image) echo 32768 ;;
+    fuzz_project) echo 8192 ;;
     *) echo 4096 ;;
   esac
 }
@@ -30,6 +31,7 @@ seed_dir() {
     fuzz_npy) echo npy ;;
     fuzz_quant_files) echo quant_files ;;
     fuzz_image) echo image ;;
+    fuzz_project) echo project ;;
   esac
 }
 
