@@ -132,11 +132,13 @@ TEST(FuzzRegressions, DeeplyNestedSubgraphsAreRefusedByTheParser) {
       a->set_name("then_branch");
       a->set_type(onnx::AttributeProto::GRAPH);
       auto* g = a->mutable_g();
-      g->set_name("body" + std::to_string(i));
+      // Appended rather than `"y" + std::to_string(i)`: GCC 12 warns falsely on that (-Wrestrict, GCC PR 105651).
+      const std::string index = std::to_string(i);
+      g->set_name(std::string("body").append(index));
       node = g->add_node();
       node->set_op_type("If");
       node->add_input("c");
-      node->add_output("y" + std::to_string(i));
+      node->add_output(std::string("y").append(index));
     }
     return b.bytes();
   };
