@@ -5,6 +5,11 @@
 #include <QComboBox>
 #include <QElapsedTimer>
 #include <QInputDialog>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLockFile>
+#include <QSaveFile>
+#include <QStandardPaths>
 #include <QToolBar>
 #include <QTreeWidget>
 #include <QUndoStack>
@@ -26,6 +31,7 @@
 #include <QMimeData>
 #include <QPlainTextEdit>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStatusBar>
@@ -52,6 +58,29 @@ namespace {
 constexpr int kMaxRecentFiles = 10;
 const char* const kRecentKey = "recentFiles";
 const char* const kSampleModelName = "ch_PP-OCRv4_det_infer.onnx";
+constexpr int kAutosaveIntervalMs = 30000;
+const char* const kAutosavePattern = "autosave-*.qsproj";
+
+// A lock that marks an autosave as owned by a live session. Only a dead owner makes it stale: the
+// age rule is off, so that a session left open for days keeps its autosave.
+std::unique_ptr<QLockFile> autosaveLock(const QString& autosaveFile) {
+  auto lock = std::make_unique<QLockFile>(autosaveFile + QStringLiteral(".lock"));
+  lock->setStaleLockTime(0);
+  if (!lock->tryLock(0)) return nullptr;
+  return lock;
+}
+
+// The newest autosave in `dir` whose session is gone, locked for the caller; `skip` is the caller's own.
+std::pair<QString, std::unique_ptr<QLockFile>> orphanedAutosave(const QString& dir, const QString& skip) {
+  if (dir.isEmpty()) return {};
+  const QFileInfoList files = QDir(dir).entryInfoList({QLatin1String(kAutosavePattern)}, QDir::Files, QDir::Time);
+  for (const QFileInfo& fi : files) {
+    const QString path = fi.absoluteFilePath();
+    if (path == skip) continue;
+    if (auto lock = autosaveLock(path)) return {path, std::move(lock)};
+  }
+  return {};
+}
 
 bool isOnnxUrl(const QUrl& url) {
   return url.isLocalFile() && (url.toLocalFile().endsWith(QStringLiteral(".onnx"), Qt::CaseInsensitive) ||
@@ -187,6 +216,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   buildAnalysisUi();
   m_startPage->setRecentFiles(recentFiles());
 
+  m_autosaveDir = defaultAutosaveDirectory();
+  m_autosaveTimer.setInterval(kAutosaveIntervalMs);
+  connect(&m_autosaveTimer, &QTimer::timeout, this, [this] { autosaveNow(); });
+  m_autosaveTimer.start();
+
   resize(1440, 900);
   QSettings settings;
   restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
@@ -206,7 +240,9 @@ void MainWindow::showDocks() {
   }
 }
 
-MainWindow::~MainWindow() = default;
+// No clean-close path here: a window destroyed without closeEvent (a crash, as far as the autosave
+// is concerned) leaves its autosave; the lock goes, as it would with the process.
+MainWindow::~MainWindow() { m_autosaveTimer.stop(); }
 
 void MainWindow::buildDocks() {
   // Inspector.
@@ -435,6 +471,8 @@ void MainWindow::onLoaded(const LoadedModelPtr& result) {
   m_undo->clear();
   m_analysis->setModel(result->model);  // emits resultChanged(null): empties the analysis views
   if (!m_pendingProject) m_projectPath.clear();
+  if (!m_restoring) releaseAutosave();  // the user left the previous session for this one
+  m_autosaveStopped = false;
   m_view->setGraphLayout(result->layout);
   m_tableModel->setModel(result->model);
   for (int c = NodeTableModel::FirstAnalysisColumn; c <= NodeTableModel::LastAnalysisColumn; ++c) m_table->setColumnHidden(c, true);
@@ -464,12 +502,14 @@ void MainWindow::onLoaded(const LoadedModelPtr& result) {
   if (QFileInfo(result->path).isFile()) addRecentFile(result->path);
   m_view->setFocus();
   updateActions();
+  if (!m_pendingProject) m_savedKey = projectKey(currentProject());
   emit modelShown(result->path);
   applyPendingProject();
 }
 
 void MainWindow::onFailed(const QString& path, const QString& message) {
   m_pendingProject.reset();
+  m_restoring = false;
   m_progress->hide();
   m_statusStage->clear();
   log(QStringLiteral("Error: ") + message);
@@ -659,6 +699,9 @@ void MainWindow::rebuildRecentMenu() {
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
+  // The clean-close path: nothing to restore at the next start.
+  releaseAutosave();
+  m_autosaveStopped = true;
   QSettings settings;
   settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
   if (m_docksShown) settings.setValue(QStringLiteral("window/state"), saveState());
@@ -851,6 +894,7 @@ void MainWindow::onResultChanged(const std::shared_ptr<const AnalysisResult>& re
             .arg(result->worstOutputSnrDb(), 0, 'f', 2));
   }
   updateActions();
+  if (result && m_analysis->unappliedStates().empty()) autosaveNow();
   if (result) emit analysisShown();
 }
 
@@ -873,6 +917,7 @@ void MainWindow::onAnalysisProgress(int percent, const QString& stage) {
 
 void MainWindow::onAnalysisEnded() {
   if (m_analysis->isBusy()) return;
+  autosaveNow();  // after an auto-fallback, whose exclusions become requested states only now
   if (!m_loader->isBusy()) {
     m_progress->hide();
     m_statusStage->clear();
@@ -999,6 +1044,8 @@ bool MainWindow::saveProject(const QString& path) {
     return false;
   }
   m_projectPath = path;
+  m_savedKey = projectKey(currentProject());
+  releaseAutosave();  // the project file holds the session now
   addRecentFile(QFileInfo(path).absoluteFilePath());
   log(QStringLiteral("Saved project %1").arg(path));
   return true;
@@ -1028,12 +1075,17 @@ bool MainWindow::openProject(const QString& path) {
     onFailed(path, error);
     return false;
   }
-  m_pendingProject = p;
-  m_projectPath = QFileInfo(path).absoluteFilePath();
   log(QStringLiteral("Opening project %1").arg(path));
-  if (!m_loader->open(p.modelPath)) return false;
+  m_restoring = false;
+  if (!startProject(p, QFileInfo(path).absoluteFilePath())) return false;
   addRecentFile(m_projectPath);
   return true;
+}
+
+bool MainWindow::startProject(const Project& p, const QString& projectPath) {
+  m_pendingProject = p;
+  m_projectPath = projectPath;
+  return m_loader->open(p.modelPath);
 }
 
 void MainWindow::applyPendingProject() {
@@ -1058,7 +1110,150 @@ void MainWindow::applyPendingProject() {
   m_plots->setThreshold(p.thresholdDb);
   calibrationDialog()->setRequest(p.calibration);
   if (p.calibrated) m_analysis->calibrate(p.calibration);
-  setWindowTitle(QStringLiteral("%1 — Quantscope").arg(QFileInfo(m_projectPath).fileName()));
+  const QString title = m_projectPath.isEmpty() ? QFileInfo(p.modelPath).fileName() : QFileInfo(m_projectPath).fileName();
+  setWindowTitle(QStringLiteral("%1%2 — Quantscope").arg(title, m_restoring ? QStringLiteral(" (restored)") : QString()));
+  if (m_restoring) {
+    // Nothing of the restored session is in a project file: it stays in the autosave (taken over
+    // from the crashed session) until it is saved or the window closes cleanly.
+    m_restoring = false;
+    m_savedKey.clear();
+    m_autosavedKey = projectKey(p);
+    log(QStringLiteral("Restored the autosaved session%1").arg(p.calibrated ? QStringLiteral("; calibrating again") : QString()));
+  } else {
+    Project saved = currentProject();
+    saved.calibrated = p.calibrated;
+    if (p.calibrated) saved.calibration = p.calibration;
+    m_savedKey = projectKey(saved);
+  }
+}
+
+// ---- Autosave ------------------------------------------------------------------------------
+
+QString MainWindow::defaultAutosaveDirectory() {
+  if (qEnvironmentVariableIsSet("QS_AUTOSAVE_DIR")) return qEnvironmentVariable("QS_AUTOSAVE_DIR");
+  const QString base = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+  return base.isEmpty() ? QString() : base + QStringLiteral("/autosave");
+}
+
+void MainWindow::setAutosaveDirectory(const QString& dir) {
+  if (dir == m_autosaveDir) return;
+  releaseAutosave();
+  m_autosaveDir = dir;
+}
+
+// The project without what does not change its meaning (the order of the node lists), as bytes.
+QByteArray MainWindow::projectKey(Project p) const {
+  p.excludedNodes.sort();
+  p.quantizedNodes.sort();
+  return projectToJson(p, QStringLiteral("/key.qsproj"));
+}
+
+bool MainWindow::hasUnsavedChanges() const { return m_current && projectKey(currentProject()) != m_savedKey; }
+
+bool MainWindow::claimAutosaveFile() {
+  if (!m_autosaveFile.isEmpty()) return true;
+  if (m_autosaveDir.isEmpty() || !QDir().mkpath(m_autosaveDir)) return false;
+  static int serial = 0;  // several windows in one process (tests) get one file each
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const QString file = QDir(m_autosaveDir).filePath(
+        QStringLiteral("autosave-%1-%2.qsproj").arg(QCoreApplication::applicationPid()).arg(++serial));
+    auto lock = autosaveLock(file);
+    // An existing file with a free lock was left by a dead session with our pid: keep it for a restore.
+    if (!lock || QFileInfo::exists(file)) continue;
+    m_autosaveFile = file;
+    m_autosaveLock = std::move(lock);
+    return true;
+  }
+  return false;
+}
+
+void MainWindow::releaseAutosave() {
+  if (!m_autosaveFile.isEmpty()) QFile::remove(m_autosaveFile);
+  m_autosaveFile.clear();
+  m_autosaveLock.reset();  // unlocks: removes the lock file
+  m_autosavedKey.clear();
+}
+
+bool MainWindow::autosaveNow() {
+  if (m_autosaveStopped || m_autosaveDir.isEmpty() || !m_current || m_pendingProject || !QFileInfo(m_current->path).isFile())
+    return false;
+  // A calibration in flight is not in the results yet; the autosave keeps the state before it.
+  if (m_analysis->job() == AnalysisController::Job::Calibrate) return false;
+  const Project p = currentProject();
+  const QByteArray key = projectKey(p);
+  if (key == m_savedKey) {
+    if (!m_autosaveFile.isEmpty()) releaseAutosave();  // back to the saved state (undo)
+    return false;
+  }
+  if (key == m_autosavedKey && !m_autosaveFile.isEmpty()) return false;
+  if (!claimAutosaveFile()) {
+    log(QStringLiteral("Warning: cannot autosave in %1").arg(m_autosaveDir));
+    m_autosaveStopped = true;  // one line, not one per toggle; the next model tries again
+    return false;
+  }
+  // The project, plus where the session came from, so that a restore saves back there.
+  QJsonObject root = QJsonDocument::fromJson(projectToJson(p, m_autosaveFile)).object();
+  root.insert(QStringLiteral("autosave"), QJsonObject{{QStringLiteral("project"), m_projectPath},
+                                                      {QStringLiteral("saved_at"), QDateTime::currentDateTime().toString(Qt::ISODate)}});
+  QSaveFile f(m_autosaveFile);
+  if (!f.open(QIODevice::WriteOnly) || f.write(QJsonDocument(root).toJson(QJsonDocument::Indented)) < 0 || !f.commit()) {
+    log(QStringLiteral("Warning: cannot autosave to %1 (%2)").arg(m_autosaveFile, f.errorString()));
+    return false;
+  }
+  m_autosavedKey = key;
+  return true;
+}
+
+QString MainWindow::findOrphanedAutosave() const { return orphanedAutosave(m_autosaveDir, m_autosaveFile).first; }
+
+bool MainWindow::offerAutosaveRestore(RestoreChoice choice) {
+  auto [file, lock] = orphanedAutosave(m_autosaveDir, m_autosaveFile);
+  if (file.isEmpty()) return false;
+  Project p;
+  QString error;
+  QFile f(file);
+  const QByteArray json = f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+  if (!projectFromJson(json, file, p, error)) {
+    log(QStringLiteral("Warning: the autosave %1 cannot be restored (%2); deleted").arg(file, error));
+    QFile::remove(file);
+    return false;
+  }
+  const QJsonObject meta = QJsonDocument::fromJson(json).object().value(QStringLiteral("autosave")).toObject();
+  const QString projectPath = meta.value(QStringLiteral("project")).toString();
+  const QDateTime savedAt = QDateTime::fromString(meta.value(QStringLiteral("saved_at")).toString(), Qt::ISODate);
+  if (choice == RestoreChoice::Ask) {
+    QMessageBox box(QMessageBox::Question, QStringLiteral("Restore session"),
+                    QStringLiteral("Quantscope did not close cleanly. Restore the session autosaved %1?")
+                        .arg(savedAt.isValid() ? savedAt.toString(QStringLiteral("'on' yyyy-MM-dd 'at' HH:mm")) : QString()),
+                    QMessageBox::NoButton, this);
+    box.setInformativeText(QStringLiteral("Model: %1\n%2 node(s) excluded, %3 switched back on%4")
+                               .arg(p.modelPath)
+                               .arg(p.excludedNodes.size())
+                               .arg(p.quantizedNodes.size())
+                               .arg(p.calibrated ? QStringLiteral("; calibrated (the calibration runs again)") : QString()));
+    QPushButton* restore = box.addButton(QStringLiteral("Restore"), QMessageBox::AcceptRole);
+    QPushButton* discard = box.addButton(QStringLiteral("Discard"), QMessageBox::DestructiveRole);
+    QPushButton* later = box.addButton(QStringLiteral("Not Now"), QMessageBox::RejectRole);
+    box.setDefaultButton(restore);
+    box.setEscapeButton(later);
+    box.exec();
+    choice = box.clickedButton() == restore ? RestoreChoice::Restore
+             : box.clickedButton() == discard ? RestoreChoice::Discard
+                                              : RestoreChoice::Keep;
+  }
+  if (choice == RestoreChoice::Keep) return false;  // the lock goes, the file stays for the next start
+  if (choice == RestoreChoice::Discard) {
+    QFile::remove(file);
+    log(QStringLiteral("Discarded the autosaved session %1").arg(file));
+    return false;
+  }
+  releaseAutosave();
+  m_autosaveFile = file;
+  m_autosaveLock = std::move(lock);
+  m_autosaveStopped = false;
+  m_restoring = true;
+  log(QStringLiteral("Restoring the session autosaved in %1").arg(file));
+  return startProject(p, projectPath);
 }
 
 }  // namespace qs::ui

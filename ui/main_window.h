@@ -1,10 +1,12 @@
 // The workbench window: graph view in the centre (a start page while no model is open), docks for
 // the inspector, the layer table, the plots and the log, and the status bar with the progress of the
 // loader and of the analysis. Calibration, toggles (with undo), auto-fallback, export and project
-// files are driven from here through the AnalysisController.
+// files are driven from here through the AnalysisController. The session is autosaved as a project
+// file while it has unsaved changes, and offered back after a crash.
 #pragma once
 
 #include <QMainWindow>
+#include <QTimer>
 #include <memory>
 #include <optional>
 
@@ -24,6 +26,7 @@ class QDockWidget;
 class QComboBox;
 class QToolButton;
 class QUndoStack;
+class QLockFile;
 
 namespace qs::ui {
 
@@ -95,6 +98,42 @@ class MainWindow : public QMainWindow {
   void showAutoFallback();
   void showExportDialog();
 
+  // ---- Autosave and crash restore ----
+  // While a model file is open and the session has changes that are not in a project file (a
+  // toggle, a calibration, the colouring), the session is written atomically as a project to
+  // `autosave-<pid>-<n>.qsproj` in the autosave folder: right after each applied toggle or
+  // calibration, and every autosaveIntervalMs() otherwise. A lock file beside it marks it as owned
+  // by a live session. A clean close (closeEvent) and an explicit save remove it; a crash leaves it,
+  // with a stale lock, for the next start to offer back.
+
+  /// The autosave folder: QS_AUTOSAVE_DIR, else "autosave" in the application's data folder.
+  static QString defaultAutosaveDirectory();
+  /// Where this window autosaves and looks for autosaves left by crashed sessions; empty turns
+  /// autosave off. Set it before the first change (tests, screenshots).
+  void setAutosaveDirectory(const QString& dir);
+  QString autosaveDirectory() const { return m_autosaveDir; }
+  /// Milliseconds between periodic autosaves (default 30 s).
+  void setAutosaveIntervalMs(int ms) { m_autosaveTimer.setInterval(ms); }
+  int autosaveIntervalMs() const { return m_autosaveTimer.interval(); }
+  /// The file this session autosaves to (empty until it has written or adopted one).
+  QString autosaveFile() const { return m_autosaveFile; }
+  /// Whether the session differs from what was opened or last saved as a project (autosaves aside).
+  bool hasUnsavedChanges() const;
+  /// Brings the autosave up to date now: writes it when a model file is open, no calibration is
+  /// running and the session has unsaved changes the autosave does not hold yet; removes it when
+  /// the session is back to its saved state. True when a file was written.
+  bool autosaveNow();
+  /// The newest autosave in the folder whose session is gone (its lock is stale), or "".
+  QString findOrphanedAutosave() const;
+
+  enum class RestoreChoice { Ask, Restore, Discard, Keep };
+  /// At startup: when a session ended without a clean close and left an autosave, asks whether to
+  /// restore it (Ask: a message box; tests pass the answer) and reopens it as a project: the model,
+  /// the node states and, when it was calibrated, a new calibration. The restored session takes the
+  /// autosave over. Discard deletes it; Keep leaves it for the next start. Returns true when a
+  /// restore started.
+  bool offerAutosaveRestore(RestoreChoice choice = RestoreChoice::Ask);
+
  signals:
   /// A model was opened and is on screen.
   void modelShown(const QString& path);
@@ -139,6 +178,10 @@ class MainWindow : public QMainWindow {
   bool currentQuantized(NodeId id) const;
   void saveProjectAs();
   void openProjectDialog();
+  bool startProject(const Project& p, const QString& projectPath);
+  void releaseAutosave();
+  bool claimAutosaveFile();
+  QByteArray projectKey(Project p) const;
 
   ModelLoader* m_loader = nullptr;
   LoadedModelPtr m_current;
@@ -189,6 +232,15 @@ class MainWindow : public QMainWindow {
   std::optional<Project> m_pendingProject;
   double m_toggleStartMs = -1;
   double m_lastToggleMs = -1;
+
+  QString m_autosaveDir;
+  QString m_autosaveFile;
+  std::unique_ptr<QLockFile> m_autosaveLock;
+  QTimer m_autosaveTimer;
+  QByteArray m_savedKey;      // projectKey() of the session as last opened or saved
+  QByteArray m_autosavedKey;  // projectKey() of what the autosave file holds
+  bool m_autosaveStopped = false;  // closed cleanly: no more autosaves until a model opens
+  bool m_restoring = false;        // the pending project comes from an autosave
 };
 
 }  // namespace qs::ui

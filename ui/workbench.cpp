@@ -126,6 +126,7 @@ int runWorkbench(int argc, char** argv) {
   const QString screenshot = qEnvironmentVariable("QS_SCREENSHOT");
   if (!screenshot.isEmpty()) {
     window.setErrorDialogsEnabled(false);
+    window.setAutosaveDirectory(QString());  // documentation runs neither leave nor offer autosaves
     if (file.isEmpty()) {
       scheduleScreenshot(window, screenshot);
     } else {
@@ -156,7 +157,10 @@ int runWorkbench(int argc, char** argv) {
       QObject::connect(&window, &MainWindow::openFailed, &window, [&window, screenshot] { scheduleScreenshot(window, screenshot); });
     }
   }
-  if (!file.isEmpty()) window.openFile(file);
+  // A session that did not close cleanly is offered back first; restoring it replaces the file
+  // named on the command line.
+  const bool restored = window.offerAutosaveRestore();
+  if (!file.isEmpty() && !restored) window.openFile(file);
   return app.exec();
 }
 

@@ -1,16 +1,22 @@
-// Runs every GUI test class in one offscreen process: the workbench (loader, layout, view, table)
-// and the analysis (calibration worker, toggles, undo, plots, projects, export).
+// Runs every GUI test class in one offscreen process: the workbench (loader, layout, view, table),
+// the analysis (calibration worker, toggles, undo, plots, projects, export) and autosave/restore.
 #include <QApplication>
+#include <QTemporaryDir>
 #include <QtTest>
 
 int runWorkbenchTests(int argc, char** argv);
 int runAnalysisTests(int argc, char** argv);
+int runAutosaveTests(int argc, char** argv);
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
+  // Windows that tests destroy without closing leave autosaves: keep them out of the user's data folder.
+  QTemporaryDir autosaves;
+  qputenv("QS_AUTOSAVE_DIR", autosaves.path().toLocal8Bit());
   int failures = 0;
-  const QByteArray only = qgetenv("QS_UI_TESTS");  // "workbench" or "analysis" to run one class
+  const QByteArray only = qgetenv("QS_UI_TESTS");  // "workbench", "analysis" or "autosave" to run one class
   if (only.isEmpty() || only == "workbench") failures += runWorkbenchTests(argc, argv);
   if (only.isEmpty() || only == "analysis") failures += runAnalysisTests(argc, argv);
+  if (only.isEmpty() || only == "autosave") failures += runAutosaveTests(argc, argv);
   return failures;
 }

@@ -14,12 +14,14 @@
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QThread>
 #include <QTreeView>
 #include <chrono>
 #include <cmath>
 #include <map>
 #include <set>
 
+#include "tests/ui/chain_model.h"
 #include "ui/graph_layout.h"
 #include "ui/graph_view.h"
 #include "ui/main_window.h"
@@ -36,45 +38,10 @@ namespace {
 
 QString modelPath(const char* name) { return QStringLiteral(QS_MODELS_DIR "/") + QLatin1String(name); }
 
-// A chain of `n` nodes with a skip connection (Add) every 4th node reaching 7 values back, plus
-// a Conv weight every so often: the shape of a ResNet-like backbone, built without a file.
+// The generated chain of tests/ui/chain_model.h.
 std::shared_ptr<Model> chainModel(int n) {
-  auto model = std::make_shared<Model>();
-  model->path = "generated-chain";
-  model->opsets[""] = 17;
-  Graph& g = model->graph;
-  const ValueId x = g.valueId("x");
-  g.value(x).isGraphInput = true;
-  g.value(x).dtype = DType::Float;
-  g.value(x).shape = std::vector<Dim>{{1, ""}, {16, ""}, {-1, "h"}, {-1, "w"}};
-  g.inputs.push_back(x);
-  std::vector<ValueId> produced = {x};
-  static const char* const ops[] = {"Conv", "BatchNormalization", "Relu", "Add", "Mul", "Reshape", "MaxPool"};
-  for (int i = 0; i < n; ++i) {
-    Node node;
-    node.name = "node_" + std::to_string(i);
-    node.inputs.push_back(produced.back());
-    if (i % 4 == 3 && produced.size() > 7) {
-      node.opType = "Add";
-      node.inputs.push_back(produced[produced.size() - 7]);
-    } else {
-      node.opType = ops[i % 7 == 3 ? 2 : i % 7];
-      if (node.opType == "Conv") {
-        const ValueId w = g.valueId("w_" + std::to_string(i));
-        g.value(w).constant = Tensor::zeros(DType::Float, {16, 16, 3, 3});
-        g.value(w).dtype = DType::Float;
-        node.inputs.push_back(w);
-      }
-    }
-    const ValueId out = g.valueId("t_" + std::to_string(i));
-    node.outputs.push_back(out);
-    g.nodes.push_back(std::move(node));
-    produced.push_back(out);
-  }
-  g.value(produced.back()).isGraphOutput = true;
-  g.outputs.push_back(produced.back());
-  Status st = g.finalize("generated-chain");
-  if (!st.isOk()) qFatal("%s", st.message().c_str());
+  auto model = test::chainModel(n);
+  if (!model) qFatal("generated chain of %d nodes does not finalize", n);
   return model;
 }
 
@@ -217,6 +184,30 @@ class WorkbenchTest : public QObject {
     QVERIFY(layout.bounds.isValid());
     qInfo("generated chain: 5000 nodes, %zu edges, %d layers, %lld bend points, layout %.3f s", layout.edges.size(),
           layout.layerCount, (long long)layout.bendPointCount, seconds);
+  }
+
+  // Issue 6: a 100,000-node chain lays out: every node gets a finite box, layers do not overlap.
+  // Our own code walks the graph without recursion, but igraph's Sugiyama layout recurses, its
+  // depth growing with the graph: this chain needs 2 to 3 MiB of stack (50,000 nodes: 1 to
+  // 1.5 MiB). The layout runs here on a thread with a 4 MiB stack, half of the 8 MiB that Linux
+  // gives the loader's pool threads by default, so that a deeper recursion shows up as a crash
+  // with room to spare in the application.
+  void hundredThousandChainLayout() {
+    auto model = chainModel(100000);
+    const LayoutOptions options = defaultLayoutOptions();
+    Result<std::shared_ptr<const GraphLayout>> r = runtimeError("the layout thread did not run");
+    QThread* thread = QThread::create([&] { r = computeGraphLayout(model, options); });
+    thread->setStackSize(4u << 20);
+    thread->start();
+    QVERIFY(thread->wait());
+    delete thread;
+    QVERIFY2(r.isOk(), r.status().message().c_str());
+    const GraphLayout& layout = *r.value();
+    checkLayout(layout);
+    QCOMPARE(layout.itemOfNode.size(), size_t(100000));
+    QVERIFY(layout.bounds.isValid());
+    qInfo("generated chain: 100000 nodes, %zu edges, %d layers, %lld bend points", layout.edges.size(), layout.layerCount,
+          (long long)layout.bendPointCount);
   }
 
   void degenerateGraphs() {

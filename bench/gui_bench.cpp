@@ -1,0 +1,294 @@
+// GUI benchmark for docs/performance.md (Workbench): the workbench's targets from issue 5.
+//   - PP-OCRv4 rec opened, laid out and painted for the first time (target < 2 s)
+//   - a generated 5,000-node model laid out (< 1 s) and a 50,000-node one (< 10 s)
+//   - panning frame time on the 50,000-node graph (< 30 ms a frame)
+//   - toggle latency on cls with 32 calibration samples, from the click to the table and graph
+//     updated (target 300 ms)
+// Prints a table; asserts nothing. Run offscreen:
+//   QT_QPA_PLATFORM=offscreen build/bench/qs_bench_gui [--runs N] [--skip-toggle] [--skip-50k]
+#include <QAbstractItemModel>
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QEventLoop>
+#include <QThread>
+#include <QImage>
+#include <QSettings>
+#include <QTemporaryDir>
+#include <QTimer>
+#include <QUndoStack>
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tests/support/text_images.h"
+#include "tests/ui/chain_model.h"
+#include "ui/analysis_controller.h"
+#include "ui/graph_layout.h"
+#include "ui/graph_view.h"
+#include "ui/main_window.h"
+#include "ui/node_table_model.h"
+
+using namespace qs;
+using namespace qs::ui;
+
+namespace {
+
+struct Stats {
+  double median = 0, min = 0, max = 0, p95 = 0;
+  size_t n = 0;
+};
+
+Stats stats(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.n = v.size();
+  s.min = v.front();
+  s.max = v.back();
+  s.median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  s.p95 = v[std::min(v.size() - 1, (size_t)((double)v.size() * 0.95))];
+  return s;
+}
+
+struct Row {
+  std::string what;
+  Stats s;
+  std::string unit;
+  double target = 0;  // in `unit`, against the median (0: none)
+  std::string note;
+};
+std::vector<Row> g_rows;
+
+void report(const std::string& what, const Stats& s, const std::string& unit, double target, const std::string& note = {}) {
+  g_rows.push_back({what, s, unit, target, note});
+  std::fprintf(stderr, "  %s: median %.3f %s (n=%zu)\n", what.c_str(), s.median, unit.c_str(), s.n);
+}
+
+double msSince(const QElapsedTimer& t) { return (double)t.nsecsElapsed() / 1e6; }
+
+// Runs the event loop until `done` or `timeoutMs`.
+bool waitFor(const std::function<bool()>& done, int timeoutMs) {
+  QElapsedTimer t;
+  t.start();
+  while (!done()) {
+    if (t.elapsed() > timeoutMs) return false;
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
+  }
+  return true;
+}
+
+// Opens `path` (or the model) in a fresh, shown window; milliseconds from the request to the
+// window painted with the model (a synchronous repaint right when the model is shown).
+struct OpenTiming {
+  double totalMs = -1, loadS = 0, layoutS = 0, paintMs = 0;
+};
+OpenTiming openToFirstPaint(const QString& path, std::shared_ptr<const Model> model) {
+  MainWindow w;
+  w.setErrorDialogsEnabled(false);
+  w.setAutosaveDirectory(QString());
+  w.resize(1440, 900);
+  w.show();
+  waitFor([&] { return w.isVisible(); }, 5000);
+  QCoreApplication::processEvents();
+  OpenTiming r;
+  QElapsedTimer t;
+  bool shown = false, failed = false;
+  QObject::connect(&w, &MainWindow::modelShown, &w, [&] {
+    QElapsedTimer p;
+    p.start();
+    w.repaint();  // the whole window, the graph view included, painted now
+    r.paintMs = msSince(p);
+    r.totalMs = msSince(t);
+    shown = true;
+  });
+  QObject::connect(&w, &MainWindow::openFailed, &w, [&](const QString& m) {
+    std::fprintf(stderr, "open failed: %s\n", qPrintable(m));
+    failed = true;
+  });
+  t.start();
+  if (model) w.openModel(std::move(model), path);
+  else w.openFile(path);
+  waitFor([&] { return shown || failed; }, 600000);
+  if (shown) {
+    r.loadS = w.current()->loadSeconds;
+    r.layoutS = w.current()->layoutSeconds;
+  }
+  return r;
+}
+
+void benchOpenRec(const QString& modelsDir, int runs) {
+  const QString path = modelsDir + QStringLiteral("/ch_PP-OCRv4_rec_infer.onnx");
+  std::vector<double> total, load, layout, paint;
+  for (int k = 0; k < runs; ++k) {
+    const OpenTiming t = openToFirstPaint(path, nullptr);
+    if (t.totalMs < 0) return;
+    total.push_back(t.totalMs / 1000);
+    load.push_back(t.loadS);
+    layout.push_back(t.layoutS);
+    paint.push_back(t.paintMs);
+  }
+  report("PP-OCRv4 rec: open to first paint", stats(total), "s", 2.0, "window 1440x900");
+  report("  of which load (parse, checks, shape inference)", stats(load), "s", 0);
+  report("  of which layout", stats(layout), "s", 0);
+  report("  of which first paint", stats(paint), "ms", 0);
+}
+
+void benchLayout(int nodes, int runs, double targetS, std::shared_ptr<const GraphLayout>* keep) {
+  auto model = test::chainModel(nodes);
+  LayoutOptions options;
+  {
+    GraphView view;
+    options = view.layoutOptions();
+  }
+  std::vector<double> seconds;
+  for (int k = 0; k < runs; ++k) {
+    QElapsedTimer t;
+    t.start();
+    auto r = computeGraphLayout(model, options);
+    seconds.push_back(msSince(t) / 1000);
+    if (!r.isOk()) {
+      std::fprintf(stderr, "layout failed: %s\n", r.status().message().c_str());
+      return;
+    }
+    if (keep) *keep = r.value();
+  }
+  report("generated " + std::to_string(nodes) + "-node chain: layout", stats(seconds), "s", targetS);
+  const OpenTiming open = openToFirstPaint(QStringLiteral("generated-%1").arg(nodes), model);
+  if (open.totalMs >= 0)
+    report("generated " + std::to_string(nodes) + "-node chain: open to first paint", stats({open.totalMs / 1000}), "s", 0,
+           "model built in code; describe + layout + table + paint");
+}
+
+// Pans the view across the 50,000-node graph, 40 pixels a step, rendering each frame offscreen.
+void benchPanning(const std::shared_ptr<const GraphLayout>& layout) {
+  GraphView view;
+  view.resize(1400, 900);
+  view.setGraphLayout(layout);
+  QImage img(view.size(), QImage::Format_ARGB32_Premultiplied);
+  const QRectF b = layout->bounds;
+  for (double zoom : {1.0, 0.2, 0.05}) {
+    view.setZoom(zoom);
+    std::vector<double> ms;
+    const double step = 40 / zoom;  // scene units for 40 pixels
+    QPointF at(b.center().x(), b.top() + 450 / zoom);
+    for (int k = 0; k < 300; ++k) {
+      // Down the graph with a sideways drift, as a hand drags.
+      at += QPointF((k / 25 % 2 ? -0.5 : 0.5) * step, step);
+      if (at.y() > b.bottom()) at.setY(b.top() + 450 / zoom);
+      view.centerOn(at);
+      QElapsedTimer t;
+      t.start();
+      view.render(&img);
+      ms.push_back(msSince(t));
+    }
+    char what[96];
+    std::snprintf(what, sizeof what, "50,000 nodes: pan frame at zoom %.2f", zoom);
+    report(what, stats(ms), "ms", 30, "300 steps of 40 px, 1400x900 view rendered into a QImage");
+  }
+  view.fitToWindow();
+  std::vector<double> ms;
+  for (int k = 0; k < 20; ++k) {
+    QElapsedTimer t;
+    t.start();
+    view.render(&img);
+    ms.push_back(msSince(t));
+  }
+  char what[96];
+  std::snprintf(what, sizeof what, "50,000 nodes: whole graph frame (zoom %.4f)", view.zoom());
+  report(what, stats(ms), "ms", 30);
+}
+
+// Unchecks Convs in the table (the path of a click on the checkbox) and undoes each; every
+// latency runs from the request to the table and graph showing the re-analysis (the 40 ms
+// debounce included), as MainWindow::lastToggleLatencyMs() measures it.
+void benchToggle(const QString& modelsDir, const QString& images) {
+  MainWindow w;
+  w.setErrorDialogsEnabled(false);
+  w.setAutosaveDirectory(QString());
+  w.resize(1440, 900);
+  w.show();
+  bool shown = false;
+  QObject::connect(&w, &MainWindow::modelShown, &w, [&] { shown = true; });
+  w.openFile(modelsDir + QStringLiteral("/ch_ppocr_mobile_v2.0_cls_infer.onnx"));
+  if (!waitFor([&] { return shown; }, 120000)) return;
+  CalibrationRequest req;
+  req.data.path = images.toStdString();
+  req.data.maxSamples = 32;
+  req.data.image.width = 192;
+  req.data.image.height = 48;
+  req.data.image.mean = {0.5f, 0.5f, 0.5f};
+  req.data.image.std = {0.5f, 0.5f, 0.5f};
+  req.calibration.method = CalibMethod::Entropy;
+  QElapsedTimer cal;
+  cal.start();
+  if (!w.analysis()->calibrate(req)) return;
+  auto settled = [&] { return !w.analysis()->isBusy() && w.analysis()->unappliedStates().empty(); };
+  if (!waitFor([&] { return w.analysis()->hasResult() && settled(); }, 600000)) return;
+  report("cls: calibrate + full analysis, 32 samples", stats({msSince(cal) / 1000}), "s", 0, "entropy, 192x48 text images");
+  const Graph& g = w.current()->model->graph;
+  NodeTableModel* m = w.nodeTableModel();
+  std::vector<double> ms;
+  int convs = 0;
+  for (NodeId id : g.topoOrder) {
+    if (g.nodes[(size_t)id].opType != "Conv" || !w.analysis()->result()->plan.nodes[(size_t)id].quantized) continue;
+    if (convs++ % 3) continue;  // spread over the graph
+    const QModelIndex check = w.nodeProxyModel()->mapFromSource(m->index(m->rowOfNode(id), NodeTableModel::QuantizedColumn));
+    w.nodeProxyModel()->setData(check, Qt::Unchecked, Qt::CheckStateRole);
+    waitFor(settled, 120000);
+    ms.push_back(w.lastToggleLatencyMs());
+    w.undoStack()->undo();
+    waitFor(settled, 120000);
+    ms.push_back(w.lastToggleLatencyMs());
+    if (ms.size() >= 12) break;
+  }
+  report("cls, 32 samples: toggle to table and graph updated", stats(ms), "ms", 300, "6 Convs excluded and undone; 40 ms debounce included");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QCoreApplication::setOrganizationName(QStringLiteral("QuantscopeBench"));
+  QCoreApplication::setApplicationName(QStringLiteral("qs_bench_gui"));
+  QSettings().clear();
+  int runs = 3;
+  bool toggle = true, big = true;
+  QString modelsDir = QStringLiteral(QS_MODELS_DIR);
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::max(1, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--skip-toggle")) toggle = false;
+    else if (!std::strcmp(argv[i], "--skip-50k")) big = false;
+    else if (!std::strcmp(argv[i], "--models") && i + 1 < argc) modelsDir = QString::fromLocal8Bit(argv[++i]);
+  }
+  std::fprintf(stderr, "qs_bench_gui: Qt %s, platform %s, %d hardware threads\n", qVersion(), qPrintable(QGuiApplication::platformName()),
+               QThread::idealThreadCount());
+
+  benchOpenRec(modelsDir, runs);
+  benchLayout(5000, runs, 1.0, nullptr);
+  if (big) {
+    std::shared_ptr<const GraphLayout> layout50k;
+    benchLayout(50000, 1, 10.0, &layout50k);
+    if (layout50k) benchPanning(layout50k);
+  }
+  if (toggle) {
+    QTemporaryDir tmp;
+    const QString images = tmp.filePath(QStringLiteral("cls32"));
+    test::writeTextImages(images.toStdString(), 32, 192, 48, 11);
+    benchToggle(modelsDir, images);
+  }
+
+  std::printf("| measurement | median | min | max | p95 | n | target | met |\n|---|---|---|---|---|---|---|---|\n");
+  for (const Row& r : g_rows) {
+    const int prec = r.unit == "s" ? 3 : 1;
+    const std::string target = r.target > 0 ? "< " + QString::number(r.target).toStdString() + " " + r.unit : "";
+    const char* met = r.target <= 0 ? "" : r.s.median < r.target ? "yes" : "no";
+    std::printf("| %s | %.*f %s | %.*f | %.*f | %.*f | %zu | %s | %s |\n", r.what.c_str(), prec, r.s.median, r.unit.c_str(), prec,
+                r.s.min, prec, r.s.max, prec, r.s.p95, r.s.n, target.c_str(), met);
+  }
+  for (const Row& r : g_rows)
+    if (!r.note.empty()) std::printf("- %s: %s\n", r.what.c_str(), r.note.c_str());
+  return 0;
+}
