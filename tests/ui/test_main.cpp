@@ -7,6 +7,7 @@
 int runWorkbenchTests(int argc, char** argv);
 int runAnalysisTests(int argc, char** argv);
 int runAutosaveTests(int argc, char** argv);
+int runProjectFileTests(int argc, char** argv);
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -14,9 +15,10 @@ int main(int argc, char** argv) {
   QTemporaryDir autosaves;
   qputenv("QS_AUTOSAVE_DIR", autosaves.path().toLocal8Bit());
   int failures = 0;
-  const QByteArray only = qgetenv("QS_UI_TESTS");  // "workbench", "analysis" or "autosave" to run one class
+  const QByteArray only = qgetenv("QS_UI_TESTS");  // "workbench", "analysis", "autosave" or "project" to run one class
   if (only.isEmpty() || only == "workbench") failures += runWorkbenchTests(argc, argv);
   if (only.isEmpty() || only == "analysis") failures += runAnalysisTests(argc, argv);
   if (only.isEmpty() || only == "autosave") failures += runAutosaveTests(argc, argv);
+  if (only.isEmpty() || only == "project") failures += runProjectFileTests(argc, argv);
   return failures;
 }

@@ -1,0 +1,92 @@
+// The project file reader (ui/project_file.cpp) on hostile input: what fuzz_project found, and the
+// validation it led to. Every refusal is one line naming the file; what is accepted round-trips.
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "ui/project_file.h"
+
+using namespace qs::ui;
+
+class ProjectFileTest : public QObject {
+  Q_OBJECT
+
+  static QString refusal(const QByteArray& json) {
+    Project p;
+    QString error;
+    if (projectFromJson(json, QStringLiteral("/data/p.qsproj"), p, error)) return QStringLiteral("<accepted>");
+    return error;
+  }
+
+ private slots:
+  // fuzz_project: an unknown method holding a newline was echoed into a two-line error.
+  void controlCharactersStayOnOneLine() {
+    const QString e = refusal(R"({"quantscope_project": 1, "model": "m.onnx", "calibration": {"method": "max\n  p3"}})");
+    QVERIFY2(e.startsWith(QStringLiteral("/data/p.qsproj: unknown calibration method 'max\\x0a  p3'")), qPrintable(e));
+    QVERIFY(!e.contains(QLatin1Char('\n')));
+    const QString m = refusal(R"({"quantscope_project": 1, "model": "m.onnx", "calibration": {"mode": "int8\r"}})");
+    QVERIFY2(m.startsWith(QStringLiteral("/data/p.qsproj: unknown mode 'int8\\x0d'")), qPrintable(m));
+  }
+
+  // fuzz_project: "/./m.onnx" was kept as written but saved as "/m.onnx", so a saved project read
+  // back named the model differently. Absolute paths are cleaned on reading.
+  void absolutePathsAreCleanedAndRoundTrip() {
+    Project p;
+    QString error;
+    QVERIFY(projectFromJson(R"({"quantscope_project": 1, "model": "/./models/../m.onnx"})", QStringLiteral("/data/p.qsproj"), p,
+                            error));
+    QCOMPARE(p.modelPath, QStringLiteral("/m.onnx"));
+    Project again;
+    QVERIFY(projectFromJson(projectToJson(p, QStringLiteral("/data/p.qsproj")), QStringLiteral("/data/p.qsproj"), again, error));
+    QCOMPARE(again.modelPath, p.modelPath);
+  }
+
+  // Numbers that used to reach casts or divisions unchecked ("samples": 1e30 is UB as int64; a std
+  // of 0 divides every pixel by zero).
+  void numbersOutOfRangeAreRefused() {
+    const struct {
+      const char* json;
+      const char* expect;
+    } cases[] = {
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"samples": 1e30}})", "\"samples\" must be a number in"},
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"samples": 2.5}})", "\"samples\" must be an integer"},
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"width": -3}})", "\"width\" must be a number in"},
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"std": [1, 0, 1]}})", "\"std\" must be 3 numbers"},
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"mean": [1, 2]}})", "\"mean\" must be 3 numbers"},
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"percentile": 101}})", "\"percentile\" must be a number"},
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"scale": "big"}})", "\"scale\" must be a number"},
+        {R"({"quantscope_project": 1, "model": "m", "excluded_nodes": [1, 2]})", "\"excluded_nodes\" must be a list"},
+        {R"({"quantscope_project": 1, "model": "m", "view": {"threshold_db": 1e300}})", "\"threshold_db\" must be a number"},
+    };
+    for (const auto& c : cases) {
+      const QString e = refusal(c.json);
+      QVERIFY2(e.startsWith(QStringLiteral("/data/p.qsproj: ")) && e.contains(QLatin1String(c.expect)),
+               qPrintable(QStringLiteral("%1 -> %2").arg(QLatin1String(c.json), e)));
+    }
+    // Absent fields take their defaults.
+    Project p;
+    QString error;
+    QVERIFY(projectFromJson(R"({"quantscope_project": 1, "model": "m.onnx"})", QStringLiteral("/data/p.qsproj"), p, error));
+    QCOMPARE(p.calibration.data.maxSamples, (int64_t)-1);
+    QCOMPARE(p.calibration.data.image.std[1], 1.0f);
+    QCOMPARE(p.thresholdDb, 20.0);
+  }
+
+  void oversizedFileIsRefusedBeforeReading() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("big.qsproj"));
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    QVERIFY(f.resize(qint64(65) << 20));  // sparse
+    f.close();
+    Project p;
+    QString error;
+    QVERIFY(!loadProject(path, p, error));
+    QVERIFY2(error.startsWith(path) && error.contains(QStringLiteral("too large for a project file")), qPrintable(error));
+  }
+};
+
+int runProjectFileTests(int argc, char** argv) {
+  ProjectFileTest t;
+  return QTest::qExec(&t, argc, argv);
+}
+#include "test_project_file.moc"
