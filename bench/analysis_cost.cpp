@@ -2,114 +2,282 @@
 //   graph-wise + layer-wise + weight/activation split vs one float pass (target <= 3x),
 //   the sensitivity sweep vs PPQ's method (two full passes per quantized node; target <= 0.5x),
 //   peak RSS (target < 2 GB).
-// usage: qs_bench_analysis [MODEL [W H [SAMPLES [THREADS]]]]  (default: PP-OCRv4 det, 640x640, 16, 2)
+// usage: qs_bench_analysis [MODEL [W H [SAMPLES [THREADS [PPQ_NODES]]]]]
+//        (default: PP-OCRv4 det, 640x640, 16 samples, 2 threads, 3 PPQ-style nodes measured)
+//
+// Each part runs in its own child process (this program with --part), so that each peak RSS is
+// that part's own and the buffer pool of one part does not serve the next. Times are CPU seconds
+// of the process (all threads): on a shared machine, wall time measures the neighbours too. The
+// float baselines are the quickest of three passes.
+// The stages of one analyze() are told apart through its progress callback (the stage labels).
+#include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
+#include <map>
 #include <string>
+#include <unistd.h>
 
 #include "core/analysis/quant_session.h"
 #include "core/onnx/loader.h"
+#include "core/quant/fake_quant.h"
 #include "core/util/memory.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/text_images.h"
 
 using namespace qs;
-using Clock = std::chrono::steady_clock;
 
-// CPU time of the process (all threads): on a shared machine, wall time measures the neighbours too.
-static double cpuNow() {
+namespace {
+
+double cpuNow() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
-static double g_cpu0 = 0;
-static double secondsSince(Clock::time_point t0) {
-  (void)t0;
-  return cpuNow() - g_cpu0;
-}
-#define START() (g_cpu0 = cpuNow(), Clock::now())
 
-int main(int argc, char** argv) {
-  std::string model = argc > 1 ? argv[1] : std::string(QS_MODELS_DIR) + "/ch_PP-OCRv4_det_infer.onnx";
-  int w = argc > 3 ? std::atoi(argv[2]) : 640, h = argc > 3 ? std::atoi(argv[3]) : 640;
-  int samples = argc > 4 ? std::atoi(argv[4]) : 16;
-  int threads = argc > 5 ? std::atoi(argv[5]) : 2;
-  auto m = loadModel(model);
+struct Args {
+  std::string model = std::string(QS_MODELS_DIR) + "/ch_PP-OCRv4_det_infer.onnx";
+  int w = 640, h = 640, samples = 16, threads = 2, ppqNodes = 3;
+};
+
+struct Setup {
+  std::shared_ptr<Model> model;
+  std::shared_ptr<const CalibrationData> data;
+  std::string dir;
+};
+
+Setup open(const Args& a) {
+  Setup s;
+  auto m = loadModel(a.model);
   if (!m) {
     std::fprintf(stderr, "%s\n", m.status().message().c_str());
-    return 2;
+    std::exit(2);
   }
-  std::string dir = qs::test::makeTempDir("bench-analysis");
-  qs::test::writeTextImages(dir, samples, w, h, 7);
+  s.model = *m;
+  s.dir = qs::test::makeTempDir("bench-analysis");
+  qs::test::writeTextImages(s.dir, a.samples, a.w, a.h, 7);
   CalibrationDataOptions co;
-  co.path = dir;
-  co.image.width = w;
-  co.image.height = h;
+  co.path = s.dir;
+  co.image.width = a.w;
+  co.image.height = a.h;
   co.image.mean = {0.485f, 0.456f, 0.406f};
   co.image.std = {0.229f, 0.224f, 0.225f};
-  auto opened = CalibrationData::open(**m, co);
+  auto opened = CalibrationData::open(*s.model, co);
   if (!opened) {
     std::fprintf(stderr, "%s\n", opened.status().message().c_str());
-    return 2;
+    std::exit(2);
   }
-  std::shared_ptr<const CalibrationData> data(std::move(opened).value());
+  s.data = std::shared_ptr<const CalibrationData>(std::move(opened).value());
+  return s;
+}
 
-  // One float pass over the samples (batches decoded first: decoding is not analysis cost).
+// Prints "key value" lines that the parent reads back.
+void emit(const char* key, double v) { std::printf("%s %.6f\n", key, v); }
+
+// Fake-quantizes the points of one node only (PPQ's per-node step, built from the public results).
+class OneNodeTransform : public InputTransform {
+ public:
+  OneNodeTransform(const AnalysisResult& r, NodeId node) : m_node(node), m_mode(r.plan.mode) {
+    for (const ActivationPoint& p : r.plan.activations) {
+      auto it = r.activations.find(p.value);
+      if (p.node == node && it != r.activations.end()) m_actScale[p.inputIndex] = it->second.scale;
+    }
+    m_weights = &r.weights;
+  }
+  const Tensor* transform(NodeId node, size_t input, const Tensor& value, Tensor& storage) override {
+    if (node != m_node || value.dtype() != DType::Float) return nullptr;
+    auto a = m_actScale.find(input);
+    if (a != m_actScale.end()) {
+      storage = fakeQuantize(value, {a->second}, 0, m_mode, kActQmin, kActQmax);
+      return &storage;
+    }
+    for (const WeightQuant& w : *m_weights)
+      if (w.node == node && w.inputIndex == input) {
+        storage = fakeQuantize(value, w.scale, w.axis, m_mode, kWeightQmin, kWeightQmax);
+        return &storage;
+      }
+    return nullptr;
+  }
+
+ private:
+  NodeId m_node;
+  QuantMode m_mode;
+  std::map<size_t, float> m_actScale;
+  const std::vector<WeightQuant>* m_weights = nullptr;
+};
+
+int runPart(const std::string& part, const Args& a) {
+  Setup s = open(a);
+  // Batches decoded first where the part times plain runs: decoding is not analysis cost.
   std::vector<std::vector<NamedTensor>> batches;
-  for (int64_t b = 0; b < data->batchCount(); ++b) batches.push_back(data->batch(b).value());
-  ExecutorOptions eo;
-  eo.threads = threads;
-  auto ex = Executor::create(*m, eo);
-  (void)(*ex)->run(batches[0]);  // warm-up
-  auto t0 = START();
-  for (const auto& b : batches) (void)(*ex)->run(b);
-  double floatPass = secondsSince(t0);
+  for (int64_t b = 0; b < s.data->batchCount(); ++b) batches.push_back(s.data->batch(b).value());
+  if (part == "float" || part == "float-rewritten") {
+    ExecutorOptions eo;
+    eo.threads = a.threads;
+    eo.rewrites = part == "float-rewritten";
+    auto ex = Executor::create(s.model, eo);
+    (void)(*ex)->run(batches[0]);  // warm-up
+    // The quickest of three passes: the baseline of every ratio, so the least disturbed one.
+    double best = 1e30;
+    for (int r = 0; r < 3; ++r) {
+      double t0 = cpuNow();
+      for (const auto& b : batches) (void)(*ex)->run(b);
+      best = std::min(best, cpuNow() - t0);
+    }
+    emit("seconds", best);
+  } else if (part == "float-kept") {
+    // The float pass as the analysis needs it: every activation kept (runNodes into a table).
+    ExecutorOptions eo;
+    eo.threads = a.threads;
+    auto ex = Executor::create(s.model, eo);
+    double t0 = cpuNow();
+    for (const auto& b : batches) {
+      auto table = (*ex)->makeValueTable(b);
+      (void)(*ex)->runNodes(s.model->graph.topoOrder, *table);
+    }
+    emit("seconds", cpuNow() - t0);
+  } else {
+    AnalysisOptions ao;
+    ao.threads = a.threads;
+    ao.calibration.method = CalibMethod::Max;
+    ao.layerwise = part == "analysis" || part == "full";  // "graphwise" (for profiles): neither
+    ao.sensitivity = part == "full";
+    auto session = QuantSession::create(s.model, {}, ao);
+    if (!session) {
+      std::fprintf(stderr, "%s\n", session.status().message().c_str());
+      return 2;
+    }
+    QuantSession& qs = **session;
+    double t0 = cpuNow();
+    (void)qs.calibrate(*s.data);
+    emit("calibration", cpuNow() - t0);
+    std::map<std::string, double> stages;
+    std::string stage;
+    double last = cpuNow();
+    t0 = last;
+    auto r = qs.analyze(s.data, [&](double, const std::string& label) {
+      if (label != stage) {
+        double now = cpuNow();
+        if (!stage.empty()) stages[stage] += now - last;
+        stage = label;
+        last = now;
+      }
+      return true;
+    });
+    if (!r) {
+      std::fprintf(stderr, "%s\n", r.status().message().c_str());
+      return 2;
+    }
+    emit("seconds", cpuNow() - t0);
+    emit("graphwise", stages["float and graph-wise passes"]);
+    emit("layerwise", stages["layer-wise"]);
+    emit("sensitivity", stages["sensitivity"]);
+    int quantized = 0;
+    for (const auto& n : (*r)->plan.nodes) quantized += n.quantized;
+    emit("quantized", quantized);
+    emit("cached_bytes", (double)qs.cachedBytes());
+    emit("cached_batches", (double)qs.cachedBatches());
+    if (part == "ppq") {
+      // PPQ's method for a few nodes spread over the graph: per node, a float pass and a pass with
+      // only that node quantized, over every sample.
+      std::vector<NodeId> q;
+      for (NodeId id : s.model->graph.topoOrder)
+        if ((*r)->plan.nodes[(size_t)id].quantized) q.push_back(id);
+      ExecutorOptions eo;
+      eo.threads = a.threads;
+      auto ex = Executor::create(s.model, eo);
+      (void)(*ex)->run(batches[0]);
+      double total = 0;
+      for (int k = 0; k < a.ppqNodes; ++k) {
+        NodeId node = q[(q.size() - 1) * (size_t)k / (size_t)std::max(1, a.ppqNodes - 1)];
+        OneNodeTransform t(**r, node);
+        RunOptions ro;
+        ro.inputTransform = &t;
+        double c0 = cpuNow();
+        for (const auto& b : batches) {
+          (void)(*ex)->run(b);
+          (void)(*ex)->run(b, ro);
+        }
+        total += cpuNow() - c0;
+      }
+      emit("ppq_per_node", total / a.ppqNodes);
+    }
+  }
+  emit("peak_rss", (double)peakRssBytes());
+  std::fflush(stdout);
+  std::filesystem::remove_all(s.dir);
+  return 0;
+}
 
-  AnalysisOptions ao;
-  ao.threads = threads;
-  ao.calibration.method = CalibMethod::Max;
-  ao.sensitivity = false;
-  auto s = QuantSession::create(*m, {}, ao);
-  t0 = START();
-  (void)(*s)->calibrate(*data);
-  double calib = secondsSince(t0);
-  t0 = START();
-  auto r = (*s)->analyze(data);
-  double analysis = secondsSince(t0);
-  int quantized = 0;
-  for (const auto& n : (*r)->plan.nodes) quantized += n.quantized;
+std::map<std::string, double> child(const char* self, const std::string& part, const Args& a) {
+  std::string cmd = std::string(self) + " --part " + part + " '" + a.model + "' " + std::to_string(a.w) + " " +
+                    std::to_string(a.h) + " " + std::to_string(a.samples) + " " + std::to_string(a.threads) + " " +
+                    std::to_string(a.ppqNodes);
+  std::map<std::string, double> out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char key[64];
+  double v;
+  while (std::fscanf(p, "%63s %lf", key, &v) == 2) out[key] = v;
+  if (pclose(p) != 0) {
+    std::fprintf(stderr, "part %s failed\n", part.c_str());
+    std::exit(1);
+  }
+  return out;
+}
 
-  AnalysisOptions so = ao;
-  so.layerwise = false;
-  so.sensitivity = true;
-  auto s2 = QuantSession::create(*m, {}, so);
-  (void)(*s2)->calibrate(*data);
-  t0 = START();
-  (void)(*s2)->analyze(data);
-  double withSensitivity = secondsSince(t0);
-  AnalysisOptions go = so;
-  go.sensitivity = false;
-  auto s3 = QuantSession::create(*m, {}, go);
-  (void)(*s3)->calibrate(*data);
-  t0 = START();
-  (void)(*s3)->analyze(data);
-  double graphwiseOnly = secondsSince(t0);
-  double sweep = withSensitivity - graphwiseOnly;
-  double ppq = 2.0 * quantized * floatPass;
+}  // namespace
 
-  std::printf("(CPU seconds of the process, all threads)\n");
-  std::printf("model %s, %dx%d, %d samples, %d threads, %d quantized nodes\n", model.c_str(), w, h, samples, threads,
-              quantized);
-  std::printf("float pass over the samples          %8.2f s\n", floatPass);
-  std::printf("calibration                          %8.2f s  (%.2fx float)\n", calib, calib / floatPass);
-  std::printf("graph-wise + layer-wise + w/a split  %8.2f s  (%.2fx float; target <= 3x)\n", analysis, analysis / floatPass);
-  std::printf("graph-wise only                      %8.2f s  (%.2fx float)\n", graphwiseOnly, graphwiseOnly / floatPass);
-  std::printf("sensitivity sweep                    %8.2f s  (PPQ's 2 passes/node: %.1f s; ratio %.3f; target <= 0.5)\n",
-              sweep, ppq, sweep / ppq);
-  std::printf("peak RSS                             %8.0f MB (target < 2048)\n", (double)peakRssBytes() / 1e6);
-  std::filesystem::remove_all(dir);
+int main(int argc, char** argv) {
+  std::string part;
+  int first = 1;
+  if (argc > 2 && std::string(argv[1]) == "--part") {
+    part = argv[2];
+    first = 3;
+  }
+  Args a;
+  int n = argc - first;
+  char** v = argv + first;
+  if (n > 0) a.model = v[0];
+  if (n > 2) a.w = std::atoi(v[1]), a.h = std::atoi(v[2]);
+  if (n > 3) a.samples = std::atoi(v[3]);
+  if (n > 4) a.threads = std::atoi(v[4]);
+  if (n > 5) a.ppqNodes = std::atoi(v[5]);
+  if (!part.empty()) return runPart(part, a);
+
+  auto fl = child(argv[0], "float", a);
+  auto flr = child(argv[0], "float-rewritten", a);
+  auto kept = child(argv[0], "float-kept", a);
+  auto an = child(argv[0], "analysis", a);
+  auto full = child(argv[0], "full", a);
+  auto ppq = a.ppqNodes > 0 ? child(argv[0], "ppq", a) : std::map<std::string, double>{};
+  const double f = fl["seconds"];
+  const int quantized = (int)full["quantized"];
+  const double sweep = full["sensitivity"], ppqEstimate = 2.0 * quantized * f;
+  std::printf("(CPU seconds of the process, all threads; each part in its own process)\n");
+  std::printf("model %s, %dx%d, %d samples, %d threads, %d quantized nodes\n", a.model.c_str(), a.w, a.h, a.samples,
+              a.threads, quantized);
+  std::printf("float pass over the samples              %8.2f s  (peak RSS %.0f MB)\n", f, fl["peak_rss"] / 1e6);
+  std::printf("float pass, rewritten graph (as `run`)   %8.2f s  (%.2fx)\n", flr["seconds"], flr["seconds"] / f);
+  std::printf("float pass keeping every activation       %8.2f s  (%.2fx; what the analysis' float pass costs)\n",
+              kept["seconds"], kept["seconds"] / f);
+  std::printf("calibration                              %8.2f s  (%.2fx float)\n", an["calibration"], an["calibration"] / f);
+  std::printf("graph-wise + layer-wise + w/a split      %8.2f s  (%.2fx float; target <= 3x; peak RSS %.0f MB)\n",
+              an["seconds"], an["seconds"] / f, an["peak_rss"] / 1e6);
+  std::printf("  of which float + graph-wise passes     %8.2f s  (%.2fx float)\n", an["graphwise"], an["graphwise"] / f);
+  std::printf("  of which layer-wise + w/a split        %8.2f s  (%.2fx float)\n", an["layerwise"], an["layerwise"] / f);
+  std::printf("full analysis (+ sensitivity sweep)      %8.2f s  (%.2fx float; peak RSS %.0f MB, target < 2048)\n",
+              full["seconds"], full["seconds"] / f, full["peak_rss"] / 1e6);
+  std::printf("  of which sensitivity sweep             %8.2f s  (PPQ estimate 2 x %d x float = %.1f s; ratio %.3f; target <= 0.5)\n",
+              sweep, quantized, ppqEstimate, sweep / ppqEstimate);
+  std::printf("activations kept for toggles (full run)   %8.0f MB, %d of %d batches\n", full["cached_bytes"] / 1e6,
+              (int)full["cached_batches"], a.samples);
+  if (!ppq.empty()) {
+    const double perNode = ppq["ppq_per_node"];
+    std::printf("PPQ's step measured on %d nodes           %8.2f s per node (%.2fx float; estimate 2x); sweep vs measured: %.3f\n",
+                a.ppqNodes, perNode, perNode / f, sweep / (perNode * quantized));
+  }
   return 0;
 }

@@ -24,7 +24,10 @@ class ErrorAccumulator {
   /// Adds n element pairs. Both arrays hold float32.
   void add(const float* reference, const float* candidate, int64_t n);
   /// Adds two float tensors of equal element count (any other dtype is converted to double).
-  void add(const Tensor& reference, const Tensor& candidate);
+  /// Large tensors are summed in fixed blocks of kBlock elements, on up to `threads` threads,
+  /// the blocks' sums combined in order: the result does not depend on `threads`.
+  void add(const Tensor& reference, const Tensor& candidate, int threads = 1);
+  static constexpr int64_t kBlock = 1 << 16;
   /// Merges another accumulator (e.g. from another thread or batch).
   void merge(const ErrorAccumulator& other);
   ErrorMetrics metrics() const;

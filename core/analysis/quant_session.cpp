@@ -1,7 +1,10 @@
 #include "core/analysis/quant_session.h"
 
 #include <algorithm>
+#include <climits>
+#include <functional>
 #include <limits>
+#include <thread>
 
 #include "core/quant/fake_quant.h"
 #include "core/quant/placement.h"
@@ -14,10 +17,12 @@ double AnalysisResult::worstOutputSnrDb() const {
   return worst;
 }
 
-// Activations of one analysed batch: the float run and the quantized run with the current states.
+// Activations of one analysed batch: the float run and the quantized run. `state` is the enabled
+// mask quantTable was computed with (empty: unknown after an interrupted update, rebuilt in full
+// by the next toggle). Toggles update quantTable in place, so each entry carries its own state.
 struct QuantSession::BatchCache {
-  std::vector<NamedTensor> feeds;
   std::vector<Tensor> floatTable, quantTable;
+  std::vector<char> state;
 };
 
 // Fake-quantizes node inputs at the quantization points of the enabled nodes.
@@ -42,7 +47,7 @@ class QuantSession::Transform : public InputTransform {
       if (!(m_parts & kActivations) || value.dtype() != DType::Float) return nullptr;
       auto it = m_s.m_act.find(r.value);
       if (it == m_s.m_act.end()) return nullptr;
-      storage = fakeQuantize(value, {it->second.scale}, 0, m_s.m_plan.mode, kActQmin, kActQmax);
+      storage = fakeQuantize(value, {it->second.scale}, 0, m_s.m_plan.mode, kActQmin, kActQmax, m_s.m_executor->threads());
       return &storage;
     }
     return nullptr;
@@ -237,6 +242,53 @@ void accumulateOutputs(const Graph& g, const std::vector<Tensor>& ref, const std
     if (a.numel() == b.numel() && !a.empty()) acc[i].add(a, b);
   }
 }
+// Compares node outputs with the float table as they are produced (while they are in cache: a
+// separate pass over whole tables is bound by memory bandwidth), for the nodes of `nodes` or all.
+class CompareOutputs : public ExecutionObserver {
+ public:
+  CompareOutputs(const Graph& g, const std::vector<Tensor>& ref, const std::vector<NodeId>* nodes,
+                 std::vector<ErrorAccumulator>& acc, int threads)
+      : m_ref(ref), m_wanted(g.nodes.size(), nodes ? 0 : 1), m_acc(acc), m_threads(threads) {
+    if (nodes)
+      for (NodeId id : *nodes) m_wanted[(size_t)id] = 1;
+  }
+  void onNodeOutput(NodeId node, size_t output, ValueId id, const Tensor& t) override {
+    if (output != 0 || !m_wanted[(size_t)node]) return;
+    m_wanted[(size_t)node] = 0;  // what is left set was not run (see remaining())
+    const Tensor& a = m_ref[(size_t)id];
+    if (a.dtype() == DType::Float && t.dtype() == DType::Float && a.numel() == t.numel())
+      m_acc[(size_t)node].add(a, t, m_threads);
+  }
+  // Wanted nodes that did not run, in the order of `nodes`.
+  std::vector<NodeId> remaining(const std::vector<NodeId>& nodes) const {
+    std::vector<NodeId> r;
+    for (NodeId id : nodes)
+      if (m_wanted[(size_t)id]) r.push_back(id);
+    return r;
+  }
+
+ private:
+  const std::vector<Tensor>& m_ref;
+  std::vector<char> m_wanted;
+  std::vector<ErrorAccumulator>& m_acc;
+  int m_threads;
+};
+
+// Runs fn(i) for i in [0, n) on up to `threads` threads, the caller included, each claiming the
+// next item when done. Own threads rather than parallelFor: the executor's pool backs off to
+// serial for up to a second after the many small regions of an analysis, while these items are
+// milliseconds each, where a late helper costs nothing (the caller takes the remaining items).
+// Kernels inside run as usual (the pool serialises what would oversubscribe).
+void forEachItem(int threads, int64_t n, const std::function<void(int64_t)>& fn) {
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t i; (i = next.fetch_add(1)) < n;) fn(i);
+  };
+  std::vector<std::thread> helpers;
+  for (int64_t t = 1; t < std::min<int64_t>(threads, n); ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& h : helpers) h.join();
+}
 uint64_t tableBytes(const Graph& g, const std::vector<Tensor>& t) {
   uint64_t bytes = 0;
   for (size_t i = 0; i < t.size(); ++i)
@@ -251,12 +303,90 @@ std::vector<char> QuantSession::enabledMask() const {
   return m;
 }
 
+Status QuantSession::quantizedPass(const std::vector<NamedTensor>& feeds, const std::vector<Tensor>& floatTable,
+                                   Transform& transform, std::vector<Tensor>* keep, const std::vector<NodeId>* nodes,
+                                   std::vector<ErrorAccumulator>& nodeAcc, std::vector<ErrorAccumulator>& outAcc) const {
+  const Graph& g = m_model->graph;
+  RunOptions ro;
+  ro.cancel = &m_cancel;
+  ro.inputTransform = &transform;
+  if (keep) {
+    auto table = m_executor->makeValueTable(feeds);
+    if (!table) return table.status();
+    *keep = std::move(table).value();
+    CompareOutputs compare(g, floatTable, nodes, nodeAcc, m_executor->threads());
+    ro.observer = &compare;
+    QS_RETURN_IF_ERROR(m_executor->runNodes(g.topoOrder, *keep, ro));
+    accumulateOutputs(g, floatTable, *keep, outAcc);
+    return Status::ok();
+  }
+  // Streamed: each node output is compared as it is produced, then freed after its last consumer.
+  CompareOutputs compare(g, floatTable, nodes, nodeAcc, m_executor->threads());
+  ro.observer = &compare;
+  auto outs = m_executor->run(feeds, ro);
+  if (!outs) return outs.status();
+  for (size_t i = 0; i < g.outputs.size() && i < outs->size(); ++i) {
+    const Tensor& a = floatTable[(size_t)g.outputs[i]];
+    const Tensor& b = (*outs)[i];
+    if (a.numel() == b.numel() && !a.empty()) outAcc[i].add(a, b, m_executor->threads());
+  }
+  return Status::ok();
+}
+
+Status QuantSession::sensitivityPass(const std::vector<NodeId>& cone, Transform& transform,
+                                     const std::vector<Tensor>& floatTable, ErrorAccumulator& acc) const {
+  // The cone over a copy of the float table (the copy shares buffers); what the cone computes is
+  // released after its last reader in the cone, so at most the cone's live values are held.
+  const Graph& g = m_model->graph;
+  std::vector<Tensor> table = floatTable;
+  std::vector<int> lastUse(g.values.size(), -1);
+  for (size_t k = 0; k < cone.size(); ++k)
+    for (ValueId v : g.nodes[(size_t)cone[k]].inputs)
+      if (v != kNoValue) lastUse[(size_t)v] = (int)k;
+  for (ValueId v : g.outputs) lastUse[(size_t)v] = INT32_MAX;
+  std::vector<const Tensor*> inputs;
+  std::vector<Tensor> transformed;
+  for (size_t k = 0; k < cone.size(); ++k) {
+    if (m_cancel.load(std::memory_order_relaxed)) return cancelled(*m_model);
+    const NodeId id = cone[k];
+    const Node& node = g.nodes[(size_t)id];
+    inputs.assign(node.inputs.size(), nullptr);
+    transformed.assign(node.inputs.size(), Tensor());
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (node.inputs[i] == kNoValue) continue;
+      inputs[i] = &table[(size_t)node.inputs[i]];
+      if (const Tensor* t = transform.transform(id, i, *inputs[i], transformed[i])) inputs[i] = t;
+    }
+    auto outs = m_executor->runNode(id, inputs);
+    if (!outs) return outs.status();
+    inputs.clear();
+    transformed.clear();
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      const ValueId v = node.outputs[o];
+      if (v == kNoValue) continue;
+      // Never read again in the cone: back to the float entry, which frees the new buffer.
+      table[(size_t)v] = lastUse[(size_t)v] > (int)k ? std::move((*outs)[o]) : floatTable[(size_t)v];
+    }
+    for (ValueId v : node.inputs)
+      if (v != kNoValue && lastUse[(size_t)v] == (int)k) table[(size_t)v] = floatTable[(size_t)v];
+  }
+  for (ValueId out : g.outputs) {
+    const Tensor& a = floatTable[(size_t)out];
+    if (!a.empty() && a.numel() == table[(size_t)out].numel()) acc.add(a, table[(size_t)out], m_executor->threads());
+  }
+  return Status::ok();
+}
+
 Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_ptr<const CalibrationData> data,
                                                                     const ProgressFn& progress) {
   m_cancel = false;
   if (m_act.empty() && !m_plan.activations.empty()) {
     return invalidArgument(m_model->path + ": analyze() needs calibrate() or explicit amax values first");
   }
+  // Activations cached by an earlier analysis go now rather than at the end, so that two sets are
+  // never held; until this one completes, toggles re-run every batch of the previous data.
+  m_cache.clear();
+  m_cachedBytes = 0;
   const Graph& g = m_model->graph;
   const size_t N = g.nodes.size();
   std::vector<ErrorAccumulator> nodeAcc(N), outAcc(g.outputs.size());
@@ -289,45 +419,62 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     RunOptions ro;
     ro.cancel = &m_cancel;
     QS_RETURN_IF_ERROR(m_executor->runNodes(g.topoOrder, *floatTable, ro));
-    auto quantTable = m_executor->makeValueTable(*feeds);
-    if (!quantTable) return quantTable.status();
+    // The quantized table has the float one's shapes: keep it whole only when the batch will be
+    // cached; otherwise stream the quantized pass (intermediates freed after their last use).
+    const uint64_t floatBytes = tableBytes(g, *floatTable);
+    const bool cacheThis = cacheOn && cachedBytes + 2 * floatBytes <= m_options.cacheBudgetBytes;
+    if (!cacheThis) cacheOn = false;  // the batches cached so far stay; toggles re-run the others in full
     Transform all(*this, enabled);
-    ro.inputTransform = &all;
-    QS_RETURN_IF_ERROR(m_executor->runNodes(g.topoOrder, *quantTable, ro));
-    accumulateNodes(g, g.topoOrder, *floatTable, *quantTable, nodeAcc);
-    accumulateOutputs(g, *floatTable, *quantTable, outAcc);
+    std::vector<Tensor> quantTable;
+    QS_RETURN_IF_ERROR(quantizedPass(*feeds, *floatTable, all, cacheThis ? &quantTable : nullptr, nullptr, nodeAcc, outAcc));
 
     if (m_options.layerwise) {
       if (!keepGoing(progress, base + 0.3 * span, "layer-wise")) return cancelled(*m_model);
-      std::vector<const Tensor*> inputs;
+      std::vector<const Tensor*> floatIn, actIn, weightIn, inputs;
+      std::vector<Tensor> storage;
       for (NodeId id : candidates) {
         const Node& n = g.nodes[(size_t)id];
         if (n.outputs.empty() || n.outputs[0] == kNoValue) continue;
         const Tensor& ref = (*floatTable)[(size_t)n.outputs[0]];
         if (ref.dtype() != DType::Float) continue;
-        struct Part {
-          int parts;
-          ErrorAccumulator* acc;
-          bool wanted;
-        } parts[] = {{Transform::kBoth, &layerAcc[(size_t)id], true},
-                     {Transform::kWeights, &weightAcc[(size_t)id], (bool)hasWeight[(size_t)id]},
-                     {Transform::kActivations, &actAcc[(size_t)id], hasAct[(size_t)id] && hasWeight[(size_t)id]}};
-        for (const Part& p : parts) {
-          if (!p.wanted) continue;
-          Transform t(*this, id, p.parts);
-          std::vector<Tensor> storage(n.inputs.size());
-          inputs.assign(n.inputs.size(), nullptr);
-          for (size_t i = 0; i < n.inputs.size(); ++i) {
-            if (n.inputs[i] == kNoValue) continue;
-            inputs[i] = &(*floatTable)[(size_t)n.inputs[i]];
-            if (const Tensor* q = t.transform(id, i, *inputs[i], storage[i])) inputs[i] = q;
+        // Each input once: float, with its activation point applied, with its weight point
+        // applied (a placement puts at most one point on an input).
+        Transform ta(*this, id, Transform::kActivations), tw(*this, id, Transform::kWeights);
+        const size_t k = n.inputs.size();
+        floatIn.assign(k, nullptr);
+        actIn.assign(k, nullptr);
+        weightIn.assign(k, nullptr);
+        storage.assign(k, Tensor());
+        Tensor unused;
+        for (size_t i = 0; i < k; ++i) {
+          if (n.inputs[i] == kNoValue) continue;
+          floatIn[i] = actIn[i] = weightIn[i] = &(*floatTable)[(size_t)n.inputs[i]];
+          if (const Tensor* q = ta.transform(id, i, *floatIn[i], storage[i])) actIn[i] = q;
+          if (const Tensor* q = tw.transform(id, i, *floatIn[i], unused)) weightIn[i] = q;
+        }
+        auto runWith = [&](int parts, ErrorAccumulator& acc) -> Status {
+          inputs.assign(k, nullptr);
+          for (size_t i = 0; i < k; ++i) {
+            inputs[i] = floatIn[i];
+            if ((parts & Transform::kActivations) && actIn[i] != floatIn[i]) inputs[i] = actIn[i];
+            if ((parts & Transform::kWeights) && weightIn[i] != floatIn[i]) inputs[i] = weightIn[i];
           }
           auto outs = m_executor->runNode(id, inputs);
           if (!outs) return outs.status();
-          p.acc->add(ref, (*outs)[0]);
+          acc.add(ref, (*outs)[0], m_executor->threads());
+          return Status::ok();
+        };
+        const size_t i = (size_t)id;
+        QS_RETURN_IF_ERROR(runWith(Transform::kBoth, layerAcc[i]));
+        // With only one kind of point, the other split figure is the layer-wise one: no re-run.
+        if (hasWeight[i] && hasAct[i]) {
+          QS_RETURN_IF_ERROR(runWith(Transform::kWeights, weightAcc[i]));
+          QS_RETURN_IF_ERROR(runWith(Transform::kActivations, actAcc[i]));
+        } else if (hasWeight[i]) {
+          weightAcc[i] = layerAcc[i];
+        } else {
+          actAcc[i] = layerAcc[i];
         }
-        // Activation-only equals the layer-wise error when the node has no weight.
-        if (!hasWeight[(size_t)id]) actAcc[(size_t)id] = layerAcc[(size_t)id];
       }
     }
 
@@ -337,30 +484,16 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
                                      "sensitivity"))
           return cancelled(*m_model);
         Transform t(*this, candidates[c]);
-        std::vector<Tensor> table = *floatTable;  // shares buffers: only the cone's outputs are replaced
-        RunOptions so;
-        so.cancel = &m_cancel;
-        so.inputTransform = &t;
-        QS_RETURN_IF_ERROR(m_executor->runNodes(cones[c], table, so));
-        for (ValueId out : g.outputs) {
-          const Tensor& a = (*floatTable)[(size_t)out];
-          if (!a.empty() && a.numel() == table[(size_t)out].numel()) sensAcc[(size_t)candidates[c]].add(a, table[(size_t)out]);
-        }
+        QS_RETURN_IF_ERROR(sensitivityPass(cones[c], t, *floatTable, sensAcc[(size_t)candidates[c]]));
       }
     }
-    if (cacheOn) {
-      uint64_t bytes = tableBytes(g, *floatTable) + tableBytes(g, *quantTable);
-      if (cachedBytes + bytes <= m_options.cacheBudgetBytes) {
-        auto bc = std::make_unique<BatchCache>();
-        bc->feeds = std::move(feeds).value();
-        bc->floatTable = std::move(floatTable).value();
-        bc->quantTable = std::move(quantTable).value();
-        cache.push_back(std::move(bc));
-        cachedBytes += bytes;
-      } else {
-        cacheOn = false;
-        cache.clear();
-      }
+    if (cacheThis) {
+      auto bc = std::make_unique<BatchCache>();
+      bc->floatTable = std::move(floatTable).value();
+      bc->quantTable = std::move(quantTable);
+      bc->state = enabled;
+      cachedBytes += tableBytes(g, bc->floatTable) + tableBytes(g, bc->quantTable);
+      cache.push_back(std::move(bc));
     }
   }
 
@@ -382,6 +515,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   m_nodeAcc = std::move(nodeAcc);
   m_outAcc = std::move(outAcc);
   m_cache = std::move(cache);
+  m_cachedBytes = cachedBytes;
   m_data = std::move(data);
   finishResult(*r, m_nodeAcc, m_outAcc);
   m_result = r;
@@ -411,13 +545,14 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
   m_cancel = false;
   if (!m_result) return invalidArgument(m_model->path + ": setQuantized() needs a prior analyze()");
   const Graph& g = m_model->graph;
+  const size_t N = g.nodes.size();
   QuantPlan previous = m_plan;
-  std::vector<NodeId> changed;
   for (auto [id, on] : toggles) {
-    if (id < 0 || (size_t)id >= g.nodes.size()) return invalidArgument("node id " + std::to_string(id) + " out of range");
-    setNodeQuantized(m_plan, g, id, on);
+    if (id < 0 || (size_t)id >= N) return invalidArgument("node id " + std::to_string(id) + " out of range");
   }
-  for (size_t i = 0; i < g.nodes.size(); ++i)
+  for (auto [id, on] : toggles) setNodeQuantized(m_plan, g, id, on);
+  std::vector<NodeId> changed;
+  for (size_t i = 0; i < N; ++i)
     if (previous.nodes[i].quantized != m_plan.nodes[i].quantized) changed.push_back((NodeId)i);
   if (changed.empty()) {
     auto r = std::make_shared<AnalysisResult>(*m_result);
@@ -425,52 +560,106 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
     m_result = r;
     return m_result;
   }
-  std::vector<NodeId> cone = coneOf(changed);
-  std::vector<ErrorAccumulator> nodeAcc = m_nodeAcc, outAcc(g.outputs.size());
-  for (NodeId id : cone) nodeAcc[(size_t)id] = ErrorAccumulator();
-  Transform t(*this, enabledMask());
+  // Only the graph-wise figures of the changed nodes' downstream cone and the outputs change.
+  const std::vector<NodeId> cone = coneOf(changed);
+  const std::vector<char> target = enabledMask();
+  const int64_t batches = m_data->batchCount();
+  const int64_t cachedCount = std::min<int64_t>((int64_t)m_cache.size(), batches);
+  // Per-batch accumulators, merged in batch order afterwards: the sums are then bit-identical to
+  // those of analyze(), which adds batch after batch, whatever thread ran which batch.
+  std::vector<std::vector<ErrorAccumulator>> nodeB((size_t)batches), outB((size_t)batches);
+  std::vector<Status> statusB((size_t)batches);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> done{0};
+  const auto caller = std::this_thread::get_id();
+  Transform t(*this, target);  // stateless once built: shared by the threads
   RunOptions ro;
   ro.cancel = &m_cancel;
   ro.inputTransform = &t;
-  const bool cached = !m_cache.empty();
-  const int64_t batches = cached ? (int64_t)m_cache.size() : m_data->batchCount();
-  std::vector<std::vector<Tensor>> newQuant;
-  for (int64_t b = 0; b < batches; ++b) {
-    if (!keepGoing(progress, (double)b / (double)batches, "re-analysing")) {
-      m_plan = previous;
-      return cancelled(*m_model);
-    }
-    std::vector<Tensor> floatTable, quantTable;
-    if (cached) {
-      floatTable = m_cache[(size_t)b]->floatTable;
-      quantTable = m_cache[(size_t)b]->quantTable;  // shares buffers; the cone's entries are replaced
-      Status st = m_executor->runNodes(cone, quantTable, ro);
-      if (!st) {
-        m_plan = previous;
-        return st;
+  auto report = [&] {
+    // The callback runs on the calling thread only (a GUI's callback need not be thread-safe).
+    if (std::this_thread::get_id() != caller) return;
+    if (!keepGoing(progress, (double)done.load() / (double)batches, "re-analysing")) stop = true;
+  };
+
+  // A cached batch: bring its quantized table to `target` in place, re-running only the cone of
+  // what differs from the state it holds (the toggled nodes, unless an earlier update of this
+  // batch was interrupted), so no table is copied and replaced buffers return to the pool at once.
+  auto updateCached = [&](int64_t b) -> Status {
+    BatchCache& c = *m_cache[(size_t)b];
+    nodeB[(size_t)b].resize(N);
+    outB[(size_t)b].resize(g.outputs.size());
+    CompareOutputs compare(g, c.floatTable, &cone, nodeB[(size_t)b], m_executor->threads());
+    if (c.state != target) {
+      std::vector<NodeId> diff;
+      bool known = c.state.size() == N;
+      if (known)
+        for (size_t i = 0; i < N; ++i)
+          if (c.state[i] != target[i]) diff.push_back((NodeId)i);
+      c.state.clear();  // unknown until the update completes
+      RunOptions co = ro;
+      co.observer = &compare;
+      Status st;
+      if (!known) {
+        c.quantTable = c.floatTable;  // inputs and constants; every node output is replaced
+        st = m_executor->runNodes(g.topoOrder, c.quantTable, co);
+      } else {
+        st = m_executor->runNodes(diff == changed ? cone : coneOf(diff), c.quantTable, co);
       }
-    } else {
-      auto feeds = m_data->batch(b);
-      if (!feeds) return feeds.status();
-      auto ft = m_executor->makeValueTable(*feeds);
-      auto qt = m_executor->makeValueTable(*feeds);
-      if (!ft) return ft.status();
-      RunOptions fo;
-      fo.cancel = &m_cancel;
-      Status st = m_executor->runNodes(g.topoOrder, *ft, fo);
-      if (st) st = m_executor->runNodes(g.topoOrder, *qt, ro);
-      if (!st) {
-        m_plan = previous;
-        return st;
-      }
-      floatTable = std::move(ft).value();
-      quantTable = std::move(qt).value();
+      if (!st) return st;
+      c.state = target;
     }
-    accumulateNodes(g, cone, floatTable, quantTable, nodeAcc);
-    accumulateOutputs(g, floatTable, quantTable, outAcc);
-    if (cached) newQuant.push_back(std::move(quantTable));
+    // Cone nodes this batch did not re-run (its table was ahead, after an interrupted update).
+    accumulateNodes(g, compare.remaining(cone), c.floatTable, c.quantTable, nodeB[(size_t)b]);
+    accumulateOutputs(g, c.floatTable, c.quantTable, outB[(size_t)b]);
+    return Status::ok();
+  };
+  // A batch beyond the cache budget: float and quantized passes in full.
+  auto recompute = [&](int64_t b) -> Status {
+    auto feeds = m_data->batch(b);
+    if (!feeds) return feeds.status();
+    auto ft = m_executor->makeValueTable(*feeds);
+    if (!ft) return ft.status();
+    RunOptions fo;
+    fo.cancel = &m_cancel;
+    QS_RETURN_IF_ERROR(m_executor->runNodes(g.topoOrder, *ft, fo));
+    nodeB[(size_t)b].resize(N);
+    outB[(size_t)b].resize(g.outputs.size());
+    return quantizedPass(*feeds, *ft, t, nullptr, &cone, nodeB[(size_t)b], outB[(size_t)b]);
+  };
+
+  report();
+  // Cached batches in parallel, one batch per thread (the kernels then run serially inside,
+  // which suits small per-sample ops); the others one at a time with threaded kernels, so that
+  // two full tables of a large model are never built at once.
+  forEachItem(m_executor->threads(), cachedCount, [&](int64_t b) {
+    if (stop.load() || m_cancel.load()) return;
+    statusB[(size_t)b] = updateCached(b);
+    if (!statusB[(size_t)b]) stop = true;
+    ++done;
+    report();
+  });
+  for (int64_t b = cachedCount; b < batches && !stop.load() && !m_cancel.load(); ++b) {
+    statusB[(size_t)b] = recompute(b);
+    if (!statusB[(size_t)b]) stop = true;
+    ++done;
+    report();
   }
-  for (size_t b = 0; b < newQuant.size(); ++b) m_cache[b]->quantTable = std::move(newQuant[b]);
+  if (stop.load() || m_cancel.load()) {
+    m_plan = previous;  // cached tables keep their own states; the next toggle brings them along
+    for (const Status& st : statusB)
+      if (!st && st.code() != StatusCode::Cancelled) return st;
+    return cancelled(*m_model);
+  }
+
+  std::vector<ErrorAccumulator> nodeAcc = m_nodeAcc, outAcc(g.outputs.size());
+  for (NodeId id : cone) {
+    ErrorAccumulator a;
+    for (int64_t b = 0; b < batches; ++b) a.merge(nodeB[(size_t)b][(size_t)id]);
+    nodeAcc[(size_t)id] = a;
+  }
+  for (size_t o = 0; o < g.outputs.size(); ++o)
+    for (int64_t b = 0; b < batches; ++b) outAcc[o].merge(outB[(size_t)b][o]);
   m_nodeAcc = std::move(nodeAcc);
   m_outAcc = std::move(outAcc);
   auto r = std::make_shared<AnalysisResult>(*m_result);

@@ -133,6 +133,9 @@ class QuantSession {
   const AnalysisOptions& options() const { return m_options; }
   /// Set from any thread to stop a running call (it returns Cancelled, previous results kept).
   std::atomic<bool>& cancelFlag() { return m_cancel; }
+  /// Bytes of activations kept for incremental toggles, and the number of batches they cover.
+  uint64_t cachedBytes() const { return m_cachedBytes; }
+  int64_t cachedBatches() const { return (int64_t)m_cache.size(); }
 
  private:
   QuantSession() = default;
@@ -150,6 +153,15 @@ class QuantSession {
   void finishResult(AnalysisResult& r, const std::vector<ErrorAccumulator>& nodeAcc,
                     const std::vector<ErrorAccumulator>& outAcc) const;
   std::vector<NodeId> coneOf(const std::vector<NodeId>& roots) const;
+  // The quantized pass of one batch through `transform`, its node outputs (those of `nodes`, or
+  // all) and graph outputs accumulated against `floatTable`. With `keep`, every activation is
+  // kept there; without, intermediates are freed as the pass goes.
+  Status quantizedPass(const std::vector<NamedTensor>& feeds, const std::vector<Tensor>& floatTable, Transform& transform,
+                       std::vector<Tensor>* keep, const std::vector<NodeId>* nodes, std::vector<ErrorAccumulator>& nodeAcc,
+                       std::vector<ErrorAccumulator>& outAcc) const;
+  // Re-runs `cone` over the float table with `transform`; adds the graph outputs to `acc`.
+  Status sensitivityPass(const std::vector<NodeId>& cone, Transform& transform, const std::vector<Tensor>& floatTable,
+                         ErrorAccumulator& acc) const;
   bool keepGoing(const ProgressFn& progress, double fraction, const std::string& stage) const;
 
   std::shared_ptr<const Model> m_model;
@@ -167,6 +179,7 @@ class QuantSession {
   // Per-node accumulators of the last analysis, kept for incremental updates.
   std::vector<ErrorAccumulator> m_nodeAcc, m_outAcc;
   std::vector<std::unique_ptr<BatchCache>> m_cache;  // per analysed batch, when within budget
+  uint64_t m_cachedBytes = 0;
   std::shared_ptr<const CalibrationData> m_data;
   std::atomic<bool> m_cancel{false};
 };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/exec/parallel.h"
+
 namespace qs {
 
 void fakeQuantInt8(const float* x, float* y, int64_t n, float scale, int qmin, int qmax) {
@@ -33,13 +35,16 @@ void fakeQuantFp8(const float* x, float* y, int64_t n, float scale) {
   for (int64_t i = 0; i < n; ++i) y[i] = roundToFp8E4M3(x[i] / scale) * scale;
 }
 
-Tensor fakeQuantize(const Tensor& x, const std::vector<float>& scales, int axis, QuantMode mode, int qmin, int qmax) {
+Tensor fakeQuantize(const Tensor& x, const std::vector<float>& scales, int axis, QuantMode mode, int qmin, int qmax,
+                    int threads) {
   Tensor y(DType::Float, x.shape());
   const float* in = x.data<float>();
   float* out = y.data<float>();
   if (scales.size() == 1) {
-    if (mode == QuantMode::Fp8) fakeQuantFp8(in, out, x.numel(), scales[0]);
-    else fakeQuantInt8(in, out, x.numel(), scales[0], qmin, qmax);
+    parallelFor(threads, x.numel(), 1 << 15, [&](int64_t b, int64_t e) {
+      if (mode == QuantMode::Fp8) fakeQuantFp8(in + b, out + b, e - b, scales[0]);
+      else fakeQuantInt8(in + b, out + b, e - b, scales[0], qmin, qmax);
+    });
     return y;
   }
   int64_t outer = 1, inner = 1, channels = x.dim(axis);

@@ -27,7 +27,9 @@ float roundToFp8E4M3(float v);
 void fakeQuantFp8(const float* x, float* y, int64_t n, float scale);
 
 /// Fake-quantizes a float tensor per tensor (scales.size() == 1) or along `axis`
-/// (scales.size() == dim(axis)), returning a new tensor.
-Tensor fakeQuantize(const Tensor& x, const std::vector<float>& scales, int axis, QuantMode mode, int qmin, int qmax);
+/// (scales.size() == dim(axis)), returning a new tensor. A large per-tensor case is split over
+/// up to `threads` threads (elementwise: the result does not depend on it).
+Tensor fakeQuantize(const Tensor& x, const std::vector<float>& scales, int axis, QuantMode mode, int qmin, int qmax,
+                    int threads = 1);
 
 }  // namespace qs

@@ -172,6 +172,95 @@ TEST(Analysis, IncrementalWithoutCacheEqualsFullRecompute) {
   fs::remove_all(f.dir);
 }
 
+TEST(Analysis, PartialCacheAndInterruptedToggleEqualFullRecompute) {
+  auto f = openCls(4);
+  if (!f.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
+  const Graph& g = f.model->graph;
+  AnalysisOptions ao;
+  ao.calibration.method = CalibMethod::Max;
+  ao.sensitivity = false;
+  ao.layerwise = false;
+  ao.threads = 2;
+  uint64_t perBatch = 0;
+  {
+    auto probe = QuantSession::create(f.model, {}, ao);
+    ASSERT_TRUE(probe);
+    ASSERT_TRUE((*probe)->calibrate(*f.data));
+    ASSERT_TRUE((*probe)->analyze(f.data));
+    ASSERT_EQ((*probe)->cachedBatches(), 4);
+    perBatch = (*probe)->cachedBytes() / 4;
+  }
+  ao.cacheBudgetBytes = perBatch * 5 / 2;  // two of the four batches cached, two re-run in full
+  auto s = QuantSession::create(f.model, {}, ao);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE((*s)->calibrate(*f.data));
+  ASSERT_TRUE((*s)->analyze(f.data));
+  EXPECT_EQ((*s)->cachedBatches(), 2);
+  std::vector<NodeId> q;
+  for (NodeId id : g.topoOrder)
+    if ((*s)->plan().nodes[(size_t)id].quantized) q.push_back(id);
+  // Interrupted after the first batch: the cached tables are left at mixed states.
+  int calls = 0;
+  auto stopped = (*s)->setQuantized({{q[1], false}, {q[q.size() / 2], false}},
+                                    [&](double, const std::string&) { return ++calls < 3; });
+  ASSERT_FALSE(stopped);
+  EXPECT_EQ(stopped.status().code(), StatusCode::Cancelled);
+  EXPECT_TRUE((*s)->plan().nodes[(size_t)q[1]].quantized);  // the previous states are kept
+  auto inc = (*s)->setQuantized({{q[q.size() / 2], false}, {q[q.size() - 3], false}});
+  ASSERT_TRUE(inc) << inc.status().message();
+
+  QuantConfig cfg;
+  cfg.nodesToExclude = {g.nodes[(size_t)q[q.size() / 2]].name + "$", g.nodes[(size_t)q[q.size() - 3]].name + "$"};
+  ao.cacheBudgetBytes = 0;
+  auto full = QuantSession::create(f.model, cfg, ao);
+  ASSERT_TRUE(full);
+  ASSERT_TRUE((*full)->calibrate(*f.data));
+  auto ref = (*full)->analyze(f.data);
+  ASSERT_TRUE(ref);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    EXPECT_EQ((*inc)->plan.nodes[i].quantized, (*ref)->plan.nodes[i].quantized) << g.nodes[i].name;
+    expectSameMetrics((*inc)->nodes[i].graphwise, (*ref)->nodes[i].graphwise, g.nodes[i].name);
+  }
+  expectSameMetrics((*inc)->outputs[0].metrics, (*ref)->outputs[0].metrics, "output");
+  fs::remove_all(f.dir);
+}
+
+TEST(Analysis, AccumulatorLanesMatchScalarSums) {
+  // The vectorised sums against long double references, every length around the lane width,
+  // and NaN differences skipped by the maximum as before.
+  std::vector<float> y(1000), q(1000);
+  uint32_t state = 12345;
+  auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return (float)(state >> 8) / (float)(1 << 24) - 0.5f;
+  };
+  for (size_t i = 0; i < y.size(); ++i) {
+    y[i] = 4 * next();
+    q[i] = y[i] + 0.01f * next();
+  }
+  for (int64_t n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 1000}) {
+    ErrorAccumulator acc;
+    acc.add(y.data(), q.data(), n);
+    long double s = 0, e = 0;
+    double m = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      s += (long double)y[(size_t)i] * y[(size_t)i];
+      e += ((long double)y[(size_t)i] - q[(size_t)i]) * ((long double)y[(size_t)i] - q[(size_t)i]);
+      m = std::max(m, std::fabs((double)y[(size_t)i] - (double)q[(size_t)i]));
+    }
+    EXPECT_NEAR(acc.signalPower(), (double)s, 1e-12 * (double)s) << n;
+    EXPECT_NEAR(acc.noisePower(), (double)e, 1e-12 * (double)e) << n;
+    EXPECT_EQ(acc.metrics().maxAbs, m) << n;
+    EXPECT_EQ(acc.metrics().count, n);
+  }
+  std::vector<float> a(19, 1.f), b(19, 1.f);
+  b[3] = NAN;
+  b[12] = 3.f;
+  ErrorAccumulator nan;
+  nan.add(a.data(), b.data(), 19);
+  EXPECT_EQ(nan.metrics().maxAbs, 2.0);
+}
+
 TEST(Analysis, SensitivityEqualsFullRunWithOnlyThatNodeQuantized) {
   auto f = openCls(3);
   if (!f.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
