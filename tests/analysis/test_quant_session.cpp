@@ -72,6 +72,52 @@ std::unique_ptr<QuantSession> makeSession(const Fixture& f, CalibMethod method, 
 
 }  // namespace
 
+/// Every figure of a report is there and is a number or an explicit infinity (NaN only where a
+/// figure does not apply: no weight, no activation point), and the JSON holds no NaN.
+void expectCompleteReport(const Model& model, const AnalysisResult& res, bool sensitivity, const std::string& tag) {
+  const Graph& g = model.graph;
+  ASSERT_EQ(res.outputs.size(), g.outputs.size()) << tag;
+  for (const OutputResult& o : res.outputs) {
+    EXPECT_FALSE(std::isnan(o.metrics.snrDb)) << tag << " output " << o.name;
+    EXPECT_FALSE(std::isnan(o.metrics.cosine)) << tag << " output " << o.name;
+    EXPECT_TRUE(std::isfinite(o.metrics.mse)) << tag << " output " << o.name;
+  }
+  ASSERT_EQ(res.nodes.size(), g.nodes.size()) << tag;
+  int quantizable = 0;
+  for (NodeId id = 0; id < (NodeId)g.nodes.size(); ++id) {
+    const NodeResult& nr = res.nodes[(size_t)id];
+    const NodeQuantState& st = res.plan.nodes[(size_t)id];
+    const std::string what = tag + " " + g.nodes[(size_t)id].name;
+    if (!st.quantized) {
+      EXPECT_FALSE(st.reason.empty()) << what;
+    }
+    if (st.quantizable) {
+      ++quantizable;
+      ASSERT_TRUE(nr.hasLayerwise) << what;
+      expectFiniteOrInf(nr.layerwise.snrDb, what);
+      EXPECT_TRUE(std::isfinite(nr.layerwise.mse)) << what;
+      expectFiniteOrInf(nr.activationSnrDb, what);
+      if (sensitivity) expectFiniteOrInf(nr.sensitivitySnrDb, what);
+    }
+    if (nr.hasGraphwise) {
+      expectFiniteOrInf(nr.graphwise.snrDb, what);
+      EXPECT_TRUE(std::isfinite(nr.graphwise.mse)) << what;
+      EXPECT_TRUE(std::isfinite(nr.graphwise.maxAbs)) << what;
+    }
+  }
+  EXPECT_GT(quantizable, 40) << tag;
+  for (const auto& [id, a] : res.activations) {
+    EXPECT_GT(a.scale, 0.f) << tag;
+    EXPECT_TRUE(std::isfinite(a.amax)) << tag;
+  }
+  const std::string json = reportJson(model, res, {});
+  EXPECT_EQ(json.find("nan"), std::string::npos) << tag;
+  EXPECT_EQ(json.find("NaN"), std::string::npos) << tag;
+  if (sensitivity) {
+    EXPECT_NE(json.find("\"sensitivity_snr_db\""), std::string::npos) << tag;
+  }
+}
+
 TEST(Analysis, ClsReportIsCompleteAndFinite) {
   auto f = openCls();
   if (!f.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
@@ -79,34 +125,10 @@ TEST(Analysis, ClsReportIsCompleteAndFinite) {
   auto r = s->analyze(f.data);
   ASSERT_TRUE(r) << r.status().message();
   const AnalysisResult& res = **r;
-  const Graph& g = f.model->graph;
   ASSERT_EQ(res.outputs.size(), 1u);
   EXPECT_GT(res.outputs[0].metrics.snrDb, 10.0);
   EXPECT_LT(res.outputs[0].metrics.snrDb, 80.0);
-  int quantized = 0;
-  for (NodeId id = 0; id < (NodeId)g.nodes.size(); ++id) {
-    const NodeResult& nr = res.nodes[(size_t)id];
-    const NodeQuantState& st = res.plan.nodes[(size_t)id];
-    if (!st.quantized) {
-      EXPECT_FALSE(st.reason.empty()) << g.nodes[(size_t)id].name;
-    }
-    if (st.quantizable) {
-      ++quantized;
-      ASSERT_TRUE(nr.hasLayerwise) << g.nodes[(size_t)id].name;
-      expectFiniteOrInf(nr.layerwise.snrDb, g.nodes[(size_t)id].name);
-      expectFiniteOrInf(nr.sensitivitySnrDb, g.nodes[(size_t)id].name);
-      expectFiniteOrInf(nr.activationSnrDb, g.nodes[(size_t)id].name);
-    }
-    if (nr.hasGraphwise) expectFiniteOrInf(nr.graphwise.snrDb, g.nodes[(size_t)id].name);
-  }
-  EXPECT_GT(quantized, 40);
-  for (const auto& [id, a] : res.activations) {
-    EXPECT_GT(a.scale, 0.f);
-    EXPECT_TRUE(std::isfinite(a.amax));
-  }
-  std::string json = reportJson(*f.model, res, {});
-  EXPECT_EQ(json.find("nan"), std::string::npos);
-  EXPECT_NE(json.find("\"sensitivity_snr_db\""), std::string::npos);
+  expectCompleteReport(*f.model, res, true, "cls");
   fs::remove_all(f.dir);
 }
 
@@ -311,6 +333,8 @@ TEST(Analysis, ExcludingTheWorstNodesRaisesOutputSnrAndFallbackReachesTarget) {
   fs::remove_all(f.dir);
 }
 
+// PP-OCRv4 det on rendered text images, every calibration method: complete reports, and the most
+// sensitive node, excluded, visibly raises the output's SNR.
 TEST(Analysis, DetWithRenderedImagesEveryMethod) {
   auto f = open("ch_PP-OCRv4_det_infer.onnx", 160, 160, 2, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f});
   if (!f.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
@@ -324,8 +348,29 @@ TEST(Analysis, DetWithRenderedImagesEveryMethod) {
     ASSERT_TRUE((*s)->calibrate(*f.data));
     auto r = (*s)->analyze(f.data);
     ASSERT_TRUE(r) << r.status().message();
-    EXPECT_FALSE(std::isnan((*r)->outputs[0].metrics.snrDb)) << calibMethodName(m);
-    EXPECT_GT((*r)->outputs[0].metrics.cosine, 0.5) << calibMethodName(m);
+    const std::string tag = std::string("det ") + calibMethodName(m);
+    expectCompleteReport(*f.model, **r, ao.sensitivity, tag);
+    EXPECT_GT((*r)->outputs[0].metrics.cosine, 0.5) << tag;
+    if (m != CalibMethod::Max) continue;
+    // Exclude the node whose quantization alone costs the output most.
+    NodeId worst = -1;
+    for (NodeId id = 0; id < (NodeId)(*r)->nodes.size(); ++id) {
+      const double v = (*r)->nodes[(size_t)id].sensitivitySnrDb;
+      if ((*r)->plan.nodes[(size_t)id].quantized && !std::isnan(v) &&
+          (worst < 0 || v < (*r)->nodes[(size_t)worst].sensitivitySnrDb))
+        worst = id;
+    }
+    ASSERT_GE(worst, 0);
+    const double before = (*r)->outputs[0].metrics.snrDb;
+    auto after = (*s)->setQuantized({{worst, false}});
+    ASSERT_TRUE(after) << after.status().message();
+    EXPECT_FALSE((*after)->plan.nodes[(size_t)worst].quantized);
+    EXPECT_FALSE((*after)->plan.nodes[(size_t)worst].reason.empty());
+    std::printf("det: excluding %s raises the output SNR from %.2f to %.2f dB\n",
+                f.model->graph.nodes[(size_t)worst].name.c_str(), before, (*after)->outputs[0].metrics.snrDb);
+    EXPECT_GT((*after)->outputs[0].metrics.snrDb, before + 0.1)
+        << "excluding " << f.model->graph.nodes[(size_t)worst].name << " (sensitivity "
+        << (*r)->nodes[(size_t)worst].sensitivitySnrDb << " dB)";
   }
   fs::remove_all(f.dir);
 }
