@@ -15,15 +15,22 @@ namespace {
 
 constexpr int kVersion = 1;
 
+/// Qt reads a path that starts with ':' as a resource (absolute); a file of that name in the
+/// project's folder is written and read as "./:name".
+QString notAResource(const QString& path) {
+  return path.startsWith(QLatin1Char(':')) ? QStringLiteral("./") + path : path;
+}
+
 QString relativeTo(const QString& path, const QString& projectPath) {
   if (path.isEmpty()) return path;
   const QDir dir = QFileInfo(projectPath).absoluteDir();
   const QString rel = dir.relativeFilePath(QFileInfo(path).absoluteFilePath());
-  return rel.startsWith(QStringLiteral("..")) ? QFileInfo(path).absoluteFilePath() : rel;
+  return rel.startsWith(QStringLiteral("..")) ? QFileInfo(path).absoluteFilePath() : notAResource(rel);
 }
 
-QString resolve(const QString& path, const QString& projectPath) {
-  if (path.isEmpty()) return path;
+QString resolve(const QString& stored, const QString& projectPath) {
+  if (stored.isEmpty()) return stored;
+  const QString path = notAResource(stored);
   if (QDir::isAbsolutePath(path)) return QDir::cleanPath(path);
   return QDir::cleanPath(QFileInfo(projectPath).absoluteDir().filePath(path));
 }

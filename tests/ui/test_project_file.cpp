@@ -40,6 +40,23 @@ class ProjectFileTest : public QObject {
     QCOMPARE(again.modelPath, p.modelPath);
   }
 
+  // fuzz_project in CI: a model named ":fernx" beside the project was written as ":fernx", which
+  // Qt reads as a resource path (absolute), so the project reopened a different file.
+  void namesStartingWithAColonStayInTheProjectFolder() {
+    Project p;
+    QString error;
+    QVERIFY(projectFromJson(R"({"quantscope_project": 1, "model": "./:fernx"})", QStringLiteral("/data/p.qsproj"), p, error));
+    QCOMPARE(p.modelPath, QStringLiteral("/data/:fernx"));
+    const QByteArray saved = projectToJson(p, QStringLiteral("/data/p.qsproj"));
+    QVERIFY2(saved.contains("\"./:fernx\""), saved.constData());
+    Project again;
+    QVERIFY(projectFromJson(saved, QStringLiteral("/data/p.qsproj"), again, error));
+    QCOMPARE(again.modelPath, p.modelPath);
+    // Written by hand without the "./", it still names the file in the project's folder.
+    QVERIFY(projectFromJson(R"({"quantscope_project": 1, "model": ":fernx"})", QStringLiteral("/data/p.qsproj"), p, error));
+    QCOMPARE(p.modelPath, QStringLiteral("/data/:fernx"));
+  }
+
   // Numbers that used to reach casts or divisions unchecked ("samples": 1e30 is UB as int64; a std
   // of 0 divides every pixel by zero).
   void numbersOutOfRangeAreRefused() {
