@@ -87,7 +87,8 @@ bool triple(const QJsonObject& o, const char* key, double lo, double hi, bool ze
   bool ok = v.isArray() && a.size() == 3;
   for (int k = 0; ok && k < 3; ++k) {
     const double x = a.at(k).toDouble(std::nan(""));
-    ok = a.at(k).isDouble() && std::isfinite(x) && x >= lo && x <= hi && (zeroOk || x != 0);
+    // A divisor must stay a usable float: 2e-94 is not 0 as a double but is as a float.
+    ok = a.at(k).isDouble() && std::isfinite(x) && x >= lo && x <= hi && (zeroOk || std::fabs(x) >= 1e-30);
     if (ok) out[(size_t)k] = (float)x;
   }
   if (!ok) {
@@ -95,7 +96,7 @@ bool triple(const QJsonObject& o, const char* key, double lo, double hi, bool ze
                 .arg(projectPath, QLatin1String(key))
                 .arg(lo)
                 .arg(hi)
-                .arg(zeroOk ? QString() : QStringLiteral(", none 0"));
+                .arg(zeroOk ? QString() : QStringLiteral(", none 0 or within 1e-30 of it"));
   }
   return ok;
 }

@@ -6,10 +6,13 @@
 # the corpora grow in BUILD_DIR/fuzz-corpus/<target>; crash inputs land in
 # BUILD_DIR/fuzz-artifacts/<target>/. Prints per target: executions, exec/s, cov, ft, corpus.
 # QS_FUZZ_TARGETS="fuzz_npy fuzz_image" runs a subset; QS_FUZZ_JOBS is unused (one process each).
+# QS_FUZZ_SEED (default 1) is libFuzzer's -seed: with the same binary and seeds a run explores the
+# same inputs, so a CI result can be reproduced; set another value (or 0, random) to explore more.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:?usage: run_fuzzers.sh BUILD_DIR [SECONDS]}
 seconds=${2:-60}
+fuzz_seed=${QS_FUZZ_SEED:-1}
 build=$(cd "$build" && pwd)
 bin="$build/tests/fuzz"
 targets=${QS_FUZZ_TARGETS:-"fuzz_model fuzz_npy fuzz_quant_files fuzz_image fuzz_project"}
@@ -52,7 +55,7 @@ for t in $targets; do
   log="$build/fuzz-$t.log"
   start=$(date +%s)
   "$exe" "$corpus" "$seeds/$(seed_dir "$t")" -max_total_time="$seconds" -max_len="$(max_len "$t")" \
-    -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix="$artifacts/" >"$log" 2>&1
+    -rss_limit_mb=2048 -timeout=10 -seed="$fuzz_seed" -print_final_stats=1 -artifact_prefix="$artifacts/" >"$log" 2>&1
   rc=$?
   secs=$(($(date +%s) - start))
   # The last status line ("#N DONE cov: C ft: F corp: K/..b ... exec/s: E") and the final stats.

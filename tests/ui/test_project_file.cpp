@@ -68,6 +68,8 @@ class ProjectFileTest : public QObject {
         {R"({"quantscope_project": 1, "model": "m", "calibration": {"samples": 2.5}})", "\"samples\" must be an integer"},
         {R"({"quantscope_project": 1, "model": "m", "calibration": {"width": -3}})", "\"width\" must be a number in"},
         {R"({"quantscope_project": 1, "model": "m", "calibration": {"std": [1, 0, 1]}})", "\"std\" must be 3 numbers"},
+        // fuzz_project: 2e-94 passed as non-zero but became 0 as a float.
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"std": [2e-94, 225, 5]}})", "\"std\" must be 3 numbers"},
         {R"({"quantscope_project": 1, "model": "m", "calibration": {"mean": [1, 2]}})", "\"mean\" must be 3 numbers"},
         {R"({"quantscope_project": 1, "model": "m", "calibration": {"percentile": 101}})", "\"percentile\" must be a number"},
         {R"({"quantscope_project": 1, "model": "m", "calibration": {"scale": "big"}})", "\"scale\" must be a number"},
