@@ -24,18 +24,13 @@
 #include "core/onnx/loader.h"
 #include "core/quant/fake_quant.h"
 #include "core/util/memory.h"
+#include "bench/cpu_time.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/text_images.h"
 
 using namespace qs;
 
 namespace {
-
-double cpuNow() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 struct Args {
   std::string model = std::string(QS_MODELS_DIR) + "/ch_PP-OCRv4_det_infer.onnx";
@@ -122,9 +117,9 @@ int runPart(const std::string& part, const Args& a) {
     // The quickest of three passes: the baseline of every ratio, so the least disturbed one.
     double best = 1e30;
     for (int r = 0; r < 3; ++r) {
-      double t0 = cpuNow();
+      double t0 = bench::cpuSeconds();
       for (const auto& b : batches) (void)(*ex)->run(b);
-      best = std::min(best, cpuNow() - t0);
+      best = std::min(best, bench::cpuSeconds() - t0);
     }
     emit("seconds", best);
   } else if (part == "float-kept") {
@@ -132,12 +127,12 @@ int runPart(const std::string& part, const Args& a) {
     ExecutorOptions eo;
     eo.threads = a.threads;
     auto ex = Executor::create(s.model, eo);
-    double t0 = cpuNow();
+    double t0 = bench::cpuSeconds();
     for (const auto& b : batches) {
       auto table = (*ex)->makeValueTable(b);
       (void)(*ex)->runNodes(s.model->graph.topoOrder, *table);
     }
-    emit("seconds", cpuNow() - t0);
+    emit("seconds", bench::cpuSeconds() - t0);
   } else {
     AnalysisOptions ao;
     ao.threads = a.threads;
@@ -150,16 +145,16 @@ int runPart(const std::string& part, const Args& a) {
       return 2;
     }
     QuantSession& qs = **session;
-    double t0 = cpuNow();
+    double t0 = bench::cpuSeconds();
     (void)qs.calibrate(*s.data);
-    emit("calibration", cpuNow() - t0);
+    emit("calibration", bench::cpuSeconds() - t0);
     std::map<std::string, double> stages;
     std::string stage;
-    double last = cpuNow();
+    double last = bench::cpuSeconds();
     t0 = last;
     auto r = qs.analyze(s.data, [&](double, const std::string& label) {
       if (label != stage) {
-        double now = cpuNow();
+        double now = bench::cpuSeconds();
         if (!stage.empty()) stages[stage] += now - last;
         stage = label;
         last = now;
@@ -170,7 +165,7 @@ int runPart(const std::string& part, const Args& a) {
       std::fprintf(stderr, "%s\n", r.status().message().c_str());
       return 2;
     }
-    emit("seconds", cpuNow() - t0);
+    emit("seconds", bench::cpuSeconds() - t0);
     emit("graphwise", stages["float and graph-wise passes"]);
     emit("layerwise", stages["layer-wise"]);
     emit("sensitivity", stages["sensitivity"]);
@@ -195,12 +190,12 @@ int runPart(const std::string& part, const Args& a) {
         OneNodeTransform t(**r, node);
         RunOptions ro;
         ro.inputTransform = &t;
-        double c0 = cpuNow();
+        double c0 = bench::cpuSeconds();
         for (const auto& b : batches) {
           (void)(*ex)->run(b);
           (void)(*ex)->run(b, ro);
         }
-        total += cpuNow() - c0;
+        total += bench::cpuSeconds() - c0;
       }
       emit("ppq_per_node", total / a.ppqNodes);
     }

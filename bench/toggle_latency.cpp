@@ -17,6 +17,7 @@
 #include "core/analysis/quant_session.h"
 #include "core/onnx/loader.h"
 #include "core/util/memory.h"
+#include "bench/cpu_time.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/text_images.h"
 
@@ -25,24 +26,18 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double cpuNow() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 struct Timing {
   double wallMs = 0, cpuMs = 0;
 };
 
 template <class F>
 Timing timed(F&& f) {
-  double c0 = cpuNow();
+  double c0 = bench::cpuSeconds();
   auto t0 = Clock::now();
   f();
   Timing t;
   t.wallMs = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  t.cpuMs = 1e3 * (cpuNow() - c0);
+  t.cpuMs = 1e3 * (bench::cpuSeconds() - c0);
   return t;
 }
 

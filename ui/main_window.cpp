@@ -5,10 +5,7 @@
 #include <QComboBox>
 #include <QElapsedTimer>
 #include <QInputDialog>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <QLockFile>
-#include <QSaveFile>
 #include <QStandardPaths>
 #include <QToolBar>
 #include <QTreeWidget>
@@ -1192,12 +1189,12 @@ bool MainWindow::autosaveNow() {
     return false;
   }
   // The project, plus where the session came from, so that a restore saves back there.
-  QJsonObject root = QJsonDocument::fromJson(projectToJson(p, m_autosaveFile)).object();
-  root.insert(QStringLiteral("autosave"), QJsonObject{{QStringLiteral("project"), m_projectPath},
-                                                      {QStringLiteral("saved_at"), QDateTime::currentDateTime().toString(Qt::ISODate)}});
-  QSaveFile f(m_autosaveFile);
-  if (!f.open(QIODevice::WriteOnly) || f.write(QJsonDocument(root).toJson(QJsonDocument::Indented)) < 0 || !f.commit()) {
-    log(QStringLiteral("Warning: cannot autosave to %1 (%2)").arg(m_autosaveFile, f.errorString()));
+  Project autosave = p;
+  autosave.autosaveOf = m_projectPath;
+  autosave.autosavedAt = QDateTime::currentDateTime();
+  QString error;
+  if (!qs::ui::saveProject(autosave, m_autosaveFile, error)) {
+    log(QStringLiteral("Warning: cannot autosave (%1)").arg(error));
     return false;
   }
   m_autosavedKey = key;
@@ -1211,16 +1208,13 @@ bool MainWindow::offerAutosaveRestore(RestoreChoice choice) {
   if (file.isEmpty()) return false;
   Project p;
   QString error;
-  QFile f(file);
-  const QByteArray json = f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-  if (!projectFromJson(json, file, p, error)) {
+  if (!loadProject(file, p, error)) {
     log(QStringLiteral("Warning: the autosave %1 cannot be restored (%2); deleted").arg(file, error));
     QFile::remove(file);
     return false;
   }
-  const QJsonObject meta = QJsonDocument::fromJson(json).object().value(QStringLiteral("autosave")).toObject();
-  const QString projectPath = meta.value(QStringLiteral("project")).toString();
-  const QDateTime savedAt = QDateTime::fromString(meta.value(QStringLiteral("saved_at")).toString(), Qt::ISODate);
+  const QString projectPath = p.autosaveOf;
+  const QDateTime savedAt = p.autosavedAt;
   if (choice == RestoreChoice::Ask) {
     QMessageBox box(QMessageBox::Question, QStringLiteral("Restore session"),
                     QStringLiteral("Quantscope did not close cleanly. Restore the session autosaved %1?")

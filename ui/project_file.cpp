@@ -147,6 +147,10 @@ QByteArray projectToJson(const Project& p, const QString& projectPath) {
       {QStringLiteral("quantized_nodes"), QJsonArray::fromStringList(p.quantizedNodes)},
       {QStringLiteral("view"), QJsonObject{{QStringLiteral("colouring"), p.colouring}, {QStringLiteral("threshold_db"), p.thresholdDb}}},
   };
+  if (p.autosavedAt.isValid()) {
+    root.insert(QStringLiteral("autosave"), QJsonObject{{QStringLiteral("project"), p.autosaveOf},
+                                                        {QStringLiteral("saved_at"), p.autosavedAt.toString(Qt::ISODate)}});
+  }
   return QJsonDocument(root).toJson(QJsonDocument::Indented);
 }
 
@@ -209,6 +213,9 @@ bool projectFromJson(const QByteArray& json, const QString& projectPath, Project
   p.colouring = view.value(QStringLiteral("colouring")).toString();
   if (!number(view, "threshold_db", -1000, 1000, 20, threshold, projectPath, error)) return false;
   p.thresholdDb = threshold;
+  const QJsonObject autosave = root.value(QStringLiteral("autosave")).toObject();
+  p.autosaveOf = autosave.value(QStringLiteral("project")).toString();
+  p.autosavedAt = QDateTime::fromString(autosave.value(QStringLiteral("saved_at")).toString(), Qt::ISODate);
   return true;
 }
 

@@ -3,6 +3,7 @@
 // Paths are stored relative to the project file when they lie below its folder.
 #pragma once
 
+#include <QDateTime>
 #include <QString>
 #include <QStringList>
 
@@ -18,6 +19,10 @@ struct Project {
   QStringList quantizedNodes;        // node names switched back on by the user
   QString colouring;                 // graph colouring ("graphwise", "layerwise", "sensitivity", "op")
   double thresholdDb = 20;
+  // Set in autosaves only (written as "autosave": {...} when `autosavedAt` is valid): the project
+  // file the session came from ("" for none), so that a restored session saves back there.
+  QString autosaveOf;
+  QDateTime autosavedAt;
 };
 
 /// Serialises `p` for a file at `projectPath` (used to relativise paths).

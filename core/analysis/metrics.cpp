@@ -1,11 +1,10 @@
 #include "core/analysis/metrics.h"
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/exec/parallel.h"
-
-#include <algorithm>
-#include <cmath>
 
 #ifdef __AVX2__
 #include <immintrin.h>

@@ -307,22 +307,20 @@ Status QuantSession::quantizedPass(const std::vector<NamedTensor>& feeds, const 
                                    Transform& transform, std::vector<Tensor>* keep, const std::vector<NodeId>* nodes,
                                    std::vector<ErrorAccumulator>& nodeAcc, std::vector<ErrorAccumulator>& outAcc) const {
   const Graph& g = m_model->graph;
+  CompareOutputs compare(g, floatTable, nodes, nodeAcc, m_executor->threads());
   RunOptions ro;
   ro.cancel = &m_cancel;
   ro.inputTransform = &transform;
+  ro.observer = &compare;
   if (keep) {
     auto table = m_executor->makeValueTable(feeds);
     if (!table) return table.status();
     *keep = std::move(table).value();
-    CompareOutputs compare(g, floatTable, nodes, nodeAcc, m_executor->threads());
-    ro.observer = &compare;
     QS_RETURN_IF_ERROR(m_executor->runNodes(g.topoOrder, *keep, ro));
     accumulateOutputs(g, floatTable, *keep, outAcc);
     return Status::ok();
   }
   // Streamed: each node output is compared as it is produced, then freed after its last consumer.
-  CompareOutputs compare(g, floatTable, nodes, nodeAcc, m_executor->threads());
-  ro.observer = &compare;
   auto outs = m_executor->run(feeds, ro);
   if (!outs) return outs.status();
   for (size_t i = 0; i < g.outputs.size() && i < outs->size(); ++i) {
@@ -331,6 +329,15 @@ Status QuantSession::quantizedPass(const std::vector<NamedTensor>& feeds, const 
     if (a.numel() == b.numel() && !a.empty()) outAcc[i].add(a, b, m_executor->threads());
   }
   return Status::ok();
+}
+
+Result<std::vector<Tensor>> QuantSession::floatPass(const std::vector<NamedTensor>& feeds) const {
+  auto table = m_executor->makeValueTable(feeds);
+  if (!table) return table.status();
+  RunOptions ro;
+  ro.cancel = &m_cancel;
+  QS_RETURN_IF_ERROR(m_executor->runNodes(m_model->graph.topoOrder, *table, ro));
+  return table;
 }
 
 Status QuantSession::sensitivityPass(const std::vector<NodeId>& cone, Transform& transform,
@@ -414,11 +421,8 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     if (!keepGoing(progress, base, "float and graph-wise passes")) return cancelled(*m_model);
     auto feeds = data->batch(b);
     if (!feeds) return feeds.status();
-    auto floatTable = m_executor->makeValueTable(*feeds);
+    auto floatTable = floatPass(*feeds);
     if (!floatTable) return floatTable.status();
-    RunOptions ro;
-    ro.cancel = &m_cancel;
-    QS_RETURN_IF_ERROR(m_executor->runNodes(g.topoOrder, *floatTable, ro));
     // The quantized table has the float one's shapes: keep it whole only when the batch will be
     // cached; otherwise stream the quantized pass (intermediates freed after their last use).
     const uint64_t floatBytes = tableBytes(g, *floatTable);
@@ -618,11 +622,8 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
   auto recompute = [&](int64_t b) -> Status {
     auto feeds = m_data->batch(b);
     if (!feeds) return feeds.status();
-    auto ft = m_executor->makeValueTable(*feeds);
+    auto ft = floatPass(*feeds);
     if (!ft) return ft.status();
-    RunOptions fo;
-    fo.cancel = &m_cancel;
-    QS_RETURN_IF_ERROR(m_executor->runNodes(g.topoOrder, *ft, fo));
     nodeB[(size_t)b].resize(N);
     outB[(size_t)b].resize(g.outputs.size());
     return quantizedPass(*feeds, *ft, t, nullptr, &cone, nodeB[(size_t)b], outB[(size_t)b]);

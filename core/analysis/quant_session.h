@@ -153,6 +153,8 @@ class QuantSession {
   void finishResult(AnalysisResult& r, const std::vector<ErrorAccumulator>& nodeAcc,
                     const std::vector<ErrorAccumulator>& outAcc) const;
   std::vector<NodeId> coneOf(const std::vector<NodeId>& roots) const;
+  // The float pass of one batch, every activation kept (the reference of every comparison).
+  Result<std::vector<Tensor>> floatPass(const std::vector<NamedTensor>& feeds) const;
   // The quantized pass of one batch through `transform`, its node outputs (those of `nodes`, or
   // all) and graph outputs accumulated against `floatTable`. With `keep`, every activation is
   // kept there; without, intermediates are freed as the pass goes.

@@ -90,6 +90,20 @@ class ProjectFileTest : public QObject {
     QCOMPARE(p.thresholdDb, 20.0);
   }
 
+  // Autosaves carry where the session came from; ordinary projects do not write the block.
+  void autosaveFieldsRoundTrip() {
+    Project p;
+    p.modelPath = QStringLiteral("/data/m.onnx");
+    QVERIFY(!projectToJson(p, QStringLiteral("/data/p.qsproj")).contains("\"autosave\""));
+    p.autosaveOf = QStringLiteral("/home/u/det.qsproj");
+    p.autosavedAt = QDateTime(QDate(2026, 11, 24), QTime(10, 30, 5));
+    Project back;
+    QString error;
+    QVERIFY(projectFromJson(projectToJson(p, QStringLiteral("/tmp/a.qsproj")), QStringLiteral("/tmp/a.qsproj"), back, error));
+    QCOMPARE(back.autosaveOf, p.autosaveOf);
+    QCOMPARE(back.autosavedAt, p.autosavedAt);
+  }
+
   void oversizedFileIsRefusedBeforeReading() {
     QTemporaryDir dir;
     const QString path = dir.filePath(QStringLiteral("big.qsproj"));
