@@ -124,7 +124,9 @@ Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& pr
   struct Collector : ExecutionObserver {
     const std::vector<char>* wanted;
     std::map<ValueId, TensorStats>* stats;
+    uint64_t bytes = 0;  // of the batch's graph inputs and node outputs
     void see(ValueId id, const Tensor& t) {
+      bytes += t.byteSize();
       if ((*wanted)[(size_t)id] && t.dtype() == DType::Float) stats->at(id).add(t.data<float>(), t.numel());
     }
     void onGraphInput(ValueId id, const Tensor& t) override { see(id, t); }
@@ -138,6 +140,7 @@ Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& pr
     if (v.constant && v.constant->dtype() == DType::Float) st.add(v.constant->data<float>(), v.constant->numel());
   }
   int64_t n = data.batchCount();
+  uint64_t batchBytes = 0;
   for (int64_t b = 0; b < n; ++b) {
     if (!keepGoing(progress, (double)b / (double)n, "calibrating")) return cancelled(*m_model);
     auto feeds = data.batch(b);
@@ -145,9 +148,13 @@ Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& pr
     RunOptions ro;
     ro.observer = &collector;
     ro.cancel = &m_cancel;
+    collector.bytes = 0;
     auto out = m_executor->run(*feeds, ro);
     if (!out) return out.status();
+    // What analyze() will hold per batch (float and quantized tables) if it keeps one.
+    batchBytes = std::max(batchBytes, 2 * collector.bytes);
   }
+  m_batchBytes = batchBytes;
   m_stats = std::move(stats);
   m_calibratedSamples = data.sampleCount();
   computeScales();
@@ -416,71 +423,129 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   bool cacheOn = true;
   const int64_t batches = data->batchCount();
   auto enabled = enabledMask();
+  Transform all(*this, enabled);
+  // Consumers of each value (plus graph-output uses): a value is dead after its last consumer.
+  std::vector<int32_t> useCount(g.values.size(), 0);
+  for (const Node& n : g.nodes)
+    for (ValueId v : n.inputs)
+      if (v != kNoValue) ++useCount[(size_t)v];
+  for (ValueId v : g.outputs) ++useCount[(size_t)v];
+  std::vector<char> persistent(g.values.size(), 0);  // constants and feeds: never freed
+  for (size_t v = 0; v < g.values.size(); ++v) persistent[v] = g.values[v].constant.has_value();
+
+  // The layer-wise runs of one node on its float inputs: both points, and for the split each
+  // kind alone (with one kind of point only, the other figure is the layer-wise one).
+  std::vector<const Tensor*> floatIn, actIn, weightIn, inputs;
+  std::vector<Tensor> storage;
+  auto layerwiseNode = [&](NodeId id, const std::vector<Tensor>& floatTable) -> Status {
+    const Node& n = g.nodes[(size_t)id];
+    if (n.outputs.empty() || n.outputs[0] == kNoValue) return Status::ok();
+    const Tensor& ref = floatTable[(size_t)n.outputs[0]];
+    if (ref.dtype() != DType::Float) return Status::ok();
+    // Each input once: float, with its activation point applied, with its weight point applied
+    // (a placement puts at most one point on an input).
+    Transform ta(*this, id, Transform::kActivations), tw(*this, id, Transform::kWeights);
+    const size_t k = n.inputs.size();
+    floatIn.assign(k, nullptr);
+    actIn.assign(k, nullptr);
+    weightIn.assign(k, nullptr);
+    storage.assign(k, Tensor());
+    Tensor unused;
+    for (size_t i = 0; i < k; ++i) {
+      if (n.inputs[i] == kNoValue) continue;
+      floatIn[i] = actIn[i] = weightIn[i] = &floatTable[(size_t)n.inputs[i]];
+      if (const Tensor* q = ta.transform(id, i, *floatIn[i], storage[i])) actIn[i] = q;
+      if (const Tensor* q = tw.transform(id, i, *floatIn[i], unused)) weightIn[i] = q;
+    }
+    auto runWith = [&](int parts, ErrorAccumulator& acc) -> Status {
+      inputs.assign(k, nullptr);
+      for (size_t i = 0; i < k; ++i) {
+        inputs[i] = floatIn[i];
+        if ((parts & Transform::kActivations) && actIn[i] != floatIn[i]) inputs[i] = actIn[i];
+        if ((parts & Transform::kWeights) && weightIn[i] != floatIn[i]) inputs[i] = weightIn[i];
+      }
+      auto outs = m_executor->runNode(id, inputs);
+      if (!outs) return outs.status();
+      acc.add(ref, (*outs)[0], m_executor->threads());
+      return Status::ok();
+    };
+    const size_t i = (size_t)id;
+    QS_RETURN_IF_ERROR(runWith(Transform::kBoth, layerAcc[i]));
+    if (hasWeight[i] && hasAct[i]) {
+      QS_RETURN_IF_ERROR(runWith(Transform::kWeights, weightAcc[i]));
+      QS_RETURN_IF_ERROR(runWith(Transform::kActivations, actAcc[i]));
+    } else if (hasWeight[i]) {
+      weightAcc[i] = layerAcc[i];
+    } else {
+      actAcc[i] = layerAcc[i];
+    }
+    return Status::ok();
+  };
+
+  const std::vector<NodeId>& order = g.topoOrder;
+  static const std::string kSweepStage = "float, graph-wise and layer-wise";
   for (int64_t b = 0; b < batches; ++b) {
     double base = (double)b / (double)batches, span = 1.0 / (double)batches;
-    if (!keepGoing(progress, base, "float and graph-wise passes")) return cancelled(*m_model);
+    const double sweepSpan = m_options.sensitivity ? 0.6 * span : span;
+    if (!keepGoing(progress, base, kSweepStage)) return cancelled(*m_model);
     auto feeds = data->batch(b);
     if (!feeds) return feeds.status();
-    auto floatTable = floatPass(*feeds);
-    if (!floatTable) return floatTable.status();
-    // The quantized table has the float one's shapes: keep it whole only when the batch will be
-    // cached; otherwise stream the quantized pass (intermediates freed after their last use).
-    const uint64_t floatBytes = tableBytes(g, *floatTable);
-    const bool cacheThis = cacheOn && cachedBytes + 2 * floatBytes <= m_options.cacheBudgetBytes;
-    if (!cacheThis) cacheOn = false;  // the batches cached so far stay; toggles re-run the others in full
-    Transform all(*this, enabled);
-    std::vector<Tensor> quantTable;
-    QS_RETURN_IF_ERROR(quantizedPass(*feeds, *floatTable, all, cacheThis ? &quantTable : nullptr, nullptr, nodeAcc, outAcc));
-
-    if (m_options.layerwise) {
-      if (!keepGoing(progress, base + 0.3 * span, "layer-wise")) return cancelled(*m_model);
-      std::vector<const Tensor*> floatIn, actIn, weightIn, inputs;
-      std::vector<Tensor> storage;
-      for (NodeId id : candidates) {
-        const Node& n = g.nodes[(size_t)id];
-        if (n.outputs.empty() || n.outputs[0] == kNoValue) continue;
-        const Tensor& ref = (*floatTable)[(size_t)n.outputs[0]];
-        if (ref.dtype() != DType::Float) continue;
-        // Each input once: float, with its activation point applied, with its weight point
-        // applied (a placement puts at most one point on an input).
-        Transform ta(*this, id, Transform::kActivations), tw(*this, id, Transform::kWeights);
-        const size_t k = n.inputs.size();
-        floatIn.assign(k, nullptr);
-        actIn.assign(k, nullptr);
-        weightIn.assign(k, nullptr);
-        storage.assign(k, Tensor());
-        Tensor unused;
-        for (size_t i = 0; i < k; ++i) {
-          if (n.inputs[i] == kNoValue) continue;
-          floatIn[i] = actIn[i] = weightIn[i] = &(*floatTable)[(size_t)n.inputs[i]];
-          if (const Tensor* q = ta.transform(id, i, *floatIn[i], storage[i])) actIn[i] = q;
-          if (const Tensor* q = tw.transform(id, i, *floatIn[i], unused)) weightIn[i] = q;
+    // One sweep in topological order runs each node on float inputs, then with the enabled
+    // points on the quantized inputs (compared with the float output at once), then alone for
+    // the layer-wise figures: every tensor is used while it is still in cache, and values die
+    // after their last consumer, so the analysis needs no more memory than two plain runs.
+    // The tables are kept whole only while this batch fits the cache budget (and the float one
+    // for the sensitivity cones); from the first node past the budget on, dead values go.
+    auto table = m_executor->makeValueTable(*feeds);
+    if (!table) return table.status();
+    std::vector<Tensor> floatTable = std::move(table).value();
+    for (size_t v = 0; v < floatTable.size(); ++v)
+      if (!floatTable[v].empty()) persistent[v] = 1;
+    std::vector<Tensor> quantTable = floatTable;  // shares the feeds' and constants' buffers
+    std::vector<int32_t> uses = useCount;
+    // A batch known (from calibration or the previous batch) not to fit is not kept at all:
+    // keeping it up to the budget and then letting go would only cost page faults.
+    if (cacheOn && m_batchBytes > 0 && cachedBytes + m_batchBytes > m_options.cacheBudgetBytes) cacheOn = false;
+    bool keeping = cacheOn;
+    uint64_t batchBytes = 2 * tableBytes(g, floatTable);  // the feeds, counted in both tables as the cache does
+    auto release = [&](ValueId v) {
+      if (uses[(size_t)v] > 0 || persistent[(size_t)v]) return;
+      quantTable[(size_t)v] = Tensor();
+      if (!m_options.sensitivity) floatTable[(size_t)v] = Tensor();
+    };
+    CompareOutputs compare(g, floatTable, nullptr, nodeAcc, m_executor->threads());
+    RunOptions rf, rq;
+    rf.cancel = rq.cancel = &m_cancel;
+    rq.inputTransform = &all;
+    rq.observer = &compare;
+    for (size_t k = 0; k < order.size(); ++k) {
+      const NodeId id = order[k];
+      if (k % 16 == 0 &&
+          !keepGoing(progress, base + sweepSpan * (double)k / (double)order.size(), kSweepStage))
+        return cancelled(*m_model);
+      const std::span<const NodeId> one(&order[k], 1);
+      QS_RETURN_IF_ERROR(m_executor->runNodes(one, floatTable, rf));
+      QS_RETURN_IF_ERROR(m_executor->runNodes(one, quantTable, rq));
+      if (m_options.layerwise && quantizable[(size_t)id]) QS_RETURN_IF_ERROR(layerwiseNode(id, floatTable));
+      const Node& n = g.nodes[(size_t)id];
+      for (ValueId v : n.inputs)
+        if (v != kNoValue) --uses[(size_t)v];
+      for (ValueId v : n.outputs)
+        if (v != kNoValue) batchBytes += floatTable[(size_t)v].byteSize() + quantTable[(size_t)v].byteSize();
+      if (keeping) {
+        if (cachedBytes + batchBytes > m_options.cacheBudgetBytes) {
+          keeping = cacheOn = false;  // the batches cached so far stay; toggles re-run the others in full
+          for (size_t v = 0; v < uses.size(); ++v) release((ValueId)v);
         }
-        auto runWith = [&](int parts, ErrorAccumulator& acc) -> Status {
-          inputs.assign(k, nullptr);
-          for (size_t i = 0; i < k; ++i) {
-            inputs[i] = floatIn[i];
-            if ((parts & Transform::kActivations) && actIn[i] != floatIn[i]) inputs[i] = actIn[i];
-            if ((parts & Transform::kWeights) && weightIn[i] != floatIn[i]) inputs[i] = weightIn[i];
-          }
-          auto outs = m_executor->runNode(id, inputs);
-          if (!outs) return outs.status();
-          acc.add(ref, (*outs)[0], m_executor->threads());
-          return Status::ok();
-        };
-        const size_t i = (size_t)id;
-        QS_RETURN_IF_ERROR(runWith(Transform::kBoth, layerAcc[i]));
-        // With only one kind of point, the other split figure is the layer-wise one: no re-run.
-        if (hasWeight[i] && hasAct[i]) {
-          QS_RETURN_IF_ERROR(runWith(Transform::kWeights, weightAcc[i]));
-          QS_RETURN_IF_ERROR(runWith(Transform::kActivations, actAcc[i]));
-        } else if (hasWeight[i]) {
-          weightAcc[i] = layerAcc[i];
-        } else {
-          actAcc[i] = layerAcc[i];
-        }
+      } else {
+        for (ValueId v : n.inputs)
+          if (v != kNoValue) release(v);
+        for (ValueId v : n.outputs)
+          if (v != kNoValue) release(v);
       }
     }
+    accumulateOutputs(g, floatTable, quantTable, outAcc);
+    m_batchBytes = batchBytes;
 
     if (m_options.sensitivity) {
       for (size_t c = 0; c < candidates.size(); ++c) {
@@ -488,12 +553,12 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
                                      "sensitivity"))
           return cancelled(*m_model);
         Transform t(*this, candidates[c]);
-        QS_RETURN_IF_ERROR(sensitivityPass(cones[c], t, *floatTable, sensAcc[(size_t)candidates[c]]));
+        QS_RETURN_IF_ERROR(sensitivityPass(cones[c], t, floatTable, sensAcc[(size_t)candidates[c]]));
       }
     }
-    if (cacheThis) {
+    if (keeping) {
       auto bc = std::make_unique<BatchCache>();
-      bc->floatTable = std::move(floatTable).value();
+      bc->floatTable = std::move(floatTable);
       bc->quantTable = std::move(quantTable);
       bc->state = enabled;
       cachedBytes += tableBytes(g, bc->floatTable) + tableBytes(g, bc->quantTable);

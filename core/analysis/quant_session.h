@@ -182,6 +182,7 @@ class QuantSession {
   std::vector<ErrorAccumulator> m_nodeAcc, m_outAcc;
   std::vector<std::unique_ptr<BatchCache>> m_cache;  // per analysed batch, when within budget
   uint64_t m_cachedBytes = 0;
+  uint64_t m_batchBytes = 0;  // float and quantized activations of one batch (0: not known yet)
   std::shared_ptr<const CalibrationData> m_data;
   std::atomic<bool> m_cancel{false};
 };

@@ -219,17 +219,21 @@ Status Executor::runNodes(std::span<const NodeId> order, std::vector<Tensor>& va
     const Node& node = g.nodes[(size_t)id];
     inputs.assign(node.inputs.size(), nullptr);
     transformed.assign(node.inputs.size(), Tensor());
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      ValueId v = node.inputs[i];
-      if (v == kNoValue) continue;
-      inputs[i] = &values[(size_t)v];
-      if (options.inputTransform) {
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (node.inputs[i] != kNoValue) inputs[i] = &values[(size_t)node.inputs[i]];
+    Result<std::vector<Tensor>> outs = std::vector<Tensor>(node.outputs.size());
+    Status taken;
+    if (options.inputTransform && options.inputTransform->runNode(id, inputs, std::span<Tensor>(*outs), taken)) {
+      if (!taken.isOk()) return Status(taken.code(), m_model->path + ": " + node.label() + ": " + taken.message());
+    } else {
+      for (size_t i = 0; i < node.inputs.size() && options.inputTransform; ++i) {
+        if (!inputs[i]) continue;
         const Tensor* t = options.inputTransform->transform(id, i, *inputs[i], transformed[i]);
         if (t) inputs[i] = t;
       }
+      outs = runNode(id, inputs);
+      if (!outs) return outs.status();
     }
-    auto outs = runNode(id, inputs);
-    if (!outs) return outs.status();
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       ValueId v = node.outputs[o];
       if (v == kNoValue) continue;
@@ -343,19 +347,20 @@ Result<std::vector<Tensor>> Executor::runPlan(const Plan& plan, const std::vecto
     }
     inputs.assign(node.inputs.size(), nullptr);
     transformed.assign(node.inputs.size(), Tensor());
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      ValueId v = node.inputs[i];
-      if (v == kNoValue) continue;
-      inputs[i] = &values[(size_t)v];
-      if (options.inputTransform) {
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (node.inputs[i] != kNoValue) inputs[i] = &values[(size_t)node.inputs[i]];
+    outputs.assign(node.outputs.size(), Tensor());
+    auto t0 = Clock::now();
+    Status st;
+    if (!options.inputTransform || !options.inputTransform->runNode(id, inputs, std::span<Tensor>(outputs), st)) {
+      for (size_t i = 0; i < node.inputs.size() && options.inputTransform; ++i) {
+        if (!inputs[i]) continue;
         const Tensor* t = options.inputTransform->transform(id, i, *inputs[i], transformed[i]);
         if (t) inputs[i] = t;
       }
+      KernelContext ctx{std::span<const Tensor* const>(inputs), std::span<Tensor>(outputs), m_threads};
+      st = kernels[(size_t)id]->run(ctx);
     }
-    outputs.assign(node.outputs.size(), Tensor());
-    KernelContext ctx{std::span<const Tensor* const>(inputs), std::span<Tensor>(outputs), m_threads};
-    auto t0 = Clock::now();
-    Status st = kernels[(size_t)id]->run(ctx);
     if (!st.isOk()) {
       return Status(st.code() == StatusCode::Ok ? StatusCode::RuntimeError : st.code(),
                     m_model->path + ": " + node.label() + ": " + st.message());

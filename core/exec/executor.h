@@ -45,6 +45,13 @@ class InputTransform {
  public:
   virtual ~InputTransform() = default;
   virtual const Tensor* transform(NodeId node, size_t inputIndex, const Tensor& value, Tensor& storage) = 0;
+  /// Lets the transform compute node `node` itself from its untransformed `inputs`, e.g. in
+  /// integer arithmetic where fake quantization would run a float kernel on dequantized values.
+  /// Return true with `outputs` filled (and `status` ok) to skip transform() and the kernel for
+  /// this node; false runs them as usual. The default never takes over.
+  virtual bool runNode(NodeId node, std::span<const Tensor* const> inputs, std::span<Tensor> outputs, Status& status) {
+    return false;
+  }
 };
 
 struct NodeProfile {
