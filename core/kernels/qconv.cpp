@@ -1,0 +1,688 @@
+// Integer Conv (u8 x s8 -> int32) for the analysis, with an AVX-512 VNNI GEMM chosen at run time
+// and a portable one; everything but the micro-kernel is shared, so both give the same bits.
+//
+// Layout. vpdpbusd multiplies 4 unsigned bytes by 4 signed bytes and adds the 4 products to an
+// int32 lane, so the reduction runs over groups of 4 bytes. X is quantized once per call into
+// "words": one uint32 per (4 input channels, spatial position), byte j holding channel 4*c4 + j as
+// q + 128 (unsigned). The reduction is ordered (channel / 4, kernel position, channel % 4), so
+// that one group of the reduction for one output position is one word of the input. Weights are
+// packed once in that order, in panels of 8 rows with the 4 bytes of a group adjacent (one
+// broadcast per row). The +128 shift is undone per row with 128 * sum(row).
+//
+// No im2col. The words are stored padded (the padding written as the encoding of 0) and split by
+// stride phase (for stride s, s planes per dim, plane p holding padded positions p, p + s, ...),
+// so that for every kernel tap consecutive output columns read consecutive words of one plane.
+// Output positions are then numbered on the plane grid, f = oh * Wph + ow, and the word a tap
+// reads for position f is at f + offset(tap): a GEMM whose B operand is read in place, 32
+// consecutive f per tile. The f with ow >= OW (the padding width over the stride, a few per row)
+// are computed and dropped.
+#include "core/kernels/qconv.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "core/exec/parallel.h"
+
+namespace qs {
+
+namespace {
+
+using Packed = QConvWeights::Packed;
+
+constexpr int64_t MR = QConvWeights::kRowsPerPanel;  // tile rows
+constexpr int64_t NR = 32;                           // tile columns: two zmm of 16 int32
+// |sum of K products| <= K * 255 * 128 must stay below 2^31.
+constexpr int64_t kMaxDepth = 65536;
+// Encodings of a zero input in the word layout: q = 0 is byte 128; the low byte of a 16-bit
+// value is 0, its high byte (signed, shifted by 128 like q) 128.
+constexpr uint32_t kPadAct = 0x80808080u, kPadLo = 0u, kPadHi = 0x80808080u;
+
+std::atomic<bool> g_forceGeneric{false};
+
+bool cpuHasVnni() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+
+bool useVnni() { return !g_forceGeneric.load(std::memory_order_relaxed) && cpuHasVnni(); }
+
+// Per-thread scratch, 64-byte aligned, grown only: the word buffers of a det-sized input are
+// megabytes, which a fresh allocation would page-fault in on every call. Null when out of memory.
+enum Slot { kSlotRow, kSlotAcc, kSlotAccHi, kSlotAccLo, kSlotXq, kSlotXhi, kSlotXlo, kSlots };
+
+struct ScratchBuf {
+  void* p = nullptr;
+  size_t cap = 0;
+  ~ScratchBuf() { std::free(p); }
+};
+
+void* scratchBytes(Slot slot, size_t bytes) {
+  thread_local ScratchBuf bufs[kSlots];
+  ScratchBuf& b = bufs[slot];
+  bytes = std::max<size_t>((bytes + 63) / 64 * 64, 64);
+  if (bytes > b.cap || !b.p) {
+    std::free(b.p);
+    b.p = std::aligned_alloc(64, bytes);
+    b.cap = b.p ? bytes : 0;
+  }
+  return b.p;
+}
+
+template <class T>
+T* scratch(Slot slot, size_t n) {
+  return static_cast<T*>(scratchBytes(slot, n * sizeof(T)));
+}
+
+// ------------------------------------------------------------------ weights
+
+// rows x K int8 (W's element order, K = C * kSize) -> panels; value(row, k).
+template <class F>
+void packRows(int64_t rows, int64_t C, int64_t kSize, const F& value, Packed& p) {
+  const int64_t C4 = (C + 3) / 4;
+  p.rows = rows;
+  p.panels = (rows + MR - 1) / MR;
+  p.groups = C4 * kSize;
+  p.data.assign((size_t)(p.panels * p.groups * MR * 4), 0);
+  p.rowSum.assign((size_t)rows, 0);
+  for (int64_t m = 0; m < rows; ++m) {
+    int8_t* panel = p.data.data() + (m / MR) * p.groups * MR * 4 + (m % MR) * 4;
+    int32_t sum = 0;
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t kidx = 0; kidx < kSize; ++kidx) {
+        const int8_t v = value(m, c * kSize + kidx);
+        panel[((c / 4) * kSize + kidx) * MR * 4 + (c % 4)] = v;
+        sum += v;
+      }
+    p.rowSum[(size_t)m] = sum;
+  }
+}
+
+// ------------------------------------------------------------------ input quantization
+
+// Lanes [0, n) of 8 (n < 8): the mask of a partial vector at the end of a row.
+inline __m256i tailMask(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// 8 int32 lanes of 4 channels -> 8 words, byte j of word i = lane i of channel j, narrowed with
+// signed saturation (to [-128, 127]) or unsigned (to [0, 255]).
+template <bool Signed>
+inline __m256i interleaveBytes(__m256i c0, __m256i c1, __m256i c2, __m256i c3) {
+  // Per 128-bit half (positions 0-3, then 4-7): c0[0..3] c1[0..3] c2[0..3] c3[0..3] as bytes...
+  const __m256i p01 = _mm256_packs_epi32(c0, c1), p23 = _mm256_packs_epi32(c2, c3);
+  const __m256i b = Signed ? _mm256_packs_epi16(p01, p23) : _mm256_packus_epi16(p01, p23);
+  // ... transposed 4x4 to c0[0] c1[0] c2[0] c3[0] c0[1] ...
+  const __m256i t = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,  //
+                                     0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm256_shuffle_epi8(b, t);
+}
+
+// Words of 4 channel rows (src[j] null past the last channel): byte j = clamp(rne(x / s), -128,
+// 127) + 128, the integers of fakeQuantInt8. Returns false on NaN or Inf. Row tails go through
+// masked loads and stores (rows of 20 or 40 are common: no scalar code for their tails).
+//
+// No division where it is not needed: t = x * (1/s) is within 3 ulp(t) of the float quotient,
+// so unless t lies within 2^-14 of a half-integer (that bound covers |t| < 128; beyond it both
+// clamp to the same end) both round to the same integer. A group of lanes with such a t (rare)
+// divides; so does one with a non-finite x (t - rne(t) is NaN), which is where NaN and Inf are
+// detected.
+bool quantizeWords(const float* const src[4], int64_t n, float s, uint32_t* dst) {
+  const float inv = 1.f / s;
+  // The 3-ulp bound needs 1/s normal; otherwise every group divides.
+  const bool viaInverse = std::isnormal(inv) && std::isnormal(s);
+  const __m256 vs = _mm256_set1_ps(s), vinv = _mm256_set1_ps(inv), hi = _mm256_set1_ps(127.f);
+  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), near = _mm256_set1_ps(0.5f - 0x1p-14f);
+  const __m256i flip = _mm256_set1_epi8((char)0x80);
+  bool ok = true;
+  auto words8 = [&](int64_t i, const __m256i* mask) {
+    __m256 x[4], t[4];
+    __m256 ambiguous = _mm256_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      x[j] = !src[j] ? _mm256_setzero_ps() : mask ? _mm256_maskload_ps(src[j] + i, *mask) : _mm256_loadu_ps(src[j] + i);
+      const __m256 p = _mm256_mul_ps(x[j], vinv);
+      t[j] = _mm256_round_ps(p, _MM_FROUND_CUR_DIRECTION);
+      const __m256 d = _mm256_and_ps(_mm256_sub_ps(p, t[j]), absMask);
+      ambiguous = _mm256_or_ps(ambiguous, _mm256_cmp_ps(d, near, _CMP_NLT_UQ));
+    }
+    if (!viaInverse || _mm256_movemask_ps(ambiguous) != 0) {
+      for (int j = 0; j < 4; ++j) {
+        const __m256 z = _mm256_sub_ps(x[j], x[j]);  // NaN exactly when x is not finite
+        if (_mm256_movemask_ps(_mm256_cmp_ps(z, z, _CMP_UNORD_Q)) != 0) ok = false;
+        t[j] = _mm256_round_ps(_mm256_div_ps(x[j], vs), _MM_FROUND_CUR_DIRECTION);
+      }
+    }
+    // Only the upper end needs clamping before the conversion: below -2^31 it gives INT_MIN,
+    // which the signed narrowing takes to -128 like any value below -128.
+    __m256i q[4];
+    for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_min_ps(t[j], hi));
+    return _mm256_xor_si256(interleaveBytes<true>(q[0], q[1], q[2], q[3]), flip);
+  };
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), words8(i, nullptr));
+  if (i < n) {
+    const __m256i mask = tailMask(n - i);
+    _mm256_maskstore_epi32(reinterpret_cast<int*>(dst + i), mask, words8(i, &mask));
+  }
+  return ok;
+}
+
+// X at 16 bits: v = clamp(rne(x * inv), -32767, 32767) split as 256 * h + l, l = v & 255 and
+// h = v >> 8 in [-128, 127]; words of l and of h + 128 for 4 channel rows. (A product, not a
+// quotient: these integers only have to be close to x / s16, not equal to anyone else's.)
+void quantizeWords16(const float* const src[4], int64_t n, float inv, uint32_t* dstHi, uint32_t* dstLo) {
+  const __m256 vinv = _mm256_set1_ps(inv), lim = _mm256_set1_ps(32767.f), nlim = _mm256_set1_ps(-32767.f);
+  const __m256i byte = _mm256_set1_epi32(255), flip = _mm256_set1_epi8((char)0x80);
+  auto words8 = [&](int64_t i, const __m256i* mask, __m256i& wh, __m256i& wl) {
+    __m256i h[4], l[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256 x = !src[j] ? _mm256_setzero_ps() : mask ? _mm256_maskload_ps(src[j] + i, *mask) : _mm256_loadu_ps(src[j] + i);
+      const __m256 t = _mm256_round_ps(_mm256_mul_ps(x, vinv), _MM_FROUND_CUR_DIRECTION);
+      const __m256i v = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(t, nlim), lim));
+      h[j] = _mm256_srai_epi32(v, 8);
+      l[j] = _mm256_and_si256(v, byte);
+    }
+    wh = _mm256_xor_si256(interleaveBytes<true>(h[0], h[1], h[2], h[3]), flip);
+    wl = interleaveBytes<false>(l[0], l[1], l[2], l[3]);
+  };
+  int64_t i = 0;
+  __m256i wh, wl;
+  for (; i + 8 <= n; i += 8) {
+    words8(i, nullptr, wh, wl);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dstHi + i), wh);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dstLo + i), wl);
+  }
+  if (i < n) {
+    const __m256i mask = tailMask(n - i);
+    words8(i, &mask, wh, wl);
+    _mm256_maskstore_epi32(reinterpret_cast<int*>(dstHi + i), mask, wh);
+    _mm256_maskstore_epi32(reinterpret_cast<int*>(dstLo + i), mask, wl);
+  }
+}
+
+// max |x| over [0, n); false when some x is NaN or Inf.
+bool maxAbs(const float* x, int64_t n, float& out) {
+  const __m256 signMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 m = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 z = _mm256_sub_ps(v, v);
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(z, z, _CMP_UNORD_Q));
+    m = _mm256_max_ps(m, _mm256_and_ps(v, signMask));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  float r = 0.f;
+  for (float v : lanes) r = std::max(r, v);
+  bool ok = _mm256_movemask_ps(bad) == 0;
+  for (; i < n; ++i) {
+    ok = ok && std::isfinite(x[i]);
+    r = std::max(r, std::fabs(x[i]));
+  }
+  out = r;
+  return ok;
+}
+
+// ------------------------------------------------------------------ word layout
+
+// Where the words of one image live: per channel group c4, one plane per stride phase
+// (s0 * s1 * s2 of them), each the padded input subsampled by the stride, [Dph][Hph][Wph].
+struct WordLayout {
+  int64_t s[3], padB[3], in[3], padded[3], ph[3];
+  int64_t phaseSize = 0, c4Words = 0, imageWords = 0;
+
+  WordLayout(const WindowGeometry& g, int64_t C4) {
+    for (int i = 0; i < 3; ++i) {
+      s[i] = g.s[i];
+      padB[i] = g.padB[i];
+      in[i] = g.in[i];
+      // Every position a window reads: (out - 1) * s + (k - 1) * d (resolveWindow's geometry
+      // keeps it within the padded input; the max makes any geometry safe).
+      padded[i] = std::max(g.in[i] + g.padB[i] + g.padE[i], (g.out[i] - 1) * g.s[i] + (g.k[i] - 1) * g.d[i] + 1);
+      ph[i] = (padded[i] + s[i] - 1) / s[i];
+    }
+    phaseSize = ph[0] * ph[1] * ph[2];
+    c4Words = s[0] * s[1] * s[2] * phaseSize;
+    imageWords = C4 * c4Words;
+  }
+  bool strided() const { return s[0] * s[1] * s[2] > 1; }
+  // Word index, within one channel group, of padded position (p0, p1, p2).
+  int64_t at(int64_t p0, int64_t p1, int64_t p2) const {
+    const int64_t phase = ((p0 % s[0]) * s[1] + p1 % s[1]) * s[2] + p2 % s[2];
+    return phase * phaseSize + ((p0 / s[0]) * ph[1] + p1 / s[1]) * ph[2] + p2 / s[2];
+  }
+};
+
+// Writes padded rows [r0, r1) (row r: p0 = r / padded[1], p1 = r % padded[1]) of channel group
+// c4 of one image (channels 4*c4 .. 4*c4+3 of x [C, in...]) into the group's words dst[0] and,
+// when not null, dst[1]: the padding as pad[k], the input through quantize(src rows, count,
+// out0, out1). rowBuf: 2 * padded[2] words. With a stride, the phase planes also hold positions
+// past the padded input, which the caller fills beforehand.
+template <class Q>
+void layoutRows(const float* x, int64_t C, int64_t c4, const WordLayout& L, int64_t r0, int64_t r1,
+                const uint32_t pad[2], uint32_t* const dst[2], uint32_t* rowBuf, const Q& quantize) {
+  const int64_t inSize = L.in[0] * L.in[1] * L.in[2], IW = L.in[2], PW = L.padded[2];
+  const int outs = dst[1] ? 2 : 1;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t p0 = r / L.padded[1], p1 = r % L.padded[1];
+    const int64_t i0 = p0 - L.padB[0], i1 = p1 - L.padB[1];
+    const bool inside = i0 >= 0 && i0 < L.in[0] && i1 >= 0 && i1 < L.in[1];
+    // Unit W stride: the padded row is contiguous in its plane, written in place.
+    uint32_t* row[2];
+    for (int k = 0; k < 2; ++k) row[k] = L.s[2] == 1 && dst[k] ? dst[k] + L.at(p0, p1, 0) : rowBuf + k * PW;
+    const int64_t lead = inside ? std::min(L.padB[2], PW) : PW, body = inside ? std::min(IW, PW - lead) : 0;
+    for (int k = 0; k < outs; ++k) {
+      std::fill(row[k], row[k] + lead, pad[k]);
+      std::fill(row[k] + lead + body, row[k] + PW, pad[k]);
+    }
+    if (body > 0) {
+      const float* src[4];
+      for (int j = 0; j < 4; ++j)
+        src[j] = 4 * c4 + j < C ? x + (4 * c4 + j) * inSize + (i0 * L.in[1] + i1) * IW : nullptr;
+      quantize(src, body, row[0] + lead, row[1] + lead);
+    }
+    if (L.s[2] != 1)
+      for (int k = 0; k < outs; ++k)
+        for (int64_t pw = 0; pw < std::min(L.s[2], PW); ++pw) {
+          uint32_t* d = dst[k] + L.at(p0, p1, pw);
+          for (int64_t j = 0, p2 = pw; p2 < PW; ++j, p2 += L.s[2]) d[j] = row[k][p2];
+        }
+  }
+}
+
+// ------------------------------------------------------------------ GEMM
+// C[0:panels*MR, 0:panelsN*NR] = A * B, A packed, B read in place: group gi of column j is the
+// word B[off[gi] + j]. C is int32 row-major with leading dimension ldc; every tile is written in
+// full (rows and columns past the real ones hold sums over padding, which the epilogue drops).
+
+// A panels that share L2 while one B panel is reused across them.
+int64_t panelsPerChunk(const Packed& A) { return std::max<int64_t>(1, (192 << 10) / std::max<int64_t>(1, A.groups * MR * 4)); }
+
+void tileGeneric(const int8_t* a, const uint32_t* b, const int64_t* off, int64_t groups, int32_t* c, int64_t ldc) {
+  int32_t acc[MR][NR] = {};
+  for (int64_t gi = 0; gi < groups; ++gi, a += MR * 4) {
+    const uint8_t* bb = reinterpret_cast<const uint8_t*>(b + off[gi]);
+    for (int r = 0; r < MR; ++r) {
+      const int32_t a0 = a[r * 4], a1 = a[r * 4 + 1], a2 = a[r * 4 + 2], a3 = a[r * 4 + 3];
+      for (int j = 0; j < NR; ++j)
+        acc[r][j] += a0 * bb[4 * j] + a1 * bb[4 * j + 1] + a2 * bb[4 * j + 2] + a3 * bb[4 * j + 3];
+    }
+  }
+  for (int r = 0; r < MR; ++r) std::memcpy(c + r * ldc, acc[r], sizeof(acc[r]));
+}
+
+void gemmGeneric(const Packed& A, const uint32_t* B, const int64_t* off, int64_t panelsN, int32_t* C, int64_t ldc) {
+  const int64_t chunk = panelsPerChunk(A);
+  for (int64_t p0 = 0; p0 < A.panels; p0 += chunk)
+    for (int64_t jp = 0; jp < panelsN; ++jp)
+      for (int64_t p = p0; p < std::min(A.panels, p0 + chunk); ++p)
+        tileGeneric(A.panel(p), B + jp * NR, off, A.groups, C + p * MR * ldc + jp * NR, ldc);
+}
+
+// Intrinsics only in the AVX-512 functions: GCC 12's AVX-512 auto-vectorizer miscompiles plain
+// loops (docs/design.md), and these are compiled for AVX-512 regardless of the global flags.
+#define QS_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+// The 4 bytes at p as one int32 in every lane (memcpy: the storage is int8; the load is one
+// vpbroadcastd).
+QS_VNNI_TARGET inline __m512i broadcastWord(const int8_t* p, int64_t r) {
+  int32_t v;
+  std::memcpy(&v, p + r * 4, 4);
+  return _mm512_set1_epi32(v);
+}
+
+QS_VNNI_TARGET inline void tileVnni(const int8_t* a, const uint32_t* b, const int64_t* off, int64_t groups, int32_t* c,
+                                    int64_t ldc, const uint32_t* pf) {
+  // 16 accumulators and 2 B vectors; vpdpbusd's throughput, not loads, bounds this loop.
+  __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  __m512i c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+  for (int64_t gi = 0; gi < groups; ++gi, a += MR * 4) {
+    const uint32_t* bg = b + off[gi];
+    const __m512i b0 = _mm512_loadu_si512(bg), b1 = _mm512_loadu_si512(bg + 16);
+    if (pf) {  // two lines: the 128 bytes the same group will load in tile jp + kPrefetchTiles
+      _mm_prefetch(reinterpret_cast<const char*>(pf + off[gi]), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(pf + off[gi] + 31), _MM_HINT_T0);
+    }
+    __m512i w = broadcastWord(a, 0);
+    c00 = _mm512_dpbusd_epi32(c00, b0, w);
+    c01 = _mm512_dpbusd_epi32(c01, b1, w);
+    w = broadcastWord(a, 1);
+    c10 = _mm512_dpbusd_epi32(c10, b0, w);
+    c11 = _mm512_dpbusd_epi32(c11, b1, w);
+    w = broadcastWord(a, 2);
+    c20 = _mm512_dpbusd_epi32(c20, b0, w);
+    c21 = _mm512_dpbusd_epi32(c21, b1, w);
+    w = broadcastWord(a, 3);
+    c30 = _mm512_dpbusd_epi32(c30, b0, w);
+    c31 = _mm512_dpbusd_epi32(c31, b1, w);
+    w = broadcastWord(a, 4);
+    c40 = _mm512_dpbusd_epi32(c40, b0, w);
+    c41 = _mm512_dpbusd_epi32(c41, b1, w);
+    w = broadcastWord(a, 5);
+    c50 = _mm512_dpbusd_epi32(c50, b0, w);
+    c51 = _mm512_dpbusd_epi32(c51, b1, w);
+    w = broadcastWord(a, 6);
+    c60 = _mm512_dpbusd_epi32(c60, b0, w);
+    c61 = _mm512_dpbusd_epi32(c61, b1, w);
+    w = broadcastWord(a, 7);
+    c70 = _mm512_dpbusd_epi32(c70, b0, w);
+    c71 = _mm512_dpbusd_epi32(c71, b1, w);
+  }
+  const __m512i r[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
+                            {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
+  for (int i = 0; i < MR; ++i) {
+    _mm512_storeu_si512(c + i * ldc, r[i][0]);
+    _mm512_storeu_si512(c + i * ldc + 16, r[i][1]);
+  }
+}
+
+// The first A panel of a chunk prefetches the B words of the tile this many tiles ahead: the
+// words of one tile come from ~groups different rows of the input, more streams than the
+// hardware prefetchers follow, and with three word buffers live (all outputs) they are not in
+// L2. Measured: 15.4 -> 11.9 ms for all outputs of the 96->24 3x3 160x160 Conv.
+constexpr int64_t kPrefetchTiles = 2;
+QS_VNNI_TARGET void gemmVnni(const Packed& A, const uint32_t* B, const int64_t* off, int64_t panelsN, int32_t* C,
+                             int64_t ldc) {
+  const int64_t chunk = panelsPerChunk(A);
+  for (int64_t p0 = 0; p0 < A.panels; p0 += chunk) {
+    const int64_t p1 = std::min(A.panels, p0 + chunk);
+    for (int64_t jp = 0; jp < panelsN; ++jp)
+      for (int64_t p = p0; p < p1; ++p)
+        tileVnni(A.panel(p), B + jp * NR, off, A.groups, C + p * MR * ldc + jp * NR, ldc,
+                 p == p0 && jp + kPrefetchTiles < panelsN ? B + (jp + kPrefetchTiles) * NR : nullptr);
+  }
+}
+
+using GemmFn = void (*)(const Packed&, const uint32_t*, const int64_t*, int64_t, int32_t*, int64_t);
+
+// ------------------------------------------------------------------ epilogues
+// Plain code shared by both paths: the results differ in nothing but speed. Sums are exact
+// integers; each output is formed in double and rounded to float once.
+
+void epilogueFull(const int32_t* q, int32_t corr, double scale, double bias, int64_t n, float* y) {
+  for (int64_t j = 0; j < n; ++j) y[j] = (float)((double)(q[j] - corr) * scale + bias);
+}
+
+void epilogueActOnly(const int32_t* q, int32_t corrQ, const int32_t* r, int32_t corrR, double invRs, double scale,
+                     double bias, int64_t n, float* y) {
+  for (int64_t j = 0; j < n; ++j)
+    y[j] = (float)(((double)(q[j] - corrQ) + (double)(r[j] - corrR) * invRs) * scale + bias);
+}
+
+void epilogueWeightError(const int32_t* hi, int32_t corrHi, const int32_t* lo, double coef, int64_t n, float* y) {
+  for (int64_t j = 0; j < n; ++j) y[j] = (float)((256.0 * (double)(hi[j] - corrHi) + (double)lo[j]) * coef);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ public API
+
+Result<std::shared_ptr<const QConvWeights>> prepareQConvWeights(const Tensor& W, const std::vector<float>& sw, int qmin,
+                                                                int qmax) {
+  if (W.dtype() != DType::Float) return invalidArgument("qconv weights must be float32, got " + dtypeName(W.dtype()));
+  if (W.rank() < 3 || W.rank() > 5)
+    return unsupported("qconv weights must be [M, C, k...] with 1 to 3 spatial dims, got " + shapeToString(W.shape()));
+  for (int64_t d : W.shape())
+    if (d <= 0) return invalidArgument("qconv weights have an empty dim: " + shapeToString(W.shape()));
+  const int64_t M = W.dim(0), C = W.dim(1), kSize = W.numel() / (M * C), K = C * kSize;
+  if (K > kMaxDepth)
+    return unsupported("qconv: reduction length " + std::to_string(K) + " exceeds " + std::to_string(kMaxDepth) +
+                       " (int32 sums could overflow)");
+  if ((int64_t)sw.size() != M && sw.size() != 1)
+    return invalidArgument("qconv: " + std::to_string(sw.size()) + " weight scales for " + std::to_string(M) +
+                           " output channels");
+  for (float s : sw)
+    if (!(std::isfinite(s) && s > 0.f)) return invalidArgument("qconv: weight scale " + std::to_string(s) + " is not finite and > 0");
+  if (qmin < -128 || qmax > 127 || qmin >= qmax)
+    return invalidArgument("qconv: weight range [" + std::to_string(qmin) + ", " + std::to_string(qmax) + "] is not within int8");
+
+  auto w = std::make_shared<QConvWeights>();
+  w->m_M = M;
+  w->m_C = C;
+  w->m_K = K;
+  w->m_kernel.assign(W.shape().begin() + 2, W.shape().end());
+  w->m_sw = sw.size() == 1 ? std::vector<float>((size_t)M, sw[0]) : sw;
+  w->m_rs.assign((size_t)M, QConvWeights::kResidualScale);
+  w->m_wq.resize((size_t)(M * K));
+  w->m_r8.resize((size_t)(M * K));
+  const float* src = W.data<float>();
+  std::vector<float> r((size_t)K);
+  for (int64_t m = 0; m < M; ++m) {
+    const float s = w->m_sw[(size_t)m];
+    float maxR = 0.f;
+    for (int64_t k = 0; k < K; ++k) {
+      const float x = src[m * K + k];
+      if (!std::isfinite(x))
+        return invalidArgument("qconv: weight [" + std::to_string(m) + ", " + std::to_string(k) + "] is not finite");
+      // fakeQuantInt8's division, rounding and clamp, so the integers are the same.
+      const float t = x / s;
+      // A scale so small that the quotient overflows: no residual to keep (and no meaningful
+      // quantization either).
+      if (!std::isfinite(t))
+        return invalidArgument("qconv: weight [" + std::to_string(m) + ", " + std::to_string(k) + "] / scale " +
+                               std::to_string(s) + " overflows");
+      const float q = std::min(std::max(std::nearbyint(t), (float)qmin), (float)qmax);
+      w->m_wq[(size_t)(m * K + k)] = (int8_t)q;
+      r[(size_t)k] = t - q;
+      maxR = std::max(maxR, std::fabs(r[(size_t)k]));
+    }
+    // 254 maps |r| <= 0.5 onto [-127, 127]; a clipped weight has a larger residual, which a
+    // coarser row scale keeps instead of saturating it.
+    const float rs = maxR <= 0.5f ? QConvWeights::kResidualScale : 127.f / maxR;
+    w->m_rs[(size_t)m] = rs;
+    for (int64_t k = 0; k < K; ++k)
+      w->m_r8[(size_t)(m * K + k)] = (int8_t)std::min(std::max(std::nearbyint(r[(size_t)k] * rs), -127.f), 127.f);
+  }
+  const int8_t* wq = w->m_wq.data();
+  const int8_t* r8 = w->m_r8.data();
+  packRows(M, C, kSize, [&](int64_t m, int64_t k) { return wq[m * K + k]; }, w->m_q);
+  packRows(2 * M, C, kSize, [&](int64_t m, int64_t k) { return m < M ? wq[m * K + k] : r8[(m - M) * K + k]; }, w->m_qr);
+  packRows(M, C, kSize, [&](int64_t m, int64_t k) { return r8[m * K + k]; }, w->m_r);
+  return std::shared_ptr<const QConvWeights>(std::move(w));
+}
+
+const char* qconvKernelName() { return useVnni() ? "avx512vnni" : "generic"; }
+
+void setQconvGeneric(bool generic) { g_forceGeneric.store(generic, std::memory_order_relaxed); }
+
+Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias, const WindowGeometry& g, int threads,
+             const QConvOutputs& out) {
+  const int nd = (int)w.kernelShape().size();
+  if (X.dtype() != DType::Float) return invalidArgument("qconv: X must be float32, got " + dtypeName(X.dtype()));
+  if (X.rank() != 2 + nd || g.nd != nd)
+    return invalidArgument("qconv: X " + shapeToString(X.shape()) + " and geometry of rank " + std::to_string(g.nd) +
+                           " do not match weights with kernel " + shapeToString(w.kernelShape()));
+  if (X.dim(1) != w.inChannels())
+    return invalidArgument("qconv: X " + shapeToString(X.shape()) + " has " + std::to_string(X.dim(1)) +
+                           " channels, weights expect " + std::to_string(w.inChannels()));
+  for (int i = 0; i < 3; ++i) {
+    const bool used = i >= 3 - nd;
+    const int64_t in = used ? X.dim(2 + i - (3 - nd)) : 1, k = used ? w.kernelShape()[(size_t)(i - (3 - nd))] : 1;
+    if (g.in[i] != in || g.k[i] != k || g.s[i] < 1 || g.d[i] < 1 || g.padB[i] < 0 || g.padE[i] < 0 || g.out[i] < 0)
+      return invalidArgument("qconv: window geometry does not match X " + shapeToString(X.shape()) + " and kernel " +
+                             shapeToString(w.kernelShape()));
+  }
+  if (!(std::isfinite(sx) && sx > 0.f)) return invalidArgument("qconv: input scale " + std::to_string(sx) + " is not finite and > 0");
+
+  const int64_t N = X.dim(0), C = X.dim(1), M = w.outChannels(), C4 = (C + 3) / 4;
+  const int64_t inSize = g.inSize(), outSize = g.outSize(), kSize = g.kSize();
+  Shape yShape = {N, M};
+  for (int64_t v : g.outShape()) yShape.push_back(v);
+  Tensor* outs[3] = {out.full, out.actOnly, out.weightError};
+  for (Tensor* t : outs)
+    if (t) *t = Tensor(DType::Float, yShape);
+  const bool wantAct = out.full || out.actOnly, wantWeight = out.weightError != nullptr;
+  if (N == 0 || outSize == 0 || (!wantAct && !wantWeight)) return Status::ok();
+
+  threads = std::max(1, threads);
+  // Below ~4M multiply-adds another core costs about what it saves (as in gemmBlocking).
+  if (2.0 * (double)N * (double)M * (double)outSize * (double)w.depth() < 4e6) threads = 1;
+
+  // Phase 1: X into words, once per call (each word then serves every tap that reads it).
+  // NR words of slack after the last image: a partial tile reads up to NR - 1 past the last
+  // position a window reads.
+  const float* x = X.data<float>();
+  const WordLayout L(g, C4);
+  const int64_t words = N * L.imageWords + NR;
+  std::atomic<bool> finite{true};
+  float inv16 = 0.f;
+  if (wantWeight) {
+    const int64_t total = X.numel(), pieces = std::max<int64_t>(1, std::min<int64_t>(64, total >> 16));
+    std::vector<float> maxima((size_t)pieces, 0.f);
+    parallelFor(threads, pieces, 1, [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        const int64_t i0 = total * p / pieces, i1 = total * (p + 1) / pieces;
+        if (!maxAbs(x + i0, i1 - i0, maxima[(size_t)p])) finite.store(false, std::memory_order_relaxed);
+      }
+    });
+    if (!finite.load()) return invalidArgument("qconv: X contains NaN or Inf");
+    const float amax = *std::max_element(maxima.begin(), maxima.end());
+    // 16-bit steps of amax / 32767; an all-zero X (amax 0) has no weight error at all.
+    if (amax > 0.f) inv16 = std::min(32767.f / amax, std::numeric_limits<float>::max());
+  }
+  const bool weightNonZero = wantWeight && inv16 > 0.f;
+  uint32_t* xq = wantAct ? scratch<uint32_t>(kSlotXq, (size_t)words) : nullptr;
+  uint32_t* xhi = weightNonZero ? scratch<uint32_t>(kSlotXhi, (size_t)words) : nullptr;
+  uint32_t* xlo = weightNonZero ? scratch<uint32_t>(kSlotXlo, (size_t)words) : nullptr;
+  if ((wantAct && !xq) || (weightNonZero && (!xhi || !xlo)))
+    return runtimeError("qconv: out of memory for " + std::to_string(words) + " words of quantized input");
+  // Tasks of (image, channel group, padded rows): a 3-channel input is one group, and still
+  // worth splitting.
+  if (L.strided()) {
+    const int64_t fillChunk = 1 << 16, chunks = (N * L.imageWords + fillChunk - 1) / fillChunk;
+    parallelFor(threads, chunks, 1, [&](int64_t b, int64_t e) {
+      const int64_t w0 = b * fillChunk, w1 = std::min(N * L.imageWords, e * fillChunk);
+      if (xq) std::fill(xq + w0, xq + w1, kPadAct);
+      if (xhi) {
+        std::fill(xhi + w0, xhi + w1, kPadHi);
+        std::fill(xlo + w0, xlo + w1, kPadLo);
+      }
+    });
+  }
+  const int64_t rows = L.padded[0] * L.padded[1];
+  const int64_t rowsPerTask = std::clamp<int64_t>((1 << 14) / std::max<int64_t>(1, L.padded[2]), 1, rows);
+  const int64_t rowTasks = (rows + rowsPerTask - 1) / rowsPerTask;
+  parallelFor(threads, N * C4 * rowTasks, 1, [&](int64_t b, int64_t e) {
+    uint32_t* rowBuf = scratch<uint32_t>(kSlotRow, (size_t)(2 * L.padded[2]));
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t group = t / rowTasks, n = group / C4, c4 = group % C4;
+      const int64_t r0 = (t % rowTasks) * rowsPerTask, r1 = std::min(rows, r0 + rowsPerTask);
+      const float* xn = x + n * C * inSize;
+      const int64_t at = n * L.imageWords + c4 * L.c4Words;
+      if (xq) {
+        const uint32_t pads[2] = {kPadAct, 0};
+        uint32_t* const dst[2] = {xq + at, nullptr};
+        layoutRows(xn, C, c4, L, r0, r1, pads, dst, rowBuf, [&](const float* const* src, int64_t cnt, uint32_t* q, uint32_t*) {
+          if (!quantizeWords(src, cnt, sx, q)) finite.store(false, std::memory_order_relaxed);
+        });
+      }
+      if (xhi) {
+        const uint32_t pads[2] = {kPadHi, kPadLo};
+        uint32_t* const dst[2] = {xhi + at, xlo + at};
+        layoutRows(xn, C, c4, L, r0, r1, pads, dst, rowBuf, [&](const float* const* src, int64_t cnt, uint32_t* hi, uint32_t* lo) {
+          quantizeWords16(src, cnt, inv16, hi, lo);
+        });
+      }
+    }
+  });
+  if (!finite.load()) return invalidArgument("qconv: X contains NaN or Inf");
+  for (uint32_t* buf : {xq, xhi, xlo})
+    if (buf) std::fill(buf + N * L.imageWords, buf + words, buf == xlo ? kPadLo : buf == xhi ? kPadHi : kPadAct);
+  if (wantWeight && !weightNonZero) std::fill(out.weightError->data<float>(), out.weightError->data<float>() + out.weightError->numel(), 0.f);
+  if (!wantAct && !weightNonZero) return Status::ok();
+
+  // Phase 2. Output positions on the plane grid: slice od of image n holds f = oh * Wph + ow,
+  // F of them up to the last real one. Tasks of (image, slice, block of f): the GEMM into int32
+  // scratch, then the outputs while the block is in cache.
+  const Packed& A = out.actOnly ? w.packedQR() : w.packedQ();
+  const Packed& R = w.packedR();
+  const int64_t groups = C4 * kSize, OD = g.out[0], OH = g.out[1], OW = g.out[2], Wph = L.ph[2];
+  const int64_t F = (OH - 1) * Wph + OW, sliceWords = L.ph[1] * Wph;
+  std::vector<int64_t> off((size_t)groups);
+  for (int64_t c4 = 0, gi = 0; c4 < C4; ++c4)
+    for (int64_t kd = 0; kd < g.k[0]; ++kd)
+      for (int64_t kh = 0; kh < g.k[1]; ++kh)
+        for (int64_t kw = 0; kw < g.k[2]; ++kw, ++gi)
+          off[(size_t)gi] = c4 * L.c4Words + L.at(kd * g.d[0], kh * g.d[1], kw * g.d[2]);
+  // Columns per block: up to 512, fewer where the int32 sums of a block would outgrow ~256 KB of
+  // L2 (many rows), and fewer again to give every thread several blocks.
+  const int64_t sumRows = (wantAct ? A.panels : 0) * MR + (weightNonZero ? 2 * R.panels * MR : 0);
+  int64_t nb = std::clamp<int64_t>((65536 / std::max<int64_t>(1, sumRows)) / NR * NR, NR, 512);
+  nb = std::min(nb, (F + NR - 1) / NR * NR);
+  auto blocksOf = [&](int64_t b) { return N * OD * ((F + b - 1) / b); };
+  if (threads > 1)
+    while (blocksOf(nb) < 4 * threads && nb > NR) nb = std::max(NR, (nb / 2 + NR - 1) / NR * NR);
+  const int64_t colBlocks = (F + nb - 1) / nb;
+  const GemmFn gemm = useVnni() ? gemmVnni : gemmGeneric;
+
+  std::vector<double> scale((size_t)M), biasD((size_t)M), invRs((size_t)M), coefW((size_t)M);
+  for (int64_t m = 0; m < M; ++m) {
+    const double swm = w.scales()[(size_t)m], rs = w.residualScales()[(size_t)m];
+    scale[(size_t)m] = (double)sx * swm;
+    biasD[(size_t)m] = bias ? (double)bias[m] : 0.0;
+    invRs[(size_t)m] = 1.0 / rs;
+    coefW[(size_t)m] = weightNonZero ? -swm / ((double)inv16 * rs) : 0.0;
+  }
+  float* yFull = out.full ? out.full->data<float>() : nullptr;
+  float* yAct = out.actOnly ? out.actOnly->data<float>() : nullptr;
+  float* yW = weightNonZero ? out.weightError->data<float>() : nullptr;
+
+  parallelFor(threads, N * OD * colBlocks, 1, [&](int64_t tb, int64_t te) {
+    for (int64_t t = tb; t < te; ++t) {
+      const int64_t slice = t / colBlocks, n = slice / OD, od = slice % OD;
+      const int64_t f0 = (t % colBlocks) * nb, f1 = std::min(F, f0 + nb);
+      const int64_t panelsN = (f1 - f0 + NR - 1) / NR, ldc = panelsN * NR;
+      const int64_t bOff = n * L.imageWords + od * sliceWords + f0;
+      // Runs of real outputs in [f0, f1): fn(offset in the block, output index within the slice, length).
+      auto forRuns = [&](const auto& fn) {
+        if (Wph == OW) {  // no dropped positions (1x1, or padding that only widens the output)
+          fn(0, f0, f1 - f0);
+          return;
+        }
+        for (int64_t oh = f0 / Wph; oh <= (f1 - 1) / Wph && oh < OH; ++oh) {
+          const int64_t a = std::max(f0, oh * Wph), b = std::min(f1, oh * Wph + OW);
+          if (b > a) fn(a - f0, oh * OW + (a - oh * Wph), b - a);
+        }
+      };
+      const int64_t ySlice = od * OH * OW;
+      if (wantAct) {
+        int32_t* acc = scratch<int32_t>(kSlotAcc, (size_t)(A.panels * MR * ldc));
+        gemm(A, xq + bOff, off.data(), panelsN, acc, ldc);
+        for (int64_t m = 0; m < M; ++m) {
+          const int32_t* q = acc + m * ldc;
+          const int32_t corrQ = 128 * A.rowSum[(size_t)m];
+          const int64_t yo = (n * M + m) * outSize + ySlice;
+          forRuns([&](int64_t j, int64_t o, int64_t len) {
+            if (yFull) epilogueFull(q + j, corrQ, scale[(size_t)m], biasD[(size_t)m], len, yFull + yo + o);
+            if (yAct)
+              epilogueActOnly(q + j, corrQ, acc + (M + m) * ldc + j, 128 * A.rowSum[(size_t)(M + m)], invRs[(size_t)m],
+                              scale[(size_t)m], biasD[(size_t)m], len, yAct + yo + o);
+          });
+        }
+      }
+      if (yW) {
+        int32_t* accHi = scratch<int32_t>(kSlotAccHi, (size_t)(R.panels * MR * ldc));
+        int32_t* accLo = scratch<int32_t>(kSlotAccLo, (size_t)(R.panels * MR * ldc));
+        gemm(R, xhi + bOff, off.data(), panelsN, accHi, ldc);
+        gemm(R, xlo + bOff, off.data(), panelsN, accLo, ldc);
+        for (int64_t m = 0; m < M; ++m) {
+          const int64_t yo = (n * M + m) * outSize + ySlice;
+          forRuns([&](int64_t j, int64_t o, int64_t len) {
+            epilogueWeightError(accHi + m * ldc + j, 128 * R.rowSum[(size_t)m], accLo + m * ldc + j, coefW[(size_t)m],
+                                len, yW + yo + o);
+          });
+        }
+      }
+    }
+  });
+  return Status::ok();
+}
+
+}  // namespace qs
