@@ -30,12 +30,18 @@ namespace {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+template <bool kError>
 __attribute__((target("avx512f"))) int64_t sumsAvx512(const float* y, const float* q, int64_t n, double out[5]) {
   __m512d s0 = _mm512_setzero_pd(), s1 = s0, e0 = s0, e1 = s0, c0 = s0, c1 = s0, d0 = s0, d1 = s0, m0 = s0, m1 = s0;
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512d ya = _mm512_cvtps_pd(_mm256_loadu_ps(y + i)), yb = _mm512_cvtps_pd(_mm256_loadu_ps(y + i + 8));
-    const __m512d qa = _mm512_cvtps_pd(_mm256_loadu_ps(q + i)), qb = _mm512_cvtps_pd(_mm256_loadu_ps(q + i + 8));
+    __m256 q0 = _mm256_loadu_ps(q + i), q1 = _mm256_loadu_ps(q + i + 8);
+    if (kError) {  // q holds candidate - reference: the candidate as float, as the caller would form it
+      q0 = _mm256_add_ps(_mm256_loadu_ps(y + i), q0);
+      q1 = _mm256_add_ps(_mm256_loadu_ps(y + i + 8), q1);
+    }
+    const __m512d qa = _mm512_cvtps_pd(q0), qb = _mm512_cvtps_pd(q1);
     const __m512d da = _mm512_sub_pd(ya, qa), db = _mm512_sub_pd(yb, qb);
     s0 = _mm512_fmadd_pd(ya, ya, s0);
     s1 = _mm512_fmadd_pd(yb, yb, s1);
@@ -60,13 +66,17 @@ const bool kHasAvx512 = __builtin_cpu_supports("avx512f");
 }  // namespace
 #endif
 
-void ErrorAccumulator::add(const float* y, const float* q, int64_t n) {
+void ErrorAccumulator::add(const float* y, const float* q, int64_t n) { addSums<false>(y, q, n); }
+void ErrorAccumulator::addError(const float* y, const float* e, int64_t n) { addSums<true>(y, e, n); }
+
+template <bool kError>
+void ErrorAccumulator::addSums(const float* y, const float* q, int64_t n) {
   double s = 0, e = 0, c = 0, d = 0, m = m_maxAbs;
   int64_t i = 0;
 #ifdef __AVX2__
   if (kHasAvx512 && n >= 16) {
     double t[5];
-    i = sumsAvx512(y, q, n, t);
+    i = sumsAvx512<kError>(y, q, n, t);
     s = t[0];
     e = t[1];
     c = t[2];
@@ -76,7 +86,8 @@ void ErrorAccumulator::add(const float* y, const float* q, int64_t n) {
     __m256d s0 = _mm256_setzero_pd(), s1 = s0, e0 = s0, e1 = s0, c0 = s0, c1 = s0, d0 = s0, d1 = s0, m0 = s0, m1 = s0;
     const __m256d absMask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
     for (; i + 8 <= n; i += 8) {
-      const __m256 yf = _mm256_loadu_ps(y + i), qf = _mm256_loadu_ps(q + i);
+      const __m256 yf = _mm256_loadu_ps(y + i);
+      const __m256 qf = kError ? _mm256_add_ps(yf, _mm256_loadu_ps(q + i)) : _mm256_loadu_ps(q + i);
       const __m256d ya = _mm256_cvtps_pd(_mm256_castps256_ps128(yf)), yb = _mm256_cvtps_pd(_mm256_extractf128_ps(yf, 1));
       const __m256d qa = _mm256_cvtps_pd(_mm256_castps256_ps128(qf)), qb = _mm256_cvtps_pd(_mm256_extractf128_ps(qf, 1));
       const __m256d da = _mm256_sub_pd(ya, qa), db = _mm256_sub_pd(yb, qb);
@@ -107,7 +118,7 @@ void ErrorAccumulator::add(const float* y, const float* q, int64_t n) {
   }
 #endif
   for (; i < n; ++i) {
-    double a = y[i], b = q[i], diff = a - b;
+    double a = y[i], b = kError ? (float)(y[i] + q[i]) : q[i], diff = a - b;
     s += a * a;
     e += diff * diff;
     c += b * b;
@@ -122,25 +133,39 @@ void ErrorAccumulator::add(const float* y, const float* q, int64_t n) {
   m_count += n;
 }
 
+void ErrorAccumulator::addError(const Tensor& y, const Tensor& e, int threads) {
+  const int64_t n = std::min(y.numel(), e.numel());
+  if (y.dtype() != DType::Float || e.dtype() != DType::Float) {
+    Tensor q(DType::Float, Shape{n});
+    for (int64_t i = 0; i < n; ++i) q.data<float>()[i] = (float)(y.valueAsDouble(i) + e.valueAsDouble(i));
+    add(y, q, threads);
+    return;
+  }
+  addBlocks<true>(y.data<float>(), e.data<float>(), n, threads);
+}
+
+template <bool kError>
+void ErrorAccumulator::addBlocks(const float* a, const float* b, int64_t n, int threads) {
+  if (n <= kBlock) {
+    addSums<kError>(a, b, n);
+    return;
+  }
+  // Threads take blocks, never parts of a sum: the same blocks and order for any thread count.
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<ErrorAccumulator> part((size_t)blocks);
+  parallelFor(threads, blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t k = b0; k < b1; ++k) {
+      const int64_t off = k * kBlock;
+      part[(size_t)k].addSums<kError>(a + off, b + off, std::min(kBlock, n - off));
+    }
+  });
+  for (const ErrorAccumulator& p : part) merge(p);
+}
+
 void ErrorAccumulator::add(const Tensor& y, const Tensor& q, int threads) {
   int64_t n = std::min(y.numel(), q.numel());
   if (y.dtype() == DType::Float && q.dtype() == DType::Float) {
-    const float* a = y.data<float>();
-    const float* b = q.data<float>();
-    if (n <= kBlock) {
-      add(a, b, n);
-      return;
-    }
-    // Threads take blocks, never parts of a sum: the same blocks and order for any thread count.
-    const int64_t blocks = (n + kBlock - 1) / kBlock;
-    std::vector<ErrorAccumulator> part((size_t)blocks);
-    parallelFor(threads, blocks, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t k = b0; k < b1; ++k) {
-        const int64_t off = k * kBlock;
-        part[(size_t)k].add(a + off, b + off, std::min(kBlock, n - off));
-      }
-    });
-    for (const ErrorAccumulator& p : part) merge(p);
+    addBlocks<false>(y.data<float>(), q.data<float>(), n, threads);
     return;
   }
   for (int64_t i = 0; i < n; ++i) {

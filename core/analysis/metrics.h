@@ -27,6 +27,10 @@ class ErrorAccumulator {
   /// Large tensors are summed in fixed blocks of kBlock elements, on up to `threads` threads,
   /// the blocks' sums combined in order: the result does not depend on `threads`.
   void add(const Tensor& reference, const Tensor& candidate, int threads = 1);
+  /// add(y, y + e) without forming y + e: `error` holds candidate - reference, the candidate is
+  /// rounded to float as a caller adding the two would (same sums, one pass less).
+  void addError(const float* reference, const float* error, int64_t n);
+  void addError(const Tensor& reference, const Tensor& error, int threads = 1);
   static constexpr int64_t kBlock = 1 << 16;
   /// Merges another accumulator (e.g. from another thread or batch).
   void merge(const ErrorAccumulator& other);
@@ -35,6 +39,10 @@ class ErrorAccumulator {
   double noisePower() const { return m_noise; }
 
  private:
+  template <bool kError>
+  void addSums(const float* y, const float* q, int64_t n);
+  template <bool kError>
+  void addBlocks(const float* y, const float* q, int64_t n, int threads);
   double m_signal = 0;  // sum y^2
   double m_noise = 0;   // sum (y - y')^2
   double m_cand = 0;    // sum y'^2

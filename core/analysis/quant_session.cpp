@@ -6,6 +6,8 @@
 #include <limits>
 #include <thread>
 
+#include "core/kernels/conv.h"
+#include "core/kernels/qconv.h"
 #include "core/quant/fake_quant.h"
 #include "core/quant/placement.h"
 
@@ -23,6 +25,13 @@ double AnalysisResult::worstOutputSnrDb() const {
 struct QuantSession::BatchCache {
   std::vector<Tensor> floatTable, quantTable;
   std::vector<char> state;
+};
+
+// A group-1 Conv whose input X and weights W both carry INT8 points: run as u8 x s8 -> int32.
+struct QuantSession::IntConv {
+  std::shared_ptr<const QConvWeights> weights;
+  WindowAttrs attrs;
+  ValueId act = kNoValue;  // X's activation point
 };
 
 // Fake-quantizes node inputs at the quantization points of the enabled nodes.
@@ -51,6 +60,13 @@ class QuantSession::Transform : public InputTransform {
       return &storage;
     }
     return nullptr;
+  }
+
+  // With both kinds of points on, an integer Conv replaces fake quantization plus FP32 Conv.
+  bool runNode(NodeId node, std::span<const Tensor* const> inputs, std::span<Tensor> outputs, Status&) override {
+    if (m_parts != kBoth || (m_only >= 0 ? node != m_only : !m_enabled[(size_t)node])) return false;
+    const IntConv* ic = m_s.m_intConv[(size_t)node].get();
+    return ic && !outputs.empty() && m_s.runIntConv(*ic, inputs, &outputs[0], nullptr, nullptr);
   }
 
  private:
@@ -111,6 +127,47 @@ void QuantSession::indexPoints() {
     m_pointsByNode[(size_t)w.node].push_back(PointRef{w.inputIndex, w.value, (int)m_weights.size()});
     m_weights.push_back(std::move(wq));
   }
+  // Integer Convs: only where VNNI makes them faster than FP32 (the portable integer path is not).
+  m_intConv.assign(g.nodes.size(), nullptr);
+  if (!m_options.integerConv || m_plan.mode != QuantMode::Int8 || std::string(qconvKernelName()) != "avx512vnni") return;
+  for (size_t k = 0; k < m_plan.weights.size(); ++k) {
+    const WeightPoint& w = m_plan.weights[k];
+    const Node& n = g.nodes[(size_t)w.node];
+    if (n.opType != "Conv" || w.inputIndex != 1 || w.axis != 0) continue;
+    auto ic = std::make_shared<IntConv>();
+    for (const PointRef& r : m_pointsByNode[(size_t)w.node])
+      if (r.weight < 0 && r.inputIndex == 0) ic->act = r.value;
+    if (ic->act == kNoValue) continue;
+    KernelInit init{n, 0, g};
+    AttrReader a(init);
+    ic->attrs = readWindowAttrs(a, true);
+    if (!a.ok() || ic->attrs.group != 1) continue;
+    auto packed = prepareQConvWeights(*g.value(w.value).constant, m_weights[k].scale);
+    if (!packed) continue;  // e.g. an all-zero channel (scale 0): FP32 handles it
+    ic->weights = std::move(packed).value();
+    m_intConv[(size_t)w.node] = std::move(ic);
+  }
+}
+
+bool QuantSession::runIntConv(const IntConv& ic, std::span<const Tensor* const> inputs, Tensor* full, Tensor* actOnly,
+                              Tensor* weightError) const {
+  auto act = m_act.find(ic.act);
+  if (act == m_act.end() || inputs.empty() || !inputs[0] || inputs[0]->dtype() != DType::Float) return false;
+  const Tensor& X = *inputs[0];
+  const Shape& k = ic.weights->kernelShape();
+  if (X.rank() != (int64_t)k.size() + 2) return false;
+  const float* bias = nullptr;
+  if (inputs.size() > 2 && inputs[2]) {
+    if (inputs[2]->dtype() != DType::Float || inputs[2]->numel() != ic.weights->outChannels()) return false;
+    bias = inputs[2]->data<float>();
+  }
+  WindowGeometry geo;
+  if (!resolveWindow(ic.attrs, std::vector<int64_t>(X.shape().begin() + 2, X.shape().end()),
+                     std::vector<int64_t>(k.begin(), k.end()), false, geo))
+    return false;
+  // Refused input (NaN or Inf in X, a shape mismatch): the FP32 path computes or reports it.
+  return qconv(X, act->second.scale, *ic.weights, bias, geo, m_executor->threads(), QConvOutputs{full, actOnly, weightError})
+      .isOk();
 }
 
 Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& progress) {
@@ -366,13 +423,17 @@ Status QuantSession::sensitivityPass(const std::vector<NodeId>& cone, Transform&
     const Node& node = g.nodes[(size_t)id];
     inputs.assign(node.inputs.size(), nullptr);
     transformed.assign(node.inputs.size(), Tensor());
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      if (node.inputs[i] == kNoValue) continue;
-      inputs[i] = &table[(size_t)node.inputs[i]];
-      if (const Tensor* t = transform.transform(id, i, *inputs[i], transformed[i])) inputs[i] = t;
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (node.inputs[i] != kNoValue) inputs[i] = &table[(size_t)node.inputs[i]];
+    Result<std::vector<Tensor>> outs = std::vector<Tensor>(node.outputs.size());
+    Status taken;
+    if (!transform.runNode(id, inputs, std::span<Tensor>(*outs), taken)) {
+      for (size_t i = 0; i < node.inputs.size(); ++i)
+        if (inputs[i])
+          if (const Tensor* t = transform.transform(id, i, *inputs[i], transformed[i])) inputs[i] = t;
+      outs = m_executor->runNode(id, inputs);
+      if (!outs) return outs.status();
     }
-    auto outs = m_executor->runNode(id, inputs);
-    if (!outs) return outs.status();
     inputs.clear();
     transformed.clear();
     for (size_t o = 0; o < node.outputs.size(); ++o) {
@@ -450,10 +511,25 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     actIn.assign(k, nullptr);
     weightIn.assign(k, nullptr);
     storage.assign(k, Tensor());
+    for (size_t i = 0; i < k; ++i)
+      if (n.inputs[i] != kNoValue) floatIn[i] = &floatTable[(size_t)n.inputs[i]];
+    const size_t self = (size_t)id;
+    const int threads = m_executor->threads();
+    if (const IntConv* ic = m_intConv[self].get(); ic && hasWeight[self] && hasAct[self]) {
+      // One integer GEMM over the quantized X gives both points and activations only; one over
+      // X at 16 bits gives what weight quantization alone changes.
+      Tensor full, actOnly, weightError;
+      if (runIntConv(*ic, floatIn, &full, &actOnly, &weightError)) {
+        layerAcc[self].add(ref, full, threads);
+        actAcc[self].add(ref, actOnly, threads);
+        weightAcc[self].addError(ref, weightError, threads);
+        return Status::ok();
+      }
+    }
     Tensor unused;
     for (size_t i = 0; i < k; ++i) {
-      if (n.inputs[i] == kNoValue) continue;
-      floatIn[i] = actIn[i] = weightIn[i] = &floatTable[(size_t)n.inputs[i]];
+      if (!floatIn[i]) continue;
+      actIn[i] = weightIn[i] = floatIn[i];
       if (const Tensor* q = ta.transform(id, i, *floatIn[i], storage[i])) actIn[i] = q;
       if (const Tensor* q = tw.transform(id, i, *floatIn[i], unused)) weightIn[i] = q;
     }
@@ -469,7 +545,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
       acc.add(ref, (*outs)[0], m_executor->threads());
       return Status::ok();
     };
-    const size_t i = (size_t)id;
+    const size_t i = self;
     QS_RETURN_IF_ERROR(runWith(Transform::kBoth, layerAcc[i]));
     if (hasWeight[i] && hasAct[i]) {
       QS_RETURN_IF_ERROR(runWith(Transform::kWeights, weightAcc[i]));

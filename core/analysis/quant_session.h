@@ -38,6 +38,11 @@ struct AnalysisOptions {
   /// Activations kept across batches so that a toggle re-runs only the affected cone. Above this
   /// budget, a toggle re-runs the whole quantized pass (results are the same, only slower).
   uint64_t cacheBudgetBytes = uint64_t(1) << 30;
+  /// INT8 Convs (group 1, quantized input and weights) in integer arithmetic where the CPU has
+  /// AVX-512 VNNI (core/kernels/qconv.h): the same integers as fake quantization, summed
+  /// exactly. Off: FP32 convolutions of the fake-quantized tensors (the reference the tests
+  /// compare with).
+  bool integerConv = true;
 };
 
 /// Quantization parameters of one activation tensor.
@@ -141,6 +146,7 @@ class QuantSession {
   QuantSession() = default;
   struct BatchCache;
   class Transform;
+  struct IntConv;
 
   struct PointRef {
     size_t inputIndex;
@@ -148,6 +154,11 @@ class QuantSession {
     int weight;  // index into m_weights, -1 for an activation point
   };
   void indexPoints();
+  // The node as an integer Conv on its untransformed `inputs` (outputs as in QConvOutputs);
+  // false where it does not apply (no activation scale, an input qconv refuses, ...): the caller
+  // then runs the FP32 kernel on fake-quantized inputs.
+  bool runIntConv(const IntConv& ic, std::span<const Tensor* const> inputs, Tensor* full, Tensor* actOnly,
+                  Tensor* weightError) const;
   void computeScales();
   std::vector<char> enabledMask() const;
   void finishResult(AnalysisResult& r, const std::vector<ErrorAccumulator>& nodeAcc,
@@ -176,6 +187,7 @@ class QuantSession {
   std::vector<WeightQuant> m_weights;
   std::vector<Tensor> m_fakeWeights;  // per m_weights entry: the weight after fake quantization
   std::vector<std::vector<PointRef>> m_pointsByNode;
+  std::vector<std::shared_ptr<const IntConv>> m_intConv;  // per node; null: FP32 on fake-quantized inputs
   int64_t m_calibratedSamples = 0;
   std::shared_ptr<const AnalysisResult> m_result;
   // Per-node accumulators of the last analysis, kept for incremental updates.

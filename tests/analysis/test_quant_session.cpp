@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <filesystem>
 
 #include "core/analysis/quant_session.h"
 #include "core/analysis/report.h"
+#include "core/kernels/qconv.h"
 #include "core/onnx/loader.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/text_images.h"
@@ -274,6 +277,18 @@ TEST(Analysis, AccumulatorLanesMatchScalarSums) {
     EXPECT_NEAR(acc.noisePower(), (double)e, 1e-12 * (double)e) << n;
     EXPECT_EQ(acc.metrics().maxAbs, m) << n;
     EXPECT_EQ(acc.metrics().count, n);
+    // addError(y, e) is add(y, y + e) with y + e rounded to float.
+    std::vector<float> err((size_t)n), cand((size_t)n);
+    for (int64_t i = 0; i < n; ++i) {
+      err[(size_t)i] = q[(size_t)i] - y[(size_t)i];
+      cand[(size_t)i] = y[(size_t)i] + err[(size_t)i];
+    }
+    ErrorAccumulator viaError, viaCand;
+    viaError.addError(y.data(), err.data(), n);
+    viaCand.add(y.data(), cand.data(), n);
+    EXPECT_EQ(viaError.noisePower(), viaCand.noisePower()) << n;
+    EXPECT_EQ(viaError.metrics().cosine, viaCand.metrics().cosine) << n;
+    EXPECT_EQ(viaError.metrics().maxAbs, viaCand.metrics().maxAbs) << n;
   }
   std::vector<float> a(19, 1.f), b(19, 1.f);
   b[3] = NAN;
@@ -373,4 +388,71 @@ TEST(Analysis, DetWithRenderedImagesEveryMethod) {
         << (*r)->nodes[(size_t)worst].sensitivitySnrDb << " dB)";
   }
   fs::remove_all(f.dir);
+}
+
+// The integer Convs (u8 x s8 -> int32, core/kernels/qconv.h) against FP32 convolutions of the
+// fake-quantized tensors: the same figures to well within what a user reads, and not
+// bit-identical (so the integer path did run).
+static void compareIntegerConv(const Fixture& f, const std::string& tag, const QuantConfig& cfg = {}) {
+  AnalysisOptions ao;
+  // Percentile: some activations clip. (With Max, det's squeeze-excitation tensors after
+  // GlobalAveragePool hold a few dozen values per batch here; a last-bit difference in a Conv
+  // that moves one value across a rounding boundary shifts their graph-wise SNR by up to a few
+  // dB. The integer sums are exact; the FP32 ones round, so on such ties neither is "the" value.)
+  ao.calibration.method = CalibMethod::Percentile;
+  ao.threads = 2;
+  ao.sensitivity = true;
+  std::shared_ptr<const AnalysisResult> r[2];
+  for (int integer = 0; integer < 2; ++integer) {
+    ao.integerConv = integer == 1;
+    auto s = QuantSession::create(f.model, cfg, ao);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE((*s)->calibrate(*f.data));
+    auto res = (*s)->analyze(f.data);
+    ASSERT_TRUE(res) << res.status().message();
+    r[integer] = *res;
+  }
+  const Graph& g = f.model->graph;
+  int differ = 0, compared = 0;
+  std::map<std::string, double> worst;  // largest difference per figure, printed for docs/
+  auto near = [&](double a, double b, double tol, const std::string& what, const std::string& figure) {
+    if (std::isnan(a) || std::isinf(a) || std::isnan(b) || std::isinf(b)) {
+      EXPECT_EQ(std::isnan(a), std::isnan(b)) << what;
+      if (!std::isnan(a)) EXPECT_EQ(a, b) << what;
+      return;
+    }
+    ++compared;
+    differ += a != b;
+    worst[figure] = std::max(worst[figure], std::fabs(a - b));
+    EXPECT_NEAR(a, b, tol) << what;
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const NodeResult &a = r[0]->nodes[i], &b = r[1]->nodes[i];
+    const std::string& name = g.nodes[i].name;
+    near(a.graphwise.snrDb, b.graphwise.snrDb, 0.01, name + " graph-wise", "graph-wise");
+    near(a.layerwise.snrDb, b.layerwise.snrDb, 0.01, name + " layer-wise", "layer-wise");
+    near(a.layerwise.cosine, b.layerwise.cosine, 1e-5, name + " layer-wise cosine", "layer-wise cosine");
+    // The split's errors come out of the integer GEMMs with W's rounding residual held to 8 bits
+    // (and X to 16 bits for weights only): about 48 dB of the error itself, so the SNR is exact
+    // to ~0.02 dB where it matters and looser only where it says "negligible" anyway.
+    auto splitTol = [](double db) { return db < 40 ? 0.02 : 0.15; };
+    near(a.activationSnrDb, b.activationSnrDb, splitTol(a.activationSnrDb), name + " activation only", "activation only");
+    near(a.weightSnrDb, b.weightSnrDb, splitTol(a.weightSnrDb), name + " weight only", "weight only");
+    near(a.sensitivitySnrDb, b.sensitivitySnrDb, 0.01, name + " sensitivity", "sensitivity");
+  }
+  for (size_t o = 0; o < r[0]->outputs.size(); ++o)
+    near(r[0]->outputs[o].metrics.snrDb, r[1]->outputs[o].metrics.snrDb, 0.01, r[0]->outputs[o].name, "output");
+  for (const auto& [figure, d] : worst) std::printf("%s: integer vs FP32 conv, largest difference, %s: %.2e dB\n", tag.c_str(), figure.c_str(), d);
+  EXPECT_GT(compared, 100);
+  EXPECT_GT(differ, 0);
+  fs::remove_all(f.dir);
+}
+
+TEST(Analysis, IntegerConvMatchesFakeQuantizedFloat) {
+  if (std::string(qconvKernelName()) != "avx512vnni") GTEST_SKIP() << "no AVX-512 VNNI: the analysis uses FP32";
+  auto cls = openCls(4);
+  if (!cls.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
+  compareIntegerConv(cls, "cls");
+  compareIntegerConv(open("ch_PP-OCRv4_det_infer.onnx", 160, 160, 2, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}),
+                     "det");
 }
