@@ -464,8 +464,6 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   m_cachedBytes = 0;
   const Graph& g = m_model->graph;
   const size_t N = g.nodes.size();
-  std::vector<ErrorAccumulator> nodeAcc(N), outAcc(g.outputs.size());
-  std::vector<ErrorAccumulator> layerAcc(N), weightAcc(N), actAcc(N), sensAcc(N);
   std::vector<char> quantizable(N, 0), hasWeight(N, 0), hasAct(N, 0);
   for (size_t i = 0; i < N; ++i) quantizable[i] = m_plan.nodes[i].quantizable;
   for (const auto& w : m_plan.weights) hasWeight[(size_t)w.node] = 1;
@@ -479,157 +477,150 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     for (NodeId id : candidates) cones.push_back(coneOf({id}));
   }
 
-  std::vector<std::unique_ptr<BatchCache>> cache;
-  uint64_t cachedBytes = 0;
-  bool cacheOn = true;
   const int64_t batches = data->batchCount();
-  auto enabled = enabledMask();
-  Transform all(*this, enabled);
+  const auto enabled = enabledMask();
+  Transform all(*this, enabled);  // stateless once built: shared by the threads
   // Consumers of each value (plus graph-output uses): a value is dead after its last consumer.
   std::vector<int32_t> useCount(g.values.size(), 0);
   for (const Node& n : g.nodes)
     for (ValueId v : n.inputs)
       if (v != kNoValue) ++useCount[(size_t)v];
   for (ValueId v : g.outputs) ++useCount[(size_t)v];
-  std::vector<char> persistent(g.values.size(), 0);  // constants and feeds: never freed
-  for (size_t v = 0; v < g.values.size(); ++v) persistent[v] = g.values[v].constant.has_value();
+
+  // Sums of one batch; merged in batch order at the end, so the results do not depend on which
+  // thread ran which batch (the same scheme as setQuantized()).
+  struct BatchSums {
+    std::vector<ErrorAccumulator> node, out, layer, weight, act, sens;
+  };
+  std::vector<BatchSums> sums((size_t)batches);
 
   // The layer-wise runs of one node on its float inputs: both points, and for the split each
   // kind alone (with one kind of point only, the other figure is the layer-wise one).
-  std::vector<const Tensor*> floatIn, actIn, weightIn, inputs;
-  std::vector<Tensor> storage;
-  auto layerwiseNode = [&](NodeId id, const std::vector<Tensor>& floatTable) -> Status {
+  auto layerwiseNode = [&](NodeId id, const std::vector<Tensor>& floatTable, BatchSums& S) -> Status {
     const Node& n = g.nodes[(size_t)id];
     if (n.outputs.empty() || n.outputs[0] == kNoValue) return Status::ok();
     const Tensor& ref = floatTable[(size_t)n.outputs[0]];
     if (ref.dtype() != DType::Float) return Status::ok();
-    // Each input once: float, with its activation point applied, with its weight point applied
-    // (a placement puts at most one point on an input).
-    Transform ta(*this, id, Transform::kActivations), tw(*this, id, Transform::kWeights);
-    const size_t k = n.inputs.size();
-    floatIn.assign(k, nullptr);
-    actIn.assign(k, nullptr);
-    weightIn.assign(k, nullptr);
-    storage.assign(k, Tensor());
-    for (size_t i = 0; i < k; ++i)
-      if (n.inputs[i] != kNoValue) floatIn[i] = &floatTable[(size_t)n.inputs[i]];
-    const size_t self = (size_t)id;
+    const size_t k = n.inputs.size(), i = (size_t)id;
     const int threads = m_executor->threads();
-    if (const IntConv* ic = m_intConv[self].get(); ic && hasWeight[self] && hasAct[self]) {
+    std::vector<const Tensor*> floatIn(k, nullptr);
+    for (size_t j = 0; j < k; ++j)
+      if (n.inputs[j] != kNoValue) floatIn[j] = &floatTable[(size_t)n.inputs[j]];
+    if (const IntConv* ic = m_intConv[i].get(); ic && hasWeight[i] && hasAct[i]) {
       // One integer GEMM over the quantized X gives both points and activations only; one over
       // X at 16 bits gives what weight quantization alone changes.
       Tensor full, actOnly, weightError;
       if (runIntConv(*ic, floatIn, &full, &actOnly, &weightError)) {
-        layerAcc[self].add(ref, full, threads);
-        actAcc[self].add(ref, actOnly, threads);
-        weightAcc[self].addError(ref, weightError, threads);
+        S.layer[i].add(ref, full, threads);
+        S.act[i].add(ref, actOnly, threads);
+        S.weight[i].addError(ref, weightError, threads);
         return Status::ok();
       }
     }
+    // Each input once: float, with its activation point applied, with its weight point applied
+    // (a placement puts at most one point on an input).
+    Transform ta(*this, id, Transform::kActivations), tw(*this, id, Transform::kWeights);
+    std::vector<const Tensor*> actIn = floatIn, weightIn = floatIn, inputs(k, nullptr);
+    std::vector<Tensor> storage(k);
     Tensor unused;
-    for (size_t i = 0; i < k; ++i) {
-      if (!floatIn[i]) continue;
-      actIn[i] = weightIn[i] = floatIn[i];
-      if (const Tensor* q = ta.transform(id, i, *floatIn[i], storage[i])) actIn[i] = q;
-      if (const Tensor* q = tw.transform(id, i, *floatIn[i], unused)) weightIn[i] = q;
+    for (size_t j = 0; j < k; ++j) {
+      if (!floatIn[j]) continue;
+      if (const Tensor* q = ta.transform(id, j, *floatIn[j], storage[j])) actIn[j] = q;
+      if (const Tensor* q = tw.transform(id, j, *floatIn[j], unused)) weightIn[j] = q;
     }
     auto runWith = [&](int parts, ErrorAccumulator& acc) -> Status {
-      inputs.assign(k, nullptr);
-      for (size_t i = 0; i < k; ++i) {
-        inputs[i] = floatIn[i];
-        if ((parts & Transform::kActivations) && actIn[i] != floatIn[i]) inputs[i] = actIn[i];
-        if ((parts & Transform::kWeights) && weightIn[i] != floatIn[i]) inputs[i] = weightIn[i];
+      for (size_t j = 0; j < k; ++j) {
+        inputs[j] = floatIn[j];
+        if ((parts & Transform::kActivations) && actIn[j] != floatIn[j]) inputs[j] = actIn[j];
+        if ((parts & Transform::kWeights) && weightIn[j] != floatIn[j]) inputs[j] = weightIn[j];
       }
       auto outs = m_executor->runNode(id, inputs);
       if (!outs) return outs.status();
-      acc.add(ref, (*outs)[0], m_executor->threads());
+      acc.add(ref, (*outs)[0], threads);
       return Status::ok();
     };
-    const size_t i = self;
-    QS_RETURN_IF_ERROR(runWith(Transform::kBoth, layerAcc[i]));
+    QS_RETURN_IF_ERROR(runWith(Transform::kBoth, S.layer[i]));
     if (hasWeight[i] && hasAct[i]) {
-      QS_RETURN_IF_ERROR(runWith(Transform::kWeights, weightAcc[i]));
-      QS_RETURN_IF_ERROR(runWith(Transform::kActivations, actAcc[i]));
+      QS_RETURN_IF_ERROR(runWith(Transform::kWeights, S.weight[i]));
+      QS_RETURN_IF_ERROR(runWith(Transform::kActivations, S.act[i]));
     } else if (hasWeight[i]) {
-      weightAcc[i] = layerAcc[i];
+      S.weight[i] = S.layer[i];
     } else {
-      actAcc[i] = layerAcc[i];
+      S.act[i] = S.layer[i];
     }
     return Status::ok();
   };
 
+  // One batch. One sweep in topological order runs each node on float inputs, then with the
+  // enabled points on the quantized inputs (compared with the float output at once), then alone
+  // for the layer-wise figures: every tensor is used while it is still in cache, and values die
+  // after their last consumer, so a batch needs no more memory than two plain runs. With `keep`,
+  // both tables are kept for toggles while `budget` bytes allow (the float one also for the
+  // sensitivity cones); from the first node past it, dead values go and *kept is left empty.
+  // `report(fraction of this batch, stage)` returns false to stop.
   const std::vector<NodeId>& order = g.topoOrder;
   static const std::string kSweepStage = "float, graph-wise and layer-wise";
-  for (int64_t b = 0; b < batches; ++b) {
-    double base = (double)b / (double)batches, span = 1.0 / (double)batches;
-    const double sweepSpan = m_options.sensitivity ? 0.6 * span : span;
-    if (!keepGoing(progress, base, kSweepStage)) return cancelled(*m_model);
+  auto runBatch = [&](int64_t b, bool keep, uint64_t budget, std::unique_ptr<BatchCache>* kept, uint64_t& batchBytes,
+                      const std::function<bool(double, const std::string&)>& report) -> Status {
+    BatchSums& S = sums[(size_t)b];
+    S.node.resize(N);
+    S.out.resize(g.outputs.size());
+    S.layer.resize(N);
+    S.weight.resize(N);
+    S.act.resize(N);
+    S.sens.resize(N);
+    const double sweepShare = m_options.sensitivity ? 0.6 : 1.0;
+    if (!report(0, kSweepStage)) return cancelled(*m_model);
     auto feeds = data->batch(b);
     if (!feeds) return feeds.status();
-    // One sweep in topological order runs each node on float inputs, then with the enabled
-    // points on the quantized inputs (compared with the float output at once), then alone for
-    // the layer-wise figures: every tensor is used while it is still in cache, and values die
-    // after their last consumer, so the analysis needs no more memory than two plain runs.
-    // The tables are kept whole only while this batch fits the cache budget (and the float one
-    // for the sensitivity cones); from the first node past the budget on, dead values go.
     auto table = m_executor->makeValueTable(*feeds);
     if (!table) return table.status();
     std::vector<Tensor> floatTable = std::move(table).value();
-    for (size_t v = 0; v < floatTable.size(); ++v)
-      if (!floatTable[v].empty()) persistent[v] = 1;
+    std::vector<char> persistent(g.values.size(), 0);  // constants and feeds: never freed
+    for (size_t v = 0; v < floatTable.size(); ++v) persistent[v] = !floatTable[v].empty();
     std::vector<Tensor> quantTable = floatTable;  // shares the feeds' and constants' buffers
     std::vector<int32_t> uses = useCount;
-    // A batch known (from calibration or the previous batch) not to fit is not kept at all:
-    // keeping it up to the budget and then letting go would only cost page faults.
-    if (cacheOn && m_batchBytes > 0 && cachedBytes + m_batchBytes > m_options.cacheBudgetBytes) cacheOn = false;
-    bool keeping = cacheOn;
-    uint64_t batchBytes = 2 * tableBytes(g, floatTable);  // the feeds, counted in both tables as the cache does
+    batchBytes = 2 * tableBytes(g, floatTable);  // the feeds, counted in both tables as the cache does
+    bool keeping = keep && batchBytes <= budget;
     auto release = [&](ValueId v) {
       if (uses[(size_t)v] > 0 || persistent[(size_t)v]) return;
       quantTable[(size_t)v] = Tensor();
       if (!m_options.sensitivity) floatTable[(size_t)v] = Tensor();
     };
-    CompareOutputs compare(g, floatTable, nullptr, nodeAcc, m_executor->threads());
+    CompareOutputs compare(g, floatTable, nullptr, S.node, m_executor->threads());
     RunOptions rf, rq;
     rf.cancel = rq.cancel = &m_cancel;
     rq.inputTransform = &all;
     rq.observer = &compare;
     for (size_t k = 0; k < order.size(); ++k) {
       const NodeId id = order[k];
-      if (k % 16 == 0 &&
-          !keepGoing(progress, base + sweepSpan * (double)k / (double)order.size(), kSweepStage))
-        return cancelled(*m_model);
+      if (k % 16 == 0 && !report(sweepShare * (double)k / (double)order.size(), kSweepStage)) return cancelled(*m_model);
       const std::span<const NodeId> one(&order[k], 1);
       QS_RETURN_IF_ERROR(m_executor->runNodes(one, floatTable, rf));
       QS_RETURN_IF_ERROR(m_executor->runNodes(one, quantTable, rq));
-      if (m_options.layerwise && quantizable[(size_t)id]) QS_RETURN_IF_ERROR(layerwiseNode(id, floatTable));
+      if (m_options.layerwise && quantizable[(size_t)id]) QS_RETURN_IF_ERROR(layerwiseNode(id, floatTable, S));
       const Node& n = g.nodes[(size_t)id];
       for (ValueId v : n.inputs)
         if (v != kNoValue) --uses[(size_t)v];
       for (ValueId v : n.outputs)
         if (v != kNoValue) batchBytes += floatTable[(size_t)v].byteSize() + quantTable[(size_t)v].byteSize();
-      if (keeping) {
-        if (cachedBytes + batchBytes > m_options.cacheBudgetBytes) {
-          keeping = cacheOn = false;  // the batches cached so far stay; toggles re-run the others in full
-          for (size_t v = 0; v < uses.size(); ++v) release((ValueId)v);
-        }
-      } else {
+      if (keeping && batchBytes > budget) {
+        keeping = false;
+        for (size_t v = 0; v < uses.size(); ++v) release((ValueId)v);
+      } else if (!keeping) {
         for (ValueId v : n.inputs)
           if (v != kNoValue) release(v);
         for (ValueId v : n.outputs)
           if (v != kNoValue) release(v);
       }
     }
-    accumulateOutputs(g, floatTable, quantTable, outAcc);
-    m_batchBytes = batchBytes;
-
+    accumulateOutputs(g, floatTable, quantTable, S.out);
     if (m_options.sensitivity) {
       for (size_t c = 0; c < candidates.size(); ++c) {
-        if (c % 8 == 0 && !keepGoing(progress, base + span * (0.6 + 0.4 * (double)c / (double)candidates.size()),
-                                     "sensitivity"))
+        if (c % 8 == 0 && !report(0.6 + 0.4 * (double)c / (double)candidates.size(), "sensitivity"))
           return cancelled(*m_model);
         Transform t(*this, candidates[c]);
-        QS_RETURN_IF_ERROR(sensitivityPass(cones[c], t, floatTable, sensAcc[(size_t)candidates[c]]));
+        QS_RETURN_IF_ERROR(sensitivityPass(cones[c], t, floatTable, S.sens[(size_t)candidates[c]]));
       }
     }
     if (keeping) {
@@ -637,9 +628,73 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
       bc->floatTable = std::move(floatTable);
       bc->quantTable = std::move(quantTable);
       bc->state = enabled;
-      cachedBytes += tableBytes(g, bc->floatTable) + tableBytes(g, bc->quantTable);
-      cache.push_back(std::move(bc));
+      *kept = std::move(bc);
     }
+    return Status::ok();
+  };
+
+  // Batches are independent: each thread takes whole batches with single-threaded kernels
+  // inside (no fork and join per node, which costs more than the many small ops of an analysis
+  // gain from it). The first N batches whose tables fit the cache budget are kept for toggles;
+  // the size of one batch comes from calibration, or else from running the first batch alone.
+  std::vector<std::unique_ptr<BatchCache>> kept((size_t)batches);
+  std::vector<Status> status((size_t)batches);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> done{0};
+  const auto caller = std::this_thread::get_id();
+  auto reportFor = [&](int64_t b) {
+    return [&, b](double f, const std::string& stage) {
+      if (stop.load() || m_cancel.load()) return false;
+      // The callback runs on the calling thread only (a GUI's callback need not be thread-safe).
+      if (std::this_thread::get_id() != caller) return true;
+      if (!keepGoing(progress, ((double)done.load() + f) / (double)batches, stage)) stop = true;
+      return !stop.load();
+    };
+  };
+  int64_t first = 0, keepCount = 0;
+  const uint64_t budget = m_options.cacheBudgetBytes;
+  if (m_batchBytes == 0 && batches > 0) {
+    uint64_t bytes = 0;
+    QS_RETURN_IF_ERROR(runBatch(0, true, budget, &kept[0], bytes, reportFor(0)));
+    m_batchBytes = bytes;
+    ++done;
+    first = 1;
+  }
+  if (m_batchBytes > 0) keepCount = std::min<int64_t>(batches, (int64_t)(budget / m_batchBytes));
+  if (first == 1 && !kept[0]) keepCount = 0;  // the first batch did not fit: none will
+  forEachItem(m_executor->threads(), batches - first, [&](int64_t i) {
+    const int64_t b = first + i;
+    if (stop.load() || m_cancel.load()) return;
+    uint64_t bytes = 0;
+    // Each kept batch may use an equal share of the budget (at least the estimate).
+    const uint64_t own = b < keepCount ? budget / (uint64_t)keepCount : 0;
+    status[(size_t)b] = runBatch(b, b < keepCount, own, &kept[(size_t)b], bytes, reportFor(b));
+    if (!status[(size_t)b]) stop = true;
+    ++done;
+  });
+  for (const Status& st : status)
+    if (!st && st.code() != StatusCode::Cancelled) return st;
+  if (stop.load() || m_cancel.load()) return cancelled(*m_model);
+
+  std::vector<ErrorAccumulator> nodeAcc(N), outAcc(g.outputs.size());
+  std::vector<ErrorAccumulator> layerAcc(N), weightAcc(N), actAcc(N), sensAcc(N);
+  for (const BatchSums& S : sums) {
+    for (size_t i = 0; i < N; ++i) {
+      nodeAcc[i].merge(S.node[i]);
+      layerAcc[i].merge(S.layer[i]);
+      weightAcc[i].merge(S.weight[i]);
+      actAcc[i].merge(S.act[i]);
+      sensAcc[i].merge(S.sens[i]);
+    }
+    for (size_t o = 0; o < g.outputs.size(); ++o) outAcc[o].merge(S.out[o]);
+  }
+  // Toggles use cached batches 0..k-1: the cache ends at the first batch not kept.
+  std::vector<std::unique_ptr<BatchCache>> cache;
+  uint64_t cachedBytes = 0;
+  for (auto& bc : kept) {
+    if (!bc) break;
+    cachedBytes += tableBytes(g, bc->floatTable) + tableBytes(g, bc->quantTable);
+    cache.push_back(std::move(bc));
   }
 
   auto r = std::make_shared<AnalysisResult>();
