@@ -633,9 +633,8 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     return Status::ok();
   };
 
-  // Batches are independent: each thread takes whole batches with single-threaded kernels
-  // inside (no fork and join per node, which costs more than the many small ops of an analysis
-  // gain from it). The first N batches whose tables fit the cache budget are kept for toggles;
+  // Batches are independent: each thread takes whole batches, the kernels inside then mostly
+  // single-threaded (no fork and join per node for the many small ops of an analysis). The first N batches whose tables fit the cache budget are kept for toggles;
   // the size of one batch comes from calibration, or else from running the first batch alone.
   std::vector<std::unique_ptr<BatchCache>> kept((size_t)batches);
   std::vector<Status> status((size_t)batches);
@@ -662,7 +661,12 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   }
   if (m_batchBytes > 0) keepCount = std::min<int64_t>(batches, (int64_t)(budget / m_batchBytes));
   if (first == 1 && !kept[0]) keepCount = 0;  // the first batch did not fit: none will
-  forEachItem(m_executor->threads(), batches - first, [&](int64_t i) {
+  // The sensitivity cones read the whole float table (half a batch's bytes): batches run side by
+  // side only as far as their tables fit the cache budget together, so that memory stays bounded.
+  int batchThreads = m_executor->threads();
+  if (m_options.sensitivity && m_batchBytes > 0)
+    batchThreads = (int)std::max<uint64_t>(1, std::min<uint64_t>((uint64_t)batchThreads, budget / (m_batchBytes / 2 + 1)));
+  forEachItem(batchThreads, batches - first, [&](int64_t i) {
     const int64_t b = first + i;
     if (stop.load() || m_cancel.load()) return;
     uint64_t bytes = 0;
