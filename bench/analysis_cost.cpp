@@ -245,7 +245,7 @@ int main(int argc, char** argv) {
               a.threads, quantized);
   std::printf("float pass over the samples              %8.2f s  (peak RSS %.0f MB)\n", f, fl["peak_rss"] / 1e6);
   std::printf("float pass, rewritten graph (as `run`)   %8.2f s  (%.2fx)\n", flr["seconds"], flr["seconds"] / f);
-  std::printf("float pass keeping every activation       %8.2f s  (%.2fx; what the analysis' float pass costs)\n",
+  std::printf("float pass keeping every activation       %8.2f s  (%.2fx; a batch kept whole for toggles)\n",
               kept["seconds"], kept["seconds"] / f);
   std::printf("calibration                              %8.2f s  (%.2fx float)\n", an["calibration"], an["calibration"] / f);
   std::printf("graph-wise + layer-wise + w/a split      %8.2f s  (%.2fx float; target <= 3x; peak RSS %.0f MB)\n",
