@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/kernels/gemm.h"
+#include "bench/cpu_time.h"
 
 #ifdef QS_HAVE_OPENBLAS
 #include <cblas.h>
@@ -21,17 +22,6 @@ extern "C" void openblas_set_num_threads(int);
 namespace {
 
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-template <class Fn>
-double bestMs(int repeats, Fn&& fn) {
-  double best = 1e30;
-  for (int r = 0; r < repeats; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
 
 }  // namespace
 
@@ -54,16 +44,16 @@ int main(int argc, char** argv) {
     double r[6] = {0, 0, 0, 0, 0, 0};
     for (int t = 1; t <= 2; ++t) {
       const int o = t == 1 ? 0 : 3;
-      r[o] = gflop / bestMs(repeats, [&] {
+      r[o] = gflop / qs::bench::bestMs(repeats, [&] {
                qs::sgemm(false, false, M, N, K, 1.f, A.data(), K, B.data(), N, 0.f, C.data(), N, t);
              }) * 1e3;
       Eigen::setNbThreads(t);
       Eigen::Map<const RowMat> a(A.data(), M, K), b(B.data(), K, N);
       Eigen::Map<RowMat> c(C.data(), M, N);
-      r[o + 1] = gflop / bestMs(repeats, [&] { c.noalias() = a * b; }) * 1e3;
+      r[o + 1] = gflop / qs::bench::bestMs(repeats, [&] { c.noalias() = a * b; }) * 1e3;
 #ifdef QS_HAVE_OPENBLAS
       openblas_set_num_threads(t);
-      r[o + 2] = gflop / bestMs(repeats, [&] {
+      r[o + 2] = gflop / qs::bench::bestMs(repeats, [&] {
                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.f, A.data(), (int)K,
                                B.data(), (int)N, 0.f, C.data(), (int)N);
                  }) * 1e3;

@@ -20,20 +20,9 @@
 #include "core/kernels/conv.h"
 #include "core/kernels/qconv.h"
 #include "core/quant/fake_quant.h"
+#include "bench/cpu_time.h"
 
 namespace {
-
-template <class Fn>
-double bestMs(int repeats, Fn&& fn) {
-  fn();  // warm-up: scratch buffers, packed weights, page faults
-  double best = 1e30;
-  for (int r = 0; r < repeats; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
 
 struct Shape2d {
   const char* name;
@@ -109,17 +98,17 @@ int main(int argc, char** argv) {
         ctx.threads = threads;
         if (!kernel.value()->run(ctx)) std::abort();
       };
-      const double fp32 = bestMs(repeats, [&] { runFp32(X); });
-      const double fqFp32 = bestMs(repeats, [&] {
+      const double fp32 = bench::bestMs(repeats, [&] { runFp32(X); });
+      const double fqFp32 = bench::bestMs(repeats, [&] {
         runFp32(fakeQuantize(X, {sx}, 1, QuantMode::Int8, kActQmin, kActQmax, threads));
       });
       Tensor full, act, werr;
       auto q = [&](QConvOutputs o) {
         if (!qconv(X, sx, *qw.value(), B.data<float>(), g, threads, o)) std::abort();
       };
-      const double tFull = bestMs(repeats, [&] { q({&full, nullptr, nullptr}); });
-      const double tAct = bestMs(repeats, [&] { q({&full, &act, nullptr}); });
-      const double tAll = bestMs(repeats, [&] { q({&full, &act, &werr}); });
+      const double tFull = bench::bestMs(repeats, [&] { q({&full, nullptr, nullptr}); });
+      const double tAct = bench::bestMs(repeats, [&] { q({&full, &act, nullptr}); });
+      const double tAll = bench::bestMs(repeats, [&] { q({&full, &act, &werr}); });
       char name[64];
       std::snprintf(name, sizeof name, "%s %dt", s.name, threads);
       std::printf("%-24s %6lld %7lld | %8.3f %8.3f %8.3f %8.3f %8.3f | %6.1fx %6.1fx\n", name, (long long)K,

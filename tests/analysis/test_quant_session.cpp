@@ -418,7 +418,9 @@ static void compareIntegerConv(const Fixture& f, const std::string& tag, const Q
   auto near = [&](double a, double b, double tol, const std::string& what, const std::string& figure) {
     if (std::isnan(a) || std::isinf(a) || std::isnan(b) || std::isinf(b)) {
       EXPECT_EQ(std::isnan(a), std::isnan(b)) << what;
-      if (!std::isnan(a)) EXPECT_EQ(a, b) << what;
+      if (!std::isnan(a)) {
+        EXPECT_EQ(a, b) << what;
+      }
       return;
     }
     ++compared;
