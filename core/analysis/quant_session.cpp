@@ -4,8 +4,10 @@
 #include <climits>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <thread>
 
+#include "core/exec/parallel.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/qconv.h"
 #include "core/quant/fake_quant.h"
@@ -342,10 +344,14 @@ class CompareOutputs : public ExecutionObserver {
 // next item when done. Own threads rather than parallelFor: the executor's pool backs off to
 // serial for up to a second after the many small regions of an analysis, while these items are
 // milliseconds each, where a late helper costs nothing (the caller takes the remaining items).
-// Kernels inside run as usual (the pool serialises what would oversubscribe).
+// With more than one thread at work, the kernels inside run serially; with one, as usual.
 void forEachItem(int threads, int64_t n, const std::function<void(int64_t)>& fn) {
   std::atomic<int64_t> next{0};
+  const bool shared = std::min<int64_t>(threads, n) > 1;
   auto work = [&] {
+    // Items side by side: the kernels inside run serially (no pool workers on top of them).
+    std::optional<SerialScope> serial;
+    if (shared) serial.emplace();
     for (int64_t i; (i = next.fetch_add(1)) < n;) fn(i);
   };
   std::vector<std::thread> helpers;

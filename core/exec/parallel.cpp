@@ -185,6 +185,9 @@ void parallelFor(int threads, int64_t n, int64_t grain, const std::function<void
   if (!p.parallelAllowed() || !p.tryRun(threads, n, chunks, fn)) fn(0, n);
 }
 
+SerialScope::SerialScope() : m_previous(t_inParallel) { t_inParallel = true; }
+SerialScope::~SerialScope() { t_inParallel = m_previous; }
+
 int hardwareThreads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
 }  // namespace qs

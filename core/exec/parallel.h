@@ -17,6 +17,19 @@ namespace qs {
 /// from inside another parallelFor or while another thread holds the pool.
 void parallelFor(int threads, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+/// While alive, parallelFor on this thread runs serially. For threads that already share out
+/// the work among themselves (one batch each): pool workers would only oversubscribe the cores.
+class SerialScope {
+ public:
+  SerialScope();
+  ~SerialScope();
+  SerialScope(const SerialScope&) = delete;
+  SerialScope& operator=(const SerialScope&) = delete;
+
+ private:
+  bool m_previous;
+};
+
 /// Number of hardware threads (>= 1).
 int hardwareThreads();
 
