@@ -639,9 +639,10 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     return Status::ok();
   };
 
-  // Batches are independent: each thread takes whole batches, the kernels inside then mostly
-  // single-threaded (no fork and join per node for the many small ops of an analysis). The first N batches whose tables fit the cache budget are kept for toggles;
-  // the size of one batch comes from calibration, or else from running the first batch alone.
+  // Batches are independent: each thread takes whole batches, the kernels inside then run
+  // serially (no fork and join per node for the many small ops of an analysis). The first
+  // batches whose tables fit the cache budget are kept for toggles; the size of one batch comes
+  // from calibration, or else from running the first batch alone.
   std::vector<std::unique_ptr<BatchCache>> kept((size_t)batches);
   std::vector<Status> status((size_t)batches);
   std::atomic<bool> stop{false};
