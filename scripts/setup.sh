@@ -11,7 +11,7 @@ mkdir -p "$cache"
 packages=(build-essential cmake ninja-build ccache pkg-config git
   libprotobuf-dev protobuf-compiler libonnx-dev python3-onnx python3-numpy
   libeigen3-dev libzip-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libpng-dev libjpeg-dev libstb-dev
+  libpng-dev libjpeg-dev libstb-dev libre2-dev
   qt6-base-dev libqcustomplot-dev libigraph-dev libgl-dev
   xvfb xauth clang libclang-rt-14-dev)
 # Node.js may come from elsewhere than Debian; only install Debian's when there is none.

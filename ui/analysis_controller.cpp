@@ -5,6 +5,8 @@
 #include <chrono>
 #include <set>
 
+#include "core/quant/quant_config.h"
+
 namespace qs::ui {
 
 struct AnalysisController::Outcome {
@@ -20,16 +22,6 @@ struct AnalysisController::Outcome {
 };
 
 namespace {
-
-// An ECMAScript pattern matching exactly `name` (QuantConfig patterns are regular expressions).
-std::string exactPattern(const std::string& name) {
-  std::string p;
-  for (char c : name) {
-    if (std::string_view("^$\\.*+?()[]{}|/").find(c) != std::string_view::npos) p += '\\';
-    p += c;
-  }
-  return p + "$";
-}
 
 bool isCancelled(const Status& st) { return st.code() == StatusCode::Cancelled; }
 
@@ -129,7 +121,7 @@ bool AnalysisController::calibrate(const CalibrationRequest& request) {
   for (const Node& n : m_model->graph.nodes) ++nameCount[n.name];
   for (auto [id, on] : m_requested) {
     const std::string& name = m_model->graph.nodes[(size_t)id].name;
-    if (!on && !name.empty() && nameCount[name] == 1) config.nodesToExclude.push_back(exactPattern(name));
+    if (!on && !name.empty() && nameCount[name] == 1) config.nodesToExclude.push_back(exactNamePattern(name));
   }
   const std::map<NodeId, bool> requested = m_requested;
   m_inFlight = requested;

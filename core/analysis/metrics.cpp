@@ -28,7 +28,9 @@ namespace {
 // first n rounded down to 16 elements into out[0..3] and their largest |difference| into out[4].
 // GCC 12 warns about the _mm512_undefined_*() inside its own intrinsics (a false positive).
 #pragma GCC diagnostic push
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 template <bool kError>
 __attribute__((target("avx512f"))) int64_t sumsAvx512(const float* y, const float* q, int64_t n, double out[5]) {

@@ -648,20 +648,18 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   std::atomic<bool> stop{false};
   std::atomic<int64_t> done{0};
   const auto caller = std::this_thread::get_id();
-  auto reportFor = [&](int64_t b) {
-    return [&, b](double f, const std::string& stage) {
-      if (stop.load() || m_cancel.load()) return false;
-      // The callback runs on the calling thread only (a GUI's callback need not be thread-safe).
-      if (std::this_thread::get_id() != caller) return true;
-      if (!keepGoing(progress, ((double)done.load() + f) / (double)batches, stage)) stop = true;
-      return !stop.load();
-    };
+  auto report = [&](double f, const std::string& stage) {
+    if (stop.load() || m_cancel.load()) return false;
+    // The callback runs on the calling thread only (a GUI's callback need not be thread-safe).
+    if (std::this_thread::get_id() != caller) return true;
+    if (!keepGoing(progress, ((double)done.load() + f) / (double)batches, stage)) stop = true;
+    return !stop.load();
   };
   int64_t first = 0, keepCount = 0;
   const uint64_t budget = m_options.cacheBudgetBytes;
   if (m_batchBytes == 0 && batches > 0) {
     uint64_t bytes = 0;
-    QS_RETURN_IF_ERROR(runBatch(0, true, budget, &kept[0], bytes, reportFor(0)));
+    QS_RETURN_IF_ERROR(runBatch(0, true, budget, &kept[0], bytes, report));
     m_batchBytes = bytes;
     ++done;
     first = 1;
@@ -679,7 +677,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     uint64_t bytes = 0;
     // Each kept batch may use an equal share of the budget (at least the estimate).
     const uint64_t own = b < keepCount ? budget / (uint64_t)keepCount : 0;
-    status[(size_t)b] = runBatch(b, b < keepCount, own, &kept[(size_t)b], bytes, reportFor(b));
+    status[(size_t)b] = runBatch(b, b < keepCount, own, &kept[(size_t)b], bytes, report);
     if (!status[(size_t)b]) stop = true;
     ++done;
   });

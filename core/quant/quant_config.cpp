@@ -1,6 +1,8 @@
 #include "core/quant/quant_config.h"
 
-#include <regex>
+#include <re2/re2.h>
+
+#include <memory>
 #include <unordered_set>
 
 #include "core/quant/placement.h"
@@ -11,25 +13,30 @@ namespace {
 
 struct CompiledPattern {
   std::string text;
-  std::regex re;
+  std::shared_ptr<const RE2> re;
   size_t matched = 0;             // nodes matched
   size_t matchedQuantizable = 0;  // of those, quantizable
 };
 
+// RE2 rather than std::regex: linear-time matching, so a pattern such as "r+*+++...+" from a
+// saved config cannot take exponential time (the quant-files fuzzer found one taking > 10 s).
+// Its syntax is Python's `re` without backreferences and lookaround, which is what ModelOpt's
+// patterns are written in.
 Status compile(const std::vector<std::string>& patterns, const char* option, std::vector<CompiledPattern>& out) {
+  RE2::Options o;
+  o.set_log_errors(false);
   for (const auto& p : patterns) {
-    try {
-      out.push_back({p, std::regex(p, std::regex::ECMAScript), 0, 0});
-    } catch (const std::regex_error& e) {
-      return invalidArgument(std::string("invalid regular expression '") + p + "' in " + option + ": " + e.what());
-    }
+    auto re = std::make_shared<const RE2>(p, o);
+    if (!re->ok())
+      return invalidArgument(std::string("invalid regular expression '") + p + "' in " + option + ": " + re->error());
+    out.push_back({p, std::move(re), 0, 0});
   }
   return Status::ok();
 }
 
 // ModelOpt's re.match: anchored at the start of the name, free at the end.
-bool prefixMatch(const std::regex& re, const std::string& name) {
-  return std::regex_search(name, re, std::regex_constants::match_continuous);
+bool prefixMatch(const RE2& re, const std::string& name) {
+  return re.Match(name, 0, name.size(), RE2::ANCHOR_START, nullptr, 0);
 }
 
 void warnUnmatched(const std::vector<CompiledPattern>& ps, const char* option, std::vector<std::string>& warnings) {
@@ -44,6 +51,8 @@ void warnUnmatched(const std::vector<CompiledPattern>& ps, const char* option, s
 
 }  // namespace
 
+std::string exactNamePattern(const std::string& name) { return RE2::QuoteMeta(name) + "$"; }
+
 Result<ConfigSummary> applyConfig(QuantPlan& plan, const Graph& g, const QuantConfig& cfg,
                                   std::vector<std::string>& warnings) {
   if (plan.nodes.size() != g.nodes.size())
@@ -56,37 +65,32 @@ Result<ConfigSummary> applyConfig(QuantPlan& plan, const Graph& g, const QuantCo
   const std::unordered_set<std::string> onlyOps(cfg.opTypesToQuantize.begin(), cfg.opTypesToQuantize.end());
 
   // Every pattern is tried on every node (not only until the first hit) so that the warnings
-  // about patterns that match nothing are exact. std::regex can throw on pathological inputs
-  // (error_complexity, error_stack): no exception crosses the core API.
-  try {
-    for (NodeId n = 0; n < (NodeId)g.nodes.size(); ++n) {
-      const Node& node = g.nodes[(size_t)n];
-      NodeQuantState& st = plan.nodes[(size_t)n];
-      std::string reason;
-      for (auto& p : exclude) {
-        if (!prefixMatch(p.re, node.name)) continue;
-        ++p.matched;
-        if (st.quantizable) ++p.matchedQuantizable;
-        if (reason.empty()) reason = "excluded by --nodes-to-exclude '" + p.text + "'";
-      }
-      if (reason.empty() && excludeOps.count(node.opType))
-        reason = "op type " + node.opType + " excluded by --op-types-to-exclude";
-      bool restrictHit = restrict.empty();
-      for (auto& p : restrict) {
-        if (!prefixMatch(p.re, node.name)) continue;
-        ++p.matched;
-        if (st.quantizable) ++p.matchedQuantizable;
-        restrictHit = true;
-      }
-      if (reason.empty() && !restrictHit) reason = "not matched by --nodes-to-quantize";
-      if (reason.empty() && !onlyOps.empty() && !onlyOps.count(node.opType))
-        reason = "op type " + node.opType + " not in --op-types-to-quantize";
-      if (!st.quantizable) continue;  // keeps its placement reason
-      st.quantized = reason.empty();
-      st.reason = reason;
+  // about patterns that match nothing are exact.
+  for (NodeId n = 0; n < (NodeId)g.nodes.size(); ++n) {
+    const Node& node = g.nodes[(size_t)n];
+    NodeQuantState& st = plan.nodes[(size_t)n];
+    std::string reason;
+    for (auto& p : exclude) {
+      if (!prefixMatch(*p.re, node.name)) continue;
+      ++p.matched;
+      if (st.quantizable) ++p.matchedQuantizable;
+      if (reason.empty()) reason = "excluded by --nodes-to-exclude '" + p.text + "'";
     }
-  } catch (const std::regex_error& e) {
-    return invalidArgument(std::string("regular expression matching failed: ") + e.what());
+    if (reason.empty() && excludeOps.count(node.opType))
+      reason = "op type " + node.opType + " excluded by --op-types-to-exclude";
+    bool restrictHit = restrict.empty();
+    for (auto& p : restrict) {
+      if (!prefixMatch(*p.re, node.name)) continue;
+      ++p.matched;
+      if (st.quantizable) ++p.matchedQuantizable;
+      restrictHit = true;
+    }
+    if (reason.empty() && !restrictHit) reason = "not matched by --nodes-to-quantize";
+    if (reason.empty() && !onlyOps.empty() && !onlyOps.count(node.opType))
+      reason = "op type " + node.opType + " not in --op-types-to-quantize";
+    if (!st.quantizable) continue;  // keeps its placement reason
+    st.quantized = reason.empty();
+    st.reason = reason;
   }
 
   plan.mode = cfg.mode;

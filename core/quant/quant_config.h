@@ -32,6 +32,9 @@ struct ConfigSummary {
   std::vector<NodeId> switchedOff;  // quantizable nodes left in float, in node order
 };
 
+/// A node-name pattern (RE2 syntax, as applyConfig matches them) that matches exactly `name`.
+std::string exactNamePattern(const std::string& name);
+
 /// Applies `cfg` to `plan` (made by planQuantization(g, ...)): every quantizable node is first
 /// switched on again, then off when an exclude matches it ("excluded by --nodes-to-exclude
 /// 'head.*'", "op type Add excluded by --op-types-to-exclude") or when a non-empty restricting list

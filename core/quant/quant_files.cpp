@@ -45,16 +45,6 @@ float bitsFloat(uint32_t u) {
   return f;
 }
 
-// Escapes a node name for an ECMAScript regex that matches exactly that name.
-std::string exactPattern(const std::string& name) {
-  std::string o;
-  for (char c : name) {
-    if (std::strchr("\\^$.|?*+()[]{}", c)) o += '\\';
-    o += c;
-  }
-  return o + "$";
-}
-
 Json stringList(const std::vector<std::string>& v) {
   Json a = Json::array();
   for (const auto& s : v) a.push_back(s);
@@ -411,7 +401,7 @@ Result<QuantConfig> configForSavedStates(const SavedQuantConfig& saved, const Mo
   if (!applied) return Status(applied.status().code(), where + ": " + applied.status().message());
   for (const auto& n : saved.nodes) {
     NodeId id = byName.at(n.name);
-    if (!n.quantized && plan.nodes[(size_t)id].quantized) cfg.nodesToExclude.push_back(exactPattern(n.name));
+    if (!n.quantized && plan.nodes[(size_t)id].quantized) cfg.nodesToExclude.push_back(exactNamePattern(n.name));
   }
   return cfg;
 }

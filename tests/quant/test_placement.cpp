@@ -662,3 +662,52 @@ TEST(PlaceConfig, ModeAndIdempotence) {
   EXPECT_FALSE(isNodeQuantized(p, -1));
   EXPECT_FALSE(isNodeQuantized(p, 1000));
 }
+
+// Node-name patterns go through RE2 (linear time): fuzz_quant_files found a saved-config pattern,
+// "r+*+++...", that kept std::regex backtracking for over 10 s on a short node name. Such
+// patterns are now refused or matched at once, and a pattern's syntax error is one line.
+TEST(PlaceConfig, PathologicalPatternsAreRefusedOrMatchedInLinearTime) {
+  GraphBuilder b;
+  b.input("x", {1, 4, 8, 8});
+  b.conv("relu_conv_rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr", "x", "a");
+  b.node("Relu", "rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrx", {"a"}, {"y"});
+  b.output("y");
+  Graph& g = b.finish();
+  QuantPlan p = planQuantization(g, QuantMode::Int8);
+  std::vector<std::string> w;
+  QuantConfig cfg;
+  cfg.nodesToExclude = {"r+*" + std::string(40, '+') + "elu.*"};
+  Status st = applyConfig(p, g, cfg, w).status();
+  EXPECT_EQ(st.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(st.message().find("invalid regular expression 'r+*"), std::string::npos) << st.message();
+  EXPECT_EQ(st.message().find('\n'), std::string::npos);
+  // Nested repetition, exponential for a backtracking matcher on this name: linear in RE2.
+  cfg.nodesToExclude = {"(r+)+$", "(r|rr)+x"};
+  ASSERT_TRUE(applyConfig(p, g, cfg, w).isOk());
+  EXPECT_TRUE(state(p, g, "relu_conv_rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr").quantized);
+  // "(r+)+$" matches no name (each has other letters); "(r|rr)+x" matches the Relu only.
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_NE(w[0].find("'(r+)+$' matches no node name"), std::string::npos) << w[0];
+  EXPECT_NE(w[1].find("'(r|rr)+x' matches 1 node(s), none of which can be quantized"), std::string::npos) << w[1];
+}
+
+// The exact-name patterns written to quant_cfg.json and made by the workbench's toggles.
+TEST(PlaceConfig, ExactNamePatternMatchesOnlyThatName) {
+  GraphBuilder b;
+  const std::string odd = "model/conv.1+(x)[0]{2}|^$\\ \xc3\xa9";
+  b.input("x", {1, 4, 8, 8});
+  b.conv(odd, "x", "a");
+  b.conv(odd + "_b", "a", "c");
+  b.conv("model/conv01+(x)[0]{2}|^$\\ \xc3\xa9", "c", "y");  // what an unescaped '.' would match
+  b.output("y");
+  Graph& g = b.finish();
+  QuantPlan p = planQuantization(g, QuantMode::Int8);
+  std::vector<std::string> w;
+  QuantConfig cfg;
+  cfg.nodesToExclude = {exactNamePattern(odd)};
+  ASSERT_TRUE(applyConfig(p, g, cfg, w).isOk());
+  EXPECT_FALSE(state(p, g, odd).quantized);
+  EXPECT_TRUE(state(p, g, odd + "_b").quantized);
+  EXPECT_TRUE(state(p, g, "model/conv01+(x)[0]{2}|^$\\ \xc3\xa9").quantized);
+  EXPECT_TRUE(w.empty());
+}
