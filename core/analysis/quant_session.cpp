@@ -422,26 +422,16 @@ Status QuantSession::sensitivityPass(const std::vector<NodeId>& cone, Transform&
       if (v != kNoValue) lastUse[(size_t)v] = (int)k;
   for (ValueId v : g.outputs) lastUse[(size_t)v] = INT32_MAX;
   std::vector<const Tensor*> inputs;
-  std::vector<Tensor> transformed;
   for (size_t k = 0; k < cone.size(); ++k) {
     if (m_cancel.load(std::memory_order_relaxed)) return cancelled(*m_model);
     const NodeId id = cone[k];
     const Node& node = g.nodes[(size_t)id];
     inputs.assign(node.inputs.size(), nullptr);
-    transformed.assign(node.inputs.size(), Tensor());
     for (size_t i = 0; i < node.inputs.size(); ++i)
       if (node.inputs[i] != kNoValue) inputs[i] = &table[(size_t)node.inputs[i]];
-    Result<std::vector<Tensor>> outs = std::vector<Tensor>(node.outputs.size());
-    Status taken;
-    if (!transform.runNode(id, inputs, std::span<Tensor>(*outs), taken)) {
-      for (size_t i = 0; i < node.inputs.size(); ++i)
-        if (inputs[i])
-          if (const Tensor* t = transform.transform(id, i, *inputs[i], transformed[i])) inputs[i] = t;
-      outs = m_executor->runNode(id, inputs);
-      if (!outs) return outs.status();
-    }
+    auto outs = m_executor->runNode(id, inputs, &transform);
+    if (!outs) return outs.status();
     inputs.clear();
-    transformed.clear();
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       const ValueId v = node.outputs[o];
       if (v == kNoValue) continue;

@@ -208,32 +208,37 @@ Result<std::vector<Tensor>> Executor::runNode(NodeId id, std::span<const Tensor*
   return outputs;
 }
 
+Result<std::vector<Tensor>> Executor::runNode(NodeId id, std::span<const Tensor* const> inputs,
+                                              InputTransform* transform) const {
+  if (!transform) return runNode(id, inputs);
+  const Node& node = m_model->graph.nodes[(size_t)id];
+  std::vector<Tensor> outs(node.outputs.size());
+  Status taken;
+  if (transform->runNode(id, inputs, std::span<Tensor>(outs), taken)) {
+    if (!taken.isOk()) return Status(taken.code(), m_model->path + ": " + node.label() + ": " + taken.message());
+    return outs;
+  }
+  std::vector<const Tensor*> in(inputs.begin(), inputs.end());
+  std::vector<Tensor> transformed(in.size());
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i])
+      if (const Tensor* t = transform->transform(id, i, *in[i], transformed[i])) in[i] = t;
+  return runNode(id, in);
+}
+
 Status Executor::runNodes(std::span<const NodeId> order, std::vector<Tensor>& values, const RunOptions& options) const {
   const Graph& g = m_model->graph;
   std::vector<const Tensor*> inputs;
-  std::vector<Tensor> transformed;
   for (NodeId id : order) {
     if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
       return Status(StatusCode::Cancelled, m_model->path + ": run cancelled");
     }
     const Node& node = g.nodes[(size_t)id];
     inputs.assign(node.inputs.size(), nullptr);
-    transformed.assign(node.inputs.size(), Tensor());
     for (size_t i = 0; i < node.inputs.size(); ++i)
       if (node.inputs[i] != kNoValue) inputs[i] = &values[(size_t)node.inputs[i]];
-    Result<std::vector<Tensor>> outs = std::vector<Tensor>(node.outputs.size());
-    Status taken;
-    if (options.inputTransform && options.inputTransform->runNode(id, inputs, std::span<Tensor>(*outs), taken)) {
-      if (!taken.isOk()) return Status(taken.code(), m_model->path + ": " + node.label() + ": " + taken.message());
-    } else {
-      for (size_t i = 0; i < node.inputs.size() && options.inputTransform; ++i) {
-        if (!inputs[i]) continue;
-        const Tensor* t = options.inputTransform->transform(id, i, *inputs[i], transformed[i]);
-        if (t) inputs[i] = t;
-      }
-      outs = runNode(id, inputs);
-      if (!outs) return outs.status();
-    }
+    auto outs = runNode(id, inputs, options.inputTransform);
+    if (!outs) return outs.status();
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       ValueId v = node.outputs[o];
       if (v == kNoValue) continue;

@@ -105,6 +105,9 @@ class Executor {
 
   /// Runs one node on `inputs` (one per node input, nullptr when omitted); returns its outputs.
   Result<std::vector<Tensor>> runNode(NodeId id, std::span<const Tensor* const> inputs) const;
+  /// The same through `transform` (may be null): its runNode() if it takes the node over, else
+  /// the kernel on the inputs its transform() rewrites. What runNodes() does for each node.
+  Result<std::vector<Tensor>> runNode(NodeId id, std::span<const Tensor* const> inputs, InputTransform* transform) const;
 
   const Model& model() const { return *m_model; }
   std::shared_ptr<const Model> modelPtr() const { return m_model; }
