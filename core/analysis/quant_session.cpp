@@ -374,7 +374,7 @@ std::vector<char> QuantSession::enabledMask() const {
 }
 
 Status QuantSession::quantizedPass(const std::vector<NamedTensor>& feeds, const std::vector<Tensor>& floatTable,
-                                   Transform& transform, std::vector<Tensor>* keep, const std::vector<NodeId>* nodes,
+                                   Transform& transform, const std::vector<NodeId>* nodes,
                                    std::vector<ErrorAccumulator>& nodeAcc, std::vector<ErrorAccumulator>& outAcc) const {
   const Graph& g = m_model->graph;
   CompareOutputs compare(g, floatTable, nodes, nodeAcc, m_executor->threads());
@@ -382,14 +382,6 @@ Status QuantSession::quantizedPass(const std::vector<NamedTensor>& feeds, const 
   ro.cancel = &m_cancel;
   ro.inputTransform = &transform;
   ro.observer = &compare;
-  if (keep) {
-    auto table = m_executor->makeValueTable(feeds);
-    if (!table) return table.status();
-    *keep = std::move(table).value();
-    QS_RETURN_IF_ERROR(m_executor->runNodes(g.topoOrder, *keep, ro));
-    accumulateOutputs(g, floatTable, *keep, outAcc);
-    return Status::ok();
-  }
   // Streamed: each node output is compared as it is produced, then freed after its last consumer.
   auto outs = m_executor->run(feeds, ro);
   if (!outs) return outs.status();
@@ -821,7 +813,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
     if (!ft) return ft.status();
     nodeB[(size_t)b].resize(N);
     outB[(size_t)b].resize(g.outputs.size());
-    return quantizedPass(*feeds, *ft, t, nullptr, &cone, nodeB[(size_t)b], outB[(size_t)b]);
+    return quantizedPass(*feeds, *ft, t, &cone, nodeB[(size_t)b], outB[(size_t)b]);
   };
 
   report();

@@ -166,11 +166,11 @@ class QuantSession {
   std::vector<NodeId> coneOf(const std::vector<NodeId>& roots) const;
   // The float pass of one batch, every activation kept (the reference of every comparison).
   Result<std::vector<Tensor>> floatPass(const std::vector<NamedTensor>& feeds) const;
-  // The quantized pass of one batch through `transform`, its node outputs (those of `nodes`, or
-  // all) and graph outputs accumulated against `floatTable`. With `keep`, every activation is
-  // kept there; without, intermediates are freed as the pass goes.
+  // The quantized pass of one batch through `transform` (a toggle's batch beyond the cache), its
+  // node outputs (those of `nodes`, or all) and graph outputs accumulated against `floatTable`,
+  // intermediates freed as the pass goes.
   Status quantizedPass(const std::vector<NamedTensor>& feeds, const std::vector<Tensor>& floatTable, Transform& transform,
-                       std::vector<Tensor>* keep, const std::vector<NodeId>* nodes, std::vector<ErrorAccumulator>& nodeAcc,
+                       const std::vector<NodeId>* nodes, std::vector<ErrorAccumulator>& nodeAcc,
                        std::vector<ErrorAccumulator>& outAcc) const;
   // Re-runs `cone` over the float table with `transform`; adds the graph outputs to `acc`.
   Status sensitivityPass(const std::vector<NodeId>& cone, Transform& transform, const std::vector<Tensor>& floatTable,
