@@ -18,120 +18,164 @@ double snrDb(double signal, double noise) {
   return 10.0 * std::log10(signal / noise);
 }
 
-// The four sums run in double over fixed lanes (8 per sum with AVX2: two vectors of 4), combined
-// in a fixed order at the end, so a result depends only on the data, never on threads or calls.
-// A single scalar chain per sum was ~40% of a toggle's time: each add waited for the previous one.
-#ifdef __AVX2__
+// The sums of one block of lanes: products in float32 over kLaneBlock vectors, then each lane
+// added into double lanes (AVX-512 where the CPU has it, chosen at run time: the build targets
+// AVX2). The lanes are combined in a fixed order at the end, so a result depends only on the
+// data, never on threads or calls. A block whose float sums are not finite (overflow, NaN) is
+// summed again in double by the caller. A single scalar chain per sum was once ~40% of a
+// toggle's time (each add waited for the previous one); products in double, a quarter of an
+// analysis.
 namespace {
-// The same sums over 8 double lanes per vector where the CPU has AVX-512 (chosen at run time: the
-// build targets AVX2): twice the lanes per instruction, the same double precision. Sums the
-// first n rounded down to 16 elements into out[0..3] and their largest |difference| into out[4].
-// GCC 12 warns about the _mm512_undefined_*() inside its own intrinsics (a false positive).
+struct LaneSums {
+  double s = 0, e = 0, p = 0;  // sum y^2, d^2, d (y + q); d = y - q
+  float m = 0;                 // max |d| (d in float; NaN skipped)
+  int64_t done = 0;            // elements summed (from the start)
+  int64_t redo = -1;           // first element of a block to sum again in double, -1 if none
+};
+
+#ifdef __AVX2__
 #pragma GCC diagnostic push
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
+// GCC 12 warns about the _mm512_undefined_*() inside its own intrinsics (a false positive).
+// Sums vectors from the start of [y, q) until a block is not finite (returned in redo) or fewer
+// than 16 elements are left.
 template <bool kError>
-__attribute__((target("avx512f"))) int64_t sumsAvx512(const float* y, const float* q, int64_t n, double out[5]) {
-  __m512d s0 = _mm512_setzero_pd(), s1 = s0, e0 = s0, e1 = s0, c0 = s0, c1 = s0, d0 = s0, d1 = s0, m0 = s0, m1 = s0;
+__attribute__((target("avx512f"))) LaneSums sumsAvx512(const float* y, const float* q, int64_t n) {
+  constexpr int64_t W = 16;
+  const __m512d zero = _mm512_setzero_pd();
+  __m512d s0 = zero, s1 = zero, e0 = zero, e1 = zero, p0 = zero, p1 = zero;
+  __m512 m = _mm512_setzero_ps();
+  LaneSums r;
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512d ya = _mm512_cvtps_pd(_mm256_loadu_ps(y + i)), yb = _mm512_cvtps_pd(_mm256_loadu_ps(y + i + 8));
-    __m256 q0 = _mm256_loadu_ps(q + i), q1 = _mm256_loadu_ps(q + i + 8);
-    if (kError) {  // q holds candidate - reference: the candidate as float, as the caller would form it
-      q0 = _mm256_add_ps(_mm256_loadu_ps(y + i), q0);
-      q1 = _mm256_add_ps(_mm256_loadu_ps(y + i + 8), q1);
+  while (i + W <= n) {
+    const int64_t end = i + std::min((n - i) / W, ErrorAccumulator::kLaneBlock) * W;
+    __m512 s = _mm512_setzero_ps(), e = s, p = s, bm = s;
+    for (int64_t k = i; k < end; k += W) {
+      const __m512 yv = _mm512_loadu_ps(y + k);
+      // kError: q holds candidate - reference; the candidate as float, as the caller would form it.
+      const __m512 qv = kError ? _mm512_add_ps(yv, _mm512_loadu_ps(q + k)) : _mm512_loadu_ps(q + k);
+      const __m512 d = _mm512_sub_ps(yv, qv);
+      s = _mm512_fmadd_ps(yv, yv, s);
+      e = _mm512_fmadd_ps(d, d, e);
+      p = _mm512_fmadd_ps(d, _mm512_add_ps(yv, qv), p);
+      bm = _mm512_max_ps(_mm512_abs_ps(d), bm);  // a NaN first operand yields bm
     }
-    const __m512d qa = _mm512_cvtps_pd(q0), qb = _mm512_cvtps_pd(q1);
-    const __m512d da = _mm512_sub_pd(ya, qa), db = _mm512_sub_pd(yb, qb);
-    s0 = _mm512_fmadd_pd(ya, ya, s0);
-    s1 = _mm512_fmadd_pd(yb, yb, s1);
-    e0 = _mm512_fmadd_pd(da, da, e0);
-    e1 = _mm512_fmadd_pd(db, db, e1);
-    c0 = _mm512_fmadd_pd(qa, qa, c0);
-    c1 = _mm512_fmadd_pd(qb, qb, c1);
-    d0 = _mm512_fmadd_pd(ya, qa, d0);
-    d1 = _mm512_fmadd_pd(yb, qb, d1);
-    m0 = _mm512_max_pd(_mm512_abs_pd(da), m0);  // a NaN first operand yields m0
-    m1 = _mm512_max_pd(_mm512_abs_pd(db), m1);
+    // x - x is NaN exactly where x is Inf or NaN.
+    const __m512 z = _mm512_add_ps(_mm512_add_ps(_mm512_sub_ps(s, s), _mm512_sub_ps(e, e)), _mm512_sub_ps(p, p));
+    if (_mm512_cmp_ps_mask(z, z, _CMP_UNORD_Q) != 0) {
+      r.redo = i;
+      break;
+    }
+    m = _mm512_max_ps(bm, m);
+    s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(s)));
+    s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
+    e0 = _mm512_add_pd(e0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    e1 = _mm512_add_pd(e1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    p0 = _mm512_add_pd(p0, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
+    p1 = _mm512_add_pd(p1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
+    i = end;
   }
-  out[0] = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
-  out[1] = _mm512_reduce_add_pd(_mm512_add_pd(e0, e1));
-  out[2] = _mm512_reduce_add_pd(_mm512_add_pd(c0, c1));
-  out[3] = _mm512_reduce_add_pd(_mm512_add_pd(d0, d1));
-  out[4] = _mm512_reduce_max_pd(_mm512_max_pd(m0, m1));
-  return i;
+  r.s = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+  r.e = _mm512_reduce_add_pd(_mm512_add_pd(e0, e1));
+  r.p = _mm512_reduce_add_pd(_mm512_add_pd(p0, p1));
+  r.m = _mm512_reduce_max_ps(m);
+  r.done = i;
+  return r;
 }
 #pragma GCC diagnostic pop
+
+// The same over 8 float lanes (AVX2).
+template <bool kError>
+LaneSums sumsAvx2(const float* y, const float* q, int64_t n) {
+  constexpr int64_t W = 8;
+  const __m256d zero = _mm256_setzero_pd();
+  __m256d s0 = zero, s1 = zero, e0 = zero, e1 = zero, p0 = zero, p1 = zero;
+  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 m = _mm256_setzero_ps();
+  LaneSums r;
+  int64_t i = 0;
+  while (i + W <= n) {
+    const int64_t end = i + std::min((n - i) / W, ErrorAccumulator::kLaneBlock) * W;
+    __m256 s = _mm256_setzero_ps(), e = s, p = s, bm = s;
+    for (int64_t k = i; k < end; k += W) {
+      const __m256 yv = _mm256_loadu_ps(y + k);
+      const __m256 qv = kError ? _mm256_add_ps(yv, _mm256_loadu_ps(q + k)) : _mm256_loadu_ps(q + k);
+      const __m256 d = _mm256_sub_ps(yv, qv);
+      s = _mm256_fmadd_ps(yv, yv, s);
+      e = _mm256_fmadd_ps(d, d, e);
+      p = _mm256_fmadd_ps(d, _mm256_add_ps(yv, qv), p);
+      bm = _mm256_max_ps(_mm256_and_ps(d, absMask), bm);
+    }
+    const __m256 z = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(s, s), _mm256_sub_ps(e, e)), _mm256_sub_ps(p, p));
+    if (_mm256_movemask_ps(_mm256_cmp_ps(z, z, _CMP_UNORD_Q)) != 0) {
+      r.redo = i;
+      break;
+    }
+    m = _mm256_max_ps(bm, m);
+    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(s)));
+    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(s, 1)));
+    e0 = _mm256_add_pd(e0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    e1 = _mm256_add_pd(e1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    p0 = _mm256_add_pd(p0, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+    p1 = _mm256_add_pd(p1, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+    i = end;
+  }
+  auto sum = [](__m256d a, __m256d b) {
+    alignas(32) double t[4];
+    _mm256_store_pd(t, _mm256_add_pd(a, b));
+    return (t[0] + t[1]) + (t[2] + t[3]);
+  };
+  r.s = sum(s0, s1);
+  r.e = sum(e0, e1);
+  r.p = sum(p0, p1);
+  alignas(32) float t[8];
+  _mm256_store_ps(t, m);
+  for (float v : t) r.m = std::max(r.m, v);
+  r.done = i;
+  return r;
+}
 const bool kHasAvx512 = __builtin_cpu_supports("avx512f");
-}  // namespace
 #endif
+}  // namespace
 
 void ErrorAccumulator::add(const float* y, const float* q, int64_t n) { addSums<false>(y, q, n); }
 void ErrorAccumulator::addError(const float* y, const float* e, int64_t n) { addSums<true>(y, e, n); }
 
+// One element in double: the products exact up to double rounding (the path of short tails and
+// of blocks whose float sums are not finite).
+void ErrorAccumulator::addDouble(double a, double b) {
+  const double d = a - b;
+  m_signal += a * a;
+  m_noise += d * d;
+  m_diff += d * (a + b);
+  // |d| rounded to float, as the vector lanes keep it; NaN skipped (std::max keeps m).
+  m_maxAbs = std::max(m_maxAbs, (double)std::fabs((float)d));
+}
+
 template <bool kError>
 void ErrorAccumulator::addSums(const float* y, const float* q, int64_t n) {
-  double s = 0, e = 0, c = 0, d = 0, m = m_maxAbs;
   int64_t i = 0;
 #ifdef __AVX2__
-  if (kHasAvx512 && n >= 16) {
-    double t[5];
-    i = sumsAvx512<kError>(y, q, n, t);
-    s = t[0];
-    e = t[1];
-    c = t[2];
-    d = t[3];
-    m = std::max(m, t[4]);
-  } else if (n >= 8) {
-    __m256d s0 = _mm256_setzero_pd(), s1 = s0, e0 = s0, e1 = s0, c0 = s0, c1 = s0, d0 = s0, d1 = s0, m0 = s0, m1 = s0;
-    const __m256d absMask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
-    for (; i + 8 <= n; i += 8) {
-      const __m256 yf = _mm256_loadu_ps(y + i);
-      const __m256 qf = kError ? _mm256_add_ps(yf, _mm256_loadu_ps(q + i)) : _mm256_loadu_ps(q + i);
-      const __m256d ya = _mm256_cvtps_pd(_mm256_castps256_ps128(yf)), yb = _mm256_cvtps_pd(_mm256_extractf128_ps(yf, 1));
-      const __m256d qa = _mm256_cvtps_pd(_mm256_castps256_ps128(qf)), qb = _mm256_cvtps_pd(_mm256_extractf128_ps(qf, 1));
-      const __m256d da = _mm256_sub_pd(ya, qa), db = _mm256_sub_pd(yb, qb);
-      s0 = _mm256_fmadd_pd(ya, ya, s0);
-      s1 = _mm256_fmadd_pd(yb, yb, s1);
-      e0 = _mm256_fmadd_pd(da, da, e0);
-      e1 = _mm256_fmadd_pd(db, db, e1);
-      c0 = _mm256_fmadd_pd(qa, qa, c0);
-      c1 = _mm256_fmadd_pd(qb, qb, c1);
-      d0 = _mm256_fmadd_pd(ya, qa, d0);
-      d1 = _mm256_fmadd_pd(yb, qb, d1);
-      m0 = _mm256_max_pd(_mm256_and_pd(da, absMask), m0);  // a NaN first operand yields m0
-      m1 = _mm256_max_pd(_mm256_and_pd(db, absMask), m1);
+  while (i < n) {
+    const LaneSums r = kHasAvx512 ? sumsAvx512<kError>(y + i, q + i, n - i) : sumsAvx2<kError>(y + i, q + i, n - i);
+    m_signal += r.s;
+    m_noise += r.e;
+    m_diff += r.p;
+    m_maxAbs = std::max(m_maxAbs, (double)r.m);
+    if (r.redo < 0) {
+      i += r.done;
+      break;
     }
-    auto sum = [](__m256d a, __m256d b) {
-      alignas(32) double t[4];
-      _mm256_store_pd(t, _mm256_add_pd(a, b));
-      return (t[0] + t[1]) + (t[2] + t[3]);
-    };
-    s = sum(s0, s1);
-    e = sum(e0, e1);
-    c = sum(c0, c1);
-    d = sum(d0, d1);
-    alignas(32) double t[4];
-    _mm256_store_pd(t, _mm256_max_pd(m0, m1));
-    // NaN differences are skipped, as std::max(m, NaN) keeps m in the scalar tail.
-    m = std::max(m, std::max(std::max(t[0], t[1]), std::max(t[2], t[3])));
+    // A block the float sums cannot hold: in double, then the vectors go on after it.
+    const int64_t b0 = i + r.redo, b1 = std::min(n, b0 + kLaneBlock * (kHasAvx512 ? 16 : 8));
+    for (int64_t k = b0; k < b1; ++k) addDouble(y[k], kError ? (double)(float)(y[k] + q[k]) : (double)q[k]);
+    i = b1;
   }
 #endif
-  for (; i < n; ++i) {
-    double a = y[i], b = kError ? (float)(y[i] + q[i]) : q[i], diff = a - b;
-    s += a * a;
-    e += diff * diff;
-    c += b * b;
-    d += a * b;
-    m = std::max(m, std::fabs(diff));
-  }
-  m_signal += s;
-  m_noise += e;
-  m_cand += c;
-  m_dot += d;
-  m_maxAbs = m;
+  for (; i < n; ++i) addDouble(y[i], kError ? (double)(float)(y[i] + q[i]) : (double)q[i]);
   m_count += n;
 }
 
@@ -170,22 +214,14 @@ void ErrorAccumulator::add(const Tensor& y, const Tensor& q, int threads) {
     addBlocks<false>(y.data<float>(), q.data<float>(), n, threads);
     return;
   }
-  for (int64_t i = 0; i < n; ++i) {
-    double a = y.valueAsDouble(i), b = q.valueAsDouble(i), diff = a - b;
-    m_signal += a * a;
-    m_noise += diff * diff;
-    m_cand += b * b;
-    m_dot += a * b;
-    m_maxAbs = std::max(m_maxAbs, std::fabs(diff));
-  }
+  for (int64_t i = 0; i < n; ++i) addDouble(y.valueAsDouble(i), q.valueAsDouble(i));
   m_count += n;
 }
 
 void ErrorAccumulator::merge(const ErrorAccumulator& o) {
   m_signal += o.m_signal;
   m_noise += o.m_noise;
-  m_cand += o.m_cand;
-  m_dot += o.m_dot;
+  m_diff += o.m_diff;
   m_maxAbs = std::max(m_maxAbs, o.m_maxAbs);
   m_count += o.m_count;
 }
@@ -194,8 +230,10 @@ ErrorMetrics ErrorAccumulator::metrics() const {
   ErrorMetrics m;
   m.count = m_count;
   m.snrDb = snrDb(m_signal, m_noise);
-  double denom = std::sqrt(m_signal) * std::sqrt(m_cand);
-  m.cosine = denom > 0 ? m_dot / denom : (m_signal == 0 && m_cand == 0 ? 1.0 : 0.0);
+  // sum y'^2 and sum y y' from the accumulated sums (see the class comment).
+  const double cand = std::max(0.0, m_signal - m_diff), dot = m_signal - 0.5 * (m_noise + m_diff);
+  const double denom = std::sqrt(m_signal) * std::sqrt(cand);
+  m.cosine = denom > 0 ? std::clamp(dot / denom, -1.0, 1.0) : (m_signal == 0 && cand == 0 ? 1.0 : 0.0);
   m.mse = m_count ? m_noise / (double)m_count : 0.0;
   m.maxAbs = m_maxAbs;
   return m;

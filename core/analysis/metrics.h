@@ -19,6 +19,15 @@ struct ErrorMetrics {
   int64_t count = 0;  // elements compared
 };
 
+/// The sums behind every figure. Per element: y^2, d^2 and d (y + y') with d = y - y', the
+/// products in float32 over blocks of kLaneBlock elements per vector lane, each block's lanes then
+/// added in double (2.5x the throughput of products in double, which was a quarter of an
+/// analysis). A block's relative error is at most ~kLaneBlock * 2^-24 (4e-6 dB of SNR), and
+/// blocks err independently, so a sum over a tensor is typically within ~1e-7. A block whose
+/// float sums overflow or hold NaN is summed again in double, so large values lose nothing.
+/// The cosine comes from the same sums: sum y'^2 = sum y^2 - sum d (y + y') and
+/// sum y y' = sum y^2 - (sum d^2 + sum d (y + y')) / 2, which stays accurate for y' within a
+/// few ulps of y (two separately rounded sums of y y' and y'^2 would not).
 class ErrorAccumulator {
  public:
   /// Adds n element pairs. Both arrays hold float32.
@@ -32,6 +41,8 @@ class ErrorAccumulator {
   void addError(const float* reference, const float* error, int64_t n);
   void addError(const Tensor& reference, const Tensor& error, int threads = 1);
   static constexpr int64_t kBlock = 1 << 16;
+  /// Elements per vector lane summed in float before the lane goes into the double sums.
+  static constexpr int64_t kLaneBlock = 16;
   /// Merges another accumulator (e.g. from another thread or batch).
   void merge(const ErrorAccumulator& other);
   ErrorMetrics metrics() const;
@@ -43,10 +54,10 @@ class ErrorAccumulator {
   void addSums(const float* y, const float* q, int64_t n);
   template <bool kError>
   void addBlocks(const float* y, const float* q, int64_t n, int threads);
+  void addDouble(double y, double q);
   double m_signal = 0;  // sum y^2
   double m_noise = 0;   // sum (y - y')^2
-  double m_cand = 0;    // sum y'^2
-  double m_dot = 0;     // sum y y'
+  double m_diff = 0;    // sum (y - y') (y + y') = sum y^2 - sum y'^2
   double m_maxAbs = 0;
   int64_t m_count = 0;
 };
