@@ -36,6 +36,13 @@ struct QuantSession::IntConv {
   ValueId act = kNoValue;  // X's activation point
 };
 
+// A depthwise Conv (one filter per channel) whose input X and weights W both carry points.
+struct QuantSession::DepthwiseConv {
+  WindowAttrs attrs;
+  ValueId act = kNoValue;  // X's activation point
+  int weight = -1;         // index into m_weights / m_fakeWeights
+};
+
 // Fake-quantizes node inputs at the quantization points of the enabled nodes.
 class QuantSession::Transform : public InputTransform {
  public:
@@ -129,6 +136,24 @@ void QuantSession::indexPoints() {
     m_pointsByNode[(size_t)w.node].push_back(PointRef{w.inputIndex, w.value, (int)m_weights.size()});
     m_weights.push_back(std::move(wq));
   }
+  // Depthwise Convs: their layer-wise runs go plane by plane (any CPU, any mode).
+  m_dwConv.assign(g.nodes.size(), nullptr);
+  for (size_t k = 0; m_options.planeLayerwise && k < m_plan.weights.size(); ++k) {
+    const WeightPoint& w = m_plan.weights[k];
+    const Node& n = g.nodes[(size_t)w.node];
+    const Tensor& W = *g.value(w.value).constant;
+    if (n.opType != "Conv" || w.inputIndex != 1 || w.axis != 0 || W.rank() < 3 || W.rank() > 4 || W.dim(1) != 1) continue;
+    auto dw = std::make_shared<DepthwiseConv>();
+    dw->weight = (int)k;
+    for (const PointRef& r : m_pointsByNode[(size_t)w.node])
+      if (r.weight < 0 && r.inputIndex == 0) dw->act = r.value;
+    if (dw->act == kNoValue) continue;
+    KernelInit init{n, 0, g};
+    AttrReader a(init);
+    dw->attrs = readWindowAttrs(a, true);
+    if (!a.ok() || dw->attrs.group != W.dim(0)) continue;
+    m_dwConv[(size_t)w.node] = std::move(dw);
+  }
   // Integer Convs: only where VNNI makes them faster than FP32 (the portable integer path is not).
   m_intConv.assign(g.nodes.size(), nullptr);
   if (!m_options.integerConv || m_plan.mode != QuantMode::Int8 || std::string(qconvKernelName()) != "avx512vnni") return;
@@ -170,6 +195,67 @@ bool QuantSession::runIntConv(const IntConv& ic, std::span<const Tensor* const> 
   // Refused input (NaN or Inf in X, a shape mismatch): the FP32 path computes or reports it.
   return qconv(X, act->second.scale, *ic.weights, bias, geo, m_executor->threads(), QConvOutputs{full, actOnly, weightError})
       .isOk();
+}
+
+bool QuantSession::depthwiseLayerwise(const DepthwiseConv& dw, std::span<const Tensor* const> inputs, const Tensor& ref,
+                                      ErrorAccumulator& both, ErrorAccumulator& actOnly, ErrorAccumulator& weightOnly) const {
+  auto act = m_act.find(dw.act);
+  if (act == m_act.end() || inputs.size() < 2 || !inputs[0] || !inputs[1]) return false;
+  const Tensor& X = *inputs[0];
+  const Tensor& W = *inputs[1];
+  const Tensor& Wq = m_fakeWeights[(size_t)dw.weight];
+  const int64_t nd = W.rank() - 2;
+  if (X.dtype() != DType::Float || W.dtype() != DType::Float || X.rank() != W.rank() || Wq.shape() != W.shape() ||
+      X.dim(1) != W.dim(0) || ref.dtype() != DType::Float)
+    return false;
+  const float* bias = nullptr;
+  if (inputs.size() > 2 && inputs[2]) {
+    if (inputs[2]->dtype() != DType::Float || inputs[2]->numel() != W.dim(0)) return false;
+    bias = inputs[2]->data<float>();
+  }
+  WindowGeometry geo;
+  if (!resolveWindow(dw.attrs, std::vector<int64_t>(X.shape().begin() + 2, X.shape().end()),
+                     std::vector<int64_t>(W.shape().begin() + 2, W.shape().end()), false, geo) ||
+      geo.nd != nd)
+    return false;
+  const int64_t N = X.dim(0), C = X.dim(1), inSize = geo.inSize(), outSize = geo.outSize(), kSize = geo.kSize();
+  if (ref.numel() != N * C * outSize || N * C == 0 || outSize == 0) return false;
+  const float sx = act->second.scale;
+  const QuantMode mode = m_plan.mode;
+  const float* x = X.data<float>();
+  const float* w = W.data<float>();
+  const float* wq = Wq.data<float>();
+  const float* y = ref.data<float>();
+  // Per plane: X fake-quantized as the Transform does (the same function per element), then the
+  // three Convs of the Conv kernel's depthwise path (the same bits as running the node three
+  // times), each compared at once. Per-plane sums merged in plane order: independent of threads.
+  std::vector<std::array<ErrorAccumulator, 3>> acc((size_t)(N * C));
+  parallelFor(m_executor->threads(), N * C, 1, [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> buf;
+    if (buf.size() < (size_t)(inSize + outSize)) buf.resize((size_t)(inSize + outSize));
+    float* xq = buf.data();
+    float* out = xq + inSize;
+    for (int64_t p = b; p < e; ++p) {
+      const int64_t c = p % C;
+      const float* xp = x + p * inSize;
+      const float* yp = y + p * outSize;
+      const float bv = bias ? bias[c] : 0.f;
+      if (mode == QuantMode::Fp8) fakeQuantFp8(xp, xq, inSize, sx);
+      else fakeQuantInt8(xp, xq, inSize, sx, kActQmin, kActQmax);
+      depthwiseConvPlane(xq, wq + c * kSize, bv, geo, out);
+      acc[(size_t)p][0].add(yp, out, outSize);
+      depthwiseConvPlane(xq, w + c * kSize, bv, geo, out);
+      acc[(size_t)p][1].add(yp, out, outSize);
+      depthwiseConvPlane(xp, wq + c * kSize, bv, geo, out);
+      acc[(size_t)p][2].add(yp, out, outSize);
+    }
+  });
+  for (const auto& a : acc) {
+    both.merge(a[0]);
+    actOnly.merge(a[1]);
+    weightOnly.merge(a[2]);
+  }
+  return true;
 }
 
 Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& progress) {
@@ -504,6 +590,9 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
         S.weight[i].addError(ref, weightError, threads);
         return Status::ok();
       }
+    }
+    if (const DepthwiseConv* dw = m_dwConv[i].get(); dw && hasWeight[i] && hasAct[i]) {
+      if (depthwiseLayerwise(*dw, floatIn, ref, S.layer[i], S.act[i], S.weight[i])) return Status::ok();
     }
     // Each input once: float, with its activation point applied, with its weight point applied
     // (a placement puts at most one point on an input).

@@ -43,6 +43,11 @@ struct AnalysisOptions {
   /// exactly. Off: FP32 convolutions of the fake-quantized tensors (the reference the tests
   /// compare with).
   bool integerConv = true;
+  /// A depthwise Conv's three layer-wise runs (both points, activations only, weights only) in
+  /// one pass plane by plane, each output compared while in cache: the same output bits as
+  /// running the node three times, summed in another order. Off: three runs of the node (the
+  /// reference the tests compare with).
+  bool planeLayerwise = true;
 };
 
 /// Quantization parameters of one activation tensor.
@@ -147,6 +152,7 @@ class QuantSession {
   struct BatchCache;
   class Transform;
   struct IntConv;
+  struct DepthwiseConv;
 
   struct PointRef {
     size_t inputIndex;
@@ -159,6 +165,12 @@ class QuantSession {
   // then runs the FP32 kernel on fake-quantized inputs.
   bool runIntConv(const IntConv& ic, std::span<const Tensor* const> inputs, Tensor* full, Tensor* actOnly,
                   Tensor* weightError) const;
+  // The layer-wise runs of a depthwise Conv in one pass over its planes: both points, activations
+  // only and weights only, each compared with `ref` while the plane is in cache. False where it
+  // does not apply (no activation scale, shapes the Conv kernel would refuse): the caller then
+  // runs the node three times.
+  bool depthwiseLayerwise(const DepthwiseConv& dw, std::span<const Tensor* const> inputs, const Tensor& ref,
+                          ErrorAccumulator& both, ErrorAccumulator& actOnly, ErrorAccumulator& weightOnly) const;
   void computeScales();
   std::vector<char> enabledMask() const;
   void finishResult(AnalysisResult& r, const std::vector<ErrorAccumulator>& nodeAcc,
@@ -188,6 +200,7 @@ class QuantSession {
   std::vector<Tensor> m_fakeWeights;  // per m_weights entry: the weight after fake quantization
   std::vector<std::vector<PointRef>> m_pointsByNode;
   std::vector<std::shared_ptr<const IntConv>> m_intConv;  // per node; null: FP32 on fake-quantized inputs
+  std::vector<std::shared_ptr<const DepthwiseConv>> m_dwConv;  // per node; null: not a depthwise Conv with both points
   int64_t m_calibratedSamples = 0;
   std::shared_ptr<const AnalysisResult> m_result;
   // Per-node accumulators of the last analysis, kept for incremental updates.

@@ -295,7 +295,7 @@ namespace {
 
 // Depthwise, W stride 1 and dilation 1: each output vector of 8 (two at a time) accumulates all
 // taps in registers, one load per tap; only the border columns, whose windows leave the row,
-// take the scalar path. Same products, summed in the same tap order as depthwisePlane.
+// take the scalar path. Same products, summed in the same tap order as depthwisePlaneImpl.
 void depthwisePlaneUnitStride(const float* in, const float* w, float bias, const WindowGeometry& g, float* out) {
   const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
   const int64_t KH = g.k[1], KW = g.k[2], sh = g.s[1], padW = g.padB[2], dh = g.d[1];
@@ -350,7 +350,7 @@ void depthwisePlaneUnitStride(const float* in, const float* w, float bias, const
 }
 
 // Depthwise 2-D (and 1-D) convolution of one plane: out[oh][ow] = b + sum w[kh][kw] * in[...].
-void depthwisePlane(const float* in, const float* w, float bias, const WindowGeometry& g, float* out) {
+void depthwisePlaneImpl(const float* in, const float* w, float bias, const WindowGeometry& g, float* out) {
   const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
   const int64_t KH = g.k[1], KW = g.k[2], sh = g.s[1], sw = g.s[2];
   if (sw == 1 && g.d[2] == 1) {
@@ -502,7 +502,7 @@ class ConvKernel : public Kernel {
       parallelFor(ctx.threads, N * C, std::max<int64_t>(1, (1 << 20) / std::max<int64_t>(1, outSize * kSize)), [&](int64_t b, int64_t e) {
         for (int64_t p = b; p < e; ++p) {
           const int64_t c = p % C;
-          depthwisePlane(x + p * inSize, w + c * kSize, bias ? bias[c] : 0.f, g, y + p * outSize);
+          depthwiseConvPlane(x + p * inSize, w + c * kSize, bias ? bias[c] : 0.f, g, y + p * outSize);
           if (!m_activations.empty()) applyFusedActivations(y + p * outSize, outSize, 0.f, m_activations);
         }
       });
@@ -571,6 +571,10 @@ class ConvKernel : public Kernel {
 };
 
 }  // namespace
+
+void depthwiseConvPlane(const float* in, const float* w, float bias, const WindowGeometry& g, float* out) {
+  depthwisePlaneImpl(in, w, bias, g, out);
+}
 
 Result<std::unique_ptr<Kernel>> createConv(const KernelInit& init) {
   AttrReader a(init);

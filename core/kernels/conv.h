@@ -60,6 +60,11 @@ void im2col(const float* in, int64_t c0, int64_t c1, const WindowGeometry& g, fl
 /// Adjoint of im2col: out[c][pos(o, kidx)] += col[...] for c in [c0, c1). `out` is [C, in...].
 void col2im(const float* col, int64_t c0, int64_t c1, const WindowGeometry& g, float* out);
 
+/// One plane of a depthwise Conv (group == channels, one filter per channel), 1-D or 2-D:
+/// out[oh][ow] = bias + sum w[kh][kw] * in[...], what the Conv kernel computes for each plane of
+/// such a Conv (the same products in the same order, so the same bits).
+void depthwiseConvPlane(const float* in, const float* w, float bias, const WindowGeometry& g, float* out);
+
 /// Per-thread scratch of at least n floats, uninitialised, reused across run() calls on the same
 /// thread (grows only), so that im2col / col2im buffers are not re-allocated (and page-faulted in)
 /// on every inference. Valid until the next call on the same thread.

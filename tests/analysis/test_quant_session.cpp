@@ -459,3 +459,46 @@ TEST(Analysis, IntegerConvMatchesFakeQuantizedFloat) {
   compareIntegerConv(open("ch_PP-OCRv4_det_infer.onnx", 160, 160, 2, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}),
                      "det");
 }
+
+TEST(Analysis, DepthwisePlanePassMatchesThreeNodeRuns) {
+  // det's depthwise Convs: their layer-wise figures from the one plane-by-plane pass against
+  // three runs of the node through the executor. The outputs are the same bits; only the order
+  // of the sums differs, so the figures agree to summation rounding.
+  auto f = open("ch_PP-OCRv4_det_infer.onnx", 160, 160, 2, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f});
+  if (!f.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
+  AnalysisOptions ao;
+  ao.calibration.method = CalibMethod::Percentile;
+  ao.threads = 2;
+  ao.sensitivity = false;
+  std::shared_ptr<const AnalysisResult> r[2];
+  for (int plane = 0; plane < 2; ++plane) {
+    ao.planeLayerwise = plane == 1;
+    auto s = QuantSession::create(f.model, {}, ao);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE((*s)->calibrate(*f.data));
+    auto res = (*s)->analyze(f.data);
+    ASSERT_TRUE(res) << res.status().message();
+    r[plane] = *res;
+  }
+  const Graph& g = f.model->graph;
+  int depthwise = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.opType != "Conv" || n.inputs.size() < 2 || !g.value(n.inputs[1]).constant) continue;
+    const Tensor& W = *g.value(n.inputs[1]).constant;
+    if (W.dim(1) != 1 || !r[1]->nodes[i].hasLayerwise) continue;
+    ++depthwise;
+    const NodeResult &a = r[0]->nodes[i], &b = r[1]->nodes[i];
+    ASSERT_TRUE(a.hasLayerwise) << n.name;
+    EXPECT_NEAR(a.layerwise.snrDb, b.layerwise.snrDb, 1e-4) << n.name;
+    EXPECT_NEAR(a.layerwise.cosine, b.layerwise.cosine, 1e-9) << n.name;
+    EXPECT_NEAR(a.layerwise.mse, b.layerwise.mse, 1e-5 * a.layerwise.mse) << n.name;
+    EXPECT_EQ(a.layerwise.maxAbs, b.layerwise.maxAbs) << n.name;  // the same output bits
+    EXPECT_EQ(a.layerwise.count, b.layerwise.count) << n.name;
+    EXPECT_NEAR(a.activationSnrDb, b.activationSnrDb, 1e-4) << n.name;
+    EXPECT_NEAR(a.weightSnrDb, b.weightSnrDb, 1e-4) << n.name;
+    EXPECT_TRUE(std::isfinite(b.weightSnrDb) && std::isfinite(b.activationSnrDb)) << n.name;
+  }
+  EXPECT_GE(depthwise, 10);
+  fs::remove_all(f.dir);
+}
