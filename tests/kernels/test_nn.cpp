@@ -339,6 +339,38 @@ TEST(NnConv, DepthwiseWideRowsAllPaddingsVsNaive) {
       }
 }
 
+TEST(NnConv, DepthwiseVectorBlocksBothStridesVsNaive) {
+  // Rows from shorter than one vector to several 64-output blocks plus 32, 16, 8 and scalar
+  // tails, W stride 1 and 2 (the even-lane loads), borders of every padding, 1-D and 2-D.
+  std::mt19937 rng(79);
+  for (int64_t stride : {1, 2})
+    for (int64_t k : {3, 5})
+      for (int64_t width : {7, 23, 40, 64, 100, 161, 203})
+        for (int64_t pb : {(int64_t)0, k / 2, k / 2 + 1}) {
+          ConvCase cc;
+          cc.nd = width % 2 == 0 ? 2 : 1;
+          cc.N = 1;
+          cc.G = 2;
+          cc.Cg = 1;
+          cc.Mg = 1;
+          cc.bias = pb != 0;
+          cc.in[0] = 1;
+          cc.in[1] = cc.nd == 2 ? 6 : 1;
+          cc.in[2] = std::max(width, k);
+          cc.k[0] = 1;
+          cc.k[1] = cc.nd == 2 ? k : 1;
+          cc.k[2] = k;
+          for (int i = 3 - cc.nd; i < 3; ++i) {
+            cc.g.s[i] = stride;
+            cc.g.pb[i] = pb;
+            cc.g.pe[i] = k / 2;
+          }
+          runConvCase(cc, rng, 1,
+                      "depthwise s" + std::to_string(stride) + " k" + std::to_string(k) + " width " + std::to_string(width) +
+                          " pad " + std::to_string(pb));
+        }
+}
+
 TEST(NnConv, PointwiseVsNaive) {
   std::mt19937 rng(5);
   for (int64_t G : {1, 2}) {
