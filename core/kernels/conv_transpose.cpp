@@ -13,6 +13,36 @@ namespace {
 
 int64_t floorDiv2(int64_t a) { return a >= 0 ? a / 2 : -((-a + 1) / 2); }
 
+// col2im where the windows tile the output (kernel == stride, dilation 1, every output position
+// inside exactly one window, padding only cropping): out = col + bias, each element written once.
+void col2imTiled(const float* col, int64_t c0, int64_t c1, const WindowGeometry& g, const float* bias, float* out) {
+  const int64_t inSize = g.inSize(), outSize = g.outSize(), kSize = g.kSize();
+  const int64_t OW = g.out[2], IW = g.in[2], S = g.s[2];
+  for (int64_t c = c0; c < c1; ++c) {
+    float* dstPlane = out + c * inSize;
+    const float* row = col + c * kSize * outSize;
+    const float bv = bias ? bias[c] : 0.f;
+    for (int64_t kd = 0; kd < g.k[0]; ++kd)
+      for (int64_t kh = 0; kh < g.k[1]; ++kh)
+        for (int64_t kw = 0; kw < g.k[2]; ++kw, row += outSize) {
+          const int64_t offW = kw - g.padB[2];
+          int64_t lo, hi;
+          windowValidRange(offW, S, IW, OW, lo, hi);
+          for (int64_t od = 0; od < g.out[0]; ++od) {
+            const int64_t id = od * g.s[0] - g.padB[0] + kd;
+            if (id < 0 || id >= g.in[0]) continue;
+            for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+              const int64_t ih = oh * g.s[1] - g.padB[1] + kh;
+              if (ih < 0 || ih >= g.in[1]) continue;
+              const float* src = row + (od * g.out[1] + oh) * OW;
+              float* drow = dstPlane + (id * g.in[1] + ih) * IW + offW;
+              for (int64_t o = lo; o < hi; ++o) drow[o * S] = src[o] + bv;
+            }
+          }
+        }
+  }
+}
+
 class ConvTransposeKernel : public Kernel {
  public:
   ConvTransposeKernel(WindowAttrs attrs, std::vector<int64_t> outputPadding, std::vector<int64_t> outputShape)
@@ -107,8 +137,15 @@ class ConvTransposeKernel : public Kernel {
     float* y = ctx.outputs[0].data<float>();
     const int64_t ySize = g.inSize(), xSize = g.outSize(), kSize = g.kSize();
     const int64_t yTotal = N * M * ySize;
-    std::memset(y, 0, sizeof(float) * (size_t)yTotal);
     if (yTotal == 0) return Status::ok();
+    // Windows that tile the output (kernel == stride, no dilation, nothing past the last window):
+    // every output element receives exactly one product sum, so the columns are written in place
+    // with the bias (no zeroing pass, no accumulation, no bias pass).
+    bool tiled = true;
+    for (int i = 0; i < 3; ++i)
+      tiled = tiled && g.k[i] == g.s[i] && g.d[i] == 1 && g.padB[i] >= 0 && g.padE[i] >= 0 &&
+              g.in[i] + g.padB[i] + g.padE[i] == g.s[i] * g.out[i];
+    if (!tiled) std::memset(y, 0, sizeof(float) * (size_t)yTotal);
     const float* x = X.data<float>();
     const float* w = W.data<float>();
     const int64_t rows = Mg * kSize;  // col rows per group
@@ -130,6 +167,10 @@ class ConvTransposeKernel : public Kernel {
       }
       float* yi = y + n * M * ySize;
       ctx.parallelFor(M, 1, [&](int64_t b, int64_t e) {
+        if (tiled) {
+          col2imTiled(col, b, e, g, bias, yi);
+          return;
+        }
         col2im(col, b, e, g, yi);
         if (bias)
           for (int64_t m = b; m < e; ++m) {

@@ -482,6 +482,44 @@ TEST(NnConvTranspose, RandomVsNaive) {
   }
 }
 
+TEST(NnConvTranspose, TilingWindowsVsNaive) {
+  // kernel == stride (det's upsampling heads): the columns are written in place with the bias.
+  // Cropping pads keep the tiling; output_padding leaves positions no window covers (zeroed and
+  // accumulated as usual), as does dilation.
+  std::mt19937 rng(4322);
+  int t = 0;
+  for (int nd : {1, 2, 3})
+    for (int64_t s : {2, 3})
+      for (int64_t pad : {0, 1})
+        for (int variant = 0; variant < 3; ++variant, ++t) {
+          const int64_t N = 2, G = variant == 2 ? 2 : 1, Cg = 3, Mg = 2, opadV = variant == 1 ? 1 : 0;
+          Geo g;
+          int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+          std::vector<int64_t> strides, dil, pads(2 * (size_t)nd), outPad;
+          for (int i = 3 - nd, j = 0; i < 3; ++i, ++j) {
+            in[i] = nd == 3 ? 3 : 7;
+            k[i] = s;
+            g.s[i] = s;
+            g.pb[i] = pad;
+            g.pe[i] = j == 0 ? 0 : pad;
+            out[i] = s * (in[i] - 1) + opadV + k[i] - g.pb[i] - g.pe[i];
+            strides.push_back(s);
+            dil.push_back(1);
+            outPad.push_back(opadV);
+            pads[(size_t)j] = g.pb[i];
+            pads[(size_t)(j + nd)] = g.pe[i];
+          }
+          Tensor x = randn({N, Cg * G, in[0], in[1], in[2]}, rng), w = randn({Cg * G, Mg, k[0], k[1], k[2]}, rng);
+          Tensor b = randn({Mg * G}, rng);
+          const bool bias = t % 2 == 0;
+          NnOp op("ConvTranspose", 11);
+          op.ints("strides", strides).ints("dilations", dil).ints("pads", pads).ints("output_padding", outPad).i("group", G);
+          auto y = op.run(createConvTranspose, {toRank(x, nd), toRank(w, nd), bias ? b : Tensor()}, 1, 2);
+          expectClose(y[0], toRank(naiveConvTranspose3(x, w, bias ? &b : nullptr, G, g, out), nd), 1e-4f,
+                      "tiling case " + std::to_string(t));
+        }
+}
+
 // ------------------------------------------------------------------ Gemm / MatMul
 Tensor naiveMatMul2(const float* a, const float* b, int64_t M, int64_t K, int64_t N) {
   Tensor y(DType::Float, {M, N});
