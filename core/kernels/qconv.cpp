@@ -39,9 +39,9 @@ constexpr int64_t MR = QConvWeights::kRowsPerPanel;  // tile rows
 constexpr int64_t NR = 32;                           // tile columns: two zmm of 16 int32
 // |sum of K products| <= K * 255 * 128 must stay below 2^31.
 constexpr int64_t kMaxDepth = 65536;
-// Encodings of a zero input in the word layout: q = 0 is byte 128; the low byte of a 16-bit
-// value is 0, its high byte (signed, shifted by 128 like q) 128.
-constexpr uint32_t kPadAct = 0x80808080u, kPadLo = 0u, kPadHi = 0x80808080u;
+// Encoding of a zero input in the word layout (q = 0 is byte 128), for X's integers and for the
+// 8-bit residual words alike.
+constexpr uint32_t kPadAct = 0x80808080u;
 
 std::atomic<bool> g_forceGeneric{false};
 
@@ -55,7 +55,7 @@ bool useVnni() { return !g_forceGeneric.load(std::memory_order_relaxed) && cpuHa
 
 // Per-thread scratch, 64-byte aligned, grown only: the word buffers of a det-sized input are
 // megabytes, which a fresh allocation would page-fault in on every call. Null when out of memory.
-enum Slot { kSlotRow, kSlotAcc, kSlotAccHi, kSlotAccLo, kSlotXq, kSlotXhi, kSlotXlo, kSlots };
+enum Slot { kSlotRow, kSlotAcc, kSlotAccE, kSlotXq, kSlotXe, kSlots };
 
 struct ScratchBuf {
   void* p = nullptr;
@@ -112,12 +112,11 @@ inline __m256i tailMask(int64_t n) {
 }
 
 // 8 int32 lanes of 4 channels -> 8 words, byte j of word i = lane i of channel j, narrowed with
-// signed saturation (to [-128, 127]) or unsigned (to [0, 255]).
-template <bool Signed>
+// signed saturation (to [-128, 127]).
 inline __m256i interleaveBytes(__m256i c0, __m256i c1, __m256i c2, __m256i c3) {
   // Per 128-bit half (positions 0-3, then 4-7): c0[0..3] c1[0..3] c2[0..3] c3[0..3] as bytes...
   const __m256i p01 = _mm256_packs_epi32(c0, c1), p23 = _mm256_packs_epi32(c2, c3);
-  const __m256i b = Signed ? _mm256_packs_epi16(p01, p23) : _mm256_packus_epi16(p01, p23);
+  const __m256i b = _mm256_packs_epi16(p01, p23);
   // ... transposed 4x4 to c0[0] c1[0] c2[0] c3[0] c0[1] ...
   const __m256i t = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,  //
                                      0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
@@ -133,15 +132,28 @@ inline __m256i interleaveBytes(__m256i c0, __m256i c1, __m256i c2, __m256i c3) {
 // clamp to the same end) both round to the same integer. A group of lanes with such a t (rare)
 // divides; so does one with a non-finite x (t - rne(t) is NaN), which is where NaN and Inf are
 // detected.
-bool quantizeWords(const float* const src[4], int64_t n, float s, uint32_t* dst) {
+//
+// WithEx: also the words of X's quantization residual ex = x - s * q, from those very q (the
+// FMA rounds the exact x - s * q once), at 8 bits: byte j = clamp(rne(ex * invSe), -127, 127) +
+// 128. The caller's se = 1 / invSe makes 127 * se bound |ex| (see qconv), so the clamp only
+// catches rounding.
+template <bool WithEx>
+bool quantizeWords(const float* const src[4], int64_t n, float s, uint32_t* dst, float invSe, uint32_t* exDst) {
   const float inv = 1.f / s;
   // The 3-ulp bound needs 1/s normal; otherwise every group divides.
   const bool viaInverse = std::isnormal(inv) && std::isnormal(s);
   const __m256 vs = _mm256_set1_ps(s), vinv = _mm256_set1_ps(inv), hi = _mm256_set1_ps(127.f);
+  const __m256 lo = _mm256_set1_ps(-128.f), vinvSe = _mm256_set1_ps(invSe);
+  const __m256 eHi = _mm256_set1_ps(127.f), eLo = _mm256_set1_ps(-127.f);
   const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), near = _mm256_set1_ps(0.5f - 0x1p-14f);
   const __m256i flip = _mm256_set1_epi8((char)0x80);
   bool ok = true;
+  // Words of X's integers at [0], of ex at [1] (WithEx).
+  struct Words {
+    __m256i w[2];
+  };
   auto words8 = [&](int64_t i, const __m256i* mask) {
+    Words out{};
     __m256 x[4], t[4];
     __m256 ambiguous = _mm256_setzero_ps();
     for (int j = 0; j < 4; ++j) {
@@ -162,71 +174,61 @@ bool quantizeWords(const float* const src[4], int64_t n, float s, uint32_t* dst)
     // which the signed narrowing takes to -128 like any value below -128.
     __m256i q[4];
     for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_min_ps(t[j], hi));
-    return _mm256_xor_si256(interleaveBytes<true>(q[0], q[1], q[2], q[3]), flip);
+    out.w[0] = _mm256_xor_si256(interleaveBytes(q[0], q[1], q[2], q[3]), flip);
+    if constexpr (WithEx) {
+      __m256i e[4];
+      for (int j = 0; j < 4; ++j) {
+        const __m256 qf = _mm256_max_ps(_mm256_min_ps(t[j], hi), lo);
+        const __m256 ex = _mm256_fnmadd_ps(vs, qf, x[j]);  // x - s * q, rounded once
+        const __m256 r = _mm256_round_ps(_mm256_mul_ps(ex, vinvSe), _MM_FROUND_CUR_DIRECTION);
+        e[j] = _mm256_cvtps_epi32(_mm256_max_ps(_mm256_min_ps(r, eHi), eLo));
+      }
+      out.w[1] = _mm256_xor_si256(interleaveBytes(e[0], e[1], e[2], e[3]), flip);
+    }
+    return out;
   };
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), words8(i, nullptr));
+  for (; i + 8 <= n; i += 8) {
+    const Words v = words8(i, nullptr);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), v.w[0]);
+    if constexpr (WithEx) _mm256_storeu_si256(reinterpret_cast<__m256i*>(exDst + i), v.w[1]);
+  }
   if (i < n) {
     const __m256i mask = tailMask(n - i);
-    _mm256_maskstore_epi32(reinterpret_cast<int*>(dst + i), mask, words8(i, &mask));
+    const Words v = words8(i, &mask);
+    _mm256_maskstore_epi32(reinterpret_cast<int*>(dst + i), mask, v.w[0]);
+    if constexpr (WithEx) _mm256_maskstore_epi32(reinterpret_cast<int*>(exDst + i), mask, v.w[1]);
   }
   return ok;
 }
 
-// X at 16 bits: v = clamp(rne(x * inv), -32767, 32767) split as 256 * h + l, l = v & 255 and
-// h = v >> 8 in [-128, 127]; words of l and of h + 128 for 4 channel rows. (A product, not a
-// quotient: these integers only have to be close to x / s16, not equal to anyone else's.)
-void quantizeWords16(const float* const src[4], int64_t n, float inv, uint32_t* dstHi, uint32_t* dstLo) {
-  const __m256 vinv = _mm256_set1_ps(inv), lim = _mm256_set1_ps(32767.f), nlim = _mm256_set1_ps(-32767.f);
-  const __m256i byte = _mm256_set1_epi32(255), flip = _mm256_set1_epi8((char)0x80);
-  auto words8 = [&](int64_t i, const __m256i* mask, __m256i& wh, __m256i& wl) {
-    __m256i h[4], l[4];
-    for (int j = 0; j < 4; ++j) {
-      const __m256 x = !src[j] ? _mm256_setzero_ps() : mask ? _mm256_maskload_ps(src[j] + i, *mask) : _mm256_loadu_ps(src[j] + i);
-      const __m256 t = _mm256_round_ps(_mm256_mul_ps(x, vinv), _MM_FROUND_CUR_DIRECTION);
-      const __m256i v = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(t, nlim), lim));
-      h[j] = _mm256_srai_epi32(v, 8);
-      l[j] = _mm256_and_si256(v, byte);
-    }
-    wh = _mm256_xor_si256(interleaveBytes<true>(h[0], h[1], h[2], h[3]), flip);
-    wl = interleaveBytes<false>(l[0], l[1], l[2], l[3]);
-  };
-  int64_t i = 0;
-  __m256i wh, wl;
-  for (; i + 8 <= n; i += 8) {
-    words8(i, nullptr, wh, wl);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dstHi + i), wh);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dstLo + i), wl);
-  }
-  if (i < n) {
-    const __m256i mask = tailMask(n - i);
-    words8(i, &mask, wh, wl);
-    _mm256_maskstore_epi32(reinterpret_cast<int*>(dstHi + i), mask, wh);
-    _mm256_maskstore_epi32(reinterpret_cast<int*>(dstLo + i), mask, wl);
-  }
-}
-
-// max |x| over [0, n); false when some x is NaN or Inf.
-bool maxAbs(const float* x, int64_t n, float& out) {
-  const __m256 signMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  __m256 m = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+// min and max of x over [0, n) and 0; false when some x is NaN or Inf.
+bool minMax(const float* x, int64_t n, float& outMin, float& outMax) {
+  __m256 mn = _mm256_setzero_ps(), mx = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
     const __m256 z = _mm256_sub_ps(v, v);
     bad = _mm256_or_ps(bad, _mm256_cmp_ps(z, z, _CMP_UNORD_Q));
-    m = _mm256_max_ps(m, _mm256_and_ps(v, signMask));
+    mn = _mm256_min_ps(mn, v);
+    mx = _mm256_max_ps(mx, v);
   }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, m);
-  float r = 0.f;
-  for (float v : lanes) r = std::max(r, v);
+  alignas(32) float lanesMin[8], lanesMax[8];
+  _mm256_store_ps(lanesMin, mn);
+  _mm256_store_ps(lanesMax, mx);
+  float lo = 0.f, hi = 0.f;
+  for (int j = 0; j < 8; ++j) {
+    lo = std::min(lo, lanesMin[j]);
+    hi = std::max(hi, lanesMax[j]);
+  }
   bool ok = _mm256_movemask_ps(bad) == 0;
   for (; i < n; ++i) {
     ok = ok && std::isfinite(x[i]);
-    r = std::max(r, std::fabs(x[i]));
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
   }
-  out = r;
+  outMin = lo;
+  outMax = hi;
   return ok;
 }
 
@@ -385,8 +387,9 @@ QS_VNNI_TARGET inline void tileVnni(const int8_t* a, const uint32_t* b, const in
 
 // The first A panel of a chunk prefetches the B words of the tile this many tiles ahead: the
 // words of one tile come from ~groups different rows of the input, more streams than the
-// hardware prefetchers follow, and with three word buffers live (all outputs) they are not in
-// L2. Measured: 15.4 -> 11.9 ms for all outputs of the 96->24 3x3 160x160 Conv.
+// hardware prefetchers follow, and with several word buffers live (all outputs) they are not in
+// L2. Measured: 15.4 -> 11.9 ms for all outputs of the 96->24 3x3 160x160 Conv (then with three
+// word buffers: X's integers and X at 16 bits as two byte planes).
 constexpr int64_t kPrefetchTiles = 2;
 QS_VNNI_TARGET void gemmVnni(const Packed& A, const uint32_t* B, const int64_t* off, int64_t panelsN, int32_t* C,
                              int64_t ldc) {
@@ -416,8 +419,14 @@ void epilogueActOnly(const int32_t* q, int32_t corrQ, const int32_t* r, int32_t 
     y[j] = (float)(((double)(q[j] - corrQ) + (double)(r[j] - corrR) * invRs) * scale + bias);
 }
 
-void epilogueWeightError(const int32_t* hi, int32_t corrHi, const int32_t* lo, double coef, int64_t n, float* y) {
-  for (int64_t j = 0; j < n; ++j) y[j] = (float)((256.0 * (double)(hi[j] - corrHi) + (double)lo[j]) * coef);
+// -conv(X, sw * r8 / rs) with X = sx * q + ex: q's sums r (the r8 half of the [Wq; r8] GEMM) and
+// ex's 8-bit sums e (null when ex is not represented), both shifted by the same 128 * rowSum.
+void epilogueWeightError(const int32_t* r, const int32_t* e, int32_t corr, double sx, double se, double coef,
+                         int64_t n, float* y) {
+  if (e)
+    for (int64_t j = 0; j < n; ++j) y[j] = (float)((sx * (double)(r[j] - corr) + se * (double)(e[j] - corr)) * coef);
+  else
+    for (int64_t j = 0; j < n; ++j) y[j] = (float)(sx * (double)(r[j] - corr) * coef);
 }
 
 }  // namespace
@@ -532,76 +541,83 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
   const WordLayout L(g, C4);
   const int64_t words = N * L.imageWords + NR;
   std::atomic<bool> finite{true};
-  float inv16 = 0.f;
+  // weightError's X as sx * q + ex: q the integers of xq, ex = X - sx * q X's quantization
+  // residual, at 8 bits with one scale se for the whole tensor. se = exMax / 127 with exMax a
+  // bound on |ex| from X's range, known before the words are made: where nothing clips,
+  // |x / sx - q| <= 1/2 + ulp(x / sx) / 2 <= 1/2 + 2^-18 (q rounds the float quotient); beyond
+  // the clip, ex is x - 127 sx or x + 128 sx. The slack covers those 2^-18 and the roundings of
+  // the bound itself.
+  float se = 0.f, invSe = 0.f;
+  bool weightNonZero = false;
   if (wantWeight) {
     const int64_t total = X.numel(), pieces = std::max<int64_t>(1, std::min<int64_t>(64, total >> 16));
-    std::vector<float> maxima((size_t)pieces, 0.f);
+    std::vector<float> minima((size_t)pieces, 0.f), maxima((size_t)pieces, 0.f);
     parallelFor(threads, pieces, 1, [&](int64_t b, int64_t e) {
       for (int64_t p = b; p < e; ++p) {
         const int64_t i0 = total * p / pieces, i1 = total * (p + 1) / pieces;
-        if (!maxAbs(x + i0, i1 - i0, maxima[(size_t)p])) finite.store(false, std::memory_order_relaxed);
+        if (!minMax(x + i0, i1 - i0, minima[(size_t)p], maxima[(size_t)p])) finite.store(false, std::memory_order_relaxed);
       }
     });
     if (!finite.load()) return invalidArgument("qconv: X contains NaN or Inf");
-    const float amax = *std::max_element(maxima.begin(), maxima.end());
-    // 16-bit steps of amax / 32767; an all-zero X (amax 0) has no weight error at all.
-    if (amax > 0.f) inv16 = std::min(32767.f / amax, std::numeric_limits<float>::max());
+    const double xmin = *std::min_element(minima.begin(), minima.end());
+    const double xmax = *std::max_element(maxima.begin(), maxima.end());
+    // An all-zero X has no weight error at all.
+    weightNonZero = xmin != 0.0 || xmax != 0.0;
+    const double sxd = sx, bound = std::max({0.5 * sxd, xmax - 127.0 * sxd, -128.0 * sxd - xmin}) * (1.0 + 0x1p-15);
+    se = (float)(std::min(bound, (double)std::numeric_limits<float>::max()) / 127.0);
+    invSe = 1.f / se;
+    // sx so small (below ~2^-119) that se is subnormal and 1 / se overflows: ex left out.
+    if (!(se > 0.f && std::isfinite(invSe))) se = invSe = 0.f;
   }
-  const bool weightNonZero = wantWeight && inv16 > 0.f;
-  uint32_t* xq = wantAct ? scratch<uint32_t>(kSlotXq, (size_t)words) : nullptr;
-  uint32_t* xhi = weightNonZero ? scratch<uint32_t>(kSlotXhi, (size_t)words) : nullptr;
-  uint32_t* xlo = weightNonZero ? scratch<uint32_t>(kSlotXlo, (size_t)words) : nullptr;
-  if ((wantAct && !xq) || (weightNonZero && (!xhi || !xlo)))
+  const bool wantQ = wantAct || weightNonZero, wantEx = weightNonZero && se > 0.f;
+  uint32_t* xq = wantQ ? scratch<uint32_t>(kSlotXq, (size_t)words) : nullptr;
+  uint32_t* xe = wantEx ? scratch<uint32_t>(kSlotXe, (size_t)words) : nullptr;
+  if ((wantQ && !xq) || (wantEx && !xe))
     return runtimeError("qconv: out of memory for " + std::to_string(words) + " words of quantized input");
   // Tasks of (image, channel group, padded rows): a 3-channel input is one group, and still
   // worth splitting.
-  if (L.strided()) {
+  if (xq && L.strided()) {
     const int64_t fillChunk = 1 << 16, chunks = (N * L.imageWords + fillChunk - 1) / fillChunk;
     parallelFor(threads, chunks, 1, [&](int64_t b, int64_t e) {
       const int64_t w0 = b * fillChunk, w1 = std::min(N * L.imageWords, e * fillChunk);
-      if (xq) std::fill(xq + w0, xq + w1, kPadAct);
-      if (xhi) {
-        std::fill(xhi + w0, xhi + w1, kPadHi);
-        std::fill(xlo + w0, xlo + w1, kPadLo);
-      }
+      std::fill(xq + w0, xq + w1, kPadAct);
+      if (xe) std::fill(xe + w0, xe + w1, kPadAct);
     });
   }
   const int64_t rows = L.padded[0] * L.padded[1];
   const int64_t rowsPerTask = std::clamp<int64_t>((1 << 14) / std::max<int64_t>(1, L.padded[2]), 1, rows);
   const int64_t rowTasks = (rows + rowsPerTask - 1) / rowsPerTask;
-  parallelFor(threads, N * C4 * rowTasks, 1, [&](int64_t b, int64_t e) {
-    uint32_t* rowBuf = scratch<uint32_t>(kSlotRow, (size_t)(2 * L.padded[2]));
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t group = t / rowTasks, n = group / C4, c4 = group % C4;
-      const int64_t r0 = (t % rowTasks) * rowsPerTask, r1 = std::min(rows, r0 + rowsPerTask);
-      const float* xn = x + n * C * inSize;
-      const int64_t at = n * L.imageWords + c4 * L.c4Words;
-      if (xq) {
-        const uint32_t pads[2] = {kPadAct, 0};
-        uint32_t* const dst[2] = {xq + at, nullptr};
-        layoutRows(xn, C, c4, L, r0, r1, pads, dst, rowBuf, [&](const float* const* src, int64_t cnt, uint32_t* q, uint32_t*) {
-          if (!quantizeWords(src, cnt, sx, q)) finite.store(false, std::memory_order_relaxed);
-        });
+  if (xq)
+    parallelFor(threads, N * C4 * rowTasks, 1, [&](int64_t b, int64_t e) {
+      uint32_t* rowBuf = scratch<uint32_t>(kSlotRow, (size_t)(2 * L.padded[2]));
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t group = t / rowTasks, n = group / C4, c4 = group % C4;
+        const int64_t r0 = (t % rowTasks) * rowsPerTask, r1 = std::min(rows, r0 + rowsPerTask);
+        const float* xn = x + n * C * inSize;
+        const int64_t at = n * L.imageWords + c4 * L.c4Words;
+        const uint32_t pads[2] = {kPadAct, kPadAct};
+        uint32_t* const dst[2] = {xq + at, xe ? xe + at : nullptr};
+        if (xe)
+          layoutRows(xn, C, c4, L, r0, r1, pads, dst, rowBuf, [&](const float* const* src, int64_t cnt, uint32_t* q, uint32_t* ex) {
+            if (!quantizeWords<true>(src, cnt, sx, q, invSe, ex)) finite.store(false, std::memory_order_relaxed);
+          });
+        else
+          layoutRows(xn, C, c4, L, r0, r1, pads, dst, rowBuf, [&](const float* const* src, int64_t cnt, uint32_t* q, uint32_t*) {
+            if (!quantizeWords<false>(src, cnt, sx, q, 0.f, nullptr)) finite.store(false, std::memory_order_relaxed);
+          });
       }
-      if (xhi) {
-        const uint32_t pads[2] = {kPadHi, kPadLo};
-        uint32_t* const dst[2] = {xhi + at, xlo + at};
-        layoutRows(xn, C, c4, L, r0, r1, pads, dst, rowBuf, [&](const float* const* src, int64_t cnt, uint32_t* hi, uint32_t* lo) {
-          quantizeWords16(src, cnt, inv16, hi, lo);
-        });
-      }
-    }
-  });
+    });
   if (!finite.load()) return invalidArgument("qconv: X contains NaN or Inf");
-  for (uint32_t* buf : {xq, xhi, xlo})
-    if (buf) std::fill(buf + N * L.imageWords, buf + words, buf == xlo ? kPadLo : buf == xhi ? kPadHi : kPadAct);
+  for (uint32_t* buf : {xq, xe})
+    if (buf) std::fill(buf + N * L.imageWords, buf + words, kPadAct);
   if (wantWeight && !weightNonZero) std::fill(out.weightError->data<float>(), out.weightError->data<float>() + out.weightError->numel(), 0.f);
-  if (!wantAct && !weightNonZero) return Status::ok();
+  if (!wantQ) return Status::ok();
 
   // Phase 2. Output positions on the plane grid: slice od of image n holds f = oh * Wph + ow,
   // F of them up to the last real one. Tasks of (image, slice, block of f): the GEMM into int32
   // scratch, then the outputs while the block is in cache.
-  const Packed& A = out.actOnly ? w.packedQR() : w.packedQ();
+  // [Wq; r8] whenever actOnly or weightError needs q's sums over r8.
+  const Packed& A = out.actOnly || weightNonZero ? w.packedQR() : w.packedQ();
   const Packed& R = w.packedR();
   const int64_t groups = C4 * kSize, OD = g.out[0], OH = g.out[1], OW = g.out[2], Wph = L.ph[2];
   const int64_t F = (OH - 1) * Wph + OW, sliceWords = L.ph[1] * Wph;
@@ -613,7 +629,7 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
           off[(size_t)gi] = c4 * L.c4Words + L.at(kd * g.d[0], kh * g.d[1], kw * g.d[2]);
   // Columns per block: up to 512, fewer where the int32 sums of a block would outgrow ~256 KB of
   // L2 (many rows), and fewer again to give every thread several blocks.
-  const int64_t sumRows = (wantAct ? A.panels : 0) * MR + (weightNonZero ? 2 * R.panels * MR : 0);
+  const int64_t sumRows = A.panels * MR + (wantEx ? R.panels * MR : 0);
   int64_t nb = std::clamp<int64_t>((65536 / std::max<int64_t>(1, sumRows)) / NR * NR, NR, 512);
   nb = std::min(nb, (F + NR - 1) / NR * NR);
   auto blocksOf = [&](int64_t b) { return N * OD * ((F + b - 1) / b); };
@@ -628,7 +644,7 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
     scale[(size_t)m] = (double)sx * swm;
     biasD[(size_t)m] = bias ? (double)bias[m] : 0.0;
     invRs[(size_t)m] = 1.0 / rs;
-    coefW[(size_t)m] = weightNonZero ? -swm / ((double)inv16 * rs) : 0.0;
+    coefW[(size_t)m] = -swm / rs;
   }
   float* yFull = out.full ? out.full->data<float>() : nullptr;
   float* yAct = out.actOnly ? out.actOnly->data<float>() : nullptr;
@@ -652,9 +668,9 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
         }
       };
       const int64_t ySlice = od * OH * OW;
+      int32_t* acc = scratch<int32_t>(kSlotAcc, (size_t)(A.panels * MR * ldc));
+      gemm(A, xq + bOff, off.data(), panelsN, acc, ldc);
       if (wantAct) {
-        int32_t* acc = scratch<int32_t>(kSlotAcc, (size_t)(A.panels * MR * ldc));
-        gemm(A, xq + bOff, off.data(), panelsN, acc, ldc);
         for (int64_t m = 0; m < M; ++m) {
           const int32_t* q = acc + m * ldc;
           const int32_t corrQ = 128 * A.rowSum[(size_t)m];
@@ -668,15 +684,13 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
         }
       }
       if (yW) {
-        int32_t* accHi = scratch<int32_t>(kSlotAccHi, (size_t)(R.panels * MR * ldc));
-        int32_t* accLo = scratch<int32_t>(kSlotAccLo, (size_t)(R.panels * MR * ldc));
-        gemm(R, xhi + bOff, off.data(), panelsN, accHi, ldc);
-        gemm(R, xlo + bOff, off.data(), panelsN, accLo, ldc);
+        int32_t* accE = wantEx ? scratch<int32_t>(kSlotAccE, (size_t)(R.panels * MR * ldc)) : nullptr;
+        if (accE) gemm(R, xe + bOff, off.data(), panelsN, accE, ldc);
         for (int64_t m = 0; m < M; ++m) {
           const int64_t yo = (n * M + m) * outSize + ySlice;
           forRuns([&](int64_t j, int64_t o, int64_t len) {
-            epilogueWeightError(accHi + m * ldc + j, 128 * R.rowSum[(size_t)m], accLo + m * ldc + j, coefW[(size_t)m],
-                                len, yW + yo + o);
+            epilogueWeightError(acc + (M + m) * ldc + j, accE ? accE + m * ldc + j : nullptr, 128 * R.rowSum[(size_t)m],
+                                (double)sx, (double)se, coefW[(size_t)m], len, yW + yo + o);
           });
         }
       }

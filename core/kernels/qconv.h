@@ -53,7 +53,7 @@ class QConvWeights {
     std::vector<int32_t> rowSum;  // per row, over the real weights
     const int8_t* panel(int64_t p) const { return data.data() + p * groups * kRowsPerPanel * 4; }
   };
-  /// [Wq], [Wq; r8] (2M rows, for full and actOnly in one pass), [r8].
+  /// [Wq], [Wq; r8] (2M rows: full, actOnly and weightError's integer part in one pass), [r8].
   const Packed& packedQ() const { return m_q; }
   const Packed& packedQR() const { return m_qr; }
   const Packed& packedR() const { return m_r; }
@@ -90,8 +90,14 @@ struct QConvOutputs {
   /// times W's spread to its step, times 254), more where X clips. As an error on a layer SNR
   /// that is ~1e-5 of the noise power: invisible at the precision SNRs are shown.
   Tensor* actOnly = nullptr;
-  /// conv(X, fq(W)) - conv(X, W) = -conv(X, sw * r), no bias, with X at 16 bits (one scale
-  /// max|X| / 32767 for the whole tensor) and r as r8 / rs[m]: ~48 dB SNR, limited by r8.
+  /// conv(X, fq(W)) - conv(X, W) = -conv(X, sw * r), no bias, with r as r8 / rs[m] and X split
+  /// as sx * q + ex: q the integers of fq(X, sx) (their sums over r8 come with actOnly's, from the
+  /// same GEMM, exact) and ex = X - sx * q the quantization residual, kept at 8 bits on one scale
+  /// for the whole tensor, exMax / 127 with exMax a bound on |ex| from X's min and max (sx / 2
+  /// where nothing clips, the largest clipped excess beyond 127 sx or -128 sx otherwise). r8
+  /// bounds the estimate at ~48 dB SNR; ex's 8 bits cost nothing where X does not clip, ~1 dB
+  /// where a few values clip to 1.25x the clip, ~2 dB where 20% clip to up to 5x (the residual of
+  /// the unclipped values, below half of ex's step there, is then lost). An all-zero X gives 0.
   Tensor* weightError = nullptr;
 };
 
@@ -102,7 +108,8 @@ struct QConvOutputs {
 /// (InvalidArgument: the results would not mean anything; the outputs are then unspecified).
 /// `threads` bounds the parallelism (parallelFor); the results do not depend on it. The calling
 /// thread keeps its buffers of quantized X for the next call: one byte per element of X padded
-/// (for full / actOnly), two more for X at 16 bits (weightError).
+/// (X's integers), one more for ex at 8 bits (weightError). weightError also reads X once more
+/// beforehand, for its range.
 Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias, const WindowGeometry& g, int threads,
              const QConvOutputs& out);
 
