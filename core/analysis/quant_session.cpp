@@ -30,11 +30,40 @@ struct QuantSession::BatchCache {
 };
 
 // A group-1 Conv whose input X and weights W both carry INT8 points: run as u8 x s8 -> int32.
+// A ConvTranspose whose windows tile its output (kernel == strides, no padding, dilation 1)
+// runs as the 1x1 Conv of X with W as [Cout * kh * kw, Cin] ("columns", one row per output
+// channel and tap) followed by the permutation of columns to output pixels.
 struct QuantSession::IntConv {
   std::shared_ptr<const QConvWeights> weights;
   WindowAttrs attrs;
   ValueId act = kNoValue;  // X's activation point
+  bool transposed = false;
+  int64_t kh = 1, kw = 1;  // transposed: the kernel (== strides)
 };
+
+namespace {
+// ConvTranspose output [N, M, H*kh, W*kw] <-> columns [N, M*kh*kw, H, W] of tiling windows:
+// col[n][(m*kh + a)*kw + b][i][j] = out[n][m][i*kh + a][j*kw + b].
+template <bool kToColumns>
+void permuteTiles(const float* src, float* dst, int64_t N, int64_t M, int64_t H, int64_t W, int64_t kh, int64_t kw) {
+  const int64_t OW = W * kw, plane = H * W;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t outBase = (n * M + m) * plane * kh * kw;
+      for (int64_t a = 0; a < kh; ++a)
+        for (int64_t b = 0; b < kw; ++b) {
+          const int64_t colBase = ((n * M + m) * kh * kw + a * kw + b) * plane;
+          for (int64_t i = 0; i < H; ++i) {
+            const int64_t o = outBase + (i * kh + a) * OW + b, c = colBase + i * W;
+            for (int64_t j = 0; j < W; ++j) {
+              if (kToColumns) dst[c + j] = src[o + j * kw];
+              else dst[o + j * kw] = src[c + j];
+            }
+          }
+        }
+    }
+}
+}  // namespace
 
 // A depthwise Conv (one filter per channel) whose input X and weights W both carry points.
 struct QuantSession::DepthwiseConv {
@@ -75,7 +104,10 @@ class QuantSession::Transform : public InputTransform {
   bool runNode(NodeId node, std::span<const Tensor* const> inputs, std::span<Tensor> outputs, Status&) override {
     if (m_parts != kBoth || (m_only >= 0 ? node != m_only : !m_enabled[(size_t)node])) return false;
     const IntConv* ic = m_s.m_intConv[(size_t)node].get();
-    return ic && !outputs.empty() && m_s.runIntConv(*ic, inputs, &outputs[0], nullptr, nullptr);
+    QConvOutputs out;
+    if (!ic || outputs.empty()) return false;
+    out.full = &outputs[0];
+    return m_s.runIntConv(*ic, inputs, out);
   }
 
  private:
@@ -160,7 +192,8 @@ void QuantSession::indexPoints() {
   for (size_t k = 0; k < m_plan.weights.size(); ++k) {
     const WeightPoint& w = m_plan.weights[k];
     const Node& n = g.nodes[(size_t)w.node];
-    if (n.opType != "Conv" || w.inputIndex != 1 || w.axis != 0) continue;
+    const bool transposed = n.opType == "ConvTranspose";
+    if (!(n.opType == "Conv" || transposed) || w.inputIndex != 1 || w.axis != (transposed ? 1 : 0)) continue;
     auto ic = std::make_shared<IntConv>();
     for (const PointRef& r : m_pointsByNode[(size_t)w.node])
       if (r.weight < 0 && r.inputIndex == 0) ic->act = r.value;
@@ -169,18 +202,44 @@ void QuantSession::indexPoints() {
     AttrReader a(init);
     ic->attrs = readWindowAttrs(a, true);
     if (!a.ok() || ic->attrs.group != 1) continue;
-    auto packed = prepareQConvWeights(*g.value(w.value).constant, m_weights[k].scale);
+    const Tensor& W = *g.value(w.value).constant;
+    Tensor columns;  // transposed: W [Cin, M, kh, kw] as [M * kh * kw, Cin, 1, 1]
+    std::vector<float> rowScales;
+    if (transposed) {
+      if (W.rank() != 4 || W.dtype() != DType::Float) continue;
+      const int64_t Cin = W.dim(0), M = W.dim(1), kh = W.dim(2), kw = W.dim(3);
+      auto allAre = [](const std::vector<int64_t>& v, int64_t x) {
+        return std::all_of(v.begin(), v.end(), [x](int64_t e) { return e == x; });
+      };
+      const std::vector<int64_t> kernel = {kh, kw};
+      if ((!ic->attrs.kernelShape.empty() && ic->attrs.kernelShape != kernel) || ic->attrs.strides != kernel ||
+          !allAre(ic->attrs.dilations, 1) || !allAre(ic->attrs.pads, 0) ||
+          (ic->attrs.autoPad != "NOTSET" && ic->attrs.autoPad != "VALID") || n.attr("output_padding") ||
+          n.attr("output_shape"))
+        continue;
+      ic->transposed = true;
+      ic->kh = kh;
+      ic->kw = kw;
+      columns = Tensor(DType::Float, {M * kh * kw, Cin, 1, 1});
+      const float* src = W.data<float>();
+      float* dst = columns.data<float>();
+      for (int64_t c = 0; c < Cin; ++c)
+        for (int64_t r = 0; r < M * kh * kw; ++r) dst[r * Cin + c] = src[c * M * kh * kw + r];
+      for (int64_t r = 0; r < M * kh * kw; ++r) rowScales.push_back(m_weights[k].scale[(size_t)(r / (kh * kw))]);
+    }
+    auto packed = transposed ? prepareQConvWeights(columns, rowScales) : prepareQConvWeights(W, m_weights[k].scale);
     if (!packed) continue;  // e.g. an all-zero channel (scale 0): FP32 handles it
     ic->weights = std::move(packed).value();
     m_intConv[(size_t)w.node] = std::move(ic);
   }
 }
 
-bool QuantSession::runIntConv(const IntConv& ic, std::span<const Tensor* const> inputs, Tensor* full, Tensor* actOnly,
-                              Tensor* weightError) const {
+bool QuantSession::runIntConv(const IntConv& ic, std::span<const Tensor* const> inputs, const QConvOutputs& out,
+                              int64_t referenceElements) const {
   auto act = m_act.find(ic.act);
   if (act == m_act.end() || inputs.empty() || !inputs[0] || inputs[0]->dtype() != DType::Float) return false;
   const Tensor& X = *inputs[0];
+  if (ic.transposed) return runIntConvTranspose(ic, X, act->second.scale, inputs, out, referenceElements);
   const Shape& k = ic.weights->kernelShape();
   if (X.rank() != (int64_t)k.size() + 2) return false;
   const float* bias = nullptr;
@@ -192,9 +251,9 @@ bool QuantSession::runIntConv(const IntConv& ic, std::span<const Tensor* const> 
   if (!resolveWindow(ic.attrs, std::vector<int64_t>(X.shape().begin() + 2, X.shape().end()),
                      std::vector<int64_t>(k.begin(), k.end()), false, geo))
     return false;
+  if (out.reference && referenceElements != X.dim(0) * ic.weights->outChannels() * geo.outSize()) return false;
   // Refused input (NaN or Inf in X, a shape mismatch): the FP32 path computes or reports it.
-  return qconv(X, act->second.scale, *ic.weights, bias, geo, m_executor->threads(), QConvOutputs{full, actOnly, weightError})
-      .isOk();
+  return qconv(X, act->second.scale, *ic.weights, bias, geo, m_executor->threads(), out).isOk();
 }
 
 bool QuantSession::depthwiseLayerwise(const DepthwiseConv& dw, std::span<const Tensor* const> inputs, const Tensor& ref,
@@ -254,6 +313,38 @@ bool QuantSession::depthwiseLayerwise(const DepthwiseConv& dw, std::span<const T
     both.merge(a[0]);
     actOnly.merge(a[1]);
     weightOnly.merge(a[2]);
+  }
+  return true;
+}
+
+// The tiling ConvTranspose as columns: a 1x1 integer Conv of X, its rows permuted to pixels
+// (the output) or the reference permuted to columns (sums only: no output stored at all).
+bool QuantSession::runIntConvTranspose(const IntConv& ic, const Tensor& X, float sx, std::span<const Tensor* const> inputs,
+                                       const QConvOutputs& out, int64_t referenceElements) const {
+  const int64_t rows = ic.weights->outChannels(), taps = ic.kh * ic.kw, M = rows / taps;
+  if (X.rank() != 4 || X.dim(1) != ic.weights->inChannels() || out.actOnly || out.weightError) return false;
+  const int64_t N = X.dim(0), H = X.dim(2), W = X.dim(3);
+  std::vector<float> bias;
+  if (inputs.size() > 2 && inputs[2]) {
+    if (inputs[2]->dtype() != DType::Float || inputs[2]->numel() != M) return false;
+    for (int64_t r = 0; r < rows; ++r) bias.push_back(inputs[2]->data<float>()[r / taps]);
+  }
+  WindowAttrs one;
+  WindowGeometry geo;
+  if (!resolveWindow(one, {H, W}, {1, 1}, false, geo)) return false;
+  QConvOutputs cols = out;
+  Tensor full, refCols;
+  if (out.reference) {
+    if (referenceElements != N * rows * H * W) return false;
+    refCols = Tensor(DType::Float, {N, rows, H, W});
+    permuteTiles<true>(out.reference, refCols.data<float>(), N, M, H, W, ic.kh, ic.kw);
+    cols.reference = refCols.data<float>();
+  }
+  cols.full = out.full ? &full : nullptr;
+  if (!qconv(X, sx, *ic.weights, bias.empty() ? nullptr : bias.data(), geo, m_executor->threads(), cols).isOk()) return false;
+  if (out.full) {
+    *out.full = Tensor(DType::Float, {N, M, H * ic.kh, W * ic.kw});
+    permuteTiles<false>(full.data<float>(), out.full->data<float>(), N, M, H, W, ic.kh, ic.kw);
   }
   return true;
 }
@@ -581,15 +672,14 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     for (size_t j = 0; j < k; ++j)
       if (n.inputs[j] != kNoValue) floatIn[j] = &floatTable[(size_t)n.inputs[j]];
     if (const IntConv* ic = m_intConv[i].get(); ic && hasWeight[i] && hasAct[i]) {
-      // One integer GEMM over the quantized X gives both points and activations only; one over
-      // X at 16 bits gives what weight quantization alone changes.
-      Tensor full, actOnly, weightError;
-      if (runIntConv(*ic, floatIn, &full, &actOnly, &weightError)) {
-        S.layer[i].add(ref, full, threads);
-        S.act[i].add(ref, actOnly, threads);
-        S.weight[i].addError(ref, weightError, threads);
-        return Status::ok();
-      }
+      // The integer GEMMs give both points, activations only and what weight quantization alone
+      // changes, each compared with the float output in the GEMM's epilogue (nothing stored).
+      QConvOutputs out;
+      out.reference = ref.data<float>();
+      out.fullSums = &S.layer[i];
+      out.actSums = &S.act[i];
+      out.weightSums = &S.weight[i];
+      if (runIntConv(*ic, floatIn, out, ref.numel())) return Status::ok();
     }
     if (const DepthwiseConv* dw = m_dwConv[i].get(); dw && hasWeight[i] && hasAct[i]) {
       if (depthwiseLayerwise(*dw, floatIn, ref, S.layer[i], S.act[i], S.weight[i])) return Status::ok();

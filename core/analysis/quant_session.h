@@ -21,6 +21,7 @@
 #include "core/analysis/metrics.h"
 #include "core/exec/executor.h"
 #include "core/io/calibration_data.h"
+#include "core/kernels/qconv.h"
 #include "core/quant/calibrator.h"
 #include "core/quant/quant_config.h"
 #include "core/quant/quant_types.h"
@@ -160,11 +161,14 @@ class QuantSession {
     int weight;  // index into m_weights, -1 for an activation point
   };
   void indexPoints();
-  // The node as an integer Conv on its untransformed `inputs` (outputs as in QConvOutputs);
-  // false where it does not apply (no activation scale, an input qconv refuses, ...): the caller
-  // then runs the FP32 kernel on fake-quantized inputs.
-  bool runIntConv(const IntConv& ic, std::span<const Tensor* const> inputs, Tensor* full, Tensor* actOnly,
-                  Tensor* weightError) const;
+  // The node as an integer Conv on its untransformed `inputs` (what to compute as in
+  // QConvOutputs; a reference must hold the Conv's output element count); false where it does not
+  // apply (no activation scale, an input qconv refuses, ...): the caller then runs the FP32 kernel
+  // on fake-quantized inputs.
+  bool runIntConv(const IntConv& ic, std::span<const Tensor* const> inputs, const QConvOutputs& out,
+                  int64_t referenceElements = 0) const;
+  bool runIntConvTranspose(const IntConv& ic, const Tensor& X, float sx, std::span<const Tensor* const> inputs,
+                           const QConvOutputs& out, int64_t referenceElements) const;
   // The layer-wise runs of a depthwise Conv in one pass over its planes: both points, activations
   // only and weights only, each compared with `ref` while the plane is in cache. False where it
   // does not apply (no activation scale, shapes the Conv kernel would refuse): the caller then

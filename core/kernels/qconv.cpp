@@ -21,6 +21,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -55,7 +56,7 @@ bool useVnni() { return !g_forceGeneric.load(std::memory_order_relaxed) && cpuHa
 
 // Per-thread scratch, 64-byte aligned, grown only: the word buffers of a det-sized input are
 // megabytes, which a fresh allocation would page-fault in on every call. Null when out of memory.
-enum Slot { kSlotRow, kSlotAcc, kSlotAccE, kSlotXq, kSlotXe, kSlots };
+enum Slot { kSlotRow, kSlotAcc, kSlotAccE, kSlotXq, kSlotXe, kSlotOut, kSlots };
 
 struct ScratchBuf {
   void* p = nullptr;
@@ -527,7 +528,11 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
   Tensor* outs[3] = {out.full, out.actOnly, out.weightError};
   for (Tensor* t : outs)
     if (t) *t = Tensor(DType::Float, yShape);
-  const bool wantAct = out.full || out.actOnly, wantWeight = out.weightError != nullptr;
+  const float* ref = out.reference;
+  if ((out.fullSums || out.actSums || out.weightSums) && !ref)
+    return invalidArgument("qconv: error sums requested without a reference");
+  const bool sumFull = ref && out.fullSums, sumAct = ref && out.actSums, sumWeight = ref && out.weightSums;
+  const bool wantAct = out.full || out.actOnly || sumFull || sumAct, wantWeight = out.weightError || sumWeight;
   if (N == 0 || outSize == 0 || (!wantAct && !wantWeight)) return Status::ok();
 
   threads = std::max(1, threads);
@@ -610,14 +615,17 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
   if (!finite.load()) return invalidArgument("qconv: X contains NaN or Inf");
   for (uint32_t* buf : {xq, xe})
     if (buf) std::fill(buf + N * L.imageWords, buf + words, kPadAct);
-  if (wantWeight && !weightNonZero) std::fill(out.weightError->data<float>(), out.weightError->data<float>() + out.weightError->numel(), 0.f);
+  if (wantWeight && !weightNonZero) {
+    if (out.weightError) std::fill(out.weightError->data<float>(), out.weightError->data<float>() + out.weightError->numel(), 0.f);
+    if (sumWeight) out.weightSums->add(ref, ref, N * M * outSize);  // addError(ref, 0)
+  }
   if (!wantQ) return Status::ok();
 
   // Phase 2. Output positions on the plane grid: slice od of image n holds f = oh * Wph + ow,
   // F of them up to the last real one. Tasks of (image, slice, block of f): the GEMM into int32
   // scratch, then the outputs while the block is in cache.
   // [Wq; r8] whenever actOnly or weightError needs q's sums over r8.
-  const Packed& A = out.actOnly || weightNonZero ? w.packedQR() : w.packedQ();
+  const Packed& A = out.actOnly || sumAct || weightNonZero ? w.packedQR() : w.packedQ();
   const Packed& R = w.packedR();
   const int64_t groups = C4 * kSize, OD = g.out[0], OH = g.out[1], OW = g.out[2], Wph = L.ph[2];
   const int64_t F = (OH - 1) * Wph + OW, sliceWords = L.ph[1] * Wph;
@@ -633,8 +641,11 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
   int64_t nb = std::clamp<int64_t>((65536 / std::max<int64_t>(1, sumRows)) / NR * NR, NR, 512);
   nb = std::min(nb, (F + NR - 1) / NR * NR);
   auto blocksOf = [&](int64_t b) { return N * OD * ((F + b - 1) / b); };
-  if (threads > 1)
-    while (blocksOf(nb) < 4 * threads && nb > NR) nb = std::max(NR, (nb / 2 + NR - 1) / NR * NR);
+  // With error sums the blocks are also the sums' order: then they are cut as for two threads
+  // whatever the thread count, so that the sums do not depend on it.
+  const int64_t cutFor = out.reference ? 2 : threads;
+  if (cutFor > 1)
+    while (blocksOf(nb) < 4 * cutFor && nb > NR) nb = std::max(NR, (nb / 2 + NR - 1) / NR * NR);
   const int64_t colBlocks = (F + nb - 1) / nb;
   const GemmFn gemm = useVnni() ? gemmVnni : gemmGeneric;
 
@@ -648,10 +659,23 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
   }
   float* yFull = out.full ? out.full->data<float>() : nullptr;
   float* yAct = out.actOnly ? out.actOnly->data<float>() : nullptr;
-  float* yW = weightNonZero ? out.weightError->data<float>() : nullptr;
+  float* yW = weightNonZero && out.weightError ? out.weightError->data<float>() : nullptr;
+  const bool doFull = yFull || sumFull, doAct = yAct || sumAct, doWeight = weightNonZero && (yW || sumWeight);
+  // Per block: the sums of full, actOnly and weightError, merged in block order at the end.
+  const int64_t tasks = N * OD * colBlocks;
+  std::vector<std::array<ErrorAccumulator, 3>> sums(ref ? (size_t)tasks : 0);
+  // One run of outputs: stored where a tensor is wanted, else in a row of scratch; then summed.
+  auto emit = [&](float* stored, int64_t at, int64_t len, ErrorAccumulator* acc, bool isError, const auto& fill) {
+    float* dst = stored ? stored + at : scratch<float>(kSlotOut, (size_t)nb);
+    fill(dst);
+    if (!acc) return;
+    if (isError) acc->addError(ref + at, dst, len);
+    else acc->add(ref + at, dst, len);
+  };
 
-  parallelFor(threads, N * OD * colBlocks, 1, [&](int64_t tb, int64_t te) {
+  parallelFor(threads, tasks, 1, [&](int64_t tb, int64_t te) {
     for (int64_t t = tb; t < te; ++t) {
+      ErrorAccumulator* blockSums = ref ? sums[(size_t)t].data() : nullptr;
       const int64_t slice = t / colBlocks, n = slice / OD, od = slice % OD;
       const int64_t f0 = (t % colBlocks) * nb, f1 = std::min(F, f0 + nb);
       const int64_t panelsN = (f1 - f0 + NR - 1) / NR, ldc = panelsN * NR;
@@ -670,32 +694,44 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
       const int64_t ySlice = od * OH * OW;
       int32_t* acc = scratch<int32_t>(kSlotAcc, (size_t)(A.panels * MR * ldc));
       gemm(A, xq + bOff, off.data(), panelsN, acc, ldc);
-      if (wantAct) {
+      if (doFull || doAct) {
         for (int64_t m = 0; m < M; ++m) {
           const int32_t* q = acc + m * ldc;
           const int32_t corrQ = 128 * A.rowSum[(size_t)m];
           const int64_t yo = (n * M + m) * outSize + ySlice;
           forRuns([&](int64_t j, int64_t o, int64_t len) {
-            if (yFull) epilogueFull(q + j, corrQ, scale[(size_t)m], biasD[(size_t)m], len, yFull + yo + o);
-            if (yAct)
-              epilogueActOnly(q + j, corrQ, acc + (M + m) * ldc + j, 128 * A.rowSum[(size_t)(M + m)], invRs[(size_t)m],
-                              scale[(size_t)m], biasD[(size_t)m], len, yAct + yo + o);
+            if (doFull)
+              emit(yFull, yo + o, len, sumFull ? &blockSums[0] : nullptr, false, [&](float* y) {
+                epilogueFull(q + j, corrQ, scale[(size_t)m], biasD[(size_t)m], len, y);
+              });
+            if (doAct)
+              emit(yAct, yo + o, len, sumAct ? &blockSums[1] : nullptr, false, [&](float* y) {
+                epilogueActOnly(q + j, corrQ, acc + (M + m) * ldc + j, 128 * A.rowSum[(size_t)(M + m)], invRs[(size_t)m],
+                                scale[(size_t)m], biasD[(size_t)m], len, y);
+              });
           });
         }
       }
-      if (yW) {
+      if (doWeight) {
         int32_t* accE = wantEx ? scratch<int32_t>(kSlotAccE, (size_t)(R.panels * MR * ldc)) : nullptr;
         if (accE) gemm(R, xe + bOff, off.data(), panelsN, accE, ldc);
         for (int64_t m = 0; m < M; ++m) {
           const int64_t yo = (n * M + m) * outSize + ySlice;
           forRuns([&](int64_t j, int64_t o, int64_t len) {
-            epilogueWeightError(acc + (M + m) * ldc + j, accE ? accE + m * ldc + j : nullptr, 128 * R.rowSum[(size_t)m],
-                                (double)sx, (double)se, coefW[(size_t)m], len, yW + yo + o);
+            emit(yW, yo + o, len, sumWeight ? &blockSums[2] : nullptr, true, [&](float* y) {
+              epilogueWeightError(acc + (M + m) * ldc + j, accE ? accE + m * ldc + j : nullptr, 128 * R.rowSum[(size_t)m],
+                                  (double)sx, (double)se, coefW[(size_t)m], len, y);
+            });
           });
         }
       }
     }
   });
+  for (const auto& b : sums) {
+    if (sumFull) out.fullSums->merge(b[0]);
+    if (sumAct) out.actSums->merge(b[1]);
+    if (sumWeight && weightNonZero) out.weightSums->merge(b[2]);
+  }
   return Status::ok();
 }
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/analysis/metrics.h"
 #include "core/ir/tensor.h"
 #include "core/kernels/conv.h"
 #include "core/quant/fake_quant.h"
@@ -99,6 +100,17 @@ struct QConvOutputs {
   /// where a few values clip to 1.25x the clip, ~2 dB where 20% clip to up to 5x (the residual of
   /// the unclipped values, below half of ex's step there, is then lost). An all-zero X gives 0.
   Tensor* weightError = nullptr;
+
+  /// Error sums against a reference, accumulated while each block of outputs is in cache (the
+  /// layer-wise analysis compares every output with the float Conv's and needs nothing else).
+  /// `reference`: float [N, M, out...], e.g. conv(X, W) + B. Each non-null accumulator gets
+  /// fullSums.add(ref, full), actSums.add(ref, actOnly), weightSums.addError(ref, weightError)
+  /// over every output, summed per block and merged in block order (independent of threads); an
+  /// output with sums but no tensor above is computed without being stored.
+  const float* reference = nullptr;
+  ErrorAccumulator* fullSums = nullptr;
+  ErrorAccumulator* actSums = nullptr;
+  ErrorAccumulator* weightSums = nullptr;
 };
 
 /// X float [N, C, spatial...] with C == w.inChannels(); fq(X, sx) = clamp(nearbyint(X / sx),

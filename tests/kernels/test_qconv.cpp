@@ -675,5 +675,68 @@ TEST(QConv, ZeroInputAndEmptyBatch) {
   EXPECT_EQ(shapeToString(full.shape()), "[0,4,6,7]");
 }
 
+TEST(QConv, ErrorSumsInTheEpilogueEqualSumsOverTheOutputs) {
+  // The sums accumulated block by block against a reference equal ErrorAccumulator over the
+  // stored outputs (to summation order), do not depend on the thread count, and are the same bits
+  // whether or not the outputs are also stored. An all-zero X: weight error 0 against the
+  // reference.
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const Problem p = makeProblem(c, 41);
+    auto w = prepareQConvWeights(p.W, p.sw);
+    ASSERT_TRUE(w.isOk());
+    const Outs o = runQconv(p, *w.value(), c.bias, 1);
+    // A reference near the outputs (as the float Conv is): full plus a small deterministic offset.
+    Tensor ref(DType::Float, o.full.shape());
+    for (int64_t i = 0; i < ref.numel(); ++i) ref.data<float>()[i] = o.full.data<float>()[i] * 1.01f + 0.001f * (float)(i % 7);
+    ErrorAccumulator want[3];
+    want[0].add(ref, o.full);
+    want[1].add(ref, o.act);
+    want[2].addError(ref, o.werr);
+    ErrorAccumulator got[2][3];
+    Tensor stored[3];
+    for (int v = 0; v < 2; ++v) {
+      QConvOutputs out;
+      if (v == 1) out = QConvOutputs{&stored[0], &stored[1], &stored[2]};
+      out.reference = ref.data<float>();
+      out.fullSums = &got[v][0];
+      out.actSums = &got[v][1];
+      out.weightSums = &got[v][2];
+      ASSERT_TRUE(qconv(p.X, p.sx, *w.value(), c.bias ? p.B.data<float>() : nullptr, p.g, v == 0 ? 1 : 2, out).isOk());
+    }
+    EXPECT_TRUE(sameBits(stored[0], o.full) && sameBits(stored[1], o.act) && sameBits(stored[2], o.werr));
+    for (int k = 0; k < 3; ++k) {
+      const ErrorMetrics a = want[k].metrics(), b = got[0][k].metrics(), b2 = got[1][k].metrics();
+      EXPECT_EQ(b.count, ref.numel()) << k;
+      EXPECT_NEAR(b.snrDb, a.snrDb, 1e-4) << k;
+      EXPECT_NEAR(b.cosine, a.cosine, 1e-9) << k;
+      EXPECT_EQ(b.maxAbs, a.maxAbs) << k;
+      EXPECT_EQ(b.snrDb, b2.snrDb) << k;  // threads and storage change nothing
+      EXPECT_EQ(b.cosine, b2.cosine) << k;
+      EXPECT_EQ(b.mse, b2.mse) << k;
+    }
+  }
+  Tensor W(DType::Float, {2, 3, 1, 1});
+  for (int64_t i = 0; i < W.numel(); ++i) W.data<float>()[i] = 0.1f * (float)(i + 1);
+  auto w = prepareQConvWeights(W, {0.01f, 0.01f});
+  ASSERT_TRUE(w.isOk());
+  WindowGeometry g;
+  ASSERT_TRUE(resolveWindow(WindowAttrs{}, {4, 5}, {1, 1}, false, g).isOk());
+  Tensor ref(DType::Float, {1, 2, 4, 5});
+  for (int64_t i = 0; i < ref.numel(); ++i) ref.data<float>()[i] = 1.f + (float)i;
+  ErrorAccumulator weight;
+  QConvOutputs out;
+  out.reference = ref.data<float>();
+  out.weightSums = &weight;
+  ASSERT_TRUE(qconv(Tensor::zeros(DType::Float, {1, 3, 4, 5}), 0.1f, *w.value(), nullptr, g, 1, out).isOk());
+  EXPECT_EQ(weight.metrics().count, 40);
+  EXPECT_TRUE(std::isinf(weight.metrics().snrDb));
+  // Sums without a reference are refused, not ignored.
+  ErrorAccumulator lone;
+  QConvOutputs bad;
+  bad.fullSums = &lone;
+  EXPECT_FALSE(qconv(Tensor::zeros(DType::Float, {1, 3, 4, 5}), 0.1f, *w.value(), nullptr, g, 1, bad).isOk());
+}
+
 }  // namespace
 }  // namespace qs
