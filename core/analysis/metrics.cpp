@@ -28,6 +28,7 @@ double snrDb(double signal, double noise) {
 namespace {
 struct LaneSums {
   double s = 0, e = 0, p = 0;  // sum y^2, d^2, d (y + q); d = y - q
+  double y = 0, d = 0;         // sum y, sum d
   float m = 0;                 // max |d| (d in float; NaN skipped)
   int64_t done = 0;            // elements summed (from the start)
   int64_t redo = -1;           // first element of a block to sum again in double, -1 if none
@@ -46,13 +47,13 @@ template <bool kError>
 __attribute__((target("avx512f"))) LaneSums sumsAvx512(const float* y, const float* q, int64_t n) {
   constexpr int64_t W = 16;
   const __m512d zero = _mm512_setzero_pd();
-  __m512d s0 = zero, s1 = zero, e0 = zero, e1 = zero, p0 = zero, p1 = zero;
+  __m512d s0 = zero, s1 = zero, e0 = zero, e1 = zero, p0 = zero, p1 = zero, y0 = zero, y1 = zero, d0 = zero, d1 = zero;
   __m512 m = _mm512_setzero_ps();
   LaneSums r;
   int64_t i = 0;
   while (i + W <= n) {
     const int64_t end = i + std::min((n - i) / W, ErrorAccumulator::kLaneBlock) * W;
-    __m512 s = _mm512_setzero_ps(), e = s, p = s, bm = s;
+    __m512 s = _mm512_setzero_ps(), e = s, p = s, bm = s, ys = s, ds = s;
     for (int64_t k = i; k < end; k += W) {
       const __m512 yv = _mm512_loadu_ps(y + k);
       // kError: q holds candidate - reference; the candidate as float, as the caller would form it.
@@ -61,10 +62,13 @@ __attribute__((target("avx512f"))) LaneSums sumsAvx512(const float* y, const flo
       s = _mm512_fmadd_ps(yv, yv, s);
       e = _mm512_fmadd_ps(d, d, e);
       p = _mm512_fmadd_ps(d, _mm512_add_ps(yv, qv), p);
+      ys = _mm512_add_ps(ys, yv);
+      ds = _mm512_add_ps(ds, d);
       bm = _mm512_max_ps(_mm512_abs_ps(d), bm);  // a NaN first operand yields bm
     }
     // x - x is NaN exactly where x is Inf or NaN.
-    const __m512 z = _mm512_add_ps(_mm512_add_ps(_mm512_sub_ps(s, s), _mm512_sub_ps(e, e)), _mm512_sub_ps(p, p));
+    const __m512 z = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_sub_ps(s, s), _mm512_sub_ps(e, e)), _mm512_sub_ps(p, p)),
+                                   _mm512_add_ps(_mm512_sub_ps(ys, ys), _mm512_sub_ps(ds, ds)));
     if (_mm512_cmp_ps_mask(z, z, _CMP_UNORD_Q) != 0) {
       r.redo = i;
       break;
@@ -76,11 +80,17 @@ __attribute__((target("avx512f"))) LaneSums sumsAvx512(const float* y, const flo
     e1 = _mm512_add_pd(e1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
     p0 = _mm512_add_pd(p0, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
     p1 = _mm512_add_pd(p1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
+    y0 = _mm512_add_pd(y0, _mm512_cvtps_pd(_mm512_castps512_ps256(ys)));
+    y1 = _mm512_add_pd(y1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(ys), 1))));
+    d0 = _mm512_add_pd(d0, _mm512_cvtps_pd(_mm512_castps512_ps256(ds)));
+    d1 = _mm512_add_pd(d1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(ds), 1))));
     i = end;
   }
   r.s = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
   r.e = _mm512_reduce_add_pd(_mm512_add_pd(e0, e1));
   r.p = _mm512_reduce_add_pd(_mm512_add_pd(p0, p1));
+  r.y = _mm512_reduce_add_pd(_mm512_add_pd(y0, y1));
+  r.d = _mm512_reduce_add_pd(_mm512_add_pd(d0, d1));
   r.m = _mm512_reduce_max_ps(m);
   r.done = i;
   return r;
@@ -92,14 +102,14 @@ template <bool kError>
 LaneSums sumsAvx2(const float* y, const float* q, int64_t n) {
   constexpr int64_t W = 8;
   const __m256d zero = _mm256_setzero_pd();
-  __m256d s0 = zero, s1 = zero, e0 = zero, e1 = zero, p0 = zero, p1 = zero;
+  __m256d s0 = zero, s1 = zero, e0 = zero, e1 = zero, p0 = zero, p1 = zero, y0 = zero, y1 = zero, d0 = zero, d1 = zero;
   const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 m = _mm256_setzero_ps();
   LaneSums r;
   int64_t i = 0;
   while (i + W <= n) {
     const int64_t end = i + std::min((n - i) / W, ErrorAccumulator::kLaneBlock) * W;
-    __m256 s = _mm256_setzero_ps(), e = s, p = s, bm = s;
+    __m256 s = _mm256_setzero_ps(), e = s, p = s, bm = s, ys = s, ds = s;
     for (int64_t k = i; k < end; k += W) {
       const __m256 yv = _mm256_loadu_ps(y + k);
       const __m256 qv = kError ? _mm256_add_ps(yv, _mm256_loadu_ps(q + k)) : _mm256_loadu_ps(q + k);
@@ -107,9 +117,12 @@ LaneSums sumsAvx2(const float* y, const float* q, int64_t n) {
       s = _mm256_fmadd_ps(yv, yv, s);
       e = _mm256_fmadd_ps(d, d, e);
       p = _mm256_fmadd_ps(d, _mm256_add_ps(yv, qv), p);
+      ys = _mm256_add_ps(ys, yv);
+      ds = _mm256_add_ps(ds, d);
       bm = _mm256_max_ps(_mm256_and_ps(d, absMask), bm);
     }
-    const __m256 z = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(s, s), _mm256_sub_ps(e, e)), _mm256_sub_ps(p, p));
+    const __m256 z = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(s, s), _mm256_sub_ps(e, e)), _mm256_sub_ps(p, p)),
+                                   _mm256_add_ps(_mm256_sub_ps(ys, ys), _mm256_sub_ps(ds, ds)));
     if (_mm256_movemask_ps(_mm256_cmp_ps(z, z, _CMP_UNORD_Q)) != 0) {
       r.redo = i;
       break;
@@ -121,6 +134,10 @@ LaneSums sumsAvx2(const float* y, const float* q, int64_t n) {
     e1 = _mm256_add_pd(e1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
     p0 = _mm256_add_pd(p0, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
     p1 = _mm256_add_pd(p1, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+    y0 = _mm256_add_pd(y0, _mm256_cvtps_pd(_mm256_castps256_ps128(ys)));
+    y1 = _mm256_add_pd(y1, _mm256_cvtps_pd(_mm256_extractf128_ps(ys, 1)));
+    d0 = _mm256_add_pd(d0, _mm256_cvtps_pd(_mm256_castps256_ps128(ds)));
+    d1 = _mm256_add_pd(d1, _mm256_cvtps_pd(_mm256_extractf128_ps(ds, 1)));
     i = end;
   }
   auto sum = [](__m256d a, __m256d b) {
@@ -131,6 +148,8 @@ LaneSums sumsAvx2(const float* y, const float* q, int64_t n) {
   r.s = sum(s0, s1);
   r.e = sum(e0, e1);
   r.p = sum(p0, p1);
+  r.y = sum(y0, y1);
+  r.d = sum(d0, d1);
   alignas(32) float t[8];
   _mm256_store_ps(t, m);
   for (float v : t) r.m = std::max(r.m, v);
@@ -151,6 +170,8 @@ void ErrorAccumulator::addDouble(double a, double b) {
   m_signal += a * a;
   m_noise += d * d;
   m_diff += d * (a + b);
+  m_sumY += a;
+  m_sumD += d;
   // |d| rounded to float, as the vector lanes keep it; NaN skipped (std::max keeps m).
   m_maxAbs = std::max(m_maxAbs, (double)std::fabs((float)d));
 }
@@ -164,6 +185,8 @@ void ErrorAccumulator::addSums(const float* y, const float* q, int64_t n) {
     m_signal += r.s;
     m_noise += r.e;
     m_diff += r.p;
+    m_sumY += r.y;
+    m_sumD += r.d;
     m_maxAbs = std::max(m_maxAbs, (double)r.m);
     if (r.redo < 0) {
       i += r.done;
@@ -222,8 +245,24 @@ void ErrorAccumulator::merge(const ErrorAccumulator& o) {
   m_signal += o.m_signal;
   m_noise += o.m_noise;
   m_diff += o.m_diff;
+  m_sumY += o.m_sumY;
+  m_sumD += o.m_sumD;
   m_maxAbs = std::max(m_maxAbs, o.m_maxAbs);
   m_count += o.m_count;
+}
+
+ErrorAccumulator ErrorAccumulator::affine(double a, double b) const {
+  // y' = a y + b, q' = a q + b: d' = a d, y' + q' = a (y + q) + 2 b.
+  ErrorAccumulator r;
+  const double n = (double)m_count;
+  r.m_signal = a * a * m_signal + 2 * a * b * m_sumY + n * b * b;
+  r.m_noise = a * a * m_noise;
+  r.m_diff = a * a * m_diff + 2 * a * b * m_sumD;
+  r.m_sumY = a * m_sumY + n * b;
+  r.m_sumD = a * m_sumD;
+  r.m_maxAbs = std::fabs(a) * m_maxAbs;
+  r.m_count = m_count;
+  return r;
 }
 
 ErrorMetrics ErrorAccumulator::metrics() const {

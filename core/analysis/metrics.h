@@ -25,6 +25,8 @@ struct ErrorMetrics {
 /// analysis). A block's relative error is at most ~kLaneBlock * 2^-24 (4e-6 dB of SNR), and
 /// blocks err independently, so a sum over a tensor is typically within ~1e-7. A block whose
 /// float sums overflow or hold NaN is summed again in double, so large values lose nothing.
+/// Also kept: sum y and sum d, so that the sums of a y' = a y + b (an elementwise op with a
+/// constant) follow from those of y without reading y' (affine()).
 /// The cosine comes from the same sums: sum y'^2 = sum y^2 - sum d (y + y') and
 /// sum y y' = sum y^2 - (sum d^2 + sum d (y + y')) / 2, which stays accurate for y' within a
 /// few ulps of y (two separately rounded sums of y y' and y'^2 would not).
@@ -45,6 +47,9 @@ class ErrorAccumulator {
   static constexpr int64_t kLaneBlock = 16;
   /// Merges another accumulator (e.g. from another thread or batch).
   void merge(const ErrorAccumulator& other);
+  /// The sums of a y + b against a y' + b, from these of y against y' (exact up to the rounding
+  /// of a y + b to float, which a real comparison would add as noise ~1e-7 of y).
+  ErrorAccumulator affine(double a, double b) const;
   ErrorMetrics metrics() const;
   double signalPower() const { return m_signal; }
   double noisePower() const { return m_noise; }
@@ -58,6 +63,8 @@ class ErrorAccumulator {
   double m_signal = 0;  // sum y^2
   double m_noise = 0;   // sum (y - y')^2
   double m_diff = 0;    // sum (y - y') (y + y') = sum y^2 - sum y'^2
+  double m_sumY = 0;    // sum y
+  double m_sumD = 0;    // sum (y - y')
   double m_maxAbs = 0;
   int64_t m_count = 0;
 };

@@ -168,6 +168,43 @@ void QuantSession::indexPoints() {
     m_pointsByNode[(size_t)w.node].push_back(PointRef{w.inputIndex, w.value, (int)m_weights.size()});
     m_weights.push_back(std::move(wq));
   }
+  // Elementwise ops with a scalar constant and no point of their own: y = a x + b.
+  m_affine.assign(g.nodes.size(), AffineOp{});
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    const std::string& op = n.opType;
+    if ((op != "Add" && op != "Sub" && op != "Mul" && op != "Div") || n.inputs.size() != 2 || n.outputs.empty() ||
+        !m_pointsByNode[i].empty())
+      continue;
+    int act = -1;
+    double c = 0;
+    bool ok = true;
+    for (int j = 0; j < 2; ++j) {
+      const ValueId v = n.inputs[(size_t)j];
+      if (v == kNoValue) {
+        ok = false;
+      } else if (const auto& k = g.value(v).constant) {
+        if (k->dtype() != DType::Float || k->numel() != 1) ok = false;
+        else c = k->data<float>()[0];
+      } else {
+        if (act >= 0) ok = false;  // two activations
+        act = j;
+      }
+    }
+    if (!ok || act < 0 || !std::isfinite(c)) continue;
+    AffineOp a;
+    a.input = act;
+    if (op == "Add") a.b = c;
+    else if (op == "Mul") a.a = c;
+    else if (op == "Sub") {
+      a.a = act == 0 ? 1 : -1;
+      a.b = act == 0 ? -c : c;
+    } else {
+      if (act != 0 || c == 0) continue;  // c / x is not affine
+      a.a = 1.0 / c;
+    }
+    m_affine[i] = a;
+  }
   // Depthwise Convs: their layer-wise runs go plane by plane (any CPU, any mode).
   m_dwConv.assign(g.nodes.size(), nullptr);
   for (size_t k = 0; m_options.planeLayerwise && k < m_plan.weights.size(); ++k) {
@@ -466,17 +503,6 @@ std::vector<NodeId> QuantSession::coneOf(const std::vector<NodeId>& roots) const
 }
 
 namespace {
-// Adds every float output of the nodes in `order` (or all nodes) to per-node accumulators.
-void accumulateNodes(const Graph& g, std::span<const NodeId> order, const std::vector<Tensor>& ref,
-                     const std::vector<Tensor>& got, std::vector<ErrorAccumulator>& acc) {
-  for (NodeId id : order) {
-    const Node& n = g.nodes[(size_t)id];
-    if (n.outputs.empty() || n.outputs[0] == kNoValue) continue;
-    const Tensor& a = ref[(size_t)n.outputs[0]];
-    const Tensor& b = got[(size_t)n.outputs[0]];
-    if (a.dtype() == DType::Float && b.dtype() == DType::Float && a.numel() == b.numel()) acc[(size_t)id].add(a, b);
-  }
-}
 void accumulateOutputs(const Graph& g, const std::vector<Tensor>& ref, const std::vector<Tensor>& got,
                        std::vector<ErrorAccumulator>& acc) {
   for (size_t i = 0; i < g.outputs.size(); ++i) {
@@ -487,11 +513,16 @@ void accumulateOutputs(const Graph& g, const std::vector<Tensor>& ref, const std
 }
 // Compares node outputs with the float table as they are produced (while they are in cache: a
 // separate pass over whole tables is bound by memory bandwidth), for the nodes of `nodes` or all.
+// A node that applies a constant a x + b to one activation (affine[node].input >= 0) whose
+// producer was compared in this pass gets its sums from the producer's (ErrorAccumulator::affine)
+// without reading the outputs: the same rule in every pass (analysis, toggles), so the figures
+// agree between them.
 class CompareOutputs : public ExecutionObserver {
  public:
   CompareOutputs(const Graph& g, const std::vector<Tensor>& ref, const std::vector<NodeId>* nodes,
-                 std::vector<ErrorAccumulator>& acc, int threads)
-      : m_ref(ref), m_wanted(g.nodes.size(), nodes ? 0 : 1), m_acc(acc), m_threads(threads) {
+                 std::vector<ErrorAccumulator>& acc, int threads, const std::vector<AffineOp>& affine)
+      : m_g(g), m_ref(ref), m_wanted(g.nodes.size(), nodes ? 0 : 1), m_done(g.nodes.size(), 0), m_acc(acc),
+        m_threads(threads), m_affine(affine) {
     if (nodes)
       for (NodeId id : *nodes) m_wanted[(size_t)id] = 1;
   }
@@ -499,8 +530,17 @@ class CompareOutputs : public ExecutionObserver {
     if (output != 0 || !m_wanted[(size_t)node]) return;
     m_wanted[(size_t)node] = 0;  // what is left set was not run (see remaining())
     const Tensor& a = m_ref[(size_t)id];
-    if (a.dtype() == DType::Float && t.dtype() == DType::Float && a.numel() == t.numel())
-      m_acc[(size_t)node].add(a, t, m_threads);
+    if (a.dtype() != DType::Float || t.dtype() != DType::Float || a.numel() != t.numel()) return;
+    m_done[(size_t)node] = 1;
+    if (const AffineOp& op = m_affine[(size_t)node]; op.input >= 0) {
+      const ValueId in = m_g.nodes[(size_t)node].inputs[(size_t)op.input];
+      const NodeId p = m_g.value(in).producer;
+      if (p >= 0 && m_done[(size_t)p] && m_g.nodes[(size_t)p].outputs[0] == in && m_ref[(size_t)in].numel() == a.numel()) {
+        m_acc[(size_t)node].merge(m_acc[(size_t)p].affine(op.a, op.b));
+        return;
+      }
+    }
+    m_acc[(size_t)node].add(a, t, m_threads);
   }
   // Wanted nodes that did not run, in the order of `nodes`.
   std::vector<NodeId> remaining(const std::vector<NodeId>& nodes) const {
@@ -511,10 +551,12 @@ class CompareOutputs : public ExecutionObserver {
   }
 
  private:
+  const Graph& m_g;
   const std::vector<Tensor>& m_ref;
-  std::vector<char> m_wanted;
+  std::vector<char> m_wanted, m_done;
   std::vector<ErrorAccumulator>& m_acc;
   int m_threads;
+  const std::vector<AffineOp>& m_affine;
 };
 
 // Runs fn(i) for i in [0, n) on up to `threads` threads, the caller included, each claiming the
@@ -554,7 +596,7 @@ Status QuantSession::quantizedPass(const std::vector<NamedTensor>& feeds, const 
                                    Transform& transform, const std::vector<NodeId>* nodes,
                                    std::vector<ErrorAccumulator>& nodeAcc, std::vector<ErrorAccumulator>& outAcc) const {
   const Graph& g = m_model->graph;
-  CompareOutputs compare(g, floatTable, nodes, nodeAcc, m_executor->threads());
+  CompareOutputs compare(g, floatTable, nodes, nodeAcc, m_executor->threads(), m_affine);
   RunOptions ro;
   ro.cancel = &m_cancel;
   ro.inputTransform = &transform;
@@ -754,7 +796,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
       quantTable[(size_t)v] = Tensor();
       if (!m_options.sensitivity) floatTable[(size_t)v] = Tensor();
     };
-    CompareOutputs compare(g, floatTable, nullptr, S.node, m_executor->threads());
+    CompareOutputs compare(g, floatTable, nullptr, S.node, m_executor->threads(), m_affine);
     RunOptions rf, rq;
     rf.cancel = rq.cancel = &m_cancel;
     rq.inputTransform = &all;
@@ -959,7 +1001,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
     BatchCache& c = *m_cache[(size_t)b];
     nodeB[(size_t)b].resize(N);
     outB[(size_t)b].resize(g.outputs.size());
-    CompareOutputs compare(g, c.floatTable, &cone, nodeB[(size_t)b], m_executor->threads());
+    CompareOutputs compare(g, c.floatTable, &cone, nodeB[(size_t)b], m_executor->threads(), m_affine);
     if (c.state != target) {
       std::vector<NodeId> diff;
       bool known = c.state.size() == N;
@@ -980,7 +1022,10 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
       c.state = target;
     }
     // Cone nodes this batch did not re-run (its table was ahead, after an interrupted update).
-    accumulateNodes(g, compare.remaining(cone), c.floatTable, c.quantTable, nodeB[(size_t)b]);
+    // (Through the observer, in cone order: the same sums as a pass that re-ran them.)
+    for (NodeId id : compare.remaining(cone))
+      if (const ValueId v = g.nodes[(size_t)id].outputs.empty() ? kNoValue : g.nodes[(size_t)id].outputs[0]; v != kNoValue)
+        compare.onNodeOutput(id, 0, v, c.quantTable[(size_t)v]);
     accumulateOutputs(g, c.floatTable, c.quantTable, outB[(size_t)b]);
     return Status::ok();
   };

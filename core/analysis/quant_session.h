@@ -51,6 +51,13 @@ struct AnalysisOptions {
   bool planeLayerwise = true;
 };
 
+/// An elementwise op with a constant, y = a x + b on its activation input `input` (-1: the node
+/// is not one): its error sums follow from its input's (ErrorAccumulator::affine).
+struct AffineOp {
+  int input = -1;
+  double a = 1, b = 0;
+};
+
 /// Quantization parameters of one activation tensor.
 struct ActivationQuant {
   ValueId value = kNoValue;
@@ -204,7 +211,8 @@ class QuantSession {
   std::vector<Tensor> m_fakeWeights;  // per m_weights entry: the weight after fake quantization
   std::vector<std::vector<PointRef>> m_pointsByNode;
   std::vector<std::shared_ptr<const IntConv>> m_intConv;  // per node; null: FP32 on fake-quantized inputs
-  std::vector<std::shared_ptr<const DepthwiseConv>> m_dwConv;  // per node; null: not a depthwise Conv with both points
+  std::vector<std::shared_ptr<const DepthwiseConv>> m_dwConv;
+  std::vector<AffineOp> m_affine;  // per node  // per node; null: not a depthwise Conv with both points
   int64_t m_calibratedSamples = 0;
   std::shared_ptr<const AnalysisResult> m_result;
   // Per-node accumulators of the last analysis, kept for incremental updates.

@@ -98,3 +98,37 @@ TEST(CoreMetrics, HugeValuesAndNaNAreSummedInDouble) {
   EXPECT_GT(maxDiff, 0.f);
   EXPECT_EQ(nan.metrics().maxAbs, (double)maxDiff);
 }
+
+TEST(CoreMetrics, AffineSumsEqualTheSumsOfTheMappedTensors) {
+  // The sums of a y + b against a q + b from those of y against q, against summing the mapped
+  // float tensors: equal up to the float rounding of a y + b.
+  std::mt19937 rng(13);
+  std::normal_distribution<float> sig(0.f, 1.f), noise(0.f, 0.05f);
+  const int n = 50021;
+  std::vector<float> y(n), q(n);
+  for (int i = 0; i < n; ++i) {
+    y[i] = 2.f * sig(rng) + 0.5f;
+    q[i] = y[i] + noise(rng);
+  }
+  ErrorAccumulator base;
+  base.add(y.data(), q.data(), n);
+  for (auto [a, b] : std::vector<std::pair<double, double>>{{2, 0}, {1, 3}, {-0.5, 1}, {1.0 / 6, 0}, {1, -40}}) {
+    std::vector<float> ya(n), qa(n);
+    for (int i = 0; i < n; ++i) {
+      ya[i] = (float)(a * y[i] + b);
+      qa[i] = (float)(a * q[i] + b);
+    }
+    ErrorAccumulator real;
+    real.add(ya.data(), qa.data(), n);
+    const ErrorMetrics want = real.metrics(), got = base.affine(a, b).metrics();
+    EXPECT_EQ(got.count, want.count);
+    EXPECT_NEAR(got.snrDb, want.snrDb, 2e-3) << a << " " << b;  // the real one has the rounding of a y + b in it
+    EXPECT_NEAR(1 - got.cosine, 1 - want.cosine, 1e-3 * (1 - want.cosine)) << a << " " << b;
+    EXPECT_NEAR(got.mse, want.mse, 1e-3 * want.mse) << a << " " << b;
+    EXPECT_NEAR(got.maxAbs, want.maxAbs, 1e-5 * want.maxAbs) << a << " " << b;
+    // Chained maps compose: (a, b) then (2, 1) is (2a, 2b + 1).
+    const ErrorMetrics twice = base.affine(a, b).affine(2, 1).metrics(), once = base.affine(2 * a, 2 * b + 1).metrics();
+    EXPECT_NEAR(twice.snrDb, once.snrDb, 1e-9) << a << " " << b;
+    EXPECT_NEAR(twice.mse, once.mse, 1e-12 * once.mse) << a << " " << b;
+  }
+}
