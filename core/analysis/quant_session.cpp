@@ -328,9 +328,10 @@ bool QuantSession::depthwiseLayerwise(const DepthwiseConv& dw, std::span<const T
   std::vector<std::array<ErrorAccumulator, 3>> acc((size_t)(N * C));
   parallelFor(m_executor->threads(), N * C, 1, [&](int64_t b, int64_t e) {
     thread_local std::vector<float> buf;
-    if (buf.size() < (size_t)(inSize + outSize)) buf.resize((size_t)(inSize + outSize));
+    if (buf.size() < (size_t)(inSize + 2 * outSize)) buf.resize((size_t)(inSize + 2 * outSize));
     float* xq = buf.data();
     float* out = xq + inSize;
+    float* out2 = out + outSize;
     for (int64_t p = b; p < e; ++p) {
       const int64_t c = p % C;
       const float* xp = x + p * inSize;
@@ -338,10 +339,9 @@ bool QuantSession::depthwiseLayerwise(const DepthwiseConv& dw, std::span<const T
       const float bv = bias ? bias[c] : 0.f;
       if (mode == QuantMode::Fp8) fakeQuantFp8(xp, xq, inSize, sx);
       else fakeQuantInt8(xp, xq, inSize, sx, kActQmin, kActQmax);
-      depthwiseConvPlane(xq, wq + c * kSize, bv, geo, out);
+      depthwiseConvPlane2(xq, wq + c * kSize, w + c * kSize, bv, geo, out, out2);
       acc[(size_t)p][0].add(yp, out, outSize);
-      depthwiseConvPlane(xq, w + c * kSize, bv, geo, out);
-      acc[(size_t)p][1].add(yp, out, outSize);
+      acc[(size_t)p][1].add(yp, out2, outSize);
       depthwiseConvPlane(xp, wq + c * kSize, bv, geo, out);
       acc[(size_t)p][2].add(yp, out, outSize);
     }

@@ -306,30 +306,38 @@ inline __m256 loadTap(const float* p) {
   }
 }
 
-// V vectors of 8 consecutive outputs of one row of a zero-padded plane (row stride PW): V
-// independent accumulator chains, each output summed as bias + taps in (kh, kw) order.
-template <int S, int V>
-inline void depthwiseVectors(const float* rows, const float* w, __m256 vb, int64_t KH, int64_t dh, int64_t PW,
-                             int64_t KW, int64_t dw, float* out) {
-  __m256 a[V];
-  for (int v = 0; v < V; ++v) a[v] = vb;
+// V vectors of 8 consecutive outputs of one row of a zero-padded plane (row stride PW), for NW
+// filters over the same input (each load then serves NW FMAs): V * NW independent accumulator
+// chains, each output summed as bias + taps in (kh, kw) order.
+template <int S, int V, int NW>
+inline void depthwiseVectors(const float* rows, const float* const* w, const __m256* vb, int64_t KH, int64_t dh,
+                             int64_t PW, int64_t KW, int64_t dw, float* const* out, int64_t at) {
+  __m256 a[NW][V];
+  for (int f = 0; f < NW; ++f)
+    for (int v = 0; v < V; ++v) a[f][v] = vb[f];
   for (int64_t kh = 0; kh < KH; ++kh) {
     const float* ip = rows + kh * dh * PW;
-    const float* wr = w + kh * KW;
     for (int64_t kw = 0; kw < KW; ++kw) {
-      const __m256 wv = _mm256_broadcast_ss(wr + kw);
-      for (int v = 0; v < V; ++v) a[v] = _mm256_fmadd_ps(wv, loadTap<S>(ip + kw * dw + 8 * S * v), a[v]);
+      __m256 wv[NW];
+      for (int f = 0; f < NW; ++f) wv[f] = _mm256_broadcast_ss(w[f] + kh * KW + kw);
+      for (int v = 0; v < V; ++v) {
+        const __m256 x = loadTap<S>(ip + kw * dw + 8 * S * v);
+        for (int f = 0; f < NW; ++f) a[f][v] = _mm256_fmadd_ps(wv[f], x, a[f][v]);
+      }
     }
   }
-  for (int v = 0; v < V; ++v) _mm256_storeu_ps(out + 8 * v, a[v]);
+  for (int f = 0; f < NW; ++f)
+    for (int v = 0; v < V; ++v) _mm256_storeu_ps(out[f] + at + 8 * v, a[f][v]);
 }
 
-// Depthwise, W stride S (1 or 2): the plane is copied once into zero-padded scratch, so that
-// every output, borders included, goes through the vector code, 64, 32, 16 and 8 at a time with
-// independent chains (det's 5x5 planes ran at ~6 GFMA/s with two chains and scalar borders, each
-// border tap checked). A padding tap adds w * 0: the same sums as skipping it.
-template <int S>
-void depthwisePlaneVector(const float* in, const float* w, float bias, const WindowGeometry& g, float* out) {
+// Depthwise, W stride S (1 or 2), NW filters over one plane: the plane is copied once into
+// zero-padded scratch, so that every output, borders included, goes through the vector code,
+// 64 / NW, then down to 8 outputs at a time with independent chains (det's 5x5 planes ran at ~6
+// GFMA/s with two chains and scalar borders, each border tap checked). A padding tap adds w * 0:
+// the same sums as skipping it.
+template <int S, int NW>
+void depthwisePlaneVector(const float* in, const float* const* w, const float* bias, const WindowGeometry& g,
+                          float* const* out) {
   const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
   const int64_t KH = g.k[1], KW = g.k[2], sh = g.s[1], dh = g.d[1], dw = g.d[2];
   const int64_t padT = g.padB[1], padL = g.padB[2];
@@ -348,23 +356,27 @@ void depthwisePlaneVector(const float* in, const float* w, float bias, const Win
     if (body > 0) std::memcpy(prow + lead, in + ir * IW, sizeof(float) * (size_t)body);
     std::fill(prow + lead + body, prow + PW, 0.f);
   }
-  const __m256 vb = _mm256_set1_ps(bias);
+  __m256 vb[NW];
+  for (int f = 0; f < NW; ++f) vb[f] = _mm256_set1_ps(bias[f]);
   for (int64_t oh = 0; oh < OH; ++oh) {
     const float* rows = pp + oh * sh * PW;
-    float* orow = out + oh * OW;
+    float* orow[NW];
+    for (int f = 0; f < NW; ++f) orow[f] = out[f] + oh * OW;
     int64_t ow = 0;
     auto vectors = [&](auto v) {
       constexpr int V = decltype(v)::value;
-      for (; ow + 8 * V <= OW; ow += 8 * V) depthwiseVectors<S, V>(rows + ow * S, w, vb, KH, dh, PW, KW, dw, orow + ow);
+      for (; ow + 8 * V <= OW; ow += 8 * V) depthwiseVectors<S, V, NW>(rows + ow * S, w, vb, KH, dh, PW, KW, dw, orow, ow);
     };
-    vectors(std::integral_constant<int, 8>{});
+    if constexpr (NW == 1) vectors(std::integral_constant<int, 8>{});
     vectors(std::integral_constant<int, 4>{});
     vectors(std::integral_constant<int, 2>{});
     vectors(std::integral_constant<int, 1>{});
     if (ow < OW) {  // the last few outputs: one vector into a buffer
-      alignas(32) float last[8];
-      depthwiseVectors<S, 1>(rows + ow * S, w, vb, KH, dh, PW, KW, dw, last);
-      std::memcpy(orow + ow, last, sizeof(float) * (size_t)(OW - ow));
+      alignas(32) float last[NW][8];
+      float* lastRows[NW];
+      for (int f = 0; f < NW; ++f) lastRows[f] = last[f];
+      depthwiseVectors<S, 1, NW>(rows + ow * S, w, vb, KH, dh, PW, KW, dw, lastRows, 0);
+      for (int f = 0; f < NW; ++f) std::memcpy(orow[f] + ow, last[f], sizeof(float) * (size_t)(OW - ow));
     }
   }
 }
@@ -373,12 +385,11 @@ void depthwisePlaneVector(const float* in, const float* w, float bias, const Win
 void depthwisePlaneImpl(const float* in, const float* w, float bias, const WindowGeometry& g, float* out) {
   const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
   const int64_t KH = g.k[1], KW = g.k[2], sh = g.s[1], sw = g.s[2];
-  if (sw == 1) {
-    depthwisePlaneVector<1>(in, w, bias, g, out);
-    return;
-  }
-  if (sw == 2) {
-    depthwisePlaneVector<2>(in, w, bias, g, out);
+  if (sw == 1 || sw == 2) {
+    const float* const ws[1] = {w};
+    float* const outs[1] = {out};
+    if (sw == 1) depthwisePlaneVector<1, 1>(in, ws, &bias, g, outs);
+    else depthwisePlaneVector<2, 1>(in, ws, &bias, g, outs);
     return;
   }
   // Valid ow range per kw, computed once per plane.
@@ -598,6 +609,21 @@ class ConvKernel : public Kernel {
 
 void depthwiseConvPlane(const float* in, const float* w, float bias, const WindowGeometry& g, float* out) {
   depthwisePlaneImpl(in, w, bias, g, out);
+}
+
+void depthwiseConvPlane2(const float* in, const float* w0, const float* w1, float bias, const WindowGeometry& g,
+                         float* out0, float* out1) {
+  const float* const ws[2] = {w0, w1};
+  const float biases[2] = {bias, bias};
+  float* const outs[2] = {out0, out1};
+  if (g.s[2] == 1) {
+    depthwisePlaneVector<1, 2>(in, ws, biases, g, outs);
+  } else if (g.s[2] == 2) {
+    depthwisePlaneVector<2, 2>(in, ws, biases, g, outs);
+  } else {
+    depthwisePlaneImpl(in, w0, bias, g, out0);
+    depthwisePlaneImpl(in, w1, bias, g, out1);
+  }
 }
 
 Result<std::unique_ptr<Kernel>> createConv(const KernelInit& init) {

@@ -64,6 +64,10 @@ void col2im(const float* col, int64_t c0, int64_t c1, const WindowGeometry& g, f
 /// out[oh][ow] = bias + sum w[kh][kw] * in[...], what the Conv kernel computes for each plane of
 /// such a Conv (the same products in the same order, so the same bits).
 void depthwiseConvPlane(const float* in, const float* w, float bias, const WindowGeometry& g, float* out);
+/// Two filters over one plane in one pass (each input load serves both): the same bits as
+/// depthwiseConvPlane with w0 into out0 and with w1 into out1.
+void depthwiseConvPlane2(const float* in, const float* w0, const float* w1, float bias, const WindowGeometry& g,
+                         float* out0, float* out1);
 
 /// Per-thread scratch of at least n floats, uninitialised, reused across run() calls on the same
 /// thread (grows only), so that im2col / col2im buffers are not re-allocated (and page-faulted in)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 
@@ -369,6 +370,32 @@ TEST(NnConv, DepthwiseVectorBlocksBothStridesVsNaive) {
                       "depthwise s" + std::to_string(stride) + " k" + std::to_string(k) + " width " + std::to_string(width) +
                           " pad " + std::to_string(pb));
         }
+}
+
+TEST(NnConv, DepthwiseTwoFiltersEqualTwoSinglePasses) {
+  // depthwiseConvPlane2 (the analysis's layer-wise pass) against two depthwiseConvPlane calls:
+  // the same bits, for W strides 1, 2 (vector paths) and 3 (the general path).
+  std::mt19937 rng(80);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int64_t stride : {1, 2, 3})
+    for (int64_t k : {3, 5})
+      for (int64_t width : {9, 40, 77}) {
+        WindowAttrs a;
+        a.strides = {stride, stride};
+        a.pads = {k / 2, k / 2, k / 2, k / 2};
+        WindowGeometry g;
+        ASSERT_TRUE(resolveWindow(a, {11, width}, {k, k}, false, g).isOk());
+        std::vector<float> x((size_t)g.inSize()), w0((size_t)(k * k)), w1((size_t)(k * k));
+        for (float& v : x) v = nd(rng);
+        for (float& v : w0) v = nd(rng);
+        for (float& v : w1) v = nd(rng);
+        std::vector<float> a0((size_t)g.outSize()), a1(a0.size()), b0(a0.size()), b1(a0.size());
+        depthwiseConvPlane(x.data(), w0.data(), 0.25f, g, a0.data());
+        depthwiseConvPlane(x.data(), w1.data(), 0.25f, g, a1.data());
+        depthwiseConvPlane2(x.data(), w0.data(), w1.data(), 0.25f, g, b0.data(), b1.data());
+        EXPECT_EQ(0, std::memcmp(a0.data(), b0.data(), a0.size() * sizeof(float))) << stride << " " << k << " " << width;
+        EXPECT_EQ(0, std::memcmp(a1.data(), b1.data(), a1.size() * sizeof(float))) << stride << " " << k << " " << width;
+      }
 }
 
 TEST(NnConv, PointwiseVsNaive) {
