@@ -26,12 +26,10 @@ double snrDb(double signal, double noise) {
 // toggle's time (each add waited for the previous one); products in double, a quarter of an
 // analysis.
 namespace {
-struct LaneSums {
-  double s = 0, e = 0, p = 0;  // sum y^2, d^2, d (y + q); d = y - q
-  double y = 0, d = 0;         // sum y, sum d
-  float m = 0;                 // max |d| (d in float; NaN skipped)
-  int64_t done = 0;            // elements summed (from the start)
-  int64_t redo = -1;           // first element of a block to sum again in double, -1 if none
+// Where a call stopped: elements summed, and the first element of a block to sum again in double
+// (-1 if none).
+struct LaneStop {
+  int64_t done = 0, redo = -1;
 };
 
 #ifdef __AVX2__
@@ -41,15 +39,22 @@ struct LaneSums {
 #endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 // GCC 12 warns about the _mm512_undefined_*() inside its own intrinsics (a false positive).
-// Sums vectors from the start of [y, q) until a block is not finite (returned in redo) or fewer
-// than 16 elements are left.
+// The low and high 8 float lanes of v in double.
+__attribute__((target("avx512f"))) inline __m512d lo(__m512 v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(v)); }
+__attribute__((target("avx512f"))) inline __m512d hi(__m512 v) {
+  return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+// Sums vectors from the start of [y, q) into the double lanes of `st` until a block is not finite
+// (returned in redo) or fewer than 16 elements are left.
 template <bool kError>
-__attribute__((target("avx512f"))) LaneSums sumsAvx512(const float* y, const float* q, int64_t n) {
+__attribute__((target("avx512f"))) LaneStop sumsAvx512(const float* y, const float* q, int64_t n,
+                                                       ErrorAccumulator::Lanes& st) {
   constexpr int64_t W = 16;
-  const __m512d zero = _mm512_setzero_pd();
-  __m512d s0 = zero, s1 = zero, e0 = zero, e1 = zero, p0 = zero, p1 = zero, y0 = zero, y1 = zero, d0 = zero, d1 = zero;
-  __m512 m = _mm512_setzero_ps();
-  LaneSums r;
+  __m512d s0 = _mm512_load_pd(st.s), s1 = _mm512_load_pd(st.s + 8), e0 = _mm512_load_pd(st.e), e1 = _mm512_load_pd(st.e + 8);
+  __m512d p0 = _mm512_load_pd(st.p), p1 = _mm512_load_pd(st.p + 8), y0 = _mm512_load_pd(st.y), y1 = _mm512_load_pd(st.y + 8);
+  __m512d d0 = _mm512_load_pd(st.d), d1 = _mm512_load_pd(st.d + 8);
+  __m512 m = _mm512_load_ps(st.m);
+  LaneStop r;
   int64_t i = 0;
   while (i + W <= n) {
     const int64_t end = i + std::min((n - i) / W, ErrorAccumulator::kLaneBlock) * W;
@@ -74,38 +79,44 @@ __attribute__((target("avx512f"))) LaneSums sumsAvx512(const float* y, const flo
       break;
     }
     m = _mm512_max_ps(bm, m);
-    s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(s)));
-    s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
-    e0 = _mm512_add_pd(e0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-    e1 = _mm512_add_pd(e1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
-    p0 = _mm512_add_pd(p0, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
-    p1 = _mm512_add_pd(p1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
-    y0 = _mm512_add_pd(y0, _mm512_cvtps_pd(_mm512_castps512_ps256(ys)));
-    y1 = _mm512_add_pd(y1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(ys), 1))));
-    d0 = _mm512_add_pd(d0, _mm512_cvtps_pd(_mm512_castps512_ps256(ds)));
-    d1 = _mm512_add_pd(d1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(ds), 1))));
+    s0 = _mm512_add_pd(s0, lo(s));
+    s1 = _mm512_add_pd(s1, hi(s));
+    e0 = _mm512_add_pd(e0, lo(e));
+    e1 = _mm512_add_pd(e1, hi(e));
+    p0 = _mm512_add_pd(p0, lo(p));
+    p1 = _mm512_add_pd(p1, hi(p));
+    y0 = _mm512_add_pd(y0, lo(ys));
+    y1 = _mm512_add_pd(y1, hi(ys));
+    d0 = _mm512_add_pd(d0, lo(ds));
+    d1 = _mm512_add_pd(d1, hi(ds));
     i = end;
   }
-  r.s = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
-  r.e = _mm512_reduce_add_pd(_mm512_add_pd(e0, e1));
-  r.p = _mm512_reduce_add_pd(_mm512_add_pd(p0, p1));
-  r.y = _mm512_reduce_add_pd(_mm512_add_pd(y0, y1));
-  r.d = _mm512_reduce_add_pd(_mm512_add_pd(d0, d1));
-  r.m = _mm512_reduce_max_ps(m);
+  _mm512_store_pd(st.s, s0);
+  _mm512_store_pd(st.s + 8, s1);
+  _mm512_store_pd(st.e, e0);
+  _mm512_store_pd(st.e + 8, e1);
+  _mm512_store_pd(st.p, p0);
+  _mm512_store_pd(st.p + 8, p1);
+  _mm512_store_pd(st.y, y0);
+  _mm512_store_pd(st.y + 8, y1);
+  _mm512_store_pd(st.d, d0);
+  _mm512_store_pd(st.d + 8, d1);
+  _mm512_store_ps(st.m, m);
   r.done = i;
   return r;
 }
 #pragma GCC diagnostic pop
 
-// The same over 8 float lanes (AVX2).
+// The same over 8 float lanes (AVX2), into the first 8 double lanes of each sum.
 template <bool kError>
-LaneSums sumsAvx2(const float* y, const float* q, int64_t n) {
+LaneStop sumsAvx2(const float* y, const float* q, int64_t n, ErrorAccumulator::Lanes& st) {
   constexpr int64_t W = 8;
-  const __m256d zero = _mm256_setzero_pd();
-  __m256d s0 = zero, s1 = zero, e0 = zero, e1 = zero, p0 = zero, p1 = zero, y0 = zero, y1 = zero, d0 = zero, d1 = zero;
+  __m256d s0 = _mm256_load_pd(st.s), s1 = _mm256_load_pd(st.s + 4), e0 = _mm256_load_pd(st.e), e1 = _mm256_load_pd(st.e + 4);
+  __m256d p0 = _mm256_load_pd(st.p), p1 = _mm256_load_pd(st.p + 4), y0 = _mm256_load_pd(st.y), y1 = _mm256_load_pd(st.y + 4);
+  __m256d d0 = _mm256_load_pd(st.d), d1 = _mm256_load_pd(st.d + 4);
   const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  __m256 m = _mm256_setzero_ps();
-  LaneSums r;
+  __m256 m = _mm256_load_ps(st.m);
+  LaneStop r;
   int64_t i = 0;
   while (i + W <= n) {
     const int64_t end = i + std::min((n - i) / W, ErrorAccumulator::kLaneBlock) * W;
@@ -128,40 +139,49 @@ LaneSums sumsAvx2(const float* y, const float* q, int64_t n) {
       break;
     }
     m = _mm256_max_ps(bm, m);
-    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(s)));
-    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(s, 1)));
-    e0 = _mm256_add_pd(e0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-    e1 = _mm256_add_pd(e1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
-    p0 = _mm256_add_pd(p0, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
-    p1 = _mm256_add_pd(p1, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
-    y0 = _mm256_add_pd(y0, _mm256_cvtps_pd(_mm256_castps256_ps128(ys)));
-    y1 = _mm256_add_pd(y1, _mm256_cvtps_pd(_mm256_extractf128_ps(ys, 1)));
-    d0 = _mm256_add_pd(d0, _mm256_cvtps_pd(_mm256_castps256_ps128(ds)));
-    d1 = _mm256_add_pd(d1, _mm256_cvtps_pd(_mm256_extractf128_ps(ds, 1)));
+    auto lo = [](__m256 v) { return _mm256_cvtps_pd(_mm256_castps256_ps128(v)); };
+    auto hi = [](__m256 v) { return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)); };
+    s0 = _mm256_add_pd(s0, lo(s));
+    s1 = _mm256_add_pd(s1, hi(s));
+    e0 = _mm256_add_pd(e0, lo(e));
+    e1 = _mm256_add_pd(e1, hi(e));
+    p0 = _mm256_add_pd(p0, lo(p));
+    p1 = _mm256_add_pd(p1, hi(p));
+    y0 = _mm256_add_pd(y0, lo(ys));
+    y1 = _mm256_add_pd(y1, hi(ys));
+    d0 = _mm256_add_pd(d0, lo(ds));
+    d1 = _mm256_add_pd(d1, hi(ds));
     i = end;
   }
-  auto sum = [](__m256d a, __m256d b) {
-    alignas(32) double t[4];
-    _mm256_store_pd(t, _mm256_add_pd(a, b));
-    return (t[0] + t[1]) + (t[2] + t[3]);
-  };
-  r.s = sum(s0, s1);
-  r.e = sum(e0, e1);
-  r.p = sum(p0, p1);
-  r.y = sum(y0, y1);
-  r.d = sum(d0, d1);
-  alignas(32) float t[8];
-  _mm256_store_ps(t, m);
-  for (float v : t) r.m = std::max(r.m, v);
+  _mm256_store_pd(st.s, s0);
+  _mm256_store_pd(st.s + 4, s1);
+  _mm256_store_pd(st.e, e0);
+  _mm256_store_pd(st.e + 4, e1);
+  _mm256_store_pd(st.p, p0);
+  _mm256_store_pd(st.p + 4, p1);
+  _mm256_store_pd(st.y, y0);
+  _mm256_store_pd(st.y + 4, y1);
+  _mm256_store_pd(st.d, d0);
+  _mm256_store_pd(st.d + 4, d1);
+  _mm256_store_ps(st.m, m);
   r.done = i;
   return r;
 }
 const bool kHasAvx512 = __builtin_cpu_supports("avx512f");
 #endif
+
+// 16 lanes in a fixed order.
+double laneTotal(const double* a) {
+  double t[8];
+  for (int k = 0; k < 8; ++k) t[k] = a[k] + a[k + 8];
+  return ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
+}
 }  // namespace
 
 void ErrorAccumulator::add(const float* y, const float* q, int64_t n) { addSums<false>(y, q, n); }
 void ErrorAccumulator::addError(const float* y, const float* e, int64_t n) { addSums<true>(y, e, n); }
+void ErrorAccumulator::add(Lanes& lanes, const float* y, const float* q, int64_t n) { addLanes<false>(lanes, y, q, n); }
+void ErrorAccumulator::addError(Lanes& lanes, const float* y, const float* e, int64_t n) { addLanes<true>(lanes, y, e, n); }
 
 // One element in double: the products exact up to double rounding (the path of short tails and
 // of blocks whose float sums are not finite).
@@ -177,17 +197,11 @@ void ErrorAccumulator::addDouble(double a, double b) {
 }
 
 template <bool kError>
-void ErrorAccumulator::addSums(const float* y, const float* q, int64_t n) {
+void ErrorAccumulator::addLanes(Lanes& st, const float* y, const float* q, int64_t n) {
   int64_t i = 0;
 #ifdef __AVX2__
   while (i < n) {
-    const LaneSums r = kHasAvx512 ? sumsAvx512<kError>(y + i, q + i, n - i) : sumsAvx2<kError>(y + i, q + i, n - i);
-    m_signal += r.s;
-    m_noise += r.e;
-    m_diff += r.p;
-    m_sumY += r.y;
-    m_sumD += r.d;
-    m_maxAbs = std::max(m_maxAbs, (double)r.m);
+    const LaneStop r = kHasAvx512 ? sumsAvx512<kError>(y + i, q + i, n - i, st) : sumsAvx2<kError>(y + i, q + i, n - i, st);
     if (r.redo < 0) {
       i += r.done;
       break;
@@ -200,6 +214,23 @@ void ErrorAccumulator::addSums(const float* y, const float* q, int64_t n) {
 #endif
   for (; i < n; ++i) addDouble(y[i], kError ? (double)(float)(y[i] + q[i]) : (double)q[i]);
   m_count += n;
+}
+
+void ErrorAccumulator::flush(Lanes& st) {
+  m_signal += laneTotal(st.s);
+  m_noise += laneTotal(st.e);
+  m_diff += laneTotal(st.p);
+  m_sumY += laneTotal(st.y);
+  m_sumD += laneTotal(st.d);
+  for (float v : st.m) m_maxAbs = std::max(m_maxAbs, (double)v);
+  st = Lanes();
+}
+
+template <bool kError>
+void ErrorAccumulator::addSums(const float* y, const float* q, int64_t n) {
+  Lanes st;
+  addLanes<kError>(st, y, q, n);
+  flush(st);
 }
 
 void ErrorAccumulator::addError(const Tensor& y, const Tensor& e, int threads) {

@@ -42,6 +42,16 @@ class ErrorAccumulator {
   /// rounded to float as a caller adding the two would (same sums, one pass less).
   void addError(const float* reference, const float* error, int64_t n);
   void addError(const Tensor& reference, const Tensor& error, int threads = 1);
+  /// Vector lanes kept across calls: many short runs (an epilogue's output rows) summed without
+  /// reducing the lanes after each run; flush() adds them into the sums. The result depends on
+  /// the runs (their lengths and order) only.
+  struct Lanes {
+    alignas(64) double s[16] = {}, e[16] = {}, p[16] = {}, y[16] = {}, d[16] = {};
+    alignas(64) float m[16] = {};
+  };
+  void add(Lanes& lanes, const float* reference, const float* candidate, int64_t n);
+  void addError(Lanes& lanes, const float* reference, const float* error, int64_t n);
+  void flush(Lanes& lanes);
   static constexpr int64_t kBlock = 1 << 16;
   /// Elements per vector lane summed in float before the lane goes into the double sums.
   static constexpr int64_t kLaneBlock = 16;
@@ -57,6 +67,8 @@ class ErrorAccumulator {
  private:
   template <bool kError>
   void addSums(const float* y, const float* q, int64_t n);
+  template <bool kError>
+  void addLanes(Lanes& lanes, const float* y, const float* q, int64_t n);
   template <bool kError>
   void addBlocks(const float* y, const float* q, int64_t n, int threads);
   void addDouble(double y, double q);

@@ -72,6 +72,16 @@ struct QuantSession::DepthwiseConv {
   int weight = -1;         // index into m_weights / m_fakeWeights
 };
 
+// Where a take-over (Transform::runNode) may compare a node's output with its float reference
+// itself, while the output is in cache: reference() is the float output to compare with, or null
+// when the node is not to be compared in this pass; compared() records the sums.
+class NodeCompare {
+ public:
+  virtual ~NodeCompare() = default;
+  virtual const Tensor* reference(NodeId node) = 0;
+  virtual void compared(NodeId node, const ErrorAccumulator& sums) = 0;
+};
+
 // Fake-quantizes node inputs at the quantization points of the enabled nodes.
 class QuantSession::Transform : public InputTransform {
  public:
@@ -81,6 +91,8 @@ class QuantSession::Transform : public InputTransform {
       : m_s(s), m_enabled(std::move(enabled)), m_parts(parts) {}
   // One node alone (layer-wise, sensitivity): no per-node mask to build.
   Transform(const QuantSession& s, NodeId only, int parts = kBoth) : m_s(s), m_only(only), m_parts(parts) {}
+  // Outputs of taken-over nodes compared through `c` (one Transform per thread then).
+  void setCompare(NodeCompare* c) { m_compare = c; }
 
   const Tensor* transform(NodeId node, size_t input, const Tensor& value, Tensor& storage) override {
     if (m_only >= 0 ? node != m_only : !m_enabled[(size_t)node]) return nullptr;
@@ -100,14 +112,23 @@ class QuantSession::Transform : public InputTransform {
     return nullptr;
   }
 
-  // With both kinds of points on, an integer Conv replaces fake quantization plus FP32 Conv.
+  // With both kinds of points on, an integer Conv replaces fake quantization plus FP32 Conv, and
+  // a depthwise Conv runs plane by plane (X fake-quantized per plane, never stored whole),
+  // comparing each output plane as it goes where a NodeCompare is set.
   bool runNode(NodeId node, std::span<const Tensor* const> inputs, std::span<Tensor> outputs, Status&) override {
-    if (m_parts != kBoth || (m_only >= 0 ? node != m_only : !m_enabled[(size_t)node])) return false;
-    const IntConv* ic = m_s.m_intConv[(size_t)node].get();
-    QConvOutputs out;
-    if (!ic || outputs.empty()) return false;
-    out.full = &outputs[0];
-    return m_s.runIntConv(*ic, inputs, out);
+    if (m_parts != kBoth || outputs.empty() || (m_only >= 0 ? node != m_only : !m_enabled[(size_t)node])) return false;
+    // (The integer Conv's output is compared by the observer: measured, comparing it in the
+    // epilogue, row run by row run across the output planes, was slower than one pass over it.)
+    if (const IntConv* ic = m_s.m_intConv[(size_t)node].get()) return m_s.runIntConv(*ic, inputs, QConvOutputs{&outputs[0]});
+    const Tensor* ref = m_compare ? m_compare->reference(node) : nullptr;
+    ErrorAccumulator sums;
+    if (const DepthwiseConv* dw = m_s.m_dwConv[(size_t)node].get()) {
+      ErrorAccumulator* const planeSums[3] = {ref ? &sums : nullptr, nullptr, nullptr};
+      if (!m_s.depthwisePlanes(*dw, inputs, &outputs[0], ref, planeSums)) return false;
+      if (ref) m_compare->compared(node, sums);
+      return true;
+    }
+    return false;
   }
 
  private:
@@ -115,6 +136,7 @@ class QuantSession::Transform : public InputTransform {
   std::vector<char> m_enabled;
   NodeId m_only = -1;
   int m_parts;
+  NodeCompare* m_compare = nullptr;
 };
 
 QuantSession::~QuantSession() = default;
@@ -293,16 +315,16 @@ bool QuantSession::runIntConv(const IntConv& ic, std::span<const Tensor* const> 
   return qconv(X, act->second.scale, *ic.weights, bias, geo, m_executor->threads(), out).isOk();
 }
 
-bool QuantSession::depthwiseLayerwise(const DepthwiseConv& dw, std::span<const Tensor* const> inputs, const Tensor& ref,
-                                      ErrorAccumulator& both, ErrorAccumulator& actOnly, ErrorAccumulator& weightOnly) const {
+bool QuantSession::depthwisePlanes(const DepthwiseConv& dw, std::span<const Tensor* const> inputs, Tensor* y,
+                                   const Tensor* ref, ErrorAccumulator* const sums[3]) const {
   auto act = m_act.find(dw.act);
-  if (act == m_act.end() || inputs.size() < 2 || !inputs[0] || !inputs[1]) return false;
+  if (act == m_act.end() || inputs.size() < 2 || !inputs[0] || !inputs[1] || (!y && !ref)) return false;
   const Tensor& X = *inputs[0];
   const Tensor& W = *inputs[1];
   const Tensor& Wq = m_fakeWeights[(size_t)dw.weight];
   const int64_t nd = W.rank() - 2;
   if (X.dtype() != DType::Float || W.dtype() != DType::Float || X.rank() != W.rank() || Wq.shape() != W.shape() ||
-      X.dim(1) != W.dim(0) || ref.dtype() != DType::Float)
+      X.dim(1) != W.dim(0) || (ref && ref->dtype() != DType::Float))
     return false;
   const float* bias = nullptr;
   if (inputs.size() > 2 && inputs[2]) {
@@ -315,42 +337,55 @@ bool QuantSession::depthwiseLayerwise(const DepthwiseConv& dw, std::span<const T
       geo.nd != nd)
     return false;
   const int64_t N = X.dim(0), C = X.dim(1), inSize = geo.inSize(), outSize = geo.outSize(), kSize = geo.kSize();
-  if (ref.numel() != N * C * outSize || N * C == 0 || outSize == 0) return false;
+  if ((ref && ref->numel() != N * C * outSize) || N * C == 0 || outSize == 0) return false;
   const float sx = act->second.scale;
   const QuantMode mode = m_plan.mode;
   const float* x = X.data<float>();
   const float* w = W.data<float>();
   const float* wq = Wq.data<float>();
-  const float* y = ref.data<float>();
+  const float* r = ref ? ref->data<float>() : nullptr;
+  float* out = nullptr;
+  if (y) {
+    Shape shape = {N, C};
+    for (int64_t v : geo.outShape()) shape.push_back(v);
+    *y = Tensor(DType::Float, shape);
+    out = y->data<float>();
+  }
   // Per plane: X fake-quantized as the Transform does (the same function per element), then the
-  // three Convs of the Conv kernel's depthwise path (the same bits as running the node three
-  // times), each compared at once. Per-plane sums merged in plane order: independent of threads.
-  std::vector<std::array<ErrorAccumulator, 3>> acc((size_t)(N * C));
+  // Conv kernel's depthwise path (the same bits as the node run on fake-quantized inputs),
+  // compared at once. Per-plane sums merged in plane order: independent of threads.
+  std::vector<std::array<ErrorAccumulator, 3>> acc(ref ? (size_t)(N * C) : 0);
   parallelFor(m_executor->threads(), N * C, 1, [&](int64_t b, int64_t e) {
     thread_local std::vector<float> buf;
     if (buf.size() < (size_t)(inSize + 2 * outSize)) buf.resize((size_t)(inSize + 2 * outSize));
     float* xq = buf.data();
-    float* out = xq + inSize;
-    float* out2 = out + outSize;
+    float* o1 = xq + inSize;
+    float* o2 = o1 + outSize;
     for (int64_t p = b; p < e; ++p) {
       const int64_t c = p % C;
       const float* xp = x + p * inSize;
-      const float* yp = y + p * outSize;
+      const float* rp = r ? r + p * outSize : nullptr;
       const float bv = bias ? bias[c] : 0.f;
       if (mode == QuantMode::Fp8) fakeQuantFp8(xp, xq, inSize, sx);
       else fakeQuantInt8(xp, xq, inSize, sx, kActQmin, kActQmax);
-      depthwiseConvPlane2(xq, wq + c * kSize, w + c * kSize, bv, geo, out, out2);
-      acc[(size_t)p][0].add(yp, out, outSize);
-      acc[(size_t)p][1].add(yp, out2, outSize);
-      depthwiseConvPlane(xp, wq + c * kSize, bv, geo, out);
-      acc[(size_t)p][2].add(yp, out, outSize);
+      if (out) {  // the quantized pass: both points
+        depthwiseConvPlane(xq, wq + c * kSize, bv, geo, out + p * outSize);
+        if (rp && sums[0]) acc[(size_t)p][0].add(rp, out + p * outSize, outSize);
+        continue;
+      }
+      // Layer-wise: both points and activations only from one read of the plane, weights only.
+      depthwiseConvPlane2(xq, wq + c * kSize, w + c * kSize, bv, geo, o1, o2);
+      if (sums[0]) acc[(size_t)p][0].add(rp, o1, outSize);
+      if (sums[1]) acc[(size_t)p][1].add(rp, o2, outSize);
+      if (sums[2]) {
+        depthwiseConvPlane(xp, wq + c * kSize, bv, geo, o1);
+        acc[(size_t)p][2].add(rp, o1, outSize);
+      }
     }
   });
-  for (const auto& a : acc) {
-    both.merge(a[0]);
-    actOnly.merge(a[1]);
-    weightOnly.merge(a[2]);
-  }
+  for (const auto& a : acc)
+    for (int k = 0; k < 3; ++k)
+      if (sums[k]) sums[k]->merge(a[(size_t)k]);
   return true;
 }
 
@@ -517,7 +552,7 @@ void accumulateOutputs(const Graph& g, const std::vector<Tensor>& ref, const std
 // producer was compared in this pass gets its sums from the producer's (ErrorAccumulator::affine)
 // without reading the outputs: the same rule in every pass (analysis, toggles), so the figures
 // agree between them.
-class CompareOutputs : public ExecutionObserver {
+class CompareOutputs : public ExecutionObserver, public NodeCompare {
  public:
   CompareOutputs(const Graph& g, const std::vector<Tensor>& ref, const std::vector<NodeId>* nodes,
                  std::vector<ErrorAccumulator>& acc, int threads, const std::vector<AffineOp>& affine)
@@ -541,6 +576,18 @@ class CompareOutputs : public ExecutionObserver {
       }
     }
     m_acc[(size_t)node].add(a, t, m_threads);
+  }
+  const Tensor* reference(NodeId node) override {
+    if (!m_wanted[(size_t)node]) return nullptr;
+    const Node& n = m_g.nodes[(size_t)node];
+    if (n.outputs.empty() || n.outputs[0] == kNoValue) return nullptr;
+    const Tensor& a = m_ref[(size_t)n.outputs[0]];
+    return a.dtype() == DType::Float ? &a : nullptr;
+  }
+  void compared(NodeId node, const ErrorAccumulator& sums) override {
+    m_wanted[(size_t)node] = 0;
+    m_done[(size_t)node] = 1;
+    m_acc[(size_t)node].merge(sums);
   }
   // Wanted nodes that did not run, in the order of `nodes`.
   std::vector<NodeId> remaining(const std::vector<NodeId>& nodes) const {
@@ -597,9 +644,11 @@ Status QuantSession::quantizedPass(const std::vector<NamedTensor>& feeds, const 
                                    std::vector<ErrorAccumulator>& nodeAcc, std::vector<ErrorAccumulator>& outAcc) const {
   const Graph& g = m_model->graph;
   CompareOutputs compare(g, floatTable, nodes, nodeAcc, m_executor->threads(), m_affine);
+  Transform t = transform;  // this pass's own, comparing what it takes over
+  t.setCompare(&compare);
   RunOptions ro;
   ro.cancel = &m_cancel;
-  ro.inputTransform = &transform;
+  ro.inputTransform = &t;
   ro.observer = &compare;
   // Streamed: each node output is compared as it is produced, then freed after its last consumer.
   auto outs = m_executor->run(feeds, ro);
@@ -686,7 +735,6 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
 
   const int64_t batches = data->batchCount();
   const auto enabled = enabledMask();
-  Transform all(*this, enabled);  // stateless once built: shared by the threads
   // Consumers of each value (plus graph-output uses): a value is dead after its last consumer.
   std::vector<int32_t> useCount(g.values.size(), 0);
   for (const Node& n : g.nodes)
@@ -724,7 +772,8 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
       if (runIntConv(*ic, floatIn, out, ref.numel())) return Status::ok();
     }
     if (const DepthwiseConv* dw = m_dwConv[i].get(); dw && hasWeight[i] && hasAct[i]) {
-      if (depthwiseLayerwise(*dw, floatIn, ref, S.layer[i], S.act[i], S.weight[i])) return Status::ok();
+      ErrorAccumulator* const sums[3] = {&S.layer[i], &S.act[i], &S.weight[i]};
+      if (depthwisePlanes(*dw, floatIn, nullptr, &ref, sums)) return Status::ok();
     }
     // Each input once: float, with its activation point applied, with its weight point applied
     // (a placement puts at most one point on an input).
@@ -797,6 +846,8 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
       if (!m_options.sensitivity) floatTable[(size_t)v] = Tensor();
     };
     CompareOutputs compare(g, floatTable, nullptr, S.node, m_executor->threads(), m_affine);
+    Transform all(*this, enabled);  // this batch's: it compares the nodes it takes over
+    all.setCompare(&compare);
     RunOptions rf, rq;
     rf.cancel = rq.cancel = &m_cancel;
     rq.inputTransform = &all;
@@ -984,7 +1035,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
   std::atomic<bool> stop{false};
   std::atomic<int64_t> done{0};
   const auto caller = std::this_thread::get_id();
-  Transform t(*this, target);  // stateless once built: shared by the threads
+  Transform t(*this, target);  // copied per batch (each copy compares its batch)
   RunOptions ro;
   ro.cancel = &m_cancel;
   ro.inputTransform = &t;
@@ -1002,6 +1053,11 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
     nodeB[(size_t)b].resize(N);
     outB[(size_t)b].resize(g.outputs.size());
     CompareOutputs compare(g, c.floatTable, &cone, nodeB[(size_t)b], m_executor->threads(), m_affine);
+    Transform tb = t;  // this batch's: it compares the nodes it takes over
+    tb.setCompare(&compare);
+    RunOptions co = ro;
+    co.observer = &compare;
+    co.inputTransform = &tb;
     if (c.state != target) {
       std::vector<NodeId> diff;
       bool known = c.state.size() == N;
@@ -1009,8 +1065,6 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
         for (size_t i = 0; i < N; ++i)
           if (c.state[i] != target[i]) diff.push_back((NodeId)i);
       c.state.clear();  // unknown until the update completes
-      RunOptions co = ro;
-      co.observer = &compare;
       Status st;
       if (!known) {
         c.quantTable = c.floatTable;  // inputs and constants; every node output is replaced
@@ -1021,11 +1075,12 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
       if (!st) return st;
       c.state = target;
     }
-    // Cone nodes this batch did not re-run (its table was ahead, after an interrupted update).
-    // (Through the observer, in cone order: the same sums as a pass that re-ran them.)
-    for (NodeId id : compare.remaining(cone))
-      if (const ValueId v = g.nodes[(size_t)id].outputs.empty() ? kNoValue : g.nodes[(size_t)id].outputs[0]; v != kNoValue)
-        compare.onNodeOutput(id, 0, v, c.quantTable[(size_t)v]);
+    // Cone nodes this batch did not re-run (its table was ahead, after an interrupted update):
+    // run again, to the same outputs, so that their sums come as in any other pass.
+    if (const std::vector<NodeId> rest = compare.remaining(cone); !rest.empty()) {
+      const Status st = m_executor->runNodes(rest, c.quantTable, co);
+      if (!st) return st;
+    }
     accumulateOutputs(g, c.floatTable, c.quantTable, outB[(size_t)b]);
     return Status::ok();
   };

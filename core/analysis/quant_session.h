@@ -176,12 +176,13 @@ class QuantSession {
                   int64_t referenceElements = 0) const;
   bool runIntConvTranspose(const IntConv& ic, const Tensor& X, float sx, std::span<const Tensor* const> inputs,
                            const QConvOutputs& out, int64_t referenceElements) const;
-  // The layer-wise runs of a depthwise Conv in one pass over its planes: both points, activations
-  // only and weights only, each compared with `ref` while the plane is in cache. False where it
-  // does not apply (no activation scale, shapes the Conv kernel would refuse): the caller then
-  // runs the node three times.
-  bool depthwiseLayerwise(const DepthwiseConv& dw, std::span<const Tensor* const> inputs, const Tensor& ref,
-                          ErrorAccumulator& both, ErrorAccumulator& actOnly, ErrorAccumulator& weightOnly) const;
+  // A depthwise Conv plane by plane, X fake-quantized per plane. With `y`: the quantized node
+  // (both points) into *y, sums[0] (with `ref`) its sums against ref. Without: the layer-wise runs
+  // against `ref`, sums[0..2] = both points, activations only, weights only (null: skipped),
+  // nothing stored. False where it does not apply (no activation scale, shapes the Conv kernel
+  // would refuse): the caller then runs the node.
+  bool depthwisePlanes(const DepthwiseConv& dw, std::span<const Tensor* const> inputs, Tensor* y, const Tensor* ref,
+                       ErrorAccumulator* const sums[3]) const;
   void computeScales();
   std::vector<char> enabledMask() const;
   void finishResult(AnalysisResult& r, const std::vector<ErrorAccumulator>& nodeAcc,

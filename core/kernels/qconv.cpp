@@ -665,17 +665,21 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
   const int64_t tasks = N * OD * colBlocks;
   std::vector<std::array<ErrorAccumulator, 3>> sums(ref ? (size_t)tasks : 0);
   // One run of outputs: stored where a tensor is wanted, else in a row of scratch; then summed.
-  auto emit = [&](float* stored, int64_t at, int64_t len, ErrorAccumulator* acc, bool isError, const auto& fill) {
+  // (The lanes of each sum stay in vectors across a block's runs: a run is one output row of a
+  // padded Conv, often 20 to 160 values, too short to reduce its lanes after each.)
+  auto emit = [&](float* stored, int64_t at, int64_t len, ErrorAccumulator* acc, ErrorAccumulator::Lanes* lanes,
+                  bool isError, const auto& fill) {
     float* dst = stored ? stored + at : scratch<float>(kSlotOut, (size_t)nb);
     fill(dst);
     if (!acc) return;
-    if (isError) acc->addError(ref + at, dst, len);
-    else acc->add(ref + at, dst, len);
+    if (isError) acc->addError(*lanes, ref + at, dst, len);
+    else acc->add(*lanes, ref + at, dst, len);
   };
 
   parallelFor(threads, tasks, 1, [&](int64_t tb, int64_t te) {
     for (int64_t t = tb; t < te; ++t) {
       ErrorAccumulator* blockSums = ref ? sums[(size_t)t].data() : nullptr;
+      ErrorAccumulator::Lanes lanes[3];
       const int64_t slice = t / colBlocks, n = slice / OD, od = slice % OD;
       const int64_t f0 = (t % colBlocks) * nb, f1 = std::min(F, f0 + nb);
       const int64_t panelsN = (f1 - f0 + NR - 1) / NR, ldc = panelsN * NR;
@@ -701,11 +705,11 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
           const int64_t yo = (n * M + m) * outSize + ySlice;
           forRuns([&](int64_t j, int64_t o, int64_t len) {
             if (doFull)
-              emit(yFull, yo + o, len, sumFull ? &blockSums[0] : nullptr, false, [&](float* y) {
+              emit(yFull, yo + o, len, sumFull ? &blockSums[0] : nullptr, &lanes[0], false, [&](float* y) {
                 epilogueFull(q + j, corrQ, scale[(size_t)m], biasD[(size_t)m], len, y);
               });
             if (doAct)
-              emit(yAct, yo + o, len, sumAct ? &blockSums[1] : nullptr, false, [&](float* y) {
+              emit(yAct, yo + o, len, sumAct ? &blockSums[1] : nullptr, &lanes[1], false, [&](float* y) {
                 epilogueActOnly(q + j, corrQ, acc + (M + m) * ldc + j, 128 * A.rowSum[(size_t)(M + m)], invRs[(size_t)m],
                                 scale[(size_t)m], biasD[(size_t)m], len, y);
               });
@@ -718,13 +722,15 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
         for (int64_t m = 0; m < M; ++m) {
           const int64_t yo = (n * M + m) * outSize + ySlice;
           forRuns([&](int64_t j, int64_t o, int64_t len) {
-            emit(yW, yo + o, len, sumWeight ? &blockSums[2] : nullptr, true, [&](float* y) {
+            emit(yW, yo + o, len, sumWeight ? &blockSums[2] : nullptr, &lanes[2], true, [&](float* y) {
               epilogueWeightError(acc + (M + m) * ldc + j, accE ? accE + m * ldc + j : nullptr, 128 * R.rowSum[(size_t)m],
                                   (double)sx, (double)se, coefW[(size_t)m], len, y);
             });
           });
         }
       }
+      if (blockSums)
+        for (int k = 0; k < 3; ++k) blockSums[k].flush(lanes[k]);
     }
   });
   for (const auto& b : sums) {

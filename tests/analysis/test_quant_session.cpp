@@ -462,7 +462,8 @@ TEST(Analysis, IntegerConvMatchesFakeQuantizedFloat) {
 
 TEST(Analysis, DepthwisePlanePassMatchesThreeNodeRuns) {
   // det's depthwise Convs: their layer-wise figures from the one plane-by-plane pass against
-  // three runs of the node through the executor. The outputs are the same bits; only the order
+  // three runs of the node through the executor, and the graph-wise ones with the quantized pass
+  // taking them over plane by plane against the executor's fake-quantize-then-Conv. The outputs are the same bits; only the order
   // of the sums differs, so the figures agree to summation rounding.
   auto f = open("ch_PP-OCRv4_det_infer.onnx", 160, 160, 2, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f});
   if (!f.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
@@ -500,5 +501,15 @@ TEST(Analysis, DepthwisePlanePassMatchesThreeNodeRuns) {
     EXPECT_TRUE(std::isfinite(b.weightSnrDb) && std::isfinite(b.activationSnrDb)) << n.name;
   }
   EXPECT_GE(depthwise, 10);
+  // The quantized pass takes the depthwise Convs over plane by plane too: the same outputs, so
+  // every graph-wise figure downstream agrees to summation rounding.
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const NodeResult &a = r[0]->nodes[i], &b = r[1]->nodes[i];
+    ASSERT_EQ(a.hasGraphwise, b.hasGraphwise) << g.nodes[i].name;
+    if (!a.hasGraphwise || std::isinf(a.graphwise.snrDb)) continue;
+    EXPECT_NEAR(a.graphwise.snrDb, b.graphwise.snrDb, 1e-4) << g.nodes[i].name;
+    EXPECT_NEAR(a.graphwise.maxAbs, b.graphwise.maxAbs, 1e-6 * a.graphwise.maxAbs) << g.nodes[i].name;
+  }
+  EXPECT_NEAR(r[0]->outputs[0].metrics.snrDb, r[1]->outputs[0].metrics.snrDb, 1e-6);
   fs::remove_all(f.dir);
 }
