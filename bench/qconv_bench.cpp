@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
   const KernelEntry* conv = registry.find("Conv", "", 17);
   if (!conv) return 1;
   std::printf("qconv path: %s; ms, best of %d\n", qconvKernelName(), repeats);
-  std::printf("%-24s %6s %7s | %8s %8s %8s %8s %8s | %7s %7s\n", "shape", "K", "N", "fp32", "fq+fp32", "full", "+act",
-              "all", "fp/full", "3fp/all");
+  std::printf("%-24s %6s %7s | %8s %8s %8s %8s %8s %8s | %7s %7s\n", "shape", "K", "N", "fp32", "fq+fp32", "full", "+act",
+              "all", "sums", "fp/full", "3fp/all");
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   for (const Shape2d& s : shapes) {
@@ -109,10 +109,21 @@ int main(int argc, char** argv) {
       const double tFull = bench::bestMs(repeats, [&] { q({&full, nullptr, nullptr}); });
       const double tAct = bench::bestMs(repeats, [&] { q({&full, &act, nullptr}); });
       const double tAll = bench::bestMs(repeats, [&] { q({&full, &act, &werr}); });
+      // What layer-wise analysis asks: the three outputs' error sums against the float Conv's
+      // output, nothing stored.
+      runFp32(X);
+      const Tensor ref = y[0];
+      ErrorAccumulator sums[3];
+      QConvOutputs so;
+      so.reference = ref.data<float>();
+      so.fullSums = &sums[0];
+      so.actSums = &sums[1];
+      so.weightSums = &sums[2];
+      const double tSums = bench::bestMs(repeats, [&] { q(so); });
       char name[64];
       std::snprintf(name, sizeof name, "%s %dt", s.name, threads);
-      std::printf("%-24s %6lld %7lld | %8.3f %8.3f %8.3f %8.3f %8.3f | %6.1fx %6.1fx\n", name, (long long)K,
-                  (long long)N, fp32, fqFp32, tFull, tAct, tAll, fp32 / tFull, 3 * fp32 / tAll);
+      std::printf("%-24s %6lld %7lld | %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f | %6.1fx %6.1fx\n", name, (long long)K,
+                  (long long)N, fp32, fqFp32, tFull, tAct, tAll, tSums, fp32 / tFull, 3 * fp32 / tAll);
     }
   }
   return 0;

@@ -44,8 +44,7 @@ __attribute__((target("avx512f"))) inline __m512d lo(__m512 v) { return _mm512_c
 __attribute__((target("avx512f"))) inline __m512d hi(__m512 v) {
   return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
-// Sums vectors from the start of [y, q) into the double lanes of `st` until a block is not finite
-// (returned in redo) or fewer than 16 elements are left.
+// Sums [y, q) into the double lanes of `st` until a block is not finite (returned in redo).
 template <bool kError>
 __attribute__((target("avx512f"))) LaneStop sumsAvx512(const float* y, const float* q, int64_t n,
                                                        ErrorAccumulator::Lanes& st) {
@@ -56,13 +55,16 @@ __attribute__((target("avx512f"))) LaneStop sumsAvx512(const float* y, const flo
   __m512 m = _mm512_load_ps(st.m);
   LaneStop r;
   int64_t i = 0;
-  while (i + W <= n) {
-    const int64_t end = i + std::min((n - i) / W, ErrorAccumulator::kLaneBlock) * W;
+  // Blocks of kLaneBlock vectors; the last vector of all may be partial: its missing lanes load
+  // as 0 (y = q = 0 adds nothing to any sum), so a short run needs no scalar tail.
+  while (i < n) {
+    const int64_t end = std::min(n, i + ErrorAccumulator::kLaneBlock * W);
     __m512 s = _mm512_setzero_ps(), e = s, p = s, bm = s, ys = s, ds = s;
     for (int64_t k = i; k < end; k += W) {
-      const __m512 yv = _mm512_loadu_ps(y + k);
+      const __mmask16 lanes = end - k >= W ? (__mmask16)0xffff : (__mmask16)((1u << (end - k)) - 1);
+      const __m512 yv = _mm512_maskz_loadu_ps(lanes, y + k);
       // kError: q holds candidate - reference; the candidate as float, as the caller would form it.
-      const __m512 qv = kError ? _mm512_add_ps(yv, _mm512_loadu_ps(q + k)) : _mm512_loadu_ps(q + k);
+      const __m512 qv = kError ? _mm512_add_ps(yv, _mm512_maskz_loadu_ps(lanes, q + k)) : _mm512_maskz_loadu_ps(lanes, q + k);
       const __m512 d = _mm512_sub_ps(yv, qv);
       s = _mm512_fmadd_ps(yv, yv, s);
       e = _mm512_fmadd_ps(d, d, e);
@@ -118,12 +120,20 @@ LaneStop sumsAvx2(const float* y, const float* q, int64_t n, ErrorAccumulator::L
   __m256 m = _mm256_load_ps(st.m);
   LaneStop r;
   int64_t i = 0;
-  while (i + W <= n) {
-    const int64_t end = i + std::min((n - i) / W, ErrorAccumulator::kLaneBlock) * W;
+  while (i < n) {
+    const int64_t end = std::min(n, i + ErrorAccumulator::kLaneBlock * W);
     __m256 s = _mm256_setzero_ps(), e = s, p = s, bm = s, ys = s, ds = s;
     for (int64_t k = i; k < end; k += W) {
-      const __m256 yv = _mm256_loadu_ps(y + k);
-      const __m256 qv = kError ? _mm256_add_ps(yv, _mm256_loadu_ps(q + k)) : _mm256_loadu_ps(q + k);
+      __m256 yv, qv;
+      if (end - k >= W) {
+        yv = _mm256_loadu_ps(y + k);
+        qv = _mm256_loadu_ps(q + k);
+      } else {  // the partial last vector: missing lanes 0
+        const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(end - k)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        yv = _mm256_maskload_ps(y + k, lanes);
+        qv = _mm256_maskload_ps(q + k, lanes);
+      }
+      if (kError) qv = _mm256_add_ps(yv, qv);
       const __m256 d = _mm256_sub_ps(yv, qv);
       s = _mm256_fmadd_ps(yv, yv, s);
       e = _mm256_fmadd_ps(d, d, e);
