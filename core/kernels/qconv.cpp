@@ -430,6 +430,26 @@ void epilogueWeightError(const int32_t* r, const int32_t* e, int32_t corr, doubl
     for (int64_t j = 0; j < n; ++j) y[j] = (float)(sx * (double)(r[j] - corr) * coef);
 }
 
+// The same in float, for outputs only summed (never stored): 8 lanes where the double forms
+// have 4, and the sums' own float products dwarf the difference (a formed value within ~2 ulp
+// of the double-formed one). The int32 sums convert exactly below 2^24, i.e. for K < 1032.
+void epilogueFullF(const int32_t* q, int32_t corr, float scale, float bias, int64_t n, float* y) {
+  for (int64_t j = 0; j < n; ++j) y[j] = std::fma((float)(q[j] - corr), scale, bias);
+}
+
+void epilogueActOnlyF(const int32_t* q, int32_t corrQ, const int32_t* r, int32_t corrR, float invRs, float scale,
+                      float bias, int64_t n, float* y) {
+  for (int64_t j = 0; j < n; ++j) y[j] = std::fma(std::fma((float)(r[j] - corrR), invRs, (float)(q[j] - corrQ)), scale, bias);
+}
+
+void epilogueWeightErrorF(const int32_t* r, const int32_t* e, int32_t corr, float sx, float se, float coef, int64_t n,
+                          float* y) {
+  if (e)
+    for (int64_t j = 0; j < n; ++j) y[j] = std::fma(sx, (float)(r[j] - corr), se * (float)(e[j] - corr)) * coef;
+  else
+    for (int64_t j = 0; j < n; ++j) y[j] = sx * (float)(r[j] - corr) * coef;
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ public API
@@ -706,12 +726,17 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
           forRuns([&](int64_t j, int64_t o, int64_t len) {
             if (doFull)
               emit(yFull, yo + o, len, sumFull ? &blockSums[0] : nullptr, &lanes[0], false, [&](float* y) {
-                epilogueFull(q + j, corrQ, scale[(size_t)m], biasD[(size_t)m], len, y);
+                if (yFull) epilogueFull(q + j, corrQ, scale[(size_t)m], biasD[(size_t)m], len, y);
+                else epilogueFullF(q + j, corrQ, (float)scale[(size_t)m], (float)biasD[(size_t)m], len, y);
               });
             if (doAct)
               emit(yAct, yo + o, len, sumAct ? &blockSums[1] : nullptr, &lanes[1], false, [&](float* y) {
-                epilogueActOnly(q + j, corrQ, acc + (M + m) * ldc + j, 128 * A.rowSum[(size_t)(M + m)], invRs[(size_t)m],
-                                scale[(size_t)m], biasD[(size_t)m], len, y);
+                const int32_t* r = acc + (M + m) * ldc + j;
+                const int32_t corrR = 128 * A.rowSum[(size_t)(M + m)];
+                if (yAct) epilogueActOnly(q + j, corrQ, r, corrR, invRs[(size_t)m], scale[(size_t)m], biasD[(size_t)m], len, y);
+                else
+                  epilogueActOnlyF(q + j, corrQ, r, corrR, (float)invRs[(size_t)m], (float)scale[(size_t)m],
+                                   (float)biasD[(size_t)m], len, y);
               });
           });
         }
@@ -723,8 +748,10 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
           const int64_t yo = (n * M + m) * outSize + ySlice;
           forRuns([&](int64_t j, int64_t o, int64_t len) {
             emit(yW, yo + o, len, sumWeight ? &blockSums[2] : nullptr, &lanes[2], true, [&](float* y) {
-              epilogueWeightError(acc + (M + m) * ldc + j, accE ? accE + m * ldc + j : nullptr, 128 * R.rowSum[(size_t)m],
-                                  (double)sx, (double)se, coefW[(size_t)m], len, y);
+              const int32_t* r = acc + (M + m) * ldc + j;
+              const int32_t* e = accE ? accE + m * ldc + j : nullptr;
+              if (yW) epilogueWeightError(r, e, 128 * R.rowSum[(size_t)m], (double)sx, (double)se, coefW[(size_t)m], len, y);
+              else epilogueWeightErrorF(r, e, 128 * R.rowSum[(size_t)m], sx, se, (float)coefW[(size_t)m], len, y);
             });
           });
         }
