@@ -1,5 +1,7 @@
 #include "core/analysis/quant_session.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <climits>
 #include <functional>
@@ -43,25 +45,44 @@ struct QuantSession::IntConv {
 
 namespace {
 // ConvTranspose output [N, M, H*kh, W*kw] <-> columns [N, M*kh*kw, H, W] of tiling windows:
-// col[n][(m*kh + a)*kw + b][i][j] = out[n][m][i*kh + a][j*kw + b].
+// col[n][(m*kh + a)*kw + b][i][j] = out[n][m][i*kh + a][j*kw + b]. Row by row: an output row
+// (i, a) holds the kw column rows (a, b) interleaved; kw == 2 (det's upsampling) with shuffles.
 template <bool kToColumns>
 void permuteTiles(const float* src, float* dst, int64_t N, int64_t M, int64_t H, int64_t W, int64_t kh, int64_t kw) {
   const int64_t OW = W * kw, plane = H * W;
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t m = 0; m < M; ++m) {
-      const int64_t outBase = (n * M + m) * plane * kh * kw;
+    for (int64_t m = 0; m < M; ++m)
       for (int64_t a = 0; a < kh; ++a)
-        for (int64_t b = 0; b < kw; ++b) {
-          const int64_t colBase = ((n * M + m) * kh * kw + a * kw + b) * plane;
-          for (int64_t i = 0; i < H; ++i) {
-            const int64_t o = outBase + (i * kh + a) * OW + b, c = colBase + i * W;
-            for (int64_t j = 0; j < W; ++j) {
-              if (kToColumns) dst[c + j] = src[o + j * kw];
-              else dst[o + j * kw] = src[c + j];
+        for (int64_t i = 0; i < H; ++i) {
+          // Offsets of the output row (i, a) and of column row (a, b) at (i, 0).
+          const int64_t outRow = (n * M + m) * plane * kh * kw + (i * kh + a) * OW;
+          auto colRow = [&](int64_t b) { return ((n * M + m) * kh * kw + a * kw + b) * plane + i * W; };
+          int64_t j = 0;
+          if (kw == 2) {
+            const int64_t c0 = colRow(0), c1 = colRow(1);
+            for (; j + 8 <= W; j += 8) {
+              if constexpr (kToColumns) {  // 16 interleaved -> 8 even, 8 odd
+                const __m256 lo = _mm256_loadu_ps(src + outRow + 2 * j), hi = _mm256_loadu_ps(src + outRow + 2 * j + 8);
+                const __m256 even = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+                const __m256 odd = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+                _mm256_storeu_ps(dst + c0 + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8)));
+                _mm256_storeu_ps(dst + c1 + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), 0xD8)));
+              } else {  // 8 + 8 -> 16 interleaved
+                const __m256 e = _mm256_loadu_ps(src + c0 + j), o = _mm256_loadu_ps(src + c1 + j);
+                const __m256 lo = _mm256_unpacklo_ps(e, o), hi = _mm256_unpackhi_ps(e, o);
+                _mm256_storeu_ps(dst + outRow + 2 * j, _mm256_permute2f128_ps(lo, hi, 0x20));
+                _mm256_storeu_ps(dst + outRow + 2 * j + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+              }
+            }
+          }
+          for (int64_t b = 0; b < kw; ++b) {
+            const int64_t c = colRow(b);
+            for (int64_t jj = j; jj < W; ++jj) {
+              if constexpr (kToColumns) dst[c + jj] = src[outRow + jj * kw + b];
+              else dst[outRow + jj * kw + b] = src[c + jj];
             }
           }
         }
-    }
 }
 }  // namespace
 
