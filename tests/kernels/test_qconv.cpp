@@ -325,33 +325,35 @@ TEST(QConv, VnniMatchesReference) {
   for (const Case& c : cases()) checkCase(c, seed++, false);
 }
 
+// The VNNI and generic GEMMs give the same bits, and so do 1 and 2 threads.
+void expectVnniEqualsGeneric(const Problem& p, const Case& c) {
+  auto w = prepareQConvWeights(p.W, p.sw);
+  ASSERT_TRUE(w.isOk());
+  Outs v, gen;
+  {
+    GenericGuard guard(false);
+    v = runQconv(p, *w.value(), c.bias, 2);
+  }
+  {
+    GenericGuard guard(true);
+    ASSERT_STREQ(qconvKernelName(), "generic");
+    gen = runQconv(p, *w.value(), c.bias, 2);
+  }
+  EXPECT_TRUE(sameBits(v.full, gen.full));
+  EXPECT_TRUE(sameBits(v.act, gen.act));
+  EXPECT_TRUE(sameBits(v.werr, gen.werr));
+  const Outs one = runQconv(p, *w.value(), c.bias, 1);
+  EXPECT_TRUE(sameBits(v.full, one.full));
+  EXPECT_TRUE(sameBits(v.act, one.act));
+  EXPECT_TRUE(sameBits(v.werr, one.werr));
+}
+
 TEST(QConv, VnniEqualsGenericBitForBit) {
   if (!cpuHasVnni()) GTEST_SKIP() << "CPU without AVX-512 VNNI";
   uint32_t seed = 500;
-  for (Case c : cases()) {
+  for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
-    c.threads = 2;
-    const Problem p = makeProblem(c, seed++);
-    auto w = prepareQConvWeights(p.W, p.sw);
-    ASSERT_TRUE(w.isOk());
-    Outs v, gen;
-    {
-      GenericGuard guard(false);
-      v = runQconv(p, *w.value(), c.bias, c.threads);
-    }
-    {
-      GenericGuard guard(true);
-      ASSERT_STREQ(qconvKernelName(), "generic");
-      gen = runQconv(p, *w.value(), c.bias, c.threads);
-    }
-    EXPECT_TRUE(sameBits(v.full, gen.full));
-    EXPECT_TRUE(sameBits(v.act, gen.act));
-    EXPECT_TRUE(sameBits(v.werr, gen.werr));
-    // Nor does the thread count change anything.
-    const Outs one = runQconv(p, *w.value(), c.bias, 1);
-    EXPECT_TRUE(sameBits(v.full, one.full));
-    EXPECT_TRUE(sameBits(v.act, one.act));
-    EXPECT_TRUE(sameBits(v.werr, one.werr));
+    expectVnniEqualsGeneric(makeProblem(c, seed++), c);
   }
 }
 
@@ -455,27 +457,9 @@ TEST(QConv, HeavyClipWeightErrorVnni) {
 TEST(QConv, HeavyClipVnniEqualsGenericBitForBit) {
   if (!cpuHasVnni()) GTEST_SKIP() << "CPU without AVX-512 VNNI";
   uint32_t seed = 950;
-  for (Case c : heavyClipCases()) {
+  for (const Case& c : heavyClipCases()) {
     SCOPED_TRACE(c.name);
-    c.threads = 2;
-    const Problem p = heavyClipProblem(c, seed++);
-    auto w = prepareQConvWeights(p.W, p.sw);
-    ASSERT_TRUE(w.isOk());
-    Outs v, gen;
-    {
-      GenericGuard guard(false);
-      v = runQconv(p, *w.value(), c.bias, c.threads);
-    }
-    {
-      GenericGuard guard(true);
-      ASSERT_STREQ(qconvKernelName(), "generic");
-      gen = runQconv(p, *w.value(), c.bias, c.threads);
-    }
-    EXPECT_TRUE(sameBits(v.full, gen.full));
-    EXPECT_TRUE(sameBits(v.act, gen.act));
-    EXPECT_TRUE(sameBits(v.werr, gen.werr));
-    const Outs one = runQconv(p, *w.value(), c.bias, 1);
-    EXPECT_TRUE(sameBits(v.werr, one.werr));
+    expectVnniEqualsGeneric(heavyClipProblem(c, seed++), c);
   }
 }
 
