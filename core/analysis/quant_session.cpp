@@ -86,6 +86,21 @@ void permuteTiles(const float* src, float* dst, int64_t N, int64_t M, int64_t H,
 }
 }  // namespace
 
+// One op of an ElementwiseChain: out = a op b, each operand a chain value (0: the chain's input,
+// i + 1: the output of op i) or a scalar constant (-1).
+struct ChainOp {
+  enum Kind { kAdd, kSub, kMul, kDiv, kClip } kind = kAdd;
+  NodeId node = -1;
+  int a = -1, b = -1;
+  float ca = 0, cb = 0;  // the constants of constant operands
+  float lo = 0, hi = 0;  // Clip's bounds (operand a only)
+};
+struct ElementwiseChain {
+  ValueId input = kNoValue;
+  std::vector<ChainOp> ops;  // in an order that respects their dependences
+  std::vector<char> stored;  // per op: its output is read outside the chain (or is a graph output)
+};
+
 // A depthwise Conv (one filter per channel) whose input X and weights W both carry points.
 struct QuantSession::DepthwiseConv {
   WindowAttrs attrs;
@@ -248,7 +263,99 @@ void QuantSession::indexPoints() {
     }
     m_affine[i] = a;
   }
-  // Depthwise Convs: their layer-wise runs go plane by plane (any CPU, any mode).
+  // Elementwise chains: from an activation, every op over it and the chain's values (earliest in
+  // topological order first) that has no point of its own and only scalar constants besides.
+  m_chainAt.assign(g.nodes.size(), nullptr);
+  m_chainMember.assign(g.nodes.size(), 0);
+  if (m_options.fuseElementwise) {
+    std::vector<int> topoIndex(g.nodes.size(), 0);
+    for (size_t k = 0; k < g.topoOrder.size(); ++k) topoIndex[(size_t)g.topoOrder[k]] = (int)k;
+    // The op `id` as a ChainOp over `values` (chain values so far), or false.
+    auto asChainOp = [&](NodeId id, const std::vector<ValueId>& values, ChainOp& op) {
+      const Node& n = g.nodes[(size_t)id];
+      if (!m_pointsByNode[(size_t)id].empty() || n.outputs.size() != 1 || n.outputs[0] == kNoValue) return false;
+      auto operand = [&](size_t i, int& index, float& c) {
+        if (i >= n.inputs.size() || n.inputs[i] == kNoValue) return false;
+        const Value& v = g.value(n.inputs[i]);
+        if (v.constant) {
+          if (v.constant->dtype() != DType::Float || v.constant->numel() != 1) return false;
+          index = -1;
+          c = v.constant->data<float>()[0];
+          return true;
+        }
+        auto it = std::find(values.begin(), values.end(), n.inputs[i]);
+        if (it == values.end()) return false;
+        index = (int)(it - values.begin());
+        return true;
+      };
+      op = ChainOp{};
+      op.node = id;
+      const std::string& t = n.opType;
+      if (t == "Add" || t == "Sub" || t == "Mul" || t == "Div") {
+        op.kind = t == "Add" ? ChainOp::kAdd : t == "Sub" ? ChainOp::kSub : t == "Mul" ? ChainOp::kMul : ChainOp::kDiv;
+        if (n.inputs.size() != 2 || !operand(0, op.a, op.ca) || !operand(1, op.b, op.cb)) return false;
+        return op.a >= 0 || op.b >= 0;
+      }
+      if (t == "Clip") {  // bounds as constant inputs (opset 11+), not as attributes
+        if (n.attr("min") || n.attr("max") || n.inputs.empty() || !operand(0, op.a, op.ca) || op.a < 0) return false;
+        op.kind = ChainOp::kClip;
+        op.lo = std::numeric_limits<float>::lowest();
+        op.hi = std::numeric_limits<float>::max();
+        int unused;
+        if (n.inputs.size() > 1 && n.inputs[1] != kNoValue && !(operand(1, unused, op.lo) && unused < 0)) return false;
+        if (n.inputs.size() > 2 && n.inputs[2] != kNoValue && !(operand(2, unused, op.hi) && unused < 0)) return false;
+        return n.inputs.size() <= 3;
+      }
+      return false;
+    };
+    for (NodeId head : g.topoOrder) {
+      if (m_chainMember[(size_t)head]) continue;
+      const Node& hn = g.nodes[(size_t)head];
+      // The head's activation: its first non-constant input.
+      ValueId x = kNoValue;
+      for (ValueId v : hn.inputs)
+        if (v != kNoValue && !g.value(v).constant) {
+          x = v;
+          break;
+        }
+      if (x == kNoValue) continue;
+      auto chain = std::make_shared<ElementwiseChain>();
+      chain->input = x;
+      std::vector<ValueId> values = {x};
+      ChainOp op;
+      if (!asChainOp(head, values, op)) continue;
+      std::vector<char> taken(g.nodes.size(), 0);
+      for (;;) {
+        chain->ops.push_back(op);
+        taken[(size_t)op.node] = 1;
+        values.push_back(g.nodes[(size_t)op.node].outputs[0]);
+        // The next member: the earliest consumer of a chain value that is a chain op over them.
+        NodeId next = -1;
+        ChainOp nextOp;
+        for (ValueId v : values)
+          for (NodeId c : g.value(v).consumers) {
+            if (taken[(size_t)c] || m_chainMember[(size_t)c] || (next >= 0 && topoIndex[(size_t)c] >= topoIndex[(size_t)next])) continue;
+            ChainOp candidate;
+            if (asChainOp(c, values, candidate)) {
+              next = c;
+              nextOp = candidate;
+            }
+          }
+        if (next < 0) break;
+        op = nextOp;
+      }
+      if (chain->ops.size() < 2) continue;  // one op: nothing to fuse
+      for (const ChainOp& o : chain->ops) {
+        const Value& v = g.value(g.nodes[(size_t)o.node].outputs[0]);
+        bool outside = v.isGraphOutput;
+        for (NodeId c : v.consumers) outside = outside || !taken[(size_t)c];
+        chain->stored.push_back(outside ? 1 : 0);
+      }
+      for (const ChainOp& o : chain->ops) m_chainMember[(size_t)o.node] = 1;
+      m_chainAt[(size_t)head] = std::move(chain);
+    }
+  }
+  // Depthwise Convs: their layer-wise runs go plane by plane (any CPU, any mode).  // Depthwise Convs: their layer-wise runs go plane by plane (any CPU, any mode).
   m_dwConv.assign(g.nodes.size(), nullptr);
   for (size_t k = 0; m_options.planeLayerwise && k < m_plan.weights.size(); ++k) {
     const WeightPoint& w = m_plan.weights[k];
@@ -588,15 +695,21 @@ class CompareOutputs : public ExecutionObserver, public NodeCompare {
     const Tensor& a = m_ref[(size_t)id];
     if (a.dtype() != DType::Float || t.dtype() != DType::Float || a.numel() != t.numel()) return;
     m_done[(size_t)node] = 1;
-    if (const AffineOp& op = m_affine[(size_t)node]; op.input >= 0) {
-      const ValueId in = m_g.nodes[(size_t)node].inputs[(size_t)op.input];
-      const NodeId p = m_g.value(in).producer;
-      if (p >= 0 && m_done[(size_t)p] && m_g.nodes[(size_t)p].outputs[0] == in && m_ref[(size_t)in].numel() == a.numel()) {
-        m_acc[(size_t)node].merge(m_acc[(size_t)p].affine(op.a, op.b));
-        return;
-      }
-    }
-    m_acc[(size_t)node].add(a, t, m_threads);
+    if (!derive(node, a.numel())) m_acc[(size_t)node].add(a, t, m_threads);
+  }
+  // The sums of an a x + b op from its producer's, when that was compared in this pass and the
+  // output has `elements` values as its input does; false otherwise (nothing changed).
+  bool derive(NodeId node, int64_t elements) {
+    const AffineOp& op = m_affine[(size_t)node];
+    if (op.input < 0) return false;
+    const ValueId in = m_g.nodes[(size_t)node].inputs[(size_t)op.input];
+    const NodeId p = m_g.value(in).producer;
+    if (!(p >= 0 && m_done[(size_t)p] && m_g.nodes[(size_t)p].outputs[0] == in && m_ref[(size_t)in].numel() == elements))
+      return false;
+    m_wanted[(size_t)node] = 0;
+    m_done[(size_t)node] = 1;
+    m_acc[(size_t)node].merge(m_acc[(size_t)p].affine(op.a, op.b));
+    return true;
   }
   const Tensor* reference(NodeId node) override {
     if (!m_wanted[(size_t)node]) return nullptr;
@@ -610,6 +723,7 @@ class CompareOutputs : public ExecutionObserver, public NodeCompare {
     m_done[(size_t)node] = 1;
     m_acc[(size_t)node].merge(sums);
   }
+  bool done(NodeId node) const { return m_done[(size_t)node] != 0; }
   // Wanted nodes that did not run, in the order of `nodes`.
   std::vector<NodeId> remaining(const std::vector<NodeId>& nodes) const {
     std::vector<NodeId> r;
@@ -626,6 +740,113 @@ class CompareOutputs : public ExecutionObserver, public NodeCompare {
   int m_threads;
   const std::vector<AffineOp>& m_affine;
 };
+
+// The ops of `ch` over the quantized table in one pass: pieces of kPiece values, every op of a
+// piece while it is in cache, each op in its own loop (the same float operations as the op-by-op
+// kernels, so the same output bits). Outputs are stored as op by op would. The comparisons give
+// the same sums as CompareOutputs: blocks of ErrorAccumulator::kBlock, each summed over its
+// pieces with its lanes kept (kPiece is a multiple of the lane blocks), merged in order; an op
+// a x + b whose producer is compared gets its sums derived. False (nothing stored) where a
+// reference is not of the input's shape.
+bool runChain(const Graph& g, const ElementwiseChain& ch, std::vector<Tensor>& quantTable,
+              const std::vector<Tensor>& floatTable, CompareOutputs& compare, const std::vector<AffineOp>& affine,
+              bool storeAll) {
+  constexpr int64_t kPiece = 4096;
+  static_assert(ErrorAccumulator::kBlock % kPiece == 0 && kPiece % (ErrorAccumulator::kLaneBlock * 16) == 0);
+  const Tensor& x = quantTable[(size_t)ch.input];
+  if (x.dtype() != DType::Float) return false;
+  const size_t K = ch.ops.size();
+  std::vector<ValueId> out(K);
+  for (size_t i = 0; i < K; ++i) {
+    out[i] = g.nodes[(size_t)ch.ops[i].node].outputs[0];
+    const Tensor& r = floatTable[(size_t)out[i]];
+    if (r.dtype() != DType::Float || r.shape() != x.shape()) return false;
+  }
+  // Which ops are compared for real: those CompareOutputs would not derive.
+  std::vector<char> real(K, 1);
+  for (size_t i = 0; i < K; ++i) {
+    const ChainOp& op = ch.ops[i];
+    const AffineOp& af = affine[(size_t)op.node];
+    if (af.input < 0) continue;
+    const int operand = af.input == 0 ? op.a : op.b;  // the chain value the affine op reads
+    if (operand >= 1) {
+      real[i] = 0;  // a chain op: compared in this pass before it
+    } else {
+      const NodeId p = g.value(ch.input).producer;
+      real[i] = !(p >= 0 && compare.done(p) && g.nodes[(size_t)p].outputs[0] == ch.input);
+    }
+  }
+  // Outputs stored: those read outside the chain (and all where the batch is kept for toggles);
+  // the others live in one piece of scratch each, while their piece is in cache.
+  std::vector<Tensor> outs(K);
+  thread_local std::vector<float> pieces;
+  if (pieces.size() < K * (size_t)kPiece) pieces.resize(K * (size_t)kPiece);
+  for (size_t i = 0; i < K; ++i)
+    if (storeAll || ch.stored[i]) outs[i] = Tensor(DType::Float, x.shape());
+  // Chain value v (0: the input, i + 1: op i's output) over the piece at `off`.
+  auto value = [&](int v, int64_t off) -> float* {
+    if (v == 0) return const_cast<float*>(x.data<float>()) + off;
+    Tensor& t = outs[(size_t)v - 1];
+    return t.empty() ? pieces.data() + (size_t)(v - 1) * kPiece : t.data<float>() + off;
+  };
+  const int64_t n = x.numel();
+  std::vector<ErrorAccumulator> sums(K), part(K);
+  std::vector<ErrorAccumulator::Lanes> lanes(K);
+  for (int64_t off = 0; off < n; off += kPiece) {
+    const int64_t len = std::min(kPiece, n - off);
+    for (size_t i = 0; i < K; ++i) {
+      const ChainOp& op = ch.ops[i];
+      const float* A = op.a >= 0 ? value(op.a, off) : nullptr;
+      const float* B = op.b >= 0 ? value(op.b, off) : nullptr;
+      float* o = value((int)i + 1, off);
+      const float ca = op.ca, cb = op.cb;
+      switch (op.kind) {
+        case ChainOp::kAdd:
+          if (A && B) for (int64_t j = 0; j < len; ++j) o[j] = A[j] + B[j];
+          else if (A) for (int64_t j = 0; j < len; ++j) o[j] = A[j] + cb;
+          else for (int64_t j = 0; j < len; ++j) o[j] = ca + B[j];
+          break;
+        case ChainOp::kSub:
+          if (A && B) for (int64_t j = 0; j < len; ++j) o[j] = A[j] - B[j];
+          else if (A) for (int64_t j = 0; j < len; ++j) o[j] = A[j] - cb;
+          else for (int64_t j = 0; j < len; ++j) o[j] = ca - B[j];
+          break;
+        case ChainOp::kMul:
+          if (A && B) for (int64_t j = 0; j < len; ++j) o[j] = A[j] * B[j];
+          else if (A) for (int64_t j = 0; j < len; ++j) o[j] = A[j] * cb;
+          else for (int64_t j = 0; j < len; ++j) o[j] = ca * B[j];
+          break;
+        case ChainOp::kDiv:
+          if (A && B) for (int64_t j = 0; j < len; ++j) o[j] = A[j] / B[j];
+          else if (A) for (int64_t j = 0; j < len; ++j) o[j] = A[j] / cb;
+          else for (int64_t j = 0; j < len; ++j) o[j] = ca / B[j];
+          break;
+        case ChainOp::kClip:  // as the Clip kernel: NaN passes through
+          for (int64_t j = 0; j < len; ++j) {
+            const float v = A[j] < op.lo ? op.lo : A[j];
+            o[j] = v > op.hi ? op.hi : v;
+          }
+          break;
+      }
+      if (real[i]) part[i].add(lanes[i], floatTable[(size_t)out[i]].data<float>() + off, o, len);
+    }
+    if ((off + len) % ErrorAccumulator::kBlock == 0 || off + len == n)
+      for (size_t i = 0; i < K; ++i)
+        if (real[i]) {
+          part[i].flush(lanes[i]);
+          sums[i].merge(part[i]);
+          part[i] = ErrorAccumulator();
+        }
+  }
+  for (size_t i = 0; i < K; ++i)
+    if (!outs[i].empty()) quantTable[(size_t)out[i]] = std::move(outs[i]);
+  // In chain order, so that a derived op finds its producer compared.
+  for (size_t i = 0; i < K; ++i) {
+    if (real[i]) compare.compared(ch.ops[i].node, sums[i]);
+    else compare.derive(ch.ops[i].node, n);
+  }
+  return true;
+}
 
 // Runs fn(i) for i in [0, n) on up to `threads` threads, the caller included, each claiming the
 // next item when done. Own threads rather than parallelFor: the executor's pool backs off to
@@ -873,12 +1094,22 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     rf.cancel = rq.cancel = &m_cancel;
     rq.inputTransform = &all;
     rq.observer = &compare;
+    // Chain members run at their head's turn (ElementwiseChain): float first, then in one pass.
+    std::vector<char> floatDone(N, 0), quantDone(N, 0);
     for (size_t k = 0; k < order.size(); ++k) {
       const NodeId id = order[k];
       if (k % 16 == 0 && !report(sweepShare * (double)k / (double)order.size(), kSweepStage)) return cancelled(*m_model);
       const std::span<const NodeId> one(&order[k], 1);
-      QS_RETURN_IF_ERROR(m_executor->runNodes(one, floatTable, rf));
-      QS_RETURN_IF_ERROR(m_executor->runNodes(one, quantTable, rq));
+      if (const ElementwiseChain* ch = m_chainAt[(size_t)id].get(); ch && !floatDone[(size_t)id]) {
+        for (const ChainOp& op : ch->ops) {
+          QS_RETURN_IF_ERROR(m_executor->runNodes(std::span<const NodeId>(&op.node, 1), floatTable, rf));
+          floatDone[(size_t)op.node] = 1;
+        }
+        if (runChain(g, *ch, quantTable, floatTable, compare, m_affine, keeping))
+          for (const ChainOp& op : ch->ops) quantDone[(size_t)op.node] = 1;
+      }
+      if (!floatDone[(size_t)id]) QS_RETURN_IF_ERROR(m_executor->runNodes(one, floatTable, rf));
+      if (!quantDone[(size_t)id]) QS_RETURN_IF_ERROR(m_executor->runNodes(one, quantTable, rq));
       if (m_options.layerwise && quantizable[(size_t)id]) QS_RETURN_IF_ERROR(layerwiseNode(id, floatTable, S));
       const Node& n = g.nodes[(size_t)id];
       for (ValueId v : n.inputs)

@@ -49,6 +49,10 @@ struct AnalysisOptions {
   /// running the node three times, summed in another order. Off: three runs of the node (the
   /// reference the tests compare with).
   bool planeLayerwise = true;
+  /// Chains of elementwise ops with no points of their own (ElementwiseChain) computed in one
+  /// pass in the analysis's quantized pass, the same output bits and sums as op by op. Off: op by
+  /// op (the reference the tests compare with).
+  bool fuseElementwise = true;
 };
 
 /// An elementwise op with a constant, y = a x + b on its activation input `input` (-1: the node
@@ -57,6 +61,11 @@ struct AffineOp {
   int input = -1;
   double a = 1, b = 0;
 };
+
+/// A run of elementwise ops over one activation and each other's outputs (Add, Sub, Mul, Div,
+/// Clip with scalar constants; det's Mul, Add, Add, Clip, Mul, Div, Mul, Add after each Conv) that
+/// the quantized pass computes in one pass over the tensor (quant_session.cpp).
+struct ElementwiseChain;
 
 /// Quantization parameters of one activation tensor.
 struct ActivationQuant {
@@ -213,7 +222,9 @@ class QuantSession {
   std::vector<std::vector<PointRef>> m_pointsByNode;
   std::vector<std::shared_ptr<const IntConv>> m_intConv;  // per node; null: FP32 on fake-quantized inputs
   std::vector<std::shared_ptr<const DepthwiseConv>> m_dwConv;
-  std::vector<AffineOp> m_affine;  // per node  // per node; null: not a depthwise Conv with both points
+  std::vector<AffineOp> m_affine;  // per node
+  std::vector<std::shared_ptr<const ElementwiseChain>> m_chainAt;  // per node: the chain it heads
+  std::vector<char> m_chainMember;  // per node: in some chain (heads included)  // per node; null: not a depthwise Conv with both points
   int64_t m_calibratedSamples = 0;
   std::shared_ptr<const AnalysisResult> m_result;
   // Per-node accumulators of the last analysis, kept for incremental updates.

@@ -513,3 +513,49 @@ TEST(Analysis, DepthwisePlanePassMatchesThreeNodeRuns) {
   EXPECT_NEAR(r[0]->outputs[0].metrics.snrDb, r[1]->outputs[0].metrics.snrDb, 1e-6);
   fs::remove_all(f.dir);
 }
+
+TEST(Analysis, FusedElementwiseChainsEqualOpByOp) {
+  // det's chains of elementwise ops (Mul, Add, Add, Clip, Mul, Div, Mul, Add after each Conv) in
+  // one pass in the quantized pass against op by op: the same output bits and the same sums, so
+  // every figure is equal, not just close.
+  auto f = open("ch_PP-OCRv4_det_infer.onnx", 160, 160, 2, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f});
+  if (!f.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
+  // Batches kept for toggles store every op's output; the others only what is read outside the
+  // chain (budget 0): both against op by op.
+  for (uint64_t budget : {uint64_t(1) << 30, uint64_t(0)}) {
+  SCOPED_TRACE(budget ? "batches kept" : "nothing kept");
+  AnalysisOptions ao;
+  ao.calibration.method = CalibMethod::Percentile;
+  ao.threads = 2;
+  ao.sensitivity = false;
+  ao.cacheBudgetBytes = budget;
+  std::shared_ptr<const AnalysisResult> r[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    ao.fuseElementwise = fused == 1;
+    auto s = QuantSession::create(f.model, {}, ao);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE((*s)->calibrate(*f.data));
+    auto res = (*s)->analyze(f.data);
+    ASSERT_TRUE(res) << res.status().message();
+    r[fused] = *res;
+    EXPECT_EQ((*s)->cachedBatches() > 0, budget > 0);
+  }
+  const Graph& g = f.model->graph;
+  int compared = 0, clips = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const NodeResult &a = r[0]->nodes[i], &b = r[1]->nodes[i];
+    ASSERT_EQ(a.hasGraphwise, b.hasGraphwise) << g.nodes[i].name;
+    if (!a.hasGraphwise) continue;
+    ++compared;
+    clips += g.nodes[i].opType == "Clip";
+    EXPECT_EQ(a.graphwise.snrDb, b.graphwise.snrDb) << g.nodes[i].name;
+    EXPECT_EQ(a.graphwise.mse, b.graphwise.mse) << g.nodes[i].name;
+    EXPECT_EQ(a.graphwise.cosine, b.graphwise.cosine) << g.nodes[i].name;
+    EXPECT_EQ(a.graphwise.maxAbs, b.graphwise.maxAbs) << g.nodes[i].name;
+  }
+  EXPECT_GT(compared, 300);
+  EXPECT_GE(clips, 20);
+  EXPECT_EQ(r[0]->outputs[0].metrics.snrDb, r[1]->outputs[0].metrics.snrDb);
+  }
+  fs::remove_all(f.dir);
+}
