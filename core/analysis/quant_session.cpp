@@ -783,12 +783,11 @@ bool runChain(const Graph& g, const ElementwiseChain& ch, std::vector<Tensor>& q
   if (pieces.size() < K * (size_t)kPiece) pieces.resize(K * (size_t)kPiece);
   for (size_t i = 0; i < K; ++i)
     if (storeAll || ch.stored[i]) outs[i] = Tensor(DType::Float, x.shape());
-  // Chain value v (0: the input, i + 1: op i's output) over the piece at `off`.
-  auto value = [&](int v, int64_t off) -> float* {
-    if (v == 0) return const_cast<float*>(x.data<float>()) + off;
-    Tensor& t = outs[(size_t)v - 1];
-    return t.empty() ? pieces.data() + (size_t)(v - 1) * kPiece : t.data<float>() + off;
+  // Where op i writes the piece at `off`, and chain value v (0: the input, i + 1: op i's output).
+  auto target = [&](size_t i, int64_t off) -> float* {
+    return outs[i].empty() ? pieces.data() + i * kPiece : outs[i].data<float>() + off;
   };
+  auto value = [&](int v, int64_t off) -> const float* { return v == 0 ? x.data<float>() + off : target((size_t)v - 1, off); };
   const int64_t n = x.numel();
   std::vector<ErrorAccumulator> sums(K), part(K);
   std::vector<ErrorAccumulator::Lanes> lanes(K);
@@ -798,7 +797,7 @@ bool runChain(const Graph& g, const ElementwiseChain& ch, std::vector<Tensor>& q
       const ChainOp& op = ch.ops[i];
       const float* A = op.a >= 0 ? value(op.a, off) : nullptr;
       const float* B = op.b >= 0 ? value(op.b, off) : nullptr;
-      float* o = value((int)i + 1, off);
+      float* o = target(i, off);
       const float ca = op.ca, cb = op.cb;
       switch (op.kind) {
         case ChainOp::kAdd:
