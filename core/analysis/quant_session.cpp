@@ -226,67 +226,57 @@ void QuantSession::indexPoints() {
     m_pointsByNode[(size_t)w.node].push_back(PointRef{w.inputIndex, w.value, (int)m_weights.size()});
     m_weights.push_back(std::move(wq));
   }
+  // A scalar float constant feeding an elementwise op (its value in c).
+  auto scalarConstant = [&](ValueId v, float& c) {
+    const auto& k = g.value(v).constant;
+    if (!k || k->dtype() != DType::Float || k->numel() != 1) return false;
+    c = k->data<float>()[0];
+    return true;
+  };
   // Elementwise ops with a scalar constant and no point of their own: y = a x + b.
   m_affine.assign(g.nodes.size(), AffineOp{});
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     const std::string& op = n.opType;
     if ((op != "Add" && op != "Sub" && op != "Mul" && op != "Div") || n.inputs.size() != 2 || n.outputs.empty() ||
-        !m_pointsByNode[i].empty())
+        !m_pointsByNode[i].empty() || n.inputs[0] == kNoValue || n.inputs[1] == kNoValue)
       continue;
-    int act = -1;
-    double c = 0;
-    bool ok = true;
-    for (int j = 0; j < 2; ++j) {
-      const ValueId v = n.inputs[(size_t)j];
-      if (v == kNoValue) {
-        ok = false;
-      } else if (const auto& k = g.value(v).constant) {
-        if (k->dtype() != DType::Float || k->numel() != 1) ok = false;
-        else c = k->data<float>()[0];
-      } else {
-        if (act >= 0) ok = false;  // two activations
-        act = j;
-      }
-    }
-    if (!ok || act < 0 || !std::isfinite(c)) continue;
+    const bool const0 = (bool)g.value(n.inputs[0]).constant, const1 = (bool)g.value(n.inputs[1]).constant;
+    float c = 0;
+    if (const0 == const1 || !scalarConstant(n.inputs[const0 ? 0 : 1], c) || !std::isfinite(c)) continue;
     AffineOp a;
-    a.input = act;
+    a.input = const0 ? 1 : 0;
     if (op == "Add") a.b = c;
     else if (op == "Mul") a.a = c;
     else if (op == "Sub") {
-      a.a = act == 0 ? 1 : -1;
-      a.b = act == 0 ? -c : c;
+      a.a = a.input == 0 ? 1 : -1;
+      a.b = a.input == 0 ? -c : c;
     } else {
-      if (act != 0 || c == 0) continue;  // c / x is not affine
+      if (a.input != 0 || c == 0) continue;  // c / x is not affine
       a.a = 1.0 / c;
     }
     m_affine[i] = a;
   }
   // Elementwise chains: from an activation, every op over it and the chain's values (earliest in
-  // topological order first) that has no point of its own and only scalar constants besides.
+  // topological order first) that has no point of its own and only scalar constants besides, up
+  // to kMaxChainOps (a longer run of such ops makes several chains).
   m_chainAt.assign(g.nodes.size(), nullptr);
-  m_chainMember.assign(g.nodes.size(), 0);
   if (m_options.fuseElementwise) {
+    constexpr size_t kMaxChainOps = 32;
     std::vector<int> topoIndex(g.nodes.size(), 0);
     for (size_t k = 0; k < g.topoOrder.size(); ++k) topoIndex[(size_t)g.topoOrder[k]] = (int)k;
     // The op `id` as a ChainOp over `values` (chain values so far), or false.
     auto asChainOp = [&](NodeId id, const std::vector<ValueId>& values, ChainOp& op) {
       const Node& n = g.nodes[(size_t)id];
       if (!m_pointsByNode[(size_t)id].empty() || n.outputs.size() != 1 || n.outputs[0] == kNoValue) return false;
+      // Input i as a chain value (its index in `values`) or a scalar constant (index -1, value c).
       auto operand = [&](size_t i, int& index, float& c) {
         if (i >= n.inputs.size() || n.inputs[i] == kNoValue) return false;
-        const Value& v = g.value(n.inputs[i]);
-        if (v.constant) {
-          if (v.constant->dtype() != DType::Float || v.constant->numel() != 1) return false;
-          index = -1;
-          c = v.constant->data<float>()[0];
-          return true;
-        }
+        index = -1;
+        if (g.value(n.inputs[i]).constant) return scalarConstant(n.inputs[i], c);
         auto it = std::find(values.begin(), values.end(), n.inputs[i]);
-        if (it == values.end()) return false;
         index = (int)(it - values.begin());
-        return true;
+        return it != values.end();
       };
       op = ChainOp{};
       op.node = id;
@@ -297,19 +287,18 @@ void QuantSession::indexPoints() {
         return op.a >= 0 || op.b >= 0;
       }
       if (t == "Clip") {  // bounds as constant inputs (opset 11+), not as attributes
-        if (n.attr("min") || n.attr("max") || n.inputs.empty() || !operand(0, op.a, op.ca) || op.a < 0) return false;
+        if (n.attr("min") || n.attr("max") || n.inputs.size() > 3 || !operand(0, op.a, op.ca) || op.a < 0) return false;
         op.kind = ChainOp::kClip;
         op.lo = std::numeric_limits<float>::lowest();
         op.hi = std::numeric_limits<float>::max();
-        int unused;
-        if (n.inputs.size() > 1 && n.inputs[1] != kNoValue && !(operand(1, unused, op.lo) && unused < 0)) return false;
-        if (n.inputs.size() > 2 && n.inputs[2] != kNoValue && !(operand(2, unused, op.hi) && unused < 0)) return false;
-        return n.inputs.size() <= 3;
+        if (n.inputs.size() > 1 && n.inputs[1] != kNoValue && !scalarConstant(n.inputs[1], op.lo)) return false;
+        return !(n.inputs.size() > 2 && n.inputs[2] != kNoValue && !scalarConstant(n.inputs[2], op.hi));
       }
       return false;
     };
+    std::vector<char> member(g.nodes.size(), 0);  // in a chain (1) or in the one being built (2)
     for (NodeId head : g.topoOrder) {
-      if (m_chainMember[(size_t)head]) continue;
+      if (member[(size_t)head]) continue;
       const Node& hn = g.nodes[(size_t)head];
       // The head's activation: its first non-constant input.
       ValueId x = kNoValue;
@@ -324,17 +313,17 @@ void QuantSession::indexPoints() {
       std::vector<ValueId> values = {x};
       ChainOp op;
       if (!asChainOp(head, values, op)) continue;
-      std::vector<char> taken(g.nodes.size(), 0);
       for (;;) {
         chain->ops.push_back(op);
-        taken[(size_t)op.node] = 1;
+        member[(size_t)op.node] = 2;
         values.push_back(g.nodes[(size_t)op.node].outputs[0]);
+        if (chain->ops.size() == kMaxChainOps) break;
         // The next member: the earliest consumer of a chain value that is a chain op over them.
         NodeId next = -1;
         ChainOp nextOp;
         for (ValueId v : values)
           for (NodeId c : g.value(v).consumers) {
-            if (taken[(size_t)c] || m_chainMember[(size_t)c] || (next >= 0 && topoIndex[(size_t)c] >= topoIndex[(size_t)next])) continue;
+            if (member[(size_t)c] || (next >= 0 && topoIndex[(size_t)c] >= topoIndex[(size_t)next])) continue;
             ChainOp candidate;
             if (asChainOp(c, values, candidate)) {
               next = c;
@@ -344,18 +333,24 @@ void QuantSession::indexPoints() {
         if (next < 0) break;
         op = nextOp;
       }
-      if (chain->ops.size() < 2) continue;  // one op: nothing to fuse
+      const bool keep = chain->ops.size() >= 2;  // one op: nothing to fuse
       for (const ChainOp& o : chain->ops) {
         const Value& v = g.value(g.nodes[(size_t)o.node].outputs[0]);
         bool outside = v.isGraphOutput;
-        for (NodeId c : v.consumers) outside = outside || !taken[(size_t)c];
+        for (NodeId c : v.consumers) outside = outside || member[(size_t)c] != 2;
         chain->stored.push_back(outside ? 1 : 0);
       }
-      for (const ChainOp& o : chain->ops) m_chainMember[(size_t)o.node] = 1;
-      m_chainAt[(size_t)head] = std::move(chain);
+      for (const ChainOp& o : chain->ops) member[(size_t)o.node] = keep ? 1 : 0;
+      if (keep) m_chainAt[(size_t)head] = std::move(chain);
     }
   }
-  // Depthwise Convs: their layer-wise runs go plane by plane (any CPU, any mode).  // Depthwise Convs: their layer-wise runs go plane by plane (any CPU, any mode).
+  // The activation point on a node's input 0 (kNoValue: none).
+  auto inputActPoint = [&](NodeId node) {
+    for (const PointRef& r : m_pointsByNode[(size_t)node])
+      if (r.weight < 0 && r.inputIndex == 0) return r.value;
+    return kNoValue;
+  };
+  // Depthwise Convs: their layer-wise runs go plane by plane (any CPU, any mode).
   m_dwConv.assign(g.nodes.size(), nullptr);
   for (size_t k = 0; m_options.planeLayerwise && k < m_plan.weights.size(); ++k) {
     const WeightPoint& w = m_plan.weights[k];
@@ -364,8 +359,7 @@ void QuantSession::indexPoints() {
     if (n.opType != "Conv" || w.inputIndex != 1 || w.axis != 0 || W.rank() < 3 || W.rank() > 4 || W.dim(1) != 1) continue;
     auto dw = std::make_shared<DepthwiseConv>();
     dw->weight = (int)k;
-    for (const PointRef& r : m_pointsByNode[(size_t)w.node])
-      if (r.weight < 0 && r.inputIndex == 0) dw->act = r.value;
+    dw->act = inputActPoint(w.node);
     if (dw->act == kNoValue) continue;
     KernelInit init{n, 0, g};
     AttrReader a(init);
@@ -382,8 +376,7 @@ void QuantSession::indexPoints() {
     const bool transposed = n.opType == "ConvTranspose";
     if (!(n.opType == "Conv" || transposed) || w.inputIndex != 1 || w.axis != (transposed ? 1 : 0)) continue;
     auto ic = std::make_shared<IntConv>();
-    for (const PointRef& r : m_pointsByNode[(size_t)w.node])
-      if (r.weight < 0 && r.inputIndex == 0) ic->act = r.value;
+    ic->act = inputActPoint(w.node);
     if (ic->act == kNoValue) continue;
     KernelInit init{n, 0, g};
     AttrReader a(init);
@@ -700,16 +693,22 @@ class CompareOutputs : public ExecutionObserver, public NodeCompare {
   // The sums of an a x + b op from its producer's, when that was compared in this pass and the
   // output has `elements` values as its input does; false otherwise (nothing changed).
   bool derive(NodeId node, int64_t elements) {
+    const NodeId p = affineProducer(node, elements);
+    if (p < 0 || !m_done[(size_t)p]) return false;
     const AffineOp& op = m_affine[(size_t)node];
-    if (op.input < 0) return false;
-    const ValueId in = m_g.nodes[(size_t)node].inputs[(size_t)op.input];
-    const NodeId p = m_g.value(in).producer;
-    if (!(p >= 0 && m_done[(size_t)p] && m_g.nodes[(size_t)p].outputs[0] == in && m_ref[(size_t)in].numel() == elements))
-      return false;
     m_wanted[(size_t)node] = 0;
     m_done[(size_t)node] = 1;
     m_acc[(size_t)node].merge(m_acc[(size_t)p].affine(op.a, op.b));
     return true;
+  }
+  // The node whose sums an a x + b op's derive from (its input's producer, whose first output
+  // that input is, with `elements` values as the op's output has), or -1.
+  NodeId affineProducer(NodeId node, int64_t elements) const {
+    const AffineOp& op = m_affine[(size_t)node];
+    if (op.input < 0) return -1;
+    const ValueId in = m_g.nodes[(size_t)node].inputs[(size_t)op.input];
+    const NodeId p = m_g.value(in).producer;
+    return p >= 0 && m_g.nodes[(size_t)p].outputs[0] == in && m_ref[(size_t)in].numel() == elements ? p : -1;
   }
   const Tensor* reference(NodeId node) override {
     if (!m_wanted[(size_t)node]) return nullptr;
@@ -749,8 +748,7 @@ class CompareOutputs : public ExecutionObserver, public NodeCompare {
 // a x + b whose producer is compared gets its sums derived. False (nothing stored) where a
 // reference is not of the input's shape.
 bool runChain(const Graph& g, const ElementwiseChain& ch, std::vector<Tensor>& quantTable,
-              const std::vector<Tensor>& floatTable, CompareOutputs& compare, const std::vector<AffineOp>& affine,
-              bool storeAll) {
+              const std::vector<Tensor>& floatTable, CompareOutputs& compare, bool storeAll) {
   constexpr int64_t kPiece = 4096;
   static_assert(ErrorAccumulator::kBlock % kPiece == 0 && kPiece % (ErrorAccumulator::kLaneBlock * 16) == 0);
   const Tensor& x = quantTable[(size_t)ch.input];
@@ -762,19 +760,14 @@ bool runChain(const Graph& g, const ElementwiseChain& ch, std::vector<Tensor>& q
     const Tensor& r = floatTable[(size_t)out[i]];
     if (r.dtype() != DType::Float || r.shape() != x.shape()) return false;
   }
-  // Which ops are compared for real: those CompareOutputs would not derive.
+  // Which ops are compared for real: those CompareOutputs will not derive, i.e. all but the a x + b
+  // ops whose producer is compared by then (an earlier op of the chain, or done before it).
+  const int64_t n = x.numel();
   std::vector<char> real(K, 1);
   for (size_t i = 0; i < K; ++i) {
-    const ChainOp& op = ch.ops[i];
-    const AffineOp& af = affine[(size_t)op.node];
-    if (af.input < 0) continue;
-    const int operand = af.input == 0 ? op.a : op.b;  // the chain value the affine op reads
-    if (operand >= 1) {
-      real[i] = 0;  // a chain op: compared in this pass before it
-    } else {
-      const NodeId p = g.value(ch.input).producer;
-      real[i] = !(p >= 0 && compare.done(p) && g.nodes[(size_t)p].outputs[0] == ch.input);
-    }
+    const NodeId p = compare.affineProducer(ch.ops[i].node, n);
+    const bool inChain = std::any_of(ch.ops.begin(), ch.ops.begin() + (std::ptrdiff_t)i, [p](const ChainOp& o) { return o.node == p; });
+    real[i] = !(p >= 0 && (inChain || compare.done(p)));
   }
   // Outputs stored: those read outside the chain (and all where the batch is kept for toggles);
   // the others live in one piece of scratch each, while their piece is in cache.
@@ -788,7 +781,6 @@ bool runChain(const Graph& g, const ElementwiseChain& ch, std::vector<Tensor>& q
     return outs[i].empty() ? pieces.data() + i * kPiece : outs[i].data<float>() + off;
   };
   auto value = [&](int v, int64_t off) -> const float* { return v == 0 ? x.data<float>() + off : target((size_t)v - 1, off); };
-  const int64_t n = x.numel();
   std::vector<ErrorAccumulator> sums(K), part(K);
   std::vector<ErrorAccumulator::Lanes> lanes(K);
   for (int64_t off = 0; off < n; off += kPiece) {
@@ -1104,7 +1096,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
           QS_RETURN_IF_ERROR(m_executor->runNodes(std::span<const NodeId>(&op.node, 1), floatTable, rf));
           floatDone[(size_t)op.node] = 1;
         }
-        if (runChain(g, *ch, quantTable, floatTable, compare, m_affine, keeping))
+        if (runChain(g, *ch, quantTable, floatTable, compare, keeping))
           for (const ChainOp& op : ch->ops) quantDone[(size_t)op.node] = 1;
       }
       if (!floatDone[(size_t)id]) QS_RETURN_IF_ERROR(m_executor->runNodes(one, floatTable, rf));

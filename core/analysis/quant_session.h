@@ -221,10 +221,9 @@ class QuantSession {
   std::vector<Tensor> m_fakeWeights;  // per m_weights entry: the weight after fake quantization
   std::vector<std::vector<PointRef>> m_pointsByNode;
   std::vector<std::shared_ptr<const IntConv>> m_intConv;  // per node; null: FP32 on fake-quantized inputs
-  std::vector<std::shared_ptr<const DepthwiseConv>> m_dwConv;
+  std::vector<std::shared_ptr<const DepthwiseConv>> m_dwConv;  // per node; null: not a depthwise Conv with both points
   std::vector<AffineOp> m_affine;  // per node
   std::vector<std::shared_ptr<const ElementwiseChain>> m_chainAt;  // per node: the chain it heads
-  std::vector<char> m_chainMember;  // per node: in some chain (heads included)  // per node; null: not a depthwise Conv with both points
   int64_t m_calibratedSamples = 0;
   std::shared_ptr<const AnalysisResult> m_result;
   // Per-node accumulators of the last analysis, kept for incremental updates.
