@@ -391,6 +391,19 @@ TEST(Analysis, DetWithRenderedImagesEveryMethod) {
   fs::remove_all(f.dir);
 }
 
+// One session with `ao` on f's data: calibrated, analysed into `out`; `cachedBatches` (if given)
+// gets how many batches it keeps for toggles.
+static void analyzeWith(const Fixture& f, const AnalysisOptions& ao, std::shared_ptr<const AnalysisResult>& out,
+                        const QuantConfig& cfg = {}, int64_t* cachedBatches = nullptr) {
+  auto s = QuantSession::create(f.model, cfg, ao);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE((*s)->calibrate(*f.data));
+  auto res = (*s)->analyze(f.data);
+  ASSERT_TRUE(res) << res.status().message();
+  out = *res;
+  if (cachedBatches) *cachedBatches = (*s)->cachedBatches();
+}
+
 // The integer Convs (u8 x s8 -> int32, core/kernels/qconv.h) against FP32 convolutions of the
 // fake-quantized tensors: the same figures to well within what a user reads, and not
 // bit-identical (so the integer path did run).
@@ -406,12 +419,7 @@ static void compareIntegerConv(const Fixture& f, const std::string& tag, const Q
   std::shared_ptr<const AnalysisResult> r[2];
   for (int integer = 0; integer < 2; ++integer) {
     ao.integerConv = integer == 1;
-    auto s = QuantSession::create(f.model, cfg, ao);
-    ASSERT_TRUE(s);
-    ASSERT_TRUE((*s)->calibrate(*f.data));
-    auto res = (*s)->analyze(f.data);
-    ASSERT_TRUE(res) << res.status().message();
-    r[integer] = *res;
+    ASSERT_NO_FATAL_FAILURE(analyzeWith(f, ao, r[integer], cfg));
   }
   const Graph& g = f.model->graph;
   int differ = 0, compared = 0;
@@ -474,12 +482,7 @@ TEST(Analysis, DepthwisePlanePassMatchesThreeNodeRuns) {
   std::shared_ptr<const AnalysisResult> r[2];
   for (int plane = 0; plane < 2; ++plane) {
     ao.planeLayerwise = plane == 1;
-    auto s = QuantSession::create(f.model, {}, ao);
-    ASSERT_TRUE(s);
-    ASSERT_TRUE((*s)->calibrate(*f.data));
-    auto res = (*s)->analyze(f.data);
-    ASSERT_TRUE(res) << res.status().message();
-    r[plane] = *res;
+    ASSERT_NO_FATAL_FAILURE(analyzeWith(f, ao, r[plane]));
   }
   const Graph& g = f.model->graph;
   int depthwise = 0;
@@ -532,13 +535,9 @@ TEST(Analysis, FusedElementwiseChainsEqualOpByOp) {
   std::shared_ptr<const AnalysisResult> r[2];
   for (int fused = 0; fused < 2; ++fused) {
     ao.fuseElementwise = fused == 1;
-    auto s = QuantSession::create(f.model, {}, ao);
-    ASSERT_TRUE(s);
-    ASSERT_TRUE((*s)->calibrate(*f.data));
-    auto res = (*s)->analyze(f.data);
-    ASSERT_TRUE(res) << res.status().message();
-    r[fused] = *res;
-    EXPECT_EQ((*s)->cachedBatches() > 0, budget > 0);
+    int64_t cached = 0;
+    ASSERT_NO_FATAL_FAILURE(analyzeWith(f, ao, r[fused], {}, &cached));
+    EXPECT_EQ(cached > 0, budget > 0);
   }
   const Graph& g = f.model->graph;
   int compared = 0, clips = 0;
