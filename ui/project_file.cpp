@@ -47,15 +47,18 @@ QString printable(const QString& s) {
   return s.size() > 60 ? out + QStringLiteral("...") : out;
 }
 
-/// A number field within [lo, hi] (finite), or `fallback` when absent. Fails naming the key.
+/// A number field within [lo, hi] (finite), or `fallback` when absent. Fails naming the key. With
+/// `asFloat`, the number is rounded to float first and the checks apply to that value, the one
+/// stored and written back (9.9999e29 is within 1e30, its float 1.00000002e30 is not).
 bool number(const QJsonObject& o, const char* key, double lo, double hi, double fallback, double& out,
-            const QString& projectPath, QString& error) {
+            const QString& projectPath, QString& error, bool asFloat = false) {
   const QJsonValue v = o.value(QLatin1String(key));
   if (v.isUndefined() || v.isNull()) {
     out = fallback;
     return true;
   }
-  const double x = v.toDouble(std::nan(""));
+  double x = v.toDouble(std::nan(""));
+  if (asFloat) x = (double)(float)x;
   if (!v.isDouble() || !std::isfinite(x) || x < lo || x > hi) {
     error = QStringLiteral("%1: \"%2\" must be a number in [%3, %4]").arg(projectPath, QLatin1String(key)).arg(lo).arg(hi);
     return false;
@@ -86,8 +89,9 @@ bool triple(const QJsonObject& o, const char* key, double lo, double hi, bool ze
   const QJsonArray a = v.toArray();
   bool ok = v.isArray() && a.size() == 3;
   for (int k = 0; ok && k < 3; ++k) {
-    const double x = a.at(k).toDouble(std::nan(""));
-    // A divisor must stay a usable float: 2e-94 is not 0 as a double but is as a float.
+    // Checked as the float stored and written back (a divisor must stay a usable float: 2e-94 is
+    // not 0 as a double but is as a float; 9.9999e29 is within 1e30, its float is not).
+    const double x = (double)(float)a.at(k).toDouble(std::nan(""));
     ok = a.at(k).isDouble() && std::isfinite(x) && x >= lo && x <= hi && (zeroOk || std::fabs(x) >= 1e-30);
     if (ok) out[(size_t)k] = (float)x;
   }
@@ -180,7 +184,7 @@ bool projectFromJson(const QByteArray& json, const QString& projectPath, Project
   if (!integer(c, "samples", -1, 1e15, -1, samples, projectPath, error) ||
       !integer(c, "width", 0, kMaxSide, 0, width, projectPath, error) ||
       !integer(c, "height", 0, kMaxSide, 0, height, projectPath, error) ||
-      !number(c, "scale", -1e30, 1e30, 1.0 / 255.0, scale, projectPath, error) ||
+      !number(c, "scale", -1e30, 1e30, 1.0 / 255.0, scale, projectPath, error, true) ||
       !triple(c, "mean", -1e30, 1e30, true, 0.0f, d.image.mean, projectPath, error) ||
       !triple(c, "std", -1e30, 1e30, false, 1.0f, d.image.std, projectPath, error) ||
       !number(c, "percentile", 0, 100, 99.99, percentile, projectPath, error)) {

@@ -71,6 +71,12 @@ class ProjectFileTest : public QObject {
         // fuzz_project: 2e-94 passed as non-zero but became 0 as a float.
         {R"({"quantscope_project": 1, "model": "m", "calibration": {"std": [2e-94, 225, 5]}})", "\"std\" must be 3 numbers"},
         {R"({"quantscope_project": 1, "model": "m", "calibration": {"mean": [1, 2]}})", "\"mean\" must be 3 numbers"},
+        // fuzz_project: 9.99...e29 is within 1e30 as a double, but not as the float stored (the
+        // project then failed to reread what it wrote).
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"std": [0.229, 999999999999999999999999999990.2, 0.225]}})",
+         "\"std\" must be 3 numbers"},
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"scale": -999999999999999999999999999990.2}})",
+         "\"scale\" must be a number"},
         {R"({"quantscope_project": 1, "model": "m", "calibration": {"percentile": 101}})", "\"percentile\" must be a number"},
         {R"({"quantscope_project": 1, "model": "m", "calibration": {"scale": "big"}})", "\"scale\" must be a number"},
         {R"({"quantscope_project": 1, "model": "m", "excluded_nodes": [1, 2]})", "\"excluded_nodes\" must be a list"},
