@@ -1,5 +1,7 @@
 #include "core/onnx/loader.h"
 
+#include "core/onnx/shape_inference_guard.h"
+
 #include <google/protobuf/io/coded_stream.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
@@ -297,7 +299,7 @@ Result<std::shared_ptr<Model>> Converter::convert(onnx::ModelProto& proto) {
   }
   if (m_opt.inferShapes && opset <= 17) {
     try {
-      onnx::shape_inference::InferShapes(proto);
+      onnx::shape_inference::InferShapes(proto, guardedSchemaRegistry());
     } catch (const std::exception&) {
       // Shapes then come from execution; inference is only a convenience for display.
     }

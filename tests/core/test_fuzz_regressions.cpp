@@ -11,7 +11,10 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
+#include "core/exec/executor.h"
+#include "core/exec/kernel_registry.h"
 #include "core/io/image.h"
 #include "core/onnx/loader.h"
 #include "core/quant/quant_files.h"
@@ -150,6 +153,65 @@ TEST(FuzzRegressions, DeeplyNestedSubgraphsAreRefusedByTheParser) {
   std::string ok = nested(15);
   auto m2 = loadModelFromBytes(ok.data(), ok.size(), "nested.onnx", "", lo);
   EXPECT_TRUE(m2) << m2.status().message();
+}
+
+// fuzz_model (CI of 3a5dbdc): ONNX 1.12's Conv shape inference took the kernel from W's dims when
+// kernel_shape was absent and indexed X's dims, strides and dilations by it, so a W of higher rank
+// than X read past them (ASan SEGV in onnx::convPoolShapeInference). The loader's schema registry
+// (core/onnx/shape_inference_guard.cpp) refuses such a node in inference; the model still loads,
+// the shapes stay unknown, and creating or running the executor refuses the node with one line
+// (ConvInteger has no kernel; the others fail on the shapes when they run).
+TEST(FuzzRegressions, ConvWeightOfHigherRankThanItsInputIsRefusedNotInferred) {
+  struct Case {
+    const char* op;
+    std::vector<std::string> inputs;
+  };
+  const Case cases[] = {
+      {"Conv", {"x", "w"}},
+      {"ConvTranspose", {"x", "w"}},
+      {"ConvInteger", {"xi", "wi"}},
+      {"QLinearConv", {"xi", "s", "z", "wi", "s", "z", "s", "z"}},
+  };
+  static const KernelRegistry registry = KernelRegistry::builtin();
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op);
+    OnnxBuilder b(13);
+    b.input("x", {1, 1, 4, 4}).output("y", {});
+    // The op writes c, which nothing declares: only inference could give it a shape.
+    // Rank 12 rather than 5: the over-read then reaches far beyond X's four dims.
+    const std::vector<int64_t> wDims(12, 1);
+    b.initializer("w", wDims, {1.f});
+    b.initializerInt64("one", {}, {1});
+    auto& xi = b.node("Cast", {"x"}, {"xi"}, "cast_x");
+    auto* to = xi.add_attribute();
+    to->set_name("to");
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(onnx::TensorProto::UINT8);
+    auto& wi = b.node("Cast", {"w"}, {"wi"}, "cast_w");
+    auto* to2 = wi.add_attribute();
+    to2->CopyFrom(*to);
+    b.initializer("s", {}, {1.f});
+    auto& z = b.node("Cast", {"one"}, {"z"}, "cast_z");
+    z.add_attribute()->CopyFrom(*to);
+    b.node(c.op, c.inputs, {"c"}, "conv");
+    b.node("Identity", {"c"}, {"y"}, "out");
+    std::string bytes = b.bytes();
+    auto m = loadModelFromBytes(bytes.data(), bytes.size(), "conv.onnx", "", LoadOptions{});
+    ASSERT_TRUE(m) << m.status().message();
+    const Graph& g = (*m)->graph;
+    EXPECT_FALSE(g.value(g.findValue("c")).shape.has_value()) << "no shape can be inferred for c";
+    ExecutorOptions eo;
+    eo.registry = &registry;
+    auto ex = Executor::create(*m, eo);
+    Status st = ex.status();
+    if (ex) {
+      Tensor x(DType::Float, {1, 1, 4, 4});
+      std::fill_n(x.data<float>(), 16, 0.5f);
+      st = (*ex)->run({NamedTensor{"x", x}}).status();
+    }
+    ASSERT_FALSE(st.isOk());
+    expectOneLine(st, st.code(), "'conv'");
+  }
 }
 
 // ---- crashes found by fuzzing ---------------------------------------------------------------------
