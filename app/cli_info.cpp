@@ -46,6 +46,7 @@ int runInfo(const InfoArgs& args) {
     j["parameter_count"] = info.parameterCount;
     j["parameter_bytes"] = info.parameterBytes;
     j["unsupported_ops"] = info.unsupported;
+    j["shape_inference"] = info.shapeInference;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("model:       %s\n", info.path.c_str());
@@ -69,6 +70,7 @@ int runInfo(const InfoArgs& args) {
       std::printf("unsupported:\n");
       for (const auto& u : info.unsupported) std::printf("  %s\n", u.c_str());
     }
+    std::printf("shape inference: %s\n", info.shapeInference.c_str());
   }
   return kExitOk;
 }

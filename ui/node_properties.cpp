@@ -210,6 +210,7 @@ std::vector<PropertyEntry> modelSummary(const Model& model, const ModelInfo& inf
                                .arg(c.toString((qlonglong)info.parameterCount))
                                .arg((double)info.parameterBytes / (1024.0 * 1024.0), 0, 'f', 2),
                            {}});
+  head.children.push_back({QStringLiteral("Shape inference"), qstr(info.shapeInference), {}});
   for (const auto& [key, value] : model.metadata) head.children.push_back({qstr(key), qstr(value), {}});
   out.push_back(std::move(head));
 

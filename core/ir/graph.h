@@ -105,6 +105,9 @@ struct Model {
   std::string docString;
   std::map<std::string, int64_t> opsets;  // domain ("" = ai.onnx) -> version
   std::vector<std::pair<std::string, std::string>> metadata;
+  /// What ONNX's shape inference did at load: "done", "not run (...)", or why it gave nothing,
+  /// e.g. "crashed (signal SIGSEGV)" (it runs in a child process; shapes then come from execution).
+  std::string shapeInference;
   Graph graph;
 
   int64_t defaultOpset() const {

@@ -297,12 +297,14 @@ Result<std::shared_ptr<Model>> Converter::convert(onnx::ModelProto& proto) {
     return unsupported(m_where + ": default-domain opset " + std::to_string(opset) + " is not supported (" +
                        std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");
   }
-  if (m_opt.inferShapes && opset <= 17) {
-    try {
-      onnx::shape_inference::InferShapes(proto, guardedSchemaRegistry());
-    } catch (const std::exception&) {
-      // Shapes then come from execution; inference is only a convenience for display.
-    }
+  // Shapes missing after this come from execution; inference is a convenience for display.
+  if (!m_opt.inferShapes) {
+    model->shapeInference = "not run (turned off)";
+  } else if (opset > 17) {
+    model->shapeInference = "not run (libonnx 1.12 knows opsets up to 17)";
+  } else {
+    std::string why;
+    model->shapeInference = inferShapesIsolated(proto, kShapeInferenceTimeoutMs, &why) ? "done" : why;
   }
   const onnx::GraphProto& gp = proto.graph();
   Graph& g = model->graph;

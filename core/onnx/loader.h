@@ -38,6 +38,9 @@ Result<NamedTensor> parseTensorProto(const void* data, size_t size, const std::s
 
 /// The opset range of the default domain the loader accepts.
 constexpr int64_t kMinOpset = 7;
+/// ONNX's shape inference runs in a child process (core/onnx/shape_inference_guard.h); past this
+/// the child is killed and the model loads without inferred shapes.
+constexpr int kShapeInferenceTimeoutMs = 20000;
 constexpr int64_t kMaxOpset = 21;
 
 /// Physical memory of this machine in bytes (the default tensor size limit).

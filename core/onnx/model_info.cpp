@@ -20,6 +20,7 @@ ModelInfo describeModel(const Model& model, const KernelRegistry& registry) {
   info.path = model.path;
   info.irVersion = model.irVersion;
   info.producerName = model.producerName;
+  info.shapeInference = model.shapeInference;
   info.producerVersion = model.producerVersion;
   info.opsets = model.opsets;
   for (ValueId id : g.inputs) info.inputs.push_back({g.value(id).name, g.value(id).dtype, g.value(id).shape});

@@ -29,6 +29,7 @@ struct ModelInfo {
   int64_t parameterCount = 0;   // elements of all initializers (including folded Constant nodes)
   uint64_t parameterBytes = 0;
   std::vector<std::string> unsupported;  // "Op (nodes 'a', 'b')"
+  std::string shapeInference;             // Model::shapeInference
 };
 
 /// Summarises `model`; `registry` decides which ops are unsupported.

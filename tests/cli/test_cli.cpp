@@ -72,6 +72,7 @@ TEST_F(CliTest, InfoPrintsJson) {
   EXPECT_NE(o.out.find("\"opset\": 13"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("\"parameter_count\": 3"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("\"Add\": 1"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("\"shape_inference\": \"done\""), std::string::npos) << o.out;
 }
 
 TEST_F(CliTest, RunWritesOutputsKeyedByName) {
@@ -294,6 +295,19 @@ TEST_F(CliTest, HostileModelsExitNonZeroWithOneLine) {
     b.save(dir + "/unknown.onnx");
     cases.push_back({"unknown.onnx", "unsupported op: FancyOp (node 'fancy')"});
   }
+  {
+    // libonnx 1.12's shape inference crashes on this node; it runs in a child process.
+    OnnxBuilder b(13);
+    b.input("x", {1, 1, 2, 2, 4}).output("y", {1});
+    b.initializerInt64("idx", {2, 2, 2}, {0, 0, 0, 0, 0, 0, 0, 0});
+    auto& n = b.node("GatherND", {"x", "idx"}, {"y"}, "gather");
+    auto* bd = n.add_attribute();
+    bd->set_name("batch_dims");
+    bd->set_type(onnx::AttributeProto::INT);
+    bd->set_i(-4);
+    b.save(dir + "/gathernd.onnx");
+    cases.push_back({"gathernd.onnx", "node 'gather' (GatherND)"});
+  }
   for (const auto& [file, fragment] : cases) {
     // `run` creates the executor, so unsupported ops are refused too; info lists them instead.
     auto o = runQuantscope("run " + dir + "/" + file + " --random-input --output " + dir + "/o.npz", dir);
@@ -306,4 +320,7 @@ TEST_F(CliTest, HostileModelsExitNonZeroWithOneLine) {
   auto info = runQuantscope("info " + dir + "/unknown.onnx", dir);
   EXPECT_EQ(info.exitCode, 0);
   EXPECT_NE(info.out.find("FancyOp (node 'fancy')"), std::string::npos) << info.out;
+  auto crashed = runQuantscope("info " + dir + "/gathernd.onnx", dir);
+  EXPECT_EQ(crashed.exitCode, 0) << crashed.err;
+  EXPECT_NE(crashed.out.find("shape inference: crashed (signal SIGSEGV)"), std::string::npos) << crashed.out;
 }
