@@ -4,7 +4,6 @@
 #include <onnx/defs/shape_inference.h>
 #include <onnx/shape_inference/implementation.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -119,8 +118,10 @@ bool inferShapesIsolated(onnx::ModelProto& proto, int timeoutMs, std::string* wh
     if (why) *why = std::move(s);
     return false;
   };
-  // Build ONNX's schema table here, once per process, rather than in every child.
+  // Build ONNX's schema table and our registry here, once per process, rather than in every child
+  // (where a static's first use could also wait on a lock another of our threads held at the fork).
   (void)onnx::OpSchemaRegistry::Instance()->GetSchema("Conv", 11, "");
+  (void)guardedSchemaRegistry();
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return say(std::string("pipe failed: ") + std::strerror(errno));
   pid_t pid = ::fork();
