@@ -32,6 +32,16 @@ void expectOneLine(const Status& st, StatusCode code, const std::string& mustCon
   EXPECT_NE(st.message().find(mustContain), std::string::npos) << st.message();
 }
 
+// The executor's verdict on `model`: the creation error, or else the run's.
+Status createAndRun(const std::shared_ptr<Model>& model, const std::vector<NamedTensor>& feeds) {
+  static const KernelRegistry registry = KernelRegistry::builtin();
+  ExecutorOptions eo;
+  eo.registry = &registry;
+  auto ex = Executor::create(model, eo);
+  if (!ex) return ex.status();
+  return (*ex)->run(feeds).status();
+}
+
 // x[1] -> Add(x, w) -> y with w an initializer the caller shapes.
 OnnxBuilder addWeight() {
   OnnxBuilder b(13);
@@ -172,7 +182,6 @@ TEST(FuzzRegressions, ConvWeightOfHigherRankThanItsInputIsRefusedNotInferred) {
       {"ConvInteger", {"xi", "wi"}},
       {"QLinearConv", {"xi", "s", "z", "wi", "s", "z", "s", "z"}},
   };
-  static const KernelRegistry registry = KernelRegistry::builtin();
   for (const Case& c : cases) {
     SCOPED_TRACE(c.op);
     OnnxBuilder b(13);
@@ -204,15 +213,9 @@ TEST(FuzzRegressions, ConvWeightOfHigherRankThanItsInputIsRefusedNotInferred) {
     EXPECT_FALSE(g.value(g.findValue("c")).shape.has_value()) << "no shape can be inferred for c";
     ASSERT_TRUE(g.value(g.findValue("xi")).shape.has_value()) << "the other nodes keep their inferred shapes";
     EXPECT_EQ(g.value(g.findValue("xi")).shape->size(), 4u);
-    ExecutorOptions eo;
-    eo.registry = &registry;
-    auto ex = Executor::create(*m, eo);
-    Status st = ex.status();
-    if (ex) {
-      Tensor x(DType::Float, {1, 1, 4, 4});
-      std::fill_n(x.data<float>(), 16, 0.5f);
-      st = (*ex)->run({NamedTensor{"x", x}}).status();
-    }
+    Tensor x(DType::Float, {1, 1, 4, 4});
+    std::fill_n(x.data<float>(), 16, 0.5f);
+    Status st = createAndRun(*m, {NamedTensor{"x", x}});
     ASSERT_FALSE(st.isOk());
     expectOneLine(st, st.code(), "'conv'");
   }
@@ -237,18 +240,11 @@ TEST(FuzzRegressions, ShapeInferenceCrashStaysInItsChildProcess) {
   EXPECT_EQ((*m)->shapeInference.rfind("crashed (", 0), 0u) << (*m)->shapeInference;
   const Graph& g = (*m)->graph;
   EXPECT_FALSE(g.value(g.findValue("g")).shape.has_value());
-  static const KernelRegistry registry = KernelRegistry::builtin();
-  ExecutorOptions eo;
-  eo.registry = &registry;
-  auto ex = Executor::create(*m, eo);
-  Status st = ex.status();
-  if (ex) {
-    Tensor data(DType::Float, {1, 1, 2, 2, 4});
-    std::fill_n(data.data<float>(), 16, 1.f);
-    Tensor idx(DType::Int64, {2, 2, 2});
-    std::fill_n(idx.data<int64_t>(), 8, int64_t(0));
-    st = (*ex)->run({NamedTensor{"data", data}, NamedTensor{"idx", idx}}).status();
-  }
+  Tensor data(DType::Float, {1, 1, 2, 2, 4});
+  std::fill_n(data.data<float>(), 16, 1.f);
+  Tensor idx(DType::Int64, {2, 2, 2});
+  std::fill_n(idx.data<int64_t>(), 8, int64_t(0));
+  Status st = createAndRun(*m, {NamedTensor{"data", data}, NamedTensor{"idx", idx}});
   ASSERT_FALSE(st.isOk());
   expectOneLine(st, st.code(), "'gather'");
 
