@@ -48,6 +48,8 @@ Fixture open(const std::string& file, int w, int h, int count, std::array<float,
 }
 
 Fixture openCls(int count = 6) { return open("ch_ppocr_mobile_v2.0_cls_infer.onnx", 192, 48, count, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}); }
+// det at 160x160, 2 samples, ImageNet normalisation.
+Fixture openDet() { return open("ch_PP-OCRv4_det_infer.onnx", 160, 160, 2, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}); }
 
 void expectFiniteOrInf(double v, const std::string& what) {
   EXPECT_FALSE(std::isnan(v)) << what;
@@ -352,7 +354,7 @@ TEST(Analysis, ExcludingTheWorstNodesRaisesOutputSnrAndFallbackReachesTarget) {
 // PP-OCRv4 det on rendered text images, every calibration method: complete reports, and the most
 // sensitive node, excluded, visibly raises the output's SNR.
 TEST(Analysis, DetWithRenderedImagesEveryMethod) {
-  auto f = open("ch_PP-OCRv4_det_infer.onnx", 160, 160, 2, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f});
+  auto f = openDet();
   if (!f.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
   for (CalibMethod m : {CalibMethod::Max, CalibMethod::Entropy, CalibMethod::Percentile, CalibMethod::Mse}) {
     AnalysisOptions ao;
@@ -391,36 +393,38 @@ TEST(Analysis, DetWithRenderedImagesEveryMethod) {
   fs::remove_all(f.dir);
 }
 
-// One session with `ao` on f's data: calibrated, analysed into `out`; `cachedBatches` (if given)
-// gets how many batches it keeps for toggles.
-static void analyzeWith(const Fixture& f, const AnalysisOptions& ao, std::shared_ptr<const AnalysisResult>& out,
-                        const QuantConfig& cfg = {}, int64_t* cachedBatches = nullptr) {
-  auto s = QuantSession::create(f.model, cfg, ao);
-  ASSERT_TRUE(s);
-  ASSERT_TRUE((*s)->calibrate(*f.data));
-  auto res = (*s)->analyze(f.data);
-  ASSERT_TRUE(res) << res.status().message();
-  out = *res;
-  if (cachedBatches) *cachedBatches = (*s)->cachedBatches();
+// Two sessions on f's data, percentile-calibrated on 2 threads with `ao`'s other settings: r[0]
+// with `flag` off, r[1] with it on. `cachedBatches` (if given) gets how many batches each keeps
+// for toggles.
+static void analyzeOffOn(const Fixture& f, AnalysisOptions ao, bool AnalysisOptions::*flag,
+                         std::shared_ptr<const AnalysisResult> (&r)[2], const QuantConfig& cfg = {},
+                         int64_t* cachedBatches = nullptr) {
+  ao.calibration.method = CalibMethod::Percentile;
+  ao.threads = 2;
+  for (int on = 0; on < 2; ++on) {
+    ao.*flag = on == 1;
+    auto s = QuantSession::create(f.model, cfg, ao);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE((*s)->calibrate(*f.data));
+    auto res = (*s)->analyze(f.data);
+    ASSERT_TRUE(res) << res.status().message();
+    r[on] = *res;
+    if (cachedBatches) cachedBatches[on] = (*s)->cachedBatches();
+  }
 }
 
 // The integer Convs (u8 x s8 -> int32, core/kernels/qconv.h) against FP32 convolutions of the
 // fake-quantized tensors: the same figures to well within what a user reads, and not
 // bit-identical (so the integer path did run).
 static void compareIntegerConv(const Fixture& f, const std::string& tag, const QuantConfig& cfg = {}) {
+  // Percentile (analyzeOffOn): some activations clip. (With Max, det's squeeze-excitation tensors
+  // after GlobalAveragePool hold a few dozen values per batch here; a last-bit difference in a
+  // Conv that moves one value across a rounding boundary shifts their graph-wise SNR by up to a
+  // few dB. The integer sums are exact; the FP32 ones round, so on such ties neither is "the" value.)
   AnalysisOptions ao;
-  // Percentile: some activations clip. (With Max, det's squeeze-excitation tensors after
-  // GlobalAveragePool hold a few dozen values per batch here; a last-bit difference in a Conv
-  // that moves one value across a rounding boundary shifts their graph-wise SNR by up to a few
-  // dB. The integer sums are exact; the FP32 ones round, so on such ties neither is "the" value.)
-  ao.calibration.method = CalibMethod::Percentile;
-  ao.threads = 2;
   ao.sensitivity = true;
   std::shared_ptr<const AnalysisResult> r[2];
-  for (int integer = 0; integer < 2; ++integer) {
-    ao.integerConv = integer == 1;
-    ASSERT_NO_FATAL_FAILURE(analyzeWith(f, ao, r[integer], cfg));
-  }
+  ASSERT_NO_FATAL_FAILURE(analyzeOffOn(f, ao, &AnalysisOptions::integerConv, r, cfg));
   const Graph& g = f.model->graph;
   int differ = 0, compared = 0;
   std::map<std::string, double> worst;  // largest difference per figure, printed for docs/
@@ -464,8 +468,7 @@ TEST(Analysis, IntegerConvMatchesFakeQuantizedFloat) {
   auto cls = openCls(4);
   if (!cls.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
   compareIntegerConv(cls, "cls");
-  compareIntegerConv(open("ch_PP-OCRv4_det_infer.onnx", 160, 160, 2, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}),
-                     "det");
+  compareIntegerConv(openDet(), "det");
 }
 
 TEST(Analysis, DepthwisePlanePassMatchesThreeNodeRuns) {
@@ -473,17 +476,12 @@ TEST(Analysis, DepthwisePlanePassMatchesThreeNodeRuns) {
   // three runs of the node through the executor, and the graph-wise ones with the quantized pass
   // taking them over plane by plane against the executor's fake-quantize-then-Conv. The outputs are the same bits; only the order
   // of the sums differs, so the figures agree to summation rounding.
-  auto f = open("ch_PP-OCRv4_det_infer.onnx", 160, 160, 2, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f});
+  auto f = openDet();
   if (!f.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
   AnalysisOptions ao;
-  ao.calibration.method = CalibMethod::Percentile;
-  ao.threads = 2;
   ao.sensitivity = false;
   std::shared_ptr<const AnalysisResult> r[2];
-  for (int plane = 0; plane < 2; ++plane) {
-    ao.planeLayerwise = plane == 1;
-    ASSERT_NO_FATAL_FAILURE(analyzeWith(f, ao, r[plane]));
-  }
+  ASSERT_NO_FATAL_FAILURE(analyzeOffOn(f, ao, &AnalysisOptions::planeLayerwise, r));
   const Graph& g = f.model->graph;
   int depthwise = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -521,24 +519,19 @@ TEST(Analysis, FusedElementwiseChainsEqualOpByOp) {
   // det's chains of elementwise ops (Mul, Add, Add, Clip, Mul, Div, Mul, Add after each Conv) in
   // one pass in the quantized pass against op by op: the same output bits and the same sums, so
   // every figure is equal, not just close.
-  auto f = open("ch_PP-OCRv4_det_infer.onnx", 160, 160, 2, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f});
+  auto f = openDet();
   if (!f.model) GTEST_SKIP() << "models missing: run scripts/setup.sh";
   // Batches kept for toggles store every op's output; the others only what is read outside the
   // chain (budget 0): both against op by op.
   for (uint64_t budget : {uint64_t(1) << 30, uint64_t(0)}) {
   SCOPED_TRACE(budget ? "batches kept" : "nothing kept");
   AnalysisOptions ao;
-  ao.calibration.method = CalibMethod::Percentile;
-  ao.threads = 2;
   ao.sensitivity = false;
   ao.cacheBudgetBytes = budget;
   std::shared_ptr<const AnalysisResult> r[2];
-  for (int fused = 0; fused < 2; ++fused) {
-    ao.fuseElementwise = fused == 1;
-    int64_t cached = 0;
-    ASSERT_NO_FATAL_FAILURE(analyzeWith(f, ao, r[fused], {}, &cached));
-    EXPECT_EQ(cached > 0, budget > 0);
-  }
+  int64_t cached[2] = {0, 0};
+  ASSERT_NO_FATAL_FAILURE(analyzeOffOn(f, ao, &AnalysisOptions::fuseElementwise, r, {}, cached));
+  for (int64_t c : cached) EXPECT_EQ(c > 0, budget > 0);
   const Graph& g = f.model->graph;
   int compared = 0, clips = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
