@@ -1,5 +1,7 @@
 #include "app/cli.h"
 
+#include "qs_version.h"
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <array>
@@ -34,25 +36,28 @@ bool parseTriple(const std::string& s, std::array<float, 3>& out) {
   return true;
 }
 
-struct ImageFlags {
-  std::string size, mean, stdev;
+// What CLI11 keeps as text until finishAnalysisOptions() converts it.
+struct TextFlags {
+  std::string size, mean, stdev, method, mode = "int8";
+  bool dqOnly = true;
+  CLI::Option* dqOnlyOption = nullptr;
 };
-ImageFlags g_image;
+TextFlags g_text;
 
 }  // namespace
 
-void addAnalysisOptions(CLI::App& cmd, AnalyzeArgs& a) {
-  cmd.add_option("model", a.model, "ONNX model")->required();
+void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
+  cmd.add_option("model", a.modelPath, "ONNX model")->required();
   cmd.add_option("--calibration-data,--calibration_data_path,--calibration_data", a.data.path,
                  ".npz keyed by input names, .npy (one input) or a folder of images; none: random (meaningless scales)");
   cmd.add_option("--calibration-size,--calibration_size", a.data.maxSamples, "Use at most N samples");
   cmd.add_option("--calibration-batch-size,--calibration_batch_size", a.data.batchSize,
                  "Samples per batch when the batch dim is dynamic");
-  cmd.add_option("--analysis-data", a.analysisData, "Analyse on this data instead of the calibration data");
-  cmd.add_option("--image-size", g_image.size, "WxH to resize images to (default: the model's input size)");
+  cmd.add_option("--analysis-data", a.analysisDataPath, "Analyse on this data instead of the calibration data");
+  cmd.add_option("--image-size", g_text.size, "WxH to resize images to (default: the model's input size)");
   cmd.add_option("--image-scale", a.data.image.scale, "Pixel scale before mean/std (default 1/255)");
-  cmd.add_option("--mean", g_image.mean, "Per-channel mean, e.g. 0.485,0.456,0.406");
-  cmd.add_option("--std", g_image.stdev, "Per-channel std, e.g. 0.229,0.224,0.225");
+  cmd.add_option("--mean", g_text.mean, "Per-channel mean, e.g. 0.485,0.456,0.406");
+  cmd.add_option("--std", g_text.stdev, "Per-channel std, e.g. 0.229,0.224,0.225");
   cmd.add_flag("--bgr", a.data.image.bgr, "Feed channels as BGR");
   cmd.add_flag("--nhwc", a.data.image.nhwc, "The image input is NHWC");
   cmd.add_option("--seed", a.data.seed, "Seed of random calibration inputs");
@@ -64,45 +69,41 @@ void addAnalysisOptions(CLI::App& cmd, AnalyzeArgs& a) {
       ->delimiter(',');
   cmd.add_option("--op-types-to-quantize,--op_types_to_quantize", a.config.opTypesToQuantize, "Quantize only these op types")
       ->delimiter(',');
-  cmd.add_option("--calibration-method,--calibration_method", a.calibrationMethod, "max, entropy, percentile or mse");
-  cmd.add_option("--percentile", a.percentile, "Percentile of the percentile method")->check(CLI::Range(0.0, 100.0));
-  cmd.add_option("--quantize-mode,--quantize_mode", a.quantizeMode, "int8 or fp8");
-  cmd.add_option("--target-snr", a.targetSnr, "Exclude the most sensitive nodes until every output reaches this SNR (dB)");
-  cmd.add_flag("--no-layerwise", a.noLayerwise, "Skip the layer-wise analysis");
-  cmd.add_flag("--no-sensitivity", a.noSensitivity, "Skip the sensitivity sweep");
+  cmd.add_option("--calibration-method,--calibration_method", g_text.method,
+                 "max, entropy, percentile or mse (default: entropy for int8, max for fp8)");
+  cmd.add_option("--percentile", a.calibration.percentile, "Percentile of the percentile method")->check(CLI::Range(0.0, 100.0));
+  cmd.add_option("--quantize-mode,--quantize_mode", g_text.mode, "int8 or fp8");
+  cmd.add_option("--target-snr", a.targetSnrDb, "Exclude the most sensitive nodes until every output reaches this SNR (dB)");
+  cmd.add_flag("!--no-layerwise", a.layerwise, "Skip the layer-wise analysis");
+  cmd.add_flag("!--no-sensitivity", a.sensitivity, "Skip the sensitivity sweep");
   cmd.add_option("--threads", a.threads, "Intra-op threads (default: all cores)")->check(CLI::Range(0, 1024));
 }
 
-Status finishAnalysisOptions(CLI::App& cmd, AnalyzeArgs& a) {
-  if (!g_image.size.empty()) {
+Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
+  if (!g_text.size.empty()) {
     int w = 0, h = 0;
     char tail;
-    if (std::sscanf(g_image.size.c_str(), "%dx%d%c", &w, &h, &tail) != 2 || w <= 0 || h <= 0) {
-      return invalidArgument("--image-size '" + g_image.size + "': expected WxH, e.g. 640x640");
+    if (std::sscanf(g_text.size.c_str(), "%dx%d%c", &w, &h, &tail) != 2 || w <= 0 || h <= 0) {
+      return invalidArgument("--image-size '" + g_text.size + "': expected WxH, e.g. 640x640");
     }
     a.data.image.width = w;
     a.data.image.height = h;
   }
-  if (!g_image.mean.empty() && !parseTriple(g_image.mean, a.data.image.mean)) {
-    return invalidArgument("--mean '" + g_image.mean + "': expected three numbers, e.g. 0.485,0.456,0.406");
+  if (!g_text.mean.empty() && !parseTriple(g_text.mean, a.data.image.mean)) {
+    return invalidArgument("--mean '" + g_text.mean + "': expected three numbers, e.g. 0.485,0.456,0.406");
   }
-  if (!g_image.stdev.empty() && !parseTriple(g_image.stdev, a.data.image.std)) {
-    return invalidArgument("--std '" + g_image.stdev + "': expected three numbers, e.g. 0.229,0.224,0.225");
+  if (!g_text.stdev.empty() && !parseTriple(g_text.stdev, a.data.image.std)) {
+    return invalidArgument("--std '" + g_text.stdev + "': expected three numbers, e.g. 0.229,0.224,0.225");
   }
-  if (a.calibrationMethod.empty()) a.calibrationMethod = a.quantizeMode == "fp8" ? "max" : "entropy";
-  a.config.mode = a.quantizeMode == "fp8" ? QuantMode::Fp8 : QuantMode::Int8;
-  for (const CLI::Option* o : cmd.get_options()) {
-    if (o->count() == 0 || o->get_name().empty() || o->get_name() == "--help") continue;
-    std::string v;
-    for (const auto& r : o->results()) v += (v.empty() ? "" : ",") + r;
-    a.settingsEcho[o->get_name()] = v;
-  }
-  return Status::ok();
+  QS_RETURN_IF_ERROR(parseQuantizeMode(g_text.mode, a.calibration.mode));
+  a.calibration.method = defaultCalibrationMethod(a.calibration.mode);
+  if (!g_text.method.empty()) QS_RETURN_IF_ERROR(parseCalibrationMethod(g_text.method, a.calibration.method));
+  return validateRequest(a);
 }
 
 int runCli(int argc, char** argv) {
   CLI::App app{"Quantscope: INT8 quantization error analysis for ONNX models"};
-  app.set_version_flag("--version", "quantscope 0.1.0");
+  app.set_version_flag("--version", std::string("quantscope ") + kVersion);
   app.require_subcommand(1);
 
   InfoArgs info;
@@ -125,22 +126,23 @@ int runCli(int argc, char** argv) {
 
   AnalyzeArgs an;
   auto* anCmd = app.add_subcommand("analyze", "Calibrate, simulate INT8/FP8 and report per-node error");
-  addAnalysisOptions(*anCmd, an);
+  addAnalysisOptions(*anCmd, an.request);
   anCmd->add_option("--report", an.report, "Write report.json");
   anCmd->add_option("--html", an.html, "Write a self-contained HTML report");
   anCmd->add_option("--csv", an.csv, "Write the per-layer table as CSV");
 
   ExportArgs ex;
   auto* exCmd = app.add_subcommand("export", "Write quantized.onnx, quant_cfg.json, calibration.cache and report.json");
-  addAnalysisOptions(*exCmd, ex.analysis);
-  exCmd->add_option("--output-dir,--output_dir", ex.outputDir, "Folder for the four files (created if needed)");
-  exCmd->add_option("--output-path,--output_path", ex.outputPath, "Write the quantized model alone to this file");
-  exCmd->add_option("--load-config", ex.loadConfig, "Reuse a quant_cfg.json (scales and node states) instead of calibrating");
-  exCmd->add_option("--calibration-cache-path,--calibration_cache_path", ex.calibrationCache,
+  addAnalysisOptions(*exCmd, ex.request);
+  exCmd->add_option("--output-dir,--output_dir", ex.target.outputDir, "Folder for the four files (created if needed)");
+  exCmd->add_option("--output-path,--output_path", ex.target.outputPath, "Write the quantized model alone to this file");
+  exCmd->add_option("--load-config", ex.request.loadConfig,
+                    "Reuse a quant_cfg.json (scales and node states) instead of calibrating");
+  exCmd->add_option("--calibration-cache-path,--calibration_cache_path", ex.request.calibrationCache,
                     "Take activation scales from a TensorRT calibration cache instead of calibrating");
-  auto* dqOpt = exCmd->add_flag("--dq-only,!--no-dq-only", ex.dqOnly,
-                                "Weights as int8 initializers + DequantizeLinear (default) or float + Q/DQ");
-  exCmd->add_flag("--use-external-data-format,--use_external_data_format", ex.externalData,
+  g_text.dqOnlyOption = exCmd->add_flag("--dq-only,!--no-dq-only", g_text.dqOnly,
+                                        "Weights as int8 initializers + DequantizeLinear (default) or float + Q/DQ");
+  exCmd->add_flag("--use-external-data-format,--use_external_data_format", ex.request.externalData,
                   "Write the initializers to quantized.onnx.data");
 
   try {
@@ -151,14 +153,14 @@ int runCli(int argc, char** argv) {
   }
   if (*infoCmd) return runInfo(info);
   if (*anCmd) {
-    Status st = finishAnalysisOptions(*anCmd, an);
+    Status st = finishAnalysisOptions(*anCmd, an.request);
     if (!st) return reportError(st);
     return runAnalyze(an);
   }
   if (*exCmd) {
-    Status st = finishAnalysisOptions(*exCmd, ex.analysis);
+    Status st = finishAnalysisOptions(*exCmd, ex.request);
     if (!st) return reportError(st);
-    ex.dqOnlyGiven = dqOpt->count() > 0;
+    if (g_text.dqOnlyOption->count() > 0) ex.request.dqOnly = g_text.dqOnly;
     return runExport(ex);
   }
   if (*runCmd) {

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <map>
 
-#include "core/io/calibration_data.h"
-#include "core/quant/quant_config.h"
+#include "core/export/bundle.h"
+#include "core/export/pipeline.h"
 #include "core/util/status.h"
 
 namespace qs::cli {
@@ -46,33 +46,25 @@ struct RunArgs {
 };
 int runRun(const RunArgs& args);
 
+/// analyze and export: one AnalysisRequest (core/export/pipeline.h) plus where the files go.
 struct AnalyzeArgs {
-  std::string model;
-  CalibrationDataOptions data;   // --calibration-data and the image preprocessing options
-  std::string analysisData;      // --analysis-data: analyse on another set than the calibration one
-  QuantConfig config;            // exclusions and restrictions
-  std::string calibrationMethod; // empty: entropy for int8, max for fp8 (ModelOpt's defaults)
-  double percentile = 99.99;
-  std::string quantizeMode = "int8";
-  double targetSnr = NAN;        // --target-snr: automatic fallback
-  bool noLayerwise = false, noSensitivity = false;
-  int threads = 0;
-  std::string report, html, csv;
-  std::map<std::string, std::string> settingsEcho;  // options as given, for the report
+  AnalysisRequest request;
+  std::string report, html, csv;  // analyze
 };
 int runAnalyze(const AnalyzeArgs& args);
 
 struct ExportArgs {
-  AnalyzeArgs analysis;          // every analyze option
-  std::string outputDir;         // --output-dir: quantized.onnx, quant_cfg.json, calibration.cache, report.json
-  std::string outputPath;        // --output_path: the model alone (ModelOpt)
-  std::string loadConfig;        // --load-config quant_cfg.json: scales and node states, no calibration
-  std::string calibrationCache;  // --calibration-cache-path: scales from a TensorRT cache
-  bool dqOnly = true;            // --dq-only / --no-dq-only
-  bool dqOnlyGiven = false;
-  bool externalData = false;     // --use-external-data-format
+  AnalysisRequest request;
+  ExportTarget target;            // --output-dir (all files) or --output_path (the model alone)
 };
 int runExport(const ExportArgs& args);
+
+/// Progress with an ETA on stderr: redrawn in place on a terminal, one line per stage and per
+/// tenth of a stage otherwise.
+ProgressFn progressPrinter();
+/// Prints each warning of a run ("quantscope: warning: ...", "quantscope: WARNING: ..." when loud)
+/// and lets Ctrl-C and SIGTERM cancel it.
+RunCallbacks terminalCallbacks();
 
 }  // namespace qs::cli
 
@@ -82,9 +74,9 @@ class App;
 
 namespace qs::cli {
 
-/// The options shared by analyze and export (data, configuration, calibration, outputs).
-void addAnalysisOptions(CLI::App& cmd, AnalyzeArgs& args);
-/// Validates and completes them after parsing.
-Status finishAnalysisOptions(CLI::App& cmd, AnalyzeArgs& args);
+/// The options shared by analyze and export, parsed into `request`.
+void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& request);
+/// Converts what CLI11 cannot (WxH, triples, method and mode names) after parsing.
+Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& request);
 
 }  // namespace qs::cli

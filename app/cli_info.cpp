@@ -3,7 +3,7 @@
 
 #include "app/cli.h"
 #include "core/onnx/loader.h"
-#include "core/onnx/model_info.h"
+#include "core/exec/model_info.h"
 
 namespace qs::cli {
 

@@ -10,7 +10,7 @@
 #include "core/exec/executor.h"
 #include "core/io/npy.h"
 #include "core/onnx/loader.h"
-#include "core/onnx/model_info.h"
+#include "core/exec/model_info.h"
 #include "core/util/atomic_file.h"
 #include "core/util/memory.h"
 

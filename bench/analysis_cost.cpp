@@ -25,7 +25,7 @@
 
 #include "core/analysis/quant_session.h"
 #include "core/onnx/loader.h"
-#include "core/quant/fake_quant.h"
+#include "core/numeric/fake_quant.h"
 #include "core/util/memory.h"
 #include "bench/cpu_time.h"
 #include "tests/support/onnx_builder.h"

@@ -5,7 +5,7 @@ calibration data), same inputs, same thread count, alternating rounds in one run
 
 usage: bench/int8_vs_fp32.py [--build build] [--threads 2] [--runs 10] [--rounds 3]
                              [--levels all,basic] [--markdown]
-Each round runs each model once as a node process (tests/export/ort_batch.mjs): one warm-up run,
+Each round runs each model once as a node process (tests/support/ort_batch.mjs): one warm-up run,
 then --runs timed runs (ORT times its own runs; process start and session creation are
 excluded). The figure is the median over all timed runs of all rounds. --levels lists ORT's
 graphOptimizationLevel values to time the quantized model at ('all' is what users get)."""
@@ -20,7 +20,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.path.join(ROOT, ".cache", "models")
-RUNNER = os.path.join(ROOT, "tests", "export", "ort_batch.mjs")
+RUNNER = os.path.join(ROOT, "tests", "support", "ort_batch.mjs")
 # name, file, W, H, mean, std
 CASES = [
     ("det", "ch_PP-OCRv4_det_infer.onnx", 640, 640, "0.485,0.456,0.406", "0.229,0.224,0.225"),

@@ -19,7 +19,7 @@
 #include "core/exec/kernel_registry.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/qconv.h"
-#include "core/quant/fake_quant.h"
+#include "core/numeric/fake_quant.h"
 #include "bench/cpu_time.h"
 
 namespace {

@@ -41,7 +41,7 @@ def main():
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     qs = os.path.join(args.build, "app", "quantscope")
-    ort = os.path.join(ROOT, "tests", "ort", "ort_run.mjs")
+    ort = os.path.join(ROOT, "tests", "support", "ort_run.mjs")
     rng = np.random.default_rng(7)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

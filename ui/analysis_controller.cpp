@@ -116,7 +116,6 @@ bool AnalysisController::calibrate(const CalibrationRequest& request) {
   // cannot express (empty or repeated names, nodes switched back on) is applied as toggles after
   // the analysis, in the same job.
   QuantConfig config;
-  config.mode = request.calibration.mode;
   std::map<std::string, int> nameCount;
   for (const Node& n : m_model->graph.nodes) ++nameCount[n.name];
   for (auto [id, on] : m_requested) {

@@ -15,9 +15,9 @@
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
-#include "core/analysis/report.h"
-#include "core/onnx/exporter.h"
-#include "core/quant/quant_files.h"
+#include "core/export/report.h"
+#include "core/export/exporter.h"
+#include "core/export/quant_files.h"
 
 namespace qs::ui {
 

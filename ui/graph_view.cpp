@@ -13,7 +13,7 @@
 #include <map>
 #include <numeric>
 
-#include "core/onnx/model_info.h"
+#include "core/exec/model_info.h"
 
 namespace qs::ui {
 

@@ -47,6 +47,7 @@
 #include "ui/property_tree_model.h"
 #include "ui/quant_properties.h"
 #include "ui/start_page.h"
+#include "qs_version.h"
 
 namespace qs::ui {
 
@@ -385,7 +386,7 @@ void MainWindow::buildActions() {
     QMessageBox::about(this, QStringLiteral("About Quantscope"),
                        QStringLiteral("<b>Quantscope %1</b><p>INT8 quantization error analysis for ONNX models.</p>"
                                       "<p>Graph layout: igraph's Sugiyama layout. Built with Qt %2.</p>")
-                           .arg(QStringLiteral(QS_VERSION), QString::fromLatin1(qVersion())));
+                           .arg(QStringLiteral(QS_VERSION_STRING), QString::fromLatin1(qVersion())));
   });
 }
 

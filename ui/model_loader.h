@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "core/ir/graph.h"
-#include "core/onnx/model_info.h"
+#include "core/exec/model_info.h"
 #include "ui/graph_layout.h"
 
 namespace qs::ui {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/ir/graph.h"
-#include "core/onnx/model_info.h"
+#include "core/exec/model_info.h"
 #include "ui/property_tree_model.h"
 
 namespace qs::ui {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/onnx/model_info.h"
+#include "core/exec/model_info.h"
 
 namespace qs::ui {
 

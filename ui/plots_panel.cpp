@@ -13,7 +13,7 @@
 #include <cmath>
 #include <qcustomplot.h>
 
-#include "core/quant/fake_quant.h"
+#include "core/numeric/fake_quant.h"
 #include "ui/snr_scale.h"
 
 namespace qs::ui {

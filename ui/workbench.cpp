@@ -7,6 +7,7 @@
 #include <QTimer>
 #include <cstdio>
 
+#include "qs_version.h"
 #include "ui/calibration_dialog.h"
 #include "ui/graph_view.h"
 #include "ui/main_window.h"
@@ -104,7 +105,7 @@ int runWorkbench(int argc, char** argv) {
   QApplication app(argc, argv);
   QApplication::setOrganizationName(QStringLiteral("Quantscope"));
   QApplication::setApplicationName(QStringLiteral("Quantscope"));
-  QApplication::setApplicationVersion(QStringLiteral(QS_VERSION));
+  QApplication::setApplicationVersion(QStringLiteral(QS_VERSION_STRING));
   QApplication::setDesktopFileName(QStringLiteral("quantscope"));
 
   MainWindow window;

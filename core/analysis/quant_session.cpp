@@ -12,16 +12,10 @@
 #include "core/exec/parallel.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/qconv.h"
-#include "core/quant/fake_quant.h"
+#include "core/numeric/fake_quant.h"
 #include "core/quant/placement.h"
 
 namespace qs {
-
-double AnalysisResult::worstOutputSnrDb() const {
-  double worst = std::numeric_limits<double>::infinity();
-  for (const auto& o : outputs) worst = std::min(worst, o.metrics.snrDb);
-  return worst;
-}
 
 // Activations of one analysed batch: the float run and the quantized run. `state` is the enabled
 // mask quantTable was computed with (empty: unknown after an interrupted update, rebuilt in full
@@ -178,7 +172,7 @@ class QuantSession::Transform : public InputTransform {
 QuantSession::~QuantSession() = default;
 
 bool QuantSession::keepGoing(const ProgressFn& progress, double fraction, const std::string& stage) const {
-  if (m_cancel.load()) return false;
+  if (m_cancelToken->cancelled()) return false;
   return !progress || progress(std::min(1.0, std::max(0.0, fraction)), stage);
 }
 
@@ -543,7 +537,6 @@ bool QuantSession::runIntConvTranspose(const IntConv& ic, const Tensor& X, float
 }
 
 Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& progress) {
-  m_cancel = false;
   const Graph& g = m_model->graph;
   std::vector<char> wanted(g.values.size(), 0);
   for (const ActivationPoint& a : m_plan.activations) wanted[(size_t)a.value] = 1;
@@ -576,7 +569,7 @@ Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& pr
     if (!feeds) return feeds.status();
     RunOptions ro;
     ro.observer = &collector;
-    ro.cancel = &m_cancel;
+    ro.cancel = &m_cancelToken->flag();
     collector.bytes = 0;
     auto out = m_executor->run(*feeds, ro);
     if (!out) return out.status();
@@ -880,7 +873,7 @@ Status QuantSession::quantizedPass(const std::vector<NamedTensor>& feeds, const 
   Transform t = transform;  // this pass's own, comparing what it takes over
   t.setCompare(&compare);
   RunOptions ro;
-  ro.cancel = &m_cancel;
+  ro.cancel = &m_cancelToken->flag();
   ro.inputTransform = &t;
   ro.observer = &compare;
   // Streamed: each node output is compared as it is produced, then freed after its last consumer.
@@ -898,7 +891,7 @@ Result<std::vector<Tensor>> QuantSession::floatPass(const std::vector<NamedTenso
   auto table = m_executor->makeValueTable(feeds);
   if (!table) return table.status();
   RunOptions ro;
-  ro.cancel = &m_cancel;
+  ro.cancel = &m_cancelToken->flag();
   QS_RETURN_IF_ERROR(m_executor->runNodes(m_model->graph.topoOrder, *table, ro));
   return table;
 }
@@ -916,7 +909,7 @@ Status QuantSession::sensitivityPass(const std::vector<NodeId>& cone, Transform&
   for (ValueId v : g.outputs) lastUse[(size_t)v] = INT32_MAX;
   std::vector<const Tensor*> inputs;
   for (size_t k = 0; k < cone.size(); ++k) {
-    if (m_cancel.load(std::memory_order_relaxed)) return cancelled(*m_model);
+    if (m_cancelToken->cancelled()) return cancelled(*m_model);
     const NodeId id = cone[k];
     const Node& node = g.nodes[(size_t)id];
     inputs.assign(node.inputs.size(), nullptr);
@@ -943,7 +936,6 @@ Status QuantSession::sensitivityPass(const std::vector<NodeId>& cone, Transform&
 
 Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_ptr<const CalibrationData> data,
                                                                     const ProgressFn& progress) {
-  m_cancel = false;
   if (m_act.empty() && !m_plan.activations.empty()) {
     return invalidArgument(m_model->path + ": analyze() needs calibrate() or explicit amax values first");
   }
@@ -1082,7 +1074,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     Transform all(*this, enabled);  // this batch's: it compares the nodes it takes over
     all.setCompare(&compare);
     RunOptions rf, rq;
-    rf.cancel = rq.cancel = &m_cancel;
+    rf.cancel = rq.cancel = &m_cancelToken->flag();
     rq.inputTransform = &all;
     rq.observer = &compare;
     // Chain members run at their head's turn (ElementwiseChain): float first, then in one pass.
@@ -1146,7 +1138,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   std::atomic<int64_t> done{0};
   const auto caller = std::this_thread::get_id();
   auto report = [&](double f, const std::string& stage) {
-    if (stop.load() || m_cancel.load()) return false;
+    if (stop.load() || m_cancelToken->cancelled()) return false;
     // The callback runs on the calling thread only (a GUI's callback need not be thread-safe).
     if (std::this_thread::get_id() != caller) return true;
     if (!keepGoing(progress, ((double)done.load() + f) / (double)batches, stage)) stop = true;
@@ -1170,7 +1162,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     batchThreads = (int)std::max<uint64_t>(1, std::min<uint64_t>((uint64_t)batchThreads, budget / (m_batchBytes / 2 + 1)));
   forEachItem(batchThreads, batches - first, [&](int64_t i) {
     const int64_t b = first + i;
-    if (stop.load() || m_cancel.load()) return;
+    if (stop.load() || m_cancelToken->cancelled()) return;
     uint64_t bytes = 0;
     // Each kept batch may use an equal share of the budget (at least the estimate).
     const uint64_t own = b < keepCount ? budget / (uint64_t)keepCount : 0;
@@ -1180,7 +1172,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   });
   for (const Status& st : status)
     if (!st && st.code() != StatusCode::Cancelled) return st;
-  if (stop.load() || m_cancel.load()) return cancelled(*m_model);
+  if (stop.load() || m_cancelToken->cancelled()) return cancelled(*m_model);
 
   std::vector<ErrorAccumulator> nodeAcc(N), outAcc(g.outputs.size());
   std::vector<ErrorAccumulator> layerAcc(N), weightAcc(N), actAcc(N), sensAcc(N);
@@ -1248,7 +1240,6 @@ void QuantSession::finishResult(AnalysisResult& r, const std::vector<ErrorAccumu
 
 Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const std::vector<std::pair<NodeId, bool>>& toggles,
                                                                          const ProgressFn& progress) {
-  m_cancel = false;
   if (!m_result) return invalidArgument(m_model->path + ": setQuantized() needs a prior analyze()");
   const Graph& g = m_model->graph;
   const size_t N = g.nodes.size();
@@ -1280,7 +1271,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
   const auto caller = std::this_thread::get_id();
   Transform t(*this, target);  // copied per batch (each copy compares its batch)
   RunOptions ro;
-  ro.cancel = &m_cancel;
+  ro.cancel = &m_cancelToken->flag();
   ro.inputTransform = &t;
   auto report = [&] {
     // The callback runs on the calling thread only (a GUI's callback need not be thread-safe).
@@ -1343,19 +1334,19 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
   // which suits small per-sample ops); the others one at a time with threaded kernels, so that
   // two full tables of a large model are never built at once.
   forEachItem(m_executor->threads(), cachedCount, [&](int64_t b) {
-    if (stop.load() || m_cancel.load()) return;
+    if (stop.load() || m_cancelToken->cancelled()) return;
     statusB[(size_t)b] = updateCached(b);
     if (!statusB[(size_t)b]) stop = true;
     ++done;
     report();
   });
-  for (int64_t b = cachedCount; b < batches && !stop.load() && !m_cancel.load(); ++b) {
+  for (int64_t b = cachedCount; b < batches && !stop.load() && !m_cancelToken->cancelled(); ++b) {
     statusB[(size_t)b] = recompute(b);
     if (!statusB[(size_t)b]) stop = true;
     ++done;
     report();
   }
-  if (stop.load() || m_cancel.load()) {
+  if (stop.load() || m_cancelToken->cancelled()) {
     m_plan = previous;  // cached tables keep their own states; the next toggle brings them along
     for (const Status& st : statusB)
       if (!st && st.code() != StatusCode::Cancelled) return st;

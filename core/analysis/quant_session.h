@@ -18,7 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "core/analysis/metrics.h"
+#include "core/analysis/results.h"
+#include "core/numeric/metrics.h"
+#include "core/util/progress.h"
 #include "core/exec/executor.h"
 #include "core/io/calibration_data.h"
 #include "core/kernels/qconv.h"
@@ -27,9 +29,6 @@
 #include "core/quant/quant_types.h"
 
 namespace qs {
-
-/// Progress: fraction in [0,1] and a short stage label. Return false to cancel.
-using ProgressFn = std::function<bool(double fraction, const std::string& stage)>;
 
 struct AnalysisOptions {
   CalibrationSettings calibration;    // method, percentile, mode
@@ -66,59 +65,6 @@ struct AffineOp {
 /// Clip with scalar constants; det's Mul, Add, Add, Clip, Mul, Div, Mul, Add after each Conv) that
 /// the quantized pass computes in one pass over the tensor (quant_session.cpp).
 struct ElementwiseChain;
-
-/// Quantization parameters of one activation tensor.
-struct ActivationQuant {
-  ValueId value = kNoValue;
-  float amax = 0;               // of the chosen method (group maximum for shared Concat scales)
-  float scale = 0;              // amax / 127 (int8) or amax / 448 (fp8)
-  std::array<float, 4> methodAmax{};  // max, entropy, percentile, mse (own tensor, not the group)
-  int scaleGroup = -1;
-};
-
-/// Per-channel quantization of one weight.
-struct WeightQuant {
-  NodeId node = -1;
-  size_t inputIndex = 0;
-  ValueId value = kNoValue;
-  int axis = 0;
-  std::vector<float> amax, scale;
-};
-
-struct NodeResult {
-  bool hasGraphwise = false;     // the node has a float output
-  ErrorMetrics graphwise;        // its output with every enabled point on vs float
-  bool hasLayerwise = false;     // the node is quantizable
-  ErrorMetrics layerwise;        // the node alone, its points on, float inputs
-  double weightSnrDb = NAN;      // weights quantized only (NaN: no weight)
-  double activationSnrDb = NAN;  // activations quantized only (NaN: no activation point)
-  double sensitivitySnrDb = NAN; // graph outputs with only this node quantized (all outputs pooled)
-};
-
-struct OutputResult {
-  ValueId value = kNoValue;
-  std::string name;
-  ErrorMetrics metrics;
-};
-
-struct AnalysisResult {
-  QuantPlan plan;                     // placement with the user's configuration applied
-  std::vector<NodeResult> nodes;      // indexed by NodeId
-  std::vector<OutputResult> outputs;  // graph outputs, declaration order
-  std::map<ValueId, ActivationQuant> activations;  // every calibrated activation tensor
-  std::vector<WeightQuant> weights;   // every weight point (enabled or not)
-  int64_t samples = 0;
-  CalibrationSettings calibration;
-
-  /// Lowest SNR over the graph outputs (the figure targets are checked against).
-  double worstOutputSnrDb() const;
-};
-
-/// One step of the automatic fallback.
-struct FallbackStep {
-  NodeId excluded = -1;
-  std::vector<double> outputSnrDb;  // per graph output after this exclusion
-};
 
 class QuantSession {
  public:
@@ -158,8 +104,10 @@ class QuantSession {
   const Model& model() const { return *m_model; }
   const Executor& executor() const { return *m_executor; }
   const AnalysisOptions& options() const { return m_options; }
-  /// Set from any thread to stop a running call (it returns Cancelled, previous results kept).
-  std::atomic<bool>& cancelFlag() { return m_cancel; }
+  /// The caller's cancel token: set from any thread, it stops a running call (which returns
+  /// Cancelled, previous results kept). The caller resets it (or passes a new one) for the next call.
+  void setCancelToken(std::shared_ptr<CancelToken> token) { m_cancelToken = std::move(token); }
+  CancelToken& cancelToken() const { return *m_cancelToken; }
   /// Bytes of activations kept for incremental toggles, and the number of batches they cover.
   uint64_t cachedBytes() const { return m_cachedBytes; }
   int64_t cachedBatches() const { return (int64_t)m_cache.size(); }
@@ -232,7 +180,7 @@ class QuantSession {
   uint64_t m_cachedBytes = 0;
   uint64_t m_batchBytes = 0;  // float and quantized activations of one batch (0: not known yet)
   std::shared_ptr<const CalibrationData> m_data;
-  std::atomic<bool> m_cancel{false};
+  std::shared_ptr<CancelToken> m_cancelToken = std::make_shared<CancelToken>();
 };
 
 }  // namespace qs

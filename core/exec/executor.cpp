@@ -44,9 +44,8 @@ Status Executor::createKernels(Plan& plan, const KernelRegistry& registry) {
     KernelInit init{n, opset, g};
     auto kernel = entry->create(init);
     if (!kernel) {
-      const std::string& m = kernel.status().message();
-      // Factories name the node themselves; add the file.
-      return Status(kernel.status().code(), model.path + ": " + (m.rfind("node '", 0) == 0 ? m : n.label() + ": " + m));
+      // Kernels give the bare reason; the file and the node are added here, once.
+      return kernel.status().withContext(model.path + ": " + n.label());
     }
     plan.kernels[(size_t)id] = std::move(kernel).value();
   }

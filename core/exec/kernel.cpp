@@ -15,10 +15,6 @@ void KernelContext::parallelFor(int64_t n, int64_t grain, const std::function<vo
   qs::parallelFor(threads, n, grain > INT64_MAX / kGrainScale ? grain : grain * kGrainScale, fn);
 }
 
-Status nodeError(const Node& node, StatusCode code, const std::string& message) {
-  return Status(code, node.label() + ": " + message);
-}
-
 const Attribute* AttrReader::get(const std::string& key, Attribute::Type expected) {
   const Attribute* a = m_node.attr(key);
   if (!a) return nullptr;
@@ -31,7 +27,7 @@ const Attribute* AttrReader::get(const std::string& key, Attribute::Type expecte
 }
 
 void AttrReader::fail(const std::string& message) {
-  if (m_status.isOk()) m_status = nodeError(m_node, StatusCode::InvalidModel, message);
+  if (m_status.isOk()) m_status = kernelError(StatusCode::InvalidModel, message);
 }
 
 int64_t AttrReader::i(const std::string& key, int64_t def) {

@@ -92,8 +92,9 @@ class AttrReader {
   Status m_status;
 };
 
-/// Error helpers that name the node: "node 'conv1' (Conv): <message>".
-Status nodeError(const Node& node, StatusCode code, const std::string& message);
+/// A kernel's error: the bare reason ("attribute 'axis' is 5, out of range for rank 4"). Kernels
+/// never name the file or the node; the executor adds both, once ("det.onnx: node 'conv1' (Conv): ...").
+inline Status kernelError(StatusCode code, std::string message) { return Status(code, std::move(message)); }
 
 /// Normalises a possibly negative axis against `rank`; returns false when out of range.
 bool normalizeAxis(int64_t& axis, int64_t rank);

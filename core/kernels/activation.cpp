@@ -295,7 +295,7 @@ Result<std::unique_ptr<Kernel>> createUnary(const KernelInit& init) {
       name = o.name;
       kind = o.kind;
     }
-  if (!name) return nodeError(init.node, StatusCode::Unsupported, "not a unary op");
+  if (!name) return kernelError(StatusCode::Unsupported, "not a unary op");
   AttrReader a(init);
   Params p;
   switch (kind) {

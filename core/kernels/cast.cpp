@@ -209,13 +209,13 @@ Result<Tensor> castTensor(const Tensor& in, DType to, bool saturate, const Kerne
 
 Result<std::unique_ptr<Kernel>> createCast(const KernelInit& init) {
   AttrReader a(init);
-  if (!a.has("to")) return nodeError(init.node, StatusCode::InvalidModel, "missing required attribute 'to'");
+  if (!a.has("to")) return kernelError(StatusCode::InvalidModel, "missing required attribute 'to'");
   const int64_t to = a.i("to", 0);
   const bool saturate = a.i("saturate", 1) != 0;
   if (!a.ok()) return a.status();
   const DType dt = (DType)to;
   if (!castSupported(dt))
-    return nodeError(init.node, StatusCode::Unsupported,
+    return kernelError(StatusCode::Unsupported,
                      "Cast to " + dtypeName(dt) + " (to=" + std::to_string(to) + ") is not supported");
   return makeKernel([dt, saturate](KernelContext& ctx) -> Status {
     if (ctx.inputCount() < 1 || !ctx.hasInput(0)) return invalidArgument("Cast needs 1 input");

@@ -16,7 +16,7 @@ Result<std::unique_ptr<Kernel>> createConcat(const KernelInit& init) {
   AttrReader a(init);
   // Concat-1 defaulted axis to 1; from opset 4 it is required.
   if (init.opset >= 4 && !a.has("axis"))
-    return nodeError(init.node, StatusCode::InvalidModel, "attribute 'axis' is required");
+    return kernelError(StatusCode::InvalidModel, "attribute 'axis' is required");
   int64_t axisAttr = a.i("axis", 1);
   if (!a.ok()) return a.status();
   return makeKernel([node = nodeTag(init.node), axisAttr](KernelContext& ctx) -> Status {
@@ -97,7 +97,7 @@ Result<std::unique_ptr<Kernel>> createSplit(const KernelInit& init) {
   }
   if (!a.ok()) return a.status();
   if (numOutputs > 0 && (int64_t)init.node.outputs.size() != numOutputs)
-    return nodeError(init.node, StatusCode::InvalidModel,
+    return kernelError(StatusCode::InvalidModel,
                      "num_outputs " + std::to_string(numOutputs) + " differs from the node's " +
                          std::to_string(init.node.outputs.size()) + " outputs");
   bool opset18 = init.opset >= 18;

@@ -635,13 +635,13 @@ Result<std::unique_ptr<Kernel>> createConv(const KernelInit& init) {
     std::vector<float> params = a.floats("activation_params");
     if (!a.ok()) return a.status();
     if (params.size() != 2 * names.size())
-      return nodeError(init.node, StatusCode::InvalidModel,
+      return kernelError(StatusCode::InvalidModel,
                        "activation_params has " + std::to_string(params.size()) + " values, expected " +
                            std::to_string(2 * names.size()));
     for (size_t i = 0; i < names.size(); ++i) {
       FusedActivation f;
       if (!parseFusedActivation(names[i], f.kind))
-        return nodeError(init.node, StatusCode::Unsupported, "unknown fused activation '" + names[i] + "'");
+        return kernelError(StatusCode::Unsupported, "unknown fused activation '" + names[i] + "'");
       f.a = params[2 * i];
       f.b = params[2 * i + 1];
       acts.push_back(f);
@@ -649,7 +649,7 @@ Result<std::unique_ptr<Kernel>> createConv(const KernelInit& init) {
   }
   if (!a.ok()) return a.status();
   if (!attrs.kernelShape.empty() && (attrs.kernelShape.size() < 1 || attrs.kernelShape.size() > 3))
-    return nodeError(init.node, StatusCode::Unsupported,
+    return kernelError(StatusCode::Unsupported,
                      "only 1-D..3-D convolutions are supported, kernel_shape has " + std::to_string(attrs.kernelShape.size()) +
                          " dims");
   return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(std::move(attrs), std::move(acts), init.constantInput(1)));

@@ -198,7 +198,7 @@ Result<std::unique_ptr<Kernel>> createConvTranspose(const KernelInit& init) {
   std::vector<int64_t> outputShape = a.ints("output_shape");
   if (!a.ok()) return a.status();
   for (int64_t v : outputPadding)
-    if (v < 0) return nodeError(init.node, StatusCode::InvalidModel, "output_padding must be non-negative");
+    if (v < 0) return kernelError(StatusCode::InvalidModel, "output_padding must be non-negative");
   return std::unique_ptr<Kernel>(
       std::make_unique<ConvTransposeKernel>(std::move(attrs), std::move(outputPadding), std::move(outputShape)));
 }

@@ -408,12 +408,12 @@ Result<std::unique_ptr<Kernel>> createEinsum(const KernelInit& init) {
   AttrReader a(init);
   std::string equation = a.s("equation", "");
   if (!a.ok()) return a.status();
-  if (equation.empty()) return nodeError(init.node, StatusCode::InvalidModel, "missing attribute 'equation'");
+  if (equation.empty()) return kernelError(StatusCode::InvalidModel, "missing attribute 'equation'");
   Equation eq;
   std::string err;
-  if (!parseEquation(equation, eq, err)) return nodeError(init.node, StatusCode::InvalidModel, err);
+  if (!parseEquation(equation, eq, err)) return kernelError(StatusCode::InvalidModel, err);
   if (eq.inputs.size() != init.node.inputs.size())
-    return nodeError(init.node, StatusCode::InvalidModel,
+    return kernelError(StatusCode::InvalidModel,
                      "equation '" + equation + "' has " + std::to_string(eq.inputs.size()) + " operands but the node has " +
                          std::to_string(init.node.inputs.size()) + " inputs");
   return std::unique_ptr<Kernel>(std::make_unique<EinsumDispatch>(eq));

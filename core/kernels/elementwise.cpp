@@ -603,13 +603,13 @@ Result<std::unique_ptr<Kernel>> createArithmetic(const KernelInit& init) {
     const int64_t fmod = a.i("fmod", 0);
     if (!a.ok()) return a.status();
     if (fmod != 0 && fmod != 1)
-      return nodeError(init.node, StatusCode::InvalidModel, "attribute fmod must be 0 or 1, got " + std::to_string(fmod));
+      return kernelError(StatusCode::InvalidModel, "attribute fmod must be 0 or 1, got " + std::to_string(fmod));
     kind = fmod ? Arith::FMod : Arith::Mod;
   } else {
-    return nodeError(init.node, StatusCode::Unsupported, "not an arithmetic op");
+    return kernelError(StatusCode::Unsupported, "not an arithmetic op");
   }
   if (init.opset < 7 && init.node.attr("broadcast"))
-    return nodeError(init.node, StatusCode::Unsupported, "legacy 'broadcast' attribute (opset < 7) is not supported");
+    return kernelError(StatusCode::Unsupported, "legacy 'broadcast' attribute (opset < 7) is not supported");
   static const char* const kNames[] = {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Mod"};
   const char* name = kNames[(int)kind];
   return makeKernel([kind, name](KernelContext& ctx) { return runArith(kind, name, ctx); });
@@ -629,7 +629,7 @@ Result<std::unique_ptr<Kernel>> createComparison(const KernelInit& init) {
   } else if (op == "GreaterOrEqual") {
     kind = Cmp::Ge;
   } else {
-    return nodeError(init.node, StatusCode::Unsupported, "not a comparison op");
+    return kernelError(StatusCode::Unsupported, "not a comparison op");
   }
   static const char* const kNames[] = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"};
   const char* name = kNames[(int)kind];
@@ -641,7 +641,7 @@ Result<std::unique_ptr<Kernel>> createLogical(const KernelInit& init) {
   if (op == "And") return makeKernel([](KernelContext& ctx) { return runLogical("And", ctx, AndOp{}); });
   if (op == "Or") return makeKernel([](KernelContext& ctx) { return runLogical("Or", ctx, OrOp{}); });
   if (op == "Xor") return makeKernel([](KernelContext& ctx) { return runLogical("Xor", ctx, XorOp{}); });
-  return nodeError(init.node, StatusCode::Unsupported, "not a logical op");
+  return kernelError(StatusCode::Unsupported, "not a logical op");
 }
 
 Result<std::unique_ptr<Kernel>> createVariadic(const KernelInit& init) {
@@ -656,7 +656,7 @@ Result<std::unique_ptr<Kernel>> createVariadic(const KernelInit& init) {
   } else if (op == "Mean") {
     kind = Var::Mean;
   } else {
-    return nodeError(init.node, StatusCode::Unsupported, "not a variadic op");
+    return kernelError(StatusCode::Unsupported, "not a variadic op");
   }
   static const char* const kNames[] = {"Max", "Min", "Sum", "Mean"};
   const char* name = kNames[(int)kind];
@@ -672,7 +672,7 @@ Result<std::unique_ptr<Kernel>> createBitShift(const KernelInit& init) {
   const std::string dir = a.s("direction", "");
   if (!a.ok()) return a.status();
   if (dir != "LEFT" && dir != "RIGHT")
-    return nodeError(init.node, StatusCode::InvalidModel, "attribute direction must be LEFT or RIGHT, got '" + dir + "'");
+    return kernelError(StatusCode::InvalidModel, "attribute direction must be LEFT or RIGHT, got '" + dir + "'");
   const bool left = dir == "LEFT";
   return makeKernel([left](KernelContext& ctx) { return runBitShift(left, ctx); });
 }

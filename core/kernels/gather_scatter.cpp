@@ -44,7 +44,7 @@ Result<Reduction> parseReduction(const KernelInit& init) {
   if (init.opset >= 16 && s == "mul") return Reduction::Mul;
   if (init.opset >= 18 && s == "max") return Reduction::Max;
   if (init.opset >= 18 && s == "min") return Reduction::Min;
-  return nodeError(init.node, StatusCode::Unsupported,
+  return kernelError(StatusCode::Unsupported,
                    "reduction '" + s + "' is not supported at opset " + std::to_string(init.opset));
 }
 
@@ -231,7 +231,7 @@ Result<std::unique_ptr<Kernel>> createGatherND(const KernelInit& init) {
   AttrReader a(init);
   int64_t batchDims = init.opset >= 12 ? a.i("batch_dims", 0) : 0;
   if (!a.ok()) return a.status();
-  if (batchDims < 0) return nodeError(init.node, StatusCode::InvalidModel, "batch_dims must be >= 0");
+  if (batchDims < 0) return kernelError(StatusCode::InvalidModel, "batch_dims must be >= 0");
   return makeKernel([node = nodeTag(init.node), batchDims](KernelContext& ctx) -> Status {
     QS_RETURN_IF_ERROR(needInputs(node, ctx, 2));
     const Tensor& x = ctx.input(0);

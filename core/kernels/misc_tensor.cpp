@@ -206,7 +206,7 @@ Result<std::unique_ptr<Kernel>> createTopK(const KernelInit& init) {
   int64_t axisAttr = a.i("axis", -1);
   int64_t kAttr = -1;
   if (init.opset < 10) {
-    if (!a.has("k")) return nodeError(init.node, StatusCode::InvalidModel, "attribute 'k' is required");
+    if (!a.has("k")) return kernelError(StatusCode::InvalidModel, "attribute 'k' is required");
     kAttr = a.i("k", 0);
   }
   bool largest = true;
@@ -437,9 +437,9 @@ Result<std::unique_ptr<Kernel>> createDepthToSpace(const KernelInit& init) {
   int64_t bs = a.i("blocksize", 0);
   std::string mode = init.opset >= 11 ? a.s("mode", "DCR") : "DCR";
   if (!a.ok()) return a.status();
-  if (bs < 1) return nodeError(init.node, StatusCode::InvalidModel, "blocksize must be >= 1, got " + std::to_string(bs));
+  if (bs < 1) return kernelError(StatusCode::InvalidModel, "blocksize must be >= 1, got " + std::to_string(bs));
   if (mode != "DCR" && mode != "CRD")
-    return nodeError(init.node, StatusCode::Unsupported, "mode '" + mode + "' is not supported");
+    return kernelError(StatusCode::Unsupported, "mode '" + mode + "' is not supported");
   bool crd = mode == "CRD";
   return makeKernel([node = nodeTag(init.node), bs, crd](KernelContext& ctx) -> Status {
     QS_RETURN_IF_ERROR(needInputs(node, ctx, 1));
@@ -464,7 +464,7 @@ Result<std::unique_ptr<Kernel>> createSpaceToDepth(const KernelInit& init) {
   AttrReader a(init);
   int64_t bs = a.i("blocksize", 0);
   if (!a.ok()) return a.status();
-  if (bs < 1) return nodeError(init.node, StatusCode::InvalidModel, "blocksize must be >= 1, got " + std::to_string(bs));
+  if (bs < 1) return kernelError(StatusCode::InvalidModel, "blocksize must be >= 1, got " + std::to_string(bs));
   return makeKernel([node = nodeTag(init.node), bs](KernelContext& ctx) -> Status {
     QS_RETURN_IF_ERROR(needInputs(node, ctx, 1));
     const Tensor& x = ctx.input(0);

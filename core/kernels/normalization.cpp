@@ -328,7 +328,7 @@ Result<std::unique_ptr<Kernel>> createLayerNormalization(const KernelInit& init)
   const int64_t stash = a.i("stash_type", 1);
   if (!a.ok()) return a.status();
   if (stash != 1)
-    return nodeError(init.node, StatusCode::Unsupported,
+    return kernelError(StatusCode::Unsupported,
                      "stash_type " + std::to_string(stash) + " is not supported (float32 statistics only)");
   return std::unique_ptr<Kernel>(std::make_unique<LayerNormKernel>(axis, eps));
 }
@@ -338,7 +338,7 @@ Result<std::unique_ptr<Kernel>> createLpNormalization(const KernelInit& init) {
   const int64_t axis = a.i("axis", -1);
   const int64_t p = a.i("p", 2);
   if (!a.ok()) return a.status();
-  if (p != 1 && p != 2) return nodeError(init.node, StatusCode::InvalidModel, "p must be 1 or 2, got " + std::to_string(p));
+  if (p != 1 && p != 2) return kernelError(StatusCode::InvalidModel, "p must be 1 or 2, got " + std::to_string(p));
   return std::unique_ptr<Kernel>(std::make_unique<LpNormKernel>(axis, p));
 }
 

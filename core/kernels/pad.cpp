@@ -183,7 +183,7 @@ Result<std::unique_ptr<Kernel>> createPad(const KernelInit& init) {
   std::string mode = a.s("mode", "constant");
   if (init.opset < 11) {
     cfg.attrForm = true;
-    if (!a.has("pads")) return nodeError(init.node, StatusCode::InvalidModel, "attribute 'pads' is required");
+    if (!a.has("pads")) return kernelError(StatusCode::InvalidModel, "attribute 'pads' is required");
     cfg.pads = a.ints("pads");
     cfg.value = a.f("value", 0.0f);
   }
@@ -197,7 +197,7 @@ Result<std::unique_ptr<Kernel>> createPad(const KernelInit& init) {
   } else if (mode == "wrap") {
     cfg.mode = PadMode::Wrap;
   } else {
-    return nodeError(init.node, StatusCode::Unsupported, "mode '" + mode + "' is not supported");
+    return kernelError(StatusCode::Unsupported, "mode '" + mode + "' is not supported");
   }
   return makeKernel([node = nodeTag(init.node), cfg](KernelContext& ctx) -> Status {
     QS_RETURN_IF_ERROR(needInputs(node, ctx, cfg.attrForm ? 1 : 2));

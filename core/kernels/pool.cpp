@@ -305,9 +305,9 @@ class GlobalPoolKernel : public Kernel {
 };
 
 Status checkKernelShape(const KernelInit& init, const WindowAttrs& attrs) {
-  if (attrs.kernelShape.empty()) return nodeError(init.node, StatusCode::InvalidModel, "missing attribute 'kernel_shape'");
+  if (attrs.kernelShape.empty()) return kernelError(StatusCode::InvalidModel, "missing attribute 'kernel_shape'");
   if (attrs.kernelShape.size() > 3)
-    return nodeError(init.node, StatusCode::Unsupported,
+    return kernelError(StatusCode::Unsupported,
                      "only 1-D..3-D pooling is supported, kernel_shape has " + std::to_string(attrs.kernelShape.size()) +
                          " dims");
   return Status::ok();
@@ -323,7 +323,7 @@ Result<std::unique_ptr<Kernel>> createMaxPool(const KernelInit& init) {
   if (!a.ok()) return a.status();
   QS_RETURN_IF_ERROR(checkKernelShape(init, attrs));
   if (storageOrder != 0 && storageOrder != 1)
-    return nodeError(init.node, StatusCode::InvalidModel, "storage_order must be 0 or 1, got " + std::to_string(storageOrder));
+    return kernelError(StatusCode::InvalidModel, "storage_order must be 0 or 1, got " + std::to_string(storageOrder));
   return std::unique_ptr<Kernel>(std::make_unique<MaxPoolKernel>(std::move(attrs), ceilMode != 0, storageOrder == 1));
 }
 

@@ -9,10 +9,10 @@
 #include <memory>
 #include <vector>
 
-#include "core/analysis/metrics.h"
+#include "core/numeric/metrics.h"
 #include "core/ir/tensor.h"
 #include "core/kernels/conv.h"
-#include "core/quant/fake_quant.h"
+#include "core/numeric/fake_quant.h"
 #include "core/util/status.h"
 
 namespace qs {

@@ -222,7 +222,7 @@ Status checkBlockSize(const KernelInit& init, AttrReader& a) {
   const int64_t block = a.i("block_size", 0);
   if (!a.ok()) return a.status();
   if (block != 0)
-    return nodeError(init.node, StatusCode::Unsupported,
+    return kernelError(StatusCode::Unsupported,
                      "blocked quantization (block_size=" + std::to_string(block) + ") is not supported");
   return Status::ok();
 }
@@ -239,13 +239,13 @@ Result<std::unique_ptr<Kernel>> createQuantizeLinear(const KernelInit& init) {
   const DType od = (DType)outDt;
   if (outDt != 0 && od != DType::UInt8 && od != DType::Int8 && od != DType::UInt16 && od != DType::Int16 &&
       od != DType::Float8E4M3FN)
-    return nodeError(init.node, StatusCode::Unsupported, "output_dtype " + dtypeName(od) + " is not supported");
+    return kernelError(StatusCode::Unsupported, "output_dtype " + dtypeName(od) + " is not supported");
   // A constant zero point fixes the output dtype: check it at load time.
   if (const Tensor* z = init.constantInput(2)) {
     const DType zt = z->dtype();
     if (zt != DType::UInt8 && zt != DType::Int8 && zt != DType::UInt16 && zt != DType::Int16 &&
         zt != DType::Float8E4M3FN)
-      return nodeError(init.node, StatusCode::Unsupported, "zero_point dtype " + dtypeName(zt) + " is not supported");
+      return kernelError(StatusCode::Unsupported, "zero_point dtype " + dtypeName(zt) + " is not supported");
   }
   return makeKernel([axis, saturate, od](KernelContext& ctx) { return runQuantize(axis, saturate, od, ctx); });
 }

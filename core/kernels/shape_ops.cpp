@@ -115,7 +115,7 @@ Result<std::unique_ptr<Kernel>> createReshape(const KernelInit& init) {
   AttrReader a(init);
   bool allowZero = init.opset >= 14 && a.i("allowzero", 0) != 0;
   if (!a.ok()) return a.status();
-  if (init.opset < 5) return nodeError(init.node, StatusCode::Unsupported, "Reshape before opset 5 is not supported");
+  if (init.opset < 5) return kernelError(StatusCode::Unsupported, "Reshape before opset 5 is not supported");
   return makeKernel([node = nodeTag(init.node), allowZero](KernelContext& ctx) -> Status {
     QS_RETURN_IF_ERROR(needInputs(node, ctx, 2));
     const Tensor& x = ctx.input(0);
@@ -224,7 +224,7 @@ Result<std::unique_ptr<Kernel>> createUnsqueeze(const KernelInit& init) {
   auto src = readAxesSource(init);
   if (!src) return src.status();
   if (!src->fromInput && !src->haveAttr)
-    return nodeError(init.node, StatusCode::InvalidModel, "attribute 'axes' is required");
+    return kernelError(StatusCode::InvalidModel, "attribute 'axes' is required");
   return makeKernel([node = nodeTag(init.node), s = *src](KernelContext& ctx) -> Status {
     QS_RETURN_IF_ERROR(needInputs(node, ctx, 1));
     const Tensor& x = ctx.input(0);
@@ -485,10 +485,10 @@ Result<std::unique_ptr<Kernel>> createConstantOfShape(const KernelInit& init) {
   Tensor value;
   if (v) {
     if (v->numel() != 1)
-      return nodeError(init.node, StatusCode::InvalidModel,
+      return kernelError(StatusCode::InvalidModel,
                        "attribute 'value' must hold one element, got shape " + shapeToString(v->shape()));
     if (!dtypeSupported(v->dtype()))
-      return nodeError(init.node, StatusCode::Unsupported, "value of dtype " + dtypeName(v->dtype()));
+      return kernelError(StatusCode::Unsupported, "value of dtype " + dtypeName(v->dtype()));
     value = *v;
   } else {
     value = Tensor::scalar<float>(0.0f);

@@ -139,7 +139,7 @@ Result<std::unique_ptr<Kernel>> createSlice(const KernelInit& init) {
     AttrReader a(init);
     SliceArgs args;
     if (!a.has("starts") || !a.has("ends"))
-      return nodeError(init.node, StatusCode::InvalidModel, "attributes 'starts' and 'ends' are required");
+      return kernelError(StatusCode::InvalidModel, "attributes 'starts' and 'ends' are required");
     args.starts = a.ints("starts");
     args.ends = a.ints("ends");
     args.hasAxes = a.has("axes");

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "core/quant/fake_quant.h"
+#include "core/numeric/fake_quant.h"
 
 namespace qs {
 

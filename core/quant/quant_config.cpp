@@ -93,7 +93,6 @@ Result<ConfigSummary> applyConfig(QuantPlan& plan, const Graph& g, const QuantCo
     st.reason = reason;
   }
 
-  plan.mode = cfg.mode;
   refreshNeighbourDependentNodes(plan, g);
 
   warnUnmatched(exclude, "--nodes-to-exclude", warnings);

@@ -22,7 +22,6 @@ struct QuantConfig {
   std::vector<std::string> nodesToQuantize;    // when non-empty: only matching nodes are quantized
   std::vector<std::string> opTypesToExclude;   // exact op types
   std::vector<std::string> opTypesToQuantize;  // when non-empty: only these op types are quantized
-  QuantMode mode = QuantMode::Int8;
 };
 
 /// What applyConfig did.
@@ -41,8 +40,8 @@ std::string exactNamePattern(const std::string& name);
 /// does not ("not matched by --nodes-to-quantize", "op type Add not in --op-types-to-quantize");
 /// both restricting lists apply when both are given. Then pools, Resize and residual Add/Mul are
 /// re-evaluated against their neighbours (reason "no quantized neighbour"). Non-quantizable nodes
-/// keep their placement reason. `plan.mode` is set to `cfg.mode` (the placement of both modes is
-/// made by planQuantization; re-plan when the mode changes). Idempotent: applying the same config
+/// keep their placement reason. `plan.mode` is the one planQuantization set (the placement
+/// depends on the mode: re-plan when it changes). Idempotent: applying the same config
 /// twice gives the same plan. Appends one warning per pattern/op type matching no node, or
 /// matching only nodes that cannot be quantized. Fails with InvalidArgument naming the option and
 /// the pattern when a regex does not compile; `plan` is then unchanged.

@@ -8,15 +8,13 @@
 #include <vector>
 
 #include "core/ir/graph.h"
+#include "core/numeric/quant_mode.h"
 
 namespace qs {
 
-enum class QuantMode { Int8, Fp8 };
 enum class CalibMethod { Max, Entropy, Percentile, Mse };
 
-std::string quantModeName(QuantMode m);       // "int8", "fp8"
 std::string calibMethodName(CalibMethod m);   // "max", "entropy", "percentile", "mse"
-bool parseQuantMode(const std::string& s, QuantMode& out);
 bool parseCalibMethod(const std::string& s, CalibMethod& out);
 
 /// An activation input of a node that gets QuantizeLinear -> DequantizeLinear (per-tensor).

@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "core/analysis/quant_session.h"
-#include "core/analysis/report.h"
+#include "core/export/report.h"
 #include "core/kernels/qconv.h"
 #include "core/onnx/loader.h"
 #include "tests/support/onnx_builder.h"

@@ -8,7 +8,7 @@
 #include "core/exec/executor.h"
 #include "core/exec/kernel_registry.h"
 #include "core/onnx/loader.h"
-#include "core/onnx/model_info.h"
+#include "core/exec/model_info.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const qs::KernelRegistry registry = qs::KernelRegistry::builtin();

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/onnx/loader.h"
-#include "core/quant/quant_files.h"
+#include "core/export/quant_files.h"
 #include "tests/fuzz/fuzz_models.h"
 
 namespace {

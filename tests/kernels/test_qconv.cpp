@@ -10,7 +10,7 @@
 #include "core/exec/kernel.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/qconv.h"
-#include "core/quant/fake_quant.h"
+#include "core/numeric/fake_quant.h"
 
 namespace qs {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "core/exec/executor.h"
 #include "core/onnx/loader.h"
-#include "core/quant/fake_quant.h"
+#include "core/numeric/fake_quant.h"
 #include "tests/support/onnx_builder.h"
 
 using namespace qs;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/ir/tensor.h"
-#include "core/quant/quant_types.h"
+#include "core/numeric/quant_mode.h"
 
 namespace qs {
 

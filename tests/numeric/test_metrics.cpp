@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-#include "core/analysis/metrics.h"
+#include "core/numeric/metrics.h"
 
 using namespace qs;
 

@@ -1,4 +1,4 @@
-#include "core/onnx/model_info.h"
+#include "core/exec/model_info.h"
 
 #include "core/exec/executor.h"
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <random>
 
-#include "core/analysis/metrics.h"
+#include "core/numeric/metrics.h"
 #include "core/exec/executor.h"
 #include "core/io/npy.h"
 #include "core/onnx/loader.h"
@@ -74,7 +74,7 @@ TEST_P(OrtParity, EveryOutputAbove90dB) {
 
   std::string dir = qs::test::makeTempDir("ort");
   ASSERT_TRUE(writeNpy(dir + "/in_0.npy", x));
-  std::string cmd = "ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/ort/ort_run.mjs " + modelPath +
+  std::string cmd = "ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_run.mjs " + modelPath +
                     " " + dir + " " + dir + " --threads 2";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   for (size_t i = 0; i < ours->size(); ++i) {

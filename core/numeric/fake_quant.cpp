@@ -1,4 +1,4 @@
-#include "core/quant/fake_quant.h"
+#include "core/numeric/fake_quant.h"
 
 #include <algorithm>
 #include <cmath>

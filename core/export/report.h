@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "core/analysis/quant_session.h"
+#include "core/analysis/results.h"
+#include "qs_version.h"
 
 namespace qs {
 
@@ -16,7 +17,7 @@ struct ReportContext {
   std::vector<std::string> warnings;
   std::vector<FallbackStep> fallback;           // empty unless --target-snr ran
   double targetSnrDb = NAN;
-  std::string toolVersion = "0.1.0";
+  std::string toolVersion = kVersion;
 };
 
 /// report.json: model, settings, outputs, layers, tensors, weights, warnings, fallback.

@@ -1,4 +1,4 @@
-#include "core/quant/quant_files.h"
+#include "core/export/quant_files.h"
 
 #include <algorithm>
 #include <cmath>
@@ -262,8 +262,7 @@ Result<SavedQuantConfig> parseQuantConfig(const std::string& text, const std::st
     }
     std::string mode = "int8";
     str(q, "mode", mode);
-    if (!parseQuantMode(mode, s.mode)) return invalidArgument(where + ": mode '" + mode + "' is not int8 or fp8");
-    s.calibration.mode = s.mode;
+    if (!parseQuantMode(mode, s.calibration.mode)) return invalidArgument(where + ": mode '" + mode + "' is not int8 or fp8");
     if (q.contains("calibration")) {
       const Json& c = q["calibration"];
       std::string method = "max";
@@ -290,7 +289,6 @@ Result<SavedQuantConfig> parseQuantConfig(const std::string& text, const std::st
       strings(c, "op_types_to_exclude", s.config.opTypesToExclude);
       strings(c, "op_types_to_quantize", s.config.opTypesToQuantize);
     }
-    s.config.mode = s.mode;
     if (q.contains("export")) {
       key = "dq_only";
       if (q["export"].contains("dq_only")) s.dqOnly = q["export"].at("dq_only").get<bool>();
@@ -386,7 +384,6 @@ Result<QuantConfig> configForSavedStates(const SavedQuantConfig& saved, const Mo
     }
   }
   QuantConfig cfg = saved.config;
-  cfg.mode = saved.mode;
   auto append = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
     to.insert(to.end(), from.begin(), from.end());
   };
@@ -395,7 +392,7 @@ Result<QuantConfig> configForSavedStates(const SavedQuantConfig& saved, const Mo
   append(cfg.opTypesToExclude, extra.opTypesToExclude);
   append(cfg.opTypesToQuantize, extra.opTypesToQuantize);
   if (saved.nodes.empty()) return cfg;
-  QuantPlan plan = planQuantization(g, saved.mode);
+  QuantPlan plan = planQuantization(g, saved.calibration.mode);
   std::vector<std::string> ignored;
   auto applied = applyConfig(plan, g, cfg, ignored);
   if (!applied) return Status(applied.status().code(), where + ": " + applied.status().message());

@@ -21,7 +21,7 @@
 //  - The result passes onnx::checker::check_model before it is returned.
 //
 // Deterministic: equal inputs give byte-identical files (a reloaded quant_cfg.json reproduces the
-// export). This directory is the only place that includes protobuf headers.
+// export). Beside core/onnx (the loader), this is the only place that includes protobuf headers.
 #pragma once
 
 #include <cstdint>
@@ -29,10 +29,13 @@
 #include <string>
 #include <vector>
 
-#include "core/analysis/quant_session.h"
+#include "core/analysis/results.h"
+#include "core/ir/tensor.h"
 #include "core/util/status.h"
 
 namespace qs {
+
+class Executor;
 
 struct ExportOptions {
   bool dqOnly = true;          // weights as int8 initializers + DequantizeLinear

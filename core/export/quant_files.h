@@ -19,10 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "core/analysis/quant_session.h"
+#include "core/analysis/results.h"
 #include "core/quant/quant_config.h"
 #include "core/quant/quant_types.h"
 #include "core/util/status.h"
+#include "qs_version.h"
 
 namespace qs {
 
@@ -71,8 +72,7 @@ Result<CalibrationCache> readCalibrationCache(const std::string& path);
 struct SavedQuantConfig {
   std::string toolVersion;
   std::string modelFile, modelFingerprint;
-  QuantMode mode = QuantMode::Int8;
-  CalibrationSettings calibration;
+  CalibrationSettings calibration;     // method, percentile, mode (the one copy of the mode)
   int64_t samples = 0;
   std::string calibrationData;          // where the data came from ("random", a path, a cache)
   QuantConfig config;                   // the user's lists as given
@@ -94,7 +94,7 @@ struct SavedQuantConfig {
 
 /// Context of a config written by an export.
 struct QuantConfigContext {
-  std::string toolVersion = "0.1.0";
+  std::string toolVersion = kVersion;
   std::string modelPath, modelFingerprint;
   std::string calibrationData;
   QuantConfig config;

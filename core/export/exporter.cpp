@@ -1,4 +1,4 @@
-#include "core/onnx/exporter.h"
+#include "core/export/exporter.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <onnx/checker.h>
@@ -15,9 +15,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/quant/fake_quant.h"
+#include "core/exec/executor.h"
+#include "core/numeric/fake_quant.h"
 #include "core/quant/quant_config.h"
-#include "core/quant/quant_files.h"
+#include "core/export/quant_files.h"
 
 namespace qs {
 

@@ -17,7 +17,7 @@
 #include "core/exec/kernel_registry.h"
 #include "core/io/image.h"
 #include "core/onnx/loader.h"
-#include "core/quant/quant_files.h"
+#include "core/export/quant_files.h"
 #include "tests/support/onnx_builder.h"
 
 using namespace qs;

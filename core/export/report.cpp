@@ -1,4 +1,4 @@
-#include "core/analysis/report.h"
+#include "core/export/report.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "core/analysis/metrics.h"
+#include "core/numeric/metrics.h"
 
 #include <algorithm>
 #include <cmath>

@@ -19,9 +19,9 @@
 
 #include "core/analysis/quant_session.h"
 #include "core/io/npy.h"
-#include "core/onnx/exporter.h"
+#include "core/export/exporter.h"
 #include "core/onnx/loader.h"
-#include "core/quant/quant_files.h"
+#include "core/export/quant_files.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/text_images.h"
 
@@ -55,7 +55,7 @@ int runCommand(const std::string& cmd) {
 // The ORT runner over several samples: in_<s>_<i>.npy -> out_<s>_<i>.npy.
 int runOrt(const std::string& model, const std::string& inDir, const std::string& outDir, int samples,
            const std::string& extra) {
-  std::string cmd = "ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/export/ort_batch.mjs " + model +
+  std::string cmd = "ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_batch.mjs " + model +
                     " " + inDir + " " + outDir + " --samples " + std::to_string(samples) + " --threads 2 " + extra;
   return runCommand(cmd);
 }

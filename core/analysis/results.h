@@ -1,0 +1,76 @@
+// What an analysis produces, as plain data: per-node and per-output error figures, the
+// quantization parameters of every point, the plan they apply to and the steps of an automatic
+// fallback. The export layer (report, quant_cfg.json, calibration.cache, quantized.onnx) and the
+// GUI's views read these and nothing else of the analysis, so they do not compile the executor.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/numeric/metrics.h"
+#include "core/quant/calibrator.h"
+#include "core/quant/quant_types.h"
+
+namespace qs {
+
+/// Quantization parameters of one activation tensor.
+struct ActivationQuant {
+  ValueId value = kNoValue;
+  float amax = 0;               // of the chosen method (group maximum for shared Concat scales)
+  float scale = 0;              // amax / 127 (int8) or amax / 448 (fp8)
+  std::array<float, 4> methodAmax{};  // max, entropy, percentile, mse (own tensor, not the group)
+  int scaleGroup = -1;
+};
+
+/// Per-channel quantization of one weight.
+struct WeightQuant {
+  NodeId node = -1;
+  size_t inputIndex = 0;
+  ValueId value = kNoValue;
+  int axis = 0;
+  std::vector<float> amax, scale;
+};
+
+struct NodeResult {
+  bool hasGraphwise = false;     // the node has a float output
+  ErrorMetrics graphwise;        // its output with every enabled point on vs float
+  bool hasLayerwise = false;     // the node is quantizable
+  ErrorMetrics layerwise;        // the node alone, its points on, float inputs
+  double weightSnrDb = NAN;      // weights quantized only (NaN: no weight)
+  double activationSnrDb = NAN;  // activations quantized only (NaN: no activation point)
+  double sensitivitySnrDb = NAN; // graph outputs with only this node quantized (all outputs pooled)
+};
+
+struct OutputResult {
+  ValueId value = kNoValue;
+  std::string name;
+  ErrorMetrics metrics;
+};
+
+struct AnalysisResult {
+  QuantPlan plan;                     // placement with the user's configuration applied
+  std::vector<NodeResult> nodes;      // indexed by NodeId
+  std::vector<OutputResult> outputs;  // graph outputs, declaration order
+  std::map<ValueId, ActivationQuant> activations;  // every calibrated activation tensor
+  std::vector<WeightQuant> weights;   // every weight point (enabled or not)
+  int64_t samples = 0;
+  CalibrationSettings calibration;
+
+  /// Lowest SNR over the graph outputs (the figure targets are checked against).
+  double worstOutputSnrDb() const;
+};
+
+/// One step of the automatic fallback.
+struct FallbackStep {
+  NodeId excluded = -1;
+  std::vector<double> outputSnrDb;  // per graph output after this exclusion
+
+  /// Lowest SNR over the graph outputs after this exclusion.
+  double worstOutputSnrDb() const;
+};
+
+}  // namespace qs

@@ -1,0 +1,166 @@
+#include "core/export/bundle.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "core/exec/executor.h"
+#include "core/export/exporter.h"
+
+namespace qs {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool samePath(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+  return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+}
+
+// Writes `bytes` to a new temporary file beside `path`; its name in `tmp`.
+Status writeTemporary(const std::string& path, const std::string& bytes, std::string& tmp) {
+  tmp = path + ".tmp-XXXXXX";
+  int fd = mkstemp(tmp.data());
+  if (fd < 0) {
+    tmp.clear();
+    return ioError(path + ": cannot write: " + std::strerror(errno));
+  }
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    p += n;
+    left -= (size_t)n;
+  }
+  int err = left ? errno : 0;
+  if (!err && fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && !err) err = errno;
+  if (!err) fchmodat(AT_FDCWD, tmp.c_str(), 0644, 0);  // mkstemp makes 0600
+  if (err || left) return ioError(path + ": write failed: " + std::strerror(err ? err : EIO));
+  return Status::ok();
+}
+
+}  // namespace
+
+ReportContext reportContext(const AnalysisRun& run) {
+  ReportContext ctx;
+  ctx.modelPath = run.request.modelPath;
+  ctx.settings = runSettings(run);
+  ctx.warnings = run.warnings;
+  ctx.fallback = run.fallback;
+  ctx.targetSnrDb = run.request.targetSnrDb;
+  return ctx;
+}
+
+Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarget& target) {
+  const AnalysisRequest& rq = run.request;
+  const auto result = run.result();
+  if (!run.model || !result) return invalidArgument("nothing to export: calibrate first");
+  QS_RETURN_IF_ERROR(checkExportable(result->plan.mode, rq.modelPath));
+  if (target.outputDir.empty() && target.outputPath.empty()) {
+    return invalidArgument("export: give --output-dir DIR (all files) or --output_path FILE (the model alone)");
+  }
+  const std::string modelOut =
+      !target.outputPath.empty() ? target.outputPath : (fs::path(target.outputDir) / "quantized.onnx").string();
+  const fs::path modelDir = fs::path(modelOut).parent_path();
+  ExportOptions eo;
+  eo.dqOnly = rq.dqOnly.value_or(true);
+  eo.externalData = rq.externalData;
+  eo.externalDataName = fs::path(modelOut).filename().string() + ".data";
+  for (const std::string& out : {modelOut, (modelDir / eo.externalDataName).string()}) {
+    if (samePath(out, rq.modelPath)) {
+      return invalidArgument(out + ": is the input model; export never overwrites it (choose another output)");
+    }
+  }
+  const AnalysisResult& r = *result;
+  if (run.model->defaultOpset() < 13 && run.analysisData && run.analysisData->batchCount() > 0) {
+    auto feeds = run.analysisData->batch(0);
+    if (!feeds) return feeds.status();
+    auto ranks = observeRanks(run.session->executor(), *feeds);
+    if (!ranks) return ranks.status();
+    eo.observedRanks = std::move(ranks).value();
+  }
+  auto exported = buildQuantizedModel(rq.modelPath, *run.model, r, eo);
+  if (!exported) return exported.status();
+
+  ExportBundle b;
+  b.opsetBefore = exported->opsetBefore;
+  b.opsetAfter = exported->opsetAfter;
+  b.activationPairs = exported->activationPairs;
+  b.weightPoints = exported->weightPoints;
+  b.files.push_back({modelOut, std::move(exported->modelBytes)});
+  if (!exported->externalDataName.empty()) {
+    b.files.push_back({(modelDir / exported->externalDataName).string(), std::move(exported->externalDataBytes)});
+  }
+  if (!target.outputDir.empty()) {
+    QuantConfigContext qc;
+    qc.modelPath = rq.modelPath;
+    qc.modelFingerprint = run.modelFingerprint;
+    qc.calibrationData = run.scaleSource;
+    qc.config = run.exportedConfig;
+    qc.dqOnly = eo.dqOnly;
+    qc.externalData = eo.externalData;
+    const fs::path dir(target.outputDir);
+    b.files.push_back({(dir / "quant_cfg.json").string(), quantConfigJson(*run.model, r, qc)});
+    b.files.push_back({(dir / "calibration.cache").string(), calibrationCacheText(*run.model, r)});
+    b.files.push_back({(dir / "report.json").string(), reportJson(*run.model, r, reportContext(run))});
+  }
+  for (const BundleFile& f : b.files) {
+    if (samePath(f.path, rq.modelPath)) return invalidArgument(f.path + ": is the input model; export never overwrites it");
+  }
+  return b;
+}
+
+Status writeBundle(const ExportBundle& bundle) {
+  std::vector<fs::path> createdDirs;
+  std::vector<std::string> temps;
+  auto rollback = [&]() {
+    std::error_code ec;
+    for (const auto& t : temps) fs::remove(t, ec);
+    for (auto it = createdDirs.rbegin(); it != createdDirs.rend(); ++it) fs::remove(*it, ec);
+  };
+  for (const BundleFile& f : bundle.files) {
+    fs::path dir = fs::path(f.path).parent_path();
+    if (dir.empty()) dir = ".";
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+      // Remember each level this call creates, outermost first.
+      std::vector<fs::path> missing;
+      for (fs::path p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) missing.push_back(p);
+      if (!fs::create_directories(dir, ec) && !fs::is_directory(dir)) {
+        rollback();
+        return ioError(dir.string() + ": cannot create the output folder: " + ec.message());
+      }
+      createdDirs.insert(createdDirs.end(), missing.rbegin(), missing.rend());
+    }
+    std::string tmp;
+    Status st = writeTemporary(f.path, f.bytes, tmp);
+    if (!tmp.empty()) temps.push_back(tmp);
+    if (!st) {
+      rollback();
+      return st;
+    }
+  }
+  for (size_t i = 0; i < bundle.files.size(); ++i) {
+    std::error_code ec;
+    fs::rename(temps[i], bundle.files[i].path, ec);
+    if (ec) {
+      Status st = ioError(bundle.files[i].path + ": cannot move the finished file into place: " + ec.message());
+      for (size_t j = 0; j < i; ++j) fs::remove(bundle.files[j].path, ec);
+      temps.erase(temps.begin(), temps.begin() + (long)i);
+      rollback();
+      return st;
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace qs

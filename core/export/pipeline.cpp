@@ -1,0 +1,245 @@
+#include "core/export/pipeline.h"
+
+#include <set>
+
+#include "core/onnx/loader.h"
+
+namespace qs {
+
+Status parseCalibrationMethod(const std::string& name, CalibMethod& out) {
+  if (parseCalibMethod(name, out)) return Status::ok();
+  return invalidArgument("--calibration-method '" + name + "': expected max, entropy, percentile or mse");
+}
+
+Status parseQuantizeMode(const std::string& name, QuantMode& out) {
+  if (parseQuantMode(name, out)) return Status::ok();
+  return invalidArgument("--quantize-mode '" + name + "': expected int8 or fp8");
+}
+
+CalibMethod defaultCalibrationMethod(QuantMode mode) {
+  return mode == QuantMode::Fp8 ? CalibMethod::Max : CalibMethod::Entropy;
+}
+
+Status validateRequest(const AnalysisRequest& r) {
+  if (!r.loadConfig.empty() && !r.calibrationCache.empty()) {
+    return invalidArgument("--load-config and --calibration-cache-path both give the scales; use one");
+  }
+  if (!(r.calibration.percentile >= 0 && r.calibration.percentile <= 100)) {
+    return invalidArgument("--percentile " + std::to_string(r.calibration.percentile) + ": expected a value in [0, 100]");
+  }
+  if (r.threads < 0) return invalidArgument("--threads " + std::to_string(r.threads) + ": expected 0 (all cores) or more");
+  if (std::isinf(r.targetSnrDb)) return invalidArgument("--target-snr: expected a finite number of dB");
+  return Status::ok();
+}
+
+Status checkExportable(QuantMode mode, const std::string& modelPath) {
+  if (mode != QuantMode::Fp8) return Status::ok();
+  return unsupported(modelPath + ": fp8 export needs FLOAT8E4M3FN and opset 19, which the ONNX library of this build "
+                                 "(1.12) does not know; use 'quantscope analyze --quantize-mode fp8' to study fp8, or "
+                                 "export int8");
+}
+
+namespace {
+
+struct Warner {
+  AnalysisRun& run;
+  const RunCallbacks& cb;
+  void operator()(const std::string& w, bool loud = false) const {
+    run.warnings.push_back(w);
+    if (cb.warning) cb.warning(w, loud);
+  }
+};
+
+// The activation amax of a TensorRT cache, by tensor name, for the tensors `model` has.
+Result<std::map<std::string, float>> cacheAmax(const std::string& path, const Model& model, const Warner& warn) {
+  auto cache = readCalibrationCache(path);
+  if (!cache) return cache.status();
+  std::map<std::string, float> amax;
+  std::vector<std::string> unknown;
+  for (const auto& [name, scale] : cache->scales) {
+    if (model.graph.findValue(name) == kNoValue) unknown.push_back(name);
+    else amax[name] = amaxForScale(scale, QuantMode::Int8);
+  }
+  if (amax.empty() && !cache->scales.empty()) {
+    return invalidArgument(path + ": none of its " + std::to_string(cache->scales.size()) + " tensors (first '" +
+                           cache->scales.begin()->first + "') is in " + model.path + ": the cache was made for another model");
+  }
+  if (!unknown.empty()) {
+    warn(path + ": " + std::to_string(unknown.size()) + " tensor(s) not in the model are ignored (first '" + unknown.front() +
+         "')");
+  }
+  return amax;
+}
+
+void appendLists(QuantConfig& to, const QuantConfig& from) {
+  auto add = [](std::vector<std::string>& a, const std::vector<std::string>& b) { a.insert(a.end(), b.begin(), b.end()); };
+  add(to.nodesToExclude, from.nodesToExclude);
+  add(to.nodesToQuantize, from.nodesToQuantize);
+  add(to.opTypesToExclude, from.opTypesToExclude);
+  add(to.opTypesToQuantize, from.opTypesToQuantize);
+}
+
+bool hasLists(const QuantConfig& c) {
+  return !c.nodesToExclude.empty() || !c.nodesToQuantize.empty() || !c.opTypesToExclude.empty() ||
+         !c.opTypesToQuantize.empty();
+}
+
+}  // namespace
+
+Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallbacks& callbacks,
+                               std::shared_ptr<const Model> loaded) {
+  QS_RETURN_IF_ERROR(validateRequest(request));
+  AnalysisRun run;
+  run.request = request;
+  Warner warn{run, callbacks};
+
+  // Scales, states and settings of a saved config: read before anything else is loaded.
+  if (!request.loadConfig.empty()) {
+    auto saved = readQuantConfig(request.loadConfig);
+    if (!saved) return saved.status();
+    run.loadedConfig = std::move(saved).value();
+    run.request.calibration = run.loadedConfig->calibration;
+    if (!run.request.dqOnly) run.request.dqOnly = run.loadedConfig->dqOnly;
+    run.request.externalData = request.externalData || run.loadedConfig->externalData;
+  }
+  if (!run.request.dqOnly) run.request.dqOnly = true;
+  const AnalysisRequest& rq = run.request;
+
+  if (loaded) {
+    run.model = std::move(loaded);
+  } else {
+    auto model = loadModel(rq.modelPath);
+    if (!model) return model.status();
+    run.model = std::move(model).value();
+  }
+  // A model built in code has no file: no fingerprint (exporting it fails, naming the path).
+  if (auto fingerprint = fileFingerprint(rq.modelPath)) run.modelFingerprint = *fingerprint;
+  else if (!loaded) return fingerprint.status();
+  const SavedQuantConfig* saved = run.loadedConfig ? &*run.loadedConfig : nullptr;
+  if (saved && !saved->modelFingerprint.empty() && saved->modelFingerprint != run.modelFingerprint) {
+    warn(rq.loadConfig + ": made for a model file with another fingerprint (" + saved->modelFingerprint + ", this one " +
+         run.modelFingerprint + "); its names and weights match, so it is used");
+  }
+
+  // The data: calibration (random when no path) and, when given, a separate analysis set.
+  auto calib = CalibrationData::open(*run.model, rq.data);
+  if (!calib) return calib.status();
+  run.calibrationData = std::shared_ptr<const CalibrationData>(std::move(calib).value());
+  const bool scalesGiven = saved || !rq.calibrationCache.empty();
+  for (const std::string& w : run.calibrationData->warnings()) {
+    if (w != kRandomCalibrationWarning) warn(w);
+    else if (!scalesGiven) warn(w, /*loud=*/true);
+    else
+      warn("no --calibration-data: report.json's predicted SNR is computed on random inputs (the scales come from " +
+           (saved ? rq.loadConfig : rq.calibrationCache) + ")");
+  }
+  run.analysisData = run.calibrationData;
+  if (!rq.analysisDataPath.empty()) {
+    CalibrationDataOptions ado = rq.data;
+    ado.path = rq.analysisDataPath;
+    auto ad = CalibrationData::open(*run.model, ado);
+    if (!ad) return ad.status();
+    run.analysisData = std::shared_ptr<const CalibrationData>(std::move(ad).value());
+  }
+
+  // The session: the request's lists, or a saved config's node states plus the request's lists.
+  QuantConfig config = rq.config;
+  run.exportedConfig = rq.config;
+  if (saved) {
+    auto c = configForSavedStates(*saved, *run.model, rq.config, rq.loadConfig);
+    if (!c) return c.status();
+    config = std::move(c).value();
+    run.exportedConfig = saved->config;
+    appendLists(run.exportedConfig, rq.config);  // command-line additions are part of what this run did
+  }
+  AnalysisOptions ao;
+  ao.threads = rq.threads;
+  ao.layerwise = rq.layerwise;
+  ao.sensitivity = rq.sensitivity || !std::isnan(rq.targetSnrDb);
+  ao.calibration = rq.calibration;
+  std::vector<std::string> configWarnings;
+  auto session = QuantSession::create(run.model, config, ao, &configWarnings);
+  if (!session) return session.status();
+  run.session = std::shared_ptr<QuantSession>(std::move(session).value());
+  if (callbacks.cancel) run.session->setCancelToken(callbacks.cancel);
+  for (const auto& w : configWarnings) warn(w);
+  if (saved) QS_RETURN_IF_ERROR(checkSavedStates(*saved, *run.model, run.session->plan(), hasLists(rq.config), rq.loadConfig));
+
+  if (saved) {
+    run.scaleSource = saved->calibrationData.empty() ? rq.loadConfig : saved->calibrationData;
+  } else if (!rq.calibrationCache.empty()) {
+    run.scaleSource = rq.calibrationCache;
+    auto amax = cacheAmax(rq.calibrationCache, *run.model, warn);
+    if (!amax) return amax.status();
+    QS_RETURN_IF_ERROR(run.session->setActivationAmax(*amax).withContext(rq.calibrationCache));
+  } else {
+    run.scaleSource = run.calibrationData->description();
+  }
+  if (saved) QS_RETURN_IF_ERROR(run.session->setActivationAmax(saved->actAmax).withContext(rq.loadConfig));
+  return run;
+}
+
+Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
+  const AnalysisRequest& rq = run.request;
+  const bool scalesGiven = run.loadedConfig || !rq.calibrationCache.empty();
+  // Each step's progress, or its share of one bar.
+  auto phase = [&](double lo, double hi) -> ProgressFn {
+    if (!callbacks.progress || !callbacks.overallProgress) return callbacks.progress;
+    return [&callbacks, lo, hi](double f, const std::string& stage) { return callbacks.progress(lo + (hi - lo) * f, stage); };
+  };
+  if (!scalesGiven) QS_RETURN_IF_ERROR(run.session->calibrate(*run.calibrationData, phase(0.02, 0.35)));
+  auto result = run.session->analyze(run.analysisData, phase(0.35, 0.97));
+  if (!result) return result.status();
+  if (!std::isnan(rq.targetSnrDb)) {
+    auto steps = run.session->autoFallback(rq.targetSnrDb, phase(0.97, 1.0));
+    if (!steps) return steps.status();
+    run.fallback = std::move(steps).value();
+  }
+  // Quantized nodes whose activation tensor got no scale (a cache or config without it) keep that
+  // input in float, in the simulation and in the export alike: say so.
+  if (scalesGiven) {
+    const AnalysisResult& r = *run.result();
+    const Graph& g = run.model->graph;
+    std::set<std::string> missing;
+    for (const ActivationPoint& a : r.plan.activations)
+      if (isNodeQuantized(r.plan, a.node) && !r.activations.count(a.value)) missing.insert(g.value(a.value).name);
+    if (!missing.empty()) {
+      Warner{run, callbacks}(std::to_string(missing.size()) + " quantized tensor(s) have no scale in " +
+                             (run.loadedConfig ? rq.loadConfig : rq.calibrationCache) + " and stay float (first '" +
+                             *missing.begin() + "')");
+    }
+  }
+  return Status::ok();
+}
+
+Result<AnalysisRun> runAnalysis(const AnalysisRequest& request, const RunCallbacks& callbacks) {
+  auto run = prepareRun(request, callbacks);
+  if (!run) return run.status();
+  QS_RETURN_IF_ERROR(executeRun(*run, callbacks));
+  return run;
+}
+
+std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
+  const AnalysisRequest& rq = run.request;
+  std::map<std::string, std::string> s;
+  auto list = [&](const char* key, const std::vector<std::string>& v) {
+    if (v.empty()) return;
+    std::string joined;
+    for (const auto& x : v) joined += (joined.empty() ? "" : ",") + x;
+    s[key] = joined;
+  };
+  s["calibration_data"] = run.scaleSource;
+  if (!rq.analysisDataPath.empty()) s["analysis_data"] = rq.analysisDataPath;
+  list("nodes_to_exclude", run.exportedConfig.nodesToExclude);
+  list("nodes_to_quantize", run.exportedConfig.nodesToQuantize);
+  list("op_types_to_exclude", run.exportedConfig.opTypesToExclude);
+  list("op_types_to_quantize", run.exportedConfig.opTypesToQuantize);
+  if (!std::isnan(rq.targetSnrDb)) s["target_snr_db"] = std::to_string(rq.targetSnrDb);
+  if (!rq.layerwise) s["layerwise"] = "off";
+  if (!rq.sensitivity && std::isnan(rq.targetSnrDb)) s["sensitivity"] = "off";
+  if (!rq.loadConfig.empty()) s["load_config"] = rq.loadConfig;
+  if (!rq.calibrationCache.empty()) s["calibration_cache"] = rq.calibrationCache;
+  return s;
+}
+
+}  // namespace qs

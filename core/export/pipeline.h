@@ -1,0 +1,112 @@
+// One analysis run, from a request to results: what `quantscope analyze` and `quantscope export`
+// do, and what the workbench's Calibrate does. The front ends only parse their input (flags, the
+// calibration dialog, a project file) into an AnalysisRequest and show what the run reports
+// through its callbacks; the run itself, its checks and its warnings are here, once.
+//
+//   AnalysisRequest --validateRequest--> prepareRun: model, data, saved scales, session
+//                                        (every model, data and config error, before any work)
+//                   --executeRun-->      calibrate (or apply the loaded scales), analyse, fallback
+//                   --buildExportBundle (core/export/bundle.h)--> files, written all or none
+#pragma once
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/analysis/quant_session.h"
+#include "core/export/quant_files.h"
+#include "core/io/calibration_data.h"
+#include "core/quant/calibrator.h"
+#include "core/quant/quant_config.h"
+#include "core/util/progress.h"
+
+namespace qs {
+
+/// Everything one run needs, in one copy each. Built by app/cli.cpp from flags and by ui/ from the
+/// calibration dialog or a project file; checked by validateRequest().
+struct AnalysisRequest {
+  std::string modelPath;
+  CalibrationDataOptions data;      // calibration data: path ("" = random), samples, preprocessing
+  std::string analysisDataPath;     // analyse on another set ("" = the calibration data)
+  QuantConfig config;               // exclusions and restrictions
+  CalibrationSettings calibration;  // method, percentile, mode (the only copy of the mode)
+  bool layerwise = true;
+  bool sensitivity = true;          // the fallback target turns it on
+  int threads = 0;                  // executor threads (0 = all cores)
+  double targetSnrDb = NAN;         // automatic fallback to this output SNR (NaN: none)
+  // Scales from a file instead of calibrating; at most one of the two.
+  std::string loadConfig;           // quant_cfg.json: scales, node states and settings
+  std::string calibrationCache;     // TensorRT calibration cache: activation scales
+  // What an export writes.
+  std::optional<bool> dqOnly;       // unset: a loaded config's choice, else true
+  bool externalData = false;        // initializers in quantized.onnx.data
+};
+
+/// The calibration method named `name` (max, entropy, percentile, mse). The one parser of method
+/// names, and its one message: "--calibration-method 'x': expected max, entropy, percentile or mse".
+Status parseCalibrationMethod(const std::string& name, CalibMethod& out);
+/// The quantization mode named `name` (int8, fp8), with the same kind of message.
+Status parseQuantizeMode(const std::string& name, QuantMode& out);
+/// ModelOpt's default method of a mode: entropy for int8, max for fp8.
+CalibMethod defaultCalibrationMethod(QuantMode mode);
+
+/// InvalidArgument for combinations no run can do (two sources of scales, a percentile outside
+/// [0, 100], a negative thread count, a target that is not finite).
+Status validateRequest(const AnalysisRequest& request);
+
+/// Unsupported when the files of `mode` cannot be written (FP8: FLOAT8E4M3FN and opset 19 are
+/// newer than this build's ONNX library), naming `modelPath`. The one wording of that refusal.
+Status checkExportable(QuantMode mode, const std::string& modelPath);
+
+/// What a run tells its caller while it works. All optional.
+struct RunCallbacks {
+  ProgressFn progress;
+  /// One line each, as found. `loud`: the scales are meaningless (random calibration data).
+  std::function<void(const std::string& warning, bool loud)> warning;
+  /// The caller's token; a run without one cannot be cancelled.
+  std::shared_ptr<CancelToken> cancel;
+  /// false: `progress` gets each stage's own fraction (the CLI shows an ETA per stage). true: one
+  /// fraction for the whole of executeRun (calibration to 0.35, analysis to 0.97, fallback after),
+  /// for one progress bar.
+  bool overallProgress = false;
+};
+
+/// A prepared or finished run: the session (for toggles and statistics), the data, and what the
+/// report and the exported files say about where everything came from.
+struct AnalysisRun {
+  AnalysisRequest request;       // as run: mode and method come from a loaded config when given
+  std::shared_ptr<const Model> model;
+  std::shared_ptr<QuantSession> session;
+  std::shared_ptr<const CalibrationData> calibrationData, analysisData;
+  std::vector<std::string> warnings;   // every warning given, in order (the report lists them)
+  std::vector<FallbackStep> fallback;  // the automatic fallback's exclusions, when a target was set
+  std::string modelFingerprint;        // fileFingerprint() of the model file
+  std::string scaleSource;             // what the scales came from: the data, a config or a cache
+  QuantConfig exportedConfig;          // the lists quant_cfg.json records (a loaded config's plus the request's)
+  std::optional<SavedQuantConfig> loadedConfig;
+
+  /// The latest result (after toggles too); null before executeRun().
+  std::shared_ptr<const AnalysisResult> result() const { return session ? session->result() : nullptr; }
+};
+
+/// Loads the model (unless `loaded` is given: the workbench's open model, which may have no file)
+/// and the data, reads a saved config or cache, and creates the session. Every error of the
+/// model, the data or the files named in the request comes from here, before any calibration work.
+Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallbacks& callbacks = {},
+                               std::shared_ptr<const Model> loaded = nullptr);
+
+/// Calibrates (or applies the loaded scales), analyses, and runs the automatic fallback when the
+/// request has a target. Cancelled through callbacks.cancel.
+Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks = {});
+
+/// prepareRun() then executeRun().
+Result<AnalysisRun> runAnalysis(const AnalysisRequest& request, const RunCallbacks& callbacks = {});
+
+/// The settings report.json records for a run (its "settings" object, beside the figures).
+std::map<std::string, std::string> runSettings(const AnalysisRun& run);
+
+}  // namespace qs
