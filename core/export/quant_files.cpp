@@ -91,7 +91,7 @@ Result<std::string> fileFingerprint(const std::string& path) {
   Status st;
   std::string bytes = readAll(path, st);
   if (!st) return st;
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull;  // FNV-1a 64 offset basis (0xcbf29ce484222325)
   for (unsigned char c : bytes) {
     h ^= c;
     h *= 1099511628211ull;

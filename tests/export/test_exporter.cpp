@@ -436,42 +436,6 @@ TEST(CalibrationCacheFile, WrittenThenLoadedGivesIdenticalScales) {
   }
 }
 
-TEST(CalibrationCacheFile, FormatAndCorruptLines) {
-  auto ok = parseCalibrationCache("TRT-8601-EntropyCalibration2\nx: 3c010204\nname: with: colon: 3f800000\n", "c.cache");
-  ASSERT_TRUE(ok) << ok.status().message();
-  EXPECT_EQ(ok->scales.at("x"), 0.007874016f);  // 1/127
-  EXPECT_EQ(ok->scales.at("name: with: colon"), 1.0f);
-  struct Bad {
-    std::string text, needle;
-  } bad[] = {
-      {"", "empty"},
-      {"not a header\nx: 3c010204\n", "c.cache:1:"},
-      {"TRT-8601-MinMaxCalibration\nx 3c010204\n", "c.cache:2:"},
-      {"TRT-8601-MinMaxCalibration\nx: 3c0102\n", "8 hex digits"},
-      {"TRT-8601-MinMaxCalibration\nx: 3c01020g\n", "8 hex digits"},
-      {"TRT-8601-MinMaxCalibration\nx: bc010204\n", "positive"},
-      {"TRT-8601-MinMaxCalibration\nx: 7fc00000\n", "positive"},
-      {"TRT-8601-MinMaxCalibration\nx: 3c010204\nx: 3c010204\n", "twice"},
-  };
-  for (const auto& b : bad) {
-    auto r = parseCalibrationCache(b.text, "c.cache");
-    ASSERT_FALSE(r) << b.text;
-    EXPECT_EQ(r.status().code(), StatusCode::InvalidArgument);
-    EXPECT_NE(r.status().message().find(b.needle), std::string::npos) << r.status().message();
-    EXPECT_EQ(r.status().message().find('\n'), std::string::npos);
-  }
-}
-
-TEST(CalibrationCacheFile, AmaxForScaleInvertsScaleFromAmax) {
-  uint32_t seed = 1;
-  for (int i = 0; i < 20000; ++i) {
-    seed = seed * 1664525u + 1013904223u;
-    float amax = std::ldexp(1.f + (float)(seed >> 8) / (float)(1u << 24), (int)(seed % 40) - 20);
-    float scale = scaleFromAmax(amax, QuantMode::Int8);
-    EXPECT_EQ(scaleFromAmax(amaxForScale(scale, QuantMode::Int8), QuantMode::Int8), scale) << amax;
-  }
-}
-
 // ---- the CLI: config reload byte for byte, bad inputs ------------------------------------------------
 
 struct Outcome {

@@ -1,0 +1,160 @@
+// report.json of `quantscope analyze` on cls, det and rec with each calibration method, against
+// the reports the code before the architecture change (issue #12, commit 4fcae7e) wrote for the
+// same commands: tests/export/fixtures/reports_before_issue12.zip. A restructuring must not move
+// a figure: every number equal to 1e-9 relative, every name, state and reason equal. Only what
+// describes the invocation may differ: "tool", "model" (the absolute path), "settings" (the old
+// code echoed the flags as typed) and "warnings".
+//
+// The fixtures were made with the old binary by these same commands, on images written by
+// writeTextImages with the same seeds (cls: 4 of 192x48, seed 1; det: 2 of 160x160, seed 2; rec:
+// 2 of 320x48, seed 3), --threads 2.
+#include <gtest/gtest.h>
+#include <zip.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/support/onnx_builder.h"
+#include "tests/support/text_images.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+struct ModelCase {
+  const char* tag;
+  const char* file;
+  int width, height, count;
+  uint64_t seed;
+  const char* norm;  // --mean/--std
+};
+
+const ModelCase kCases[] = {
+    {"cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx", 192, 48, 4, 1, "--mean 0.5,0.5,0.5 --std 0.5,0.5,0.5"},
+    {"det", "ch_PP-OCRv4_det_infer.onnx", 160, 160, 2, 2, "--mean 0.485,0.456,0.406 --std 0.229,0.224,0.225"},
+    {"rec", "ch_PP-OCRv4_rec_infer.onnx", 320, 48, 2, 3, "--mean 0.5,0.5,0.5 --std 0.5,0.5,0.5"},
+};
+const char* kMethods[] = {"max", "entropy", "percentile", "mse"};
+void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.tag; }
+
+std::string fixture(const std::string& name) {
+  const std::string zipPath = std::string(QS_SOURCE_DIR) + "/tests/export/fixtures/reports_before_issue12.zip";
+  int err = 0;
+  zip_t* z = zip_open(zipPath.c_str(), ZIP_RDONLY, &err);
+  if (!z) return {};
+  std::string out;
+  zip_stat_t st;
+  if (zip_stat(z, name.c_str(), 0, &st) == 0) {
+    if (zip_file_t* f = zip_fopen(z, name.c_str(), 0)) {
+      out.resize((size_t)st.size);
+      if (zip_fread(f, out.data(), st.size) != (zip_int64_t)st.size) out.clear();
+      zip_fclose(f);
+    }
+  }
+  zip_close(z);
+  return out;
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Appends to `diffs` where `got` differs from `want` (at most 20 entries).
+void compare(const Json& want, const Json& got, const std::string& at, std::vector<std::string>& diffs) {
+  if (diffs.size() >= 20) return;
+  if (want.is_number() && got.is_number()) {
+    const double a = want.get<double>(), b = got.get<double>();
+    if (a == b || (std::isnan(a) && std::isnan(b))) return;
+    if (std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b))) return;
+    std::ostringstream s;
+    s.precision(17);
+    s << at << ": " << a << " before, " << b << " now";
+    diffs.push_back(s.str());
+    return;
+  }
+  if (want.type() != got.type()) {
+    diffs.push_back(at + ": " + want.type_name() + " before, " + got.type_name() + " now");
+    return;
+  }
+  if (want.is_object()) {
+    for (auto it = want.begin(); it != want.end(); ++it) {
+      if (at.empty() && (it.key() == "tool" || it.key() == "model" || it.key() == "settings" || it.key() == "warnings"))
+        continue;
+      if (!got.contains(it.key())) diffs.push_back(at + "/" + it.key() + ": missing now");
+      else compare(it.value(), got.at(it.key()), at + "/" + it.key(), diffs);
+    }
+    for (auto it = got.begin(); it != got.end(); ++it)
+      if (!want.contains(it.key()) && !(at.empty() && it.key() == "settings")) diffs.push_back(at + "/" + it.key() + ": new");
+  } else if (want.is_array()) {
+    if (want.size() != got.size()) {
+      diffs.push_back(at + ": " + std::to_string(want.size()) + " entries before, " + std::to_string(got.size()) + " now");
+      return;
+    }
+    for (size_t i = 0; i < want.size(); ++i) compare(want[i], got[i], at + "/" + std::to_string(i), diffs);
+  } else if (want != got) {
+    diffs.push_back(at + ": " + want.dump() + " before, " + got.dump() + " now");
+  }
+}
+
+class ReportFixtures : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(ReportFixtures, EveryMethodGivesTheReportOfTheCodeBeforeTheRestructuring) {
+  const ModelCase& c = GetParam();
+  const std::string model = std::string(QS_MODELS_DIR) + "/" + c.file;
+  if (!fs::exists(model)) GTEST_SKIP() << "models missing: run scripts/setup.sh";
+  const std::string dir = qs::test::makeTempDir(std::string("fixtures-") + c.tag);
+  const std::string images = dir + "/images";
+  qs::test::writeTextImages(images, c.count, c.width, c.height, c.seed);
+  for (const char* method : kMethods) {
+    const std::string name = std::string(c.tag) + "_" + method + ".json";
+    const std::string want = fixture(name);
+    ASSERT_FALSE(want.empty()) << name << " is not in the fixtures";
+    const std::string report = dir + "/" + name;
+    const std::string cmd = std::string(QS_BINARY) + " analyze " + model + " --calibration-data " + images +
+                            " --image-size " + std::to_string(c.width) + "x" + std::to_string(c.height) + " " + c.norm +
+                            " --calibration-method " + method + " --threads 2 --report " + report + " >/dev/null 2>" +
+                            dir + "/err.txt";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << readFile(dir + "/err.txt");
+    std::vector<std::string> diffs;
+    const Json before = Json::parse(want), now = Json::parse(readFile(report));
+    ASSERT_GT(before.at("layers").size(), 100u);  // the comparison covers a whole model
+    compare(before, now, "", diffs);
+    std::string all;
+    for (const auto& d : diffs) all += "\n  " + d;
+    EXPECT_TRUE(diffs.empty()) << name << ":" << all;
+  }
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ReportFixtures, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<ModelCase>& i) { return std::string(i.param.tag); });
+
+// The comparison itself: a changed figure, a changed reason and a missing layer are reported.
+TEST(ReportFixtures, ComparisonSeesChangedFiguresAndNames) {
+  const Json a = Json::parse(R"({"tool":1,"settings":{"x":1},"layers":[{"snr":10.0,"reason":"r"}],"outputs":[1]})");
+  std::vector<std::string> d;
+  compare(a, a, "", d);
+  EXPECT_TRUE(d.empty());
+  Json b = a;
+  b["layers"][0]["snr"] = 10.0 * (1 + 1e-8);
+  b["settings"]["x"] = 2;  // settings are not compared
+  compare(a, b, "", d);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_NE(d[0].find("/layers/0/snr"), std::string::npos) << d[0];
+  d.clear();
+  b = a;
+  b["layers"][0]["reason"] = "s";
+  b["outputs"] = Json::array();
+  compare(a, b, "", d);
+  EXPECT_EQ(d.size(), 2u);
+}
+
+}  // namespace
