@@ -122,11 +122,10 @@ void softmaxTyped(const T* x, T* y, int64_t outer, int64_t L, int64_t inner, con
   }
 }
 
-Status runSoftmax(bool log, bool legacy, int64_t axisAttr, KernelContext& ctx) {
-  const char* name = log ? "LogSoftmax" : "Softmax";
-  if (ctx.inputCount() < 1 || !ctx.hasInput(0)) return invalidArgument(std::string(name) + " needs 1 input");
-  const Tensor& X = ctx.input(0);
-  const Shape& s = X.shape();
+// The tensor as [outer, L, inner] around `axisAttr`: L is the axis (opset >= 13) or, in the
+// legacy form, every dim from the axis on (the input coerced to 2D).
+Status axisBlocks(const char* name, const Shape& s, int64_t axisAttr, bool legacy, int64_t& outer, int64_t& L,
+                  int64_t& inner) {
   const int64_t rank = (int64_t)s.size();
   int64_t axis = axisAttr;
   if (rank == 0) {
@@ -135,7 +134,7 @@ Status runSoftmax(bool log, bool legacy, int64_t axisAttr, KernelContext& ctx) {
     return invalidArgument(std::string(name) + ": axis " + std::to_string(axisAttr) + " is out of range for shape " +
                            shapeToString(s));
   }
-  int64_t outer = 1, L = 1, inner = 1;
+  outer = L = inner = 1;
   for (int64_t d = 0; d < rank; ++d) {
     if (d < axis) {
       outer *= s[(size_t)d];
@@ -145,6 +144,15 @@ Status runSoftmax(bool log, bool legacy, int64_t axisAttr, KernelContext& ctx) {
       inner *= s[(size_t)d];
     }
   }
+  return Status::ok();
+}
+
+Status runSoftmax(bool log, bool legacy, int64_t axisAttr, KernelContext& ctx) {
+  const char* name = log ? "LogSoftmax" : "Softmax";
+  if (ctx.inputCount() < 1 || !ctx.hasInput(0)) return invalidArgument(std::string(name) + " needs 1 input");
+  const Tensor& X = ctx.input(0);
+  int64_t outer, L, inner;
+  QS_RETURN_IF_ERROR(axisBlocks(name, X.shape(), axisAttr, legacy, outer, L, inner));
   Tensor x = promoteHalf(X, &ctx);
   Tensor out(x.dtype(), x.shape());
   bool ok = visitFloat(x.dtype(), [&](auto tag) {
@@ -174,26 +182,11 @@ void hardmaxTyped(const T* x, T* y, int64_t outer, int64_t L, int64_t inner) {
 }
 
 Status runHardmax(bool legacy, int64_t axisAttr, KernelContext& ctx) {
+  const char* name = "Hardmax";
   if (ctx.inputCount() < 1 || !ctx.hasInput(0)) return invalidArgument("Hardmax needs 1 input");
   const Tensor& X = ctx.input(0);
-  const Shape& s = X.shape();
-  const int64_t rank = (int64_t)s.size();
-  int64_t axis = axisAttr;
-  if (rank == 0) {
-    axis = 0;
-  } else if (!normalizeAxis(axis, rank)) {
-    return invalidArgument("Hardmax: axis " + std::to_string(axisAttr) + " is out of range for shape " + shapeToString(s));
-  }
-  int64_t outer = 1, L = 1, inner = 1;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d < axis) {
-      outer *= s[(size_t)d];
-    } else if (legacy || d == axis) {
-      L *= s[(size_t)d];
-    } else {
-      inner *= s[(size_t)d];
-    }
-  }
+  int64_t outer, L, inner;
+  QS_RETURN_IF_ERROR(axisBlocks(name, X.shape(), axisAttr, legacy, outer, L, inner));
   Tensor x = promoteHalf(X, &ctx);
   Tensor out(x.dtype(), x.shape());
   bool ok = visitFloat(x.dtype(), [&](auto tag) {
