@@ -39,6 +39,7 @@ bool parseTriple(const std::string& s, std::array<float, 3>& out) {
 // What CLI11 keeps as text until finishAnalysisOptions() converts it.
 struct TextFlags {
   std::string size, mean, stdev, method, mode = "int8";
+  std::vector<std::string> shapes;
   bool dqOnly = true;
   CLI::Option* dqOnlyOption = nullptr;
 };
@@ -61,6 +62,8 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_flag("--bgr", a.data.image.bgr, "Feed channels as BGR");
   cmd.add_flag("--nhwc", a.data.image.nhwc, "The image input is NHWC");
   cmd.add_option("--seed", a.data.seed, "Seed of random calibration inputs");
+  cmd.add_option("--shape", g_text.shapes,
+                 "NAME=1x3x640x640: shape of an input with symbolic dims, for random calibration inputs");
   cmd.add_option("--nodes-to-exclude,--nodes_to_exclude", a.config.nodesToExclude,
                  "Regexes matched from the start of node names")->delimiter(',');
   cmd.add_option("--nodes-to-quantize,--nodes_to_quantize", a.config.nodesToQuantize, "Quantize only these")
@@ -95,6 +98,12 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   if (!g_text.stdev.empty() && !parseTriple(g_text.stdev, a.data.image.std)) {
     return invalidArgument("--std '" + g_text.stdev + "': expected three numbers, e.g. 0.229,0.224,0.225");
   }
+  for (const std::string& spec : g_text.shapes) {
+    std::string name;
+    Shape shape;
+    QS_RETURN_IF_ERROR(parseShapeSpec(spec, name, shape));
+    a.data.shapes[name] = shape;
+  }
   QS_RETURN_IF_ERROR(parseQuantizeMode(g_text.mode, a.calibration.mode));
   a.calibration.method = defaultCalibrationMethod(a.calibration.mode);
   if (!g_text.method.empty()) QS_RETURN_IF_ERROR(parseCalibrationMethod(g_text.method, a.calibration.method));
@@ -128,6 +137,7 @@ int runCli(int argc, char** argv) {
   auto* anCmd = app.add_subcommand("analyze", "Calibrate, simulate INT8/FP8 and report per-node error");
   addAnalysisOptions(*anCmd, an.request);
   anCmd->add_option("--report", an.report, "Write report.json");
+  anCmd->add_flag("--progress", an.progress, "Progress on stderr even when it is not a terminal");
   anCmd->add_option("--html", an.html, "Write a self-contained HTML report");
   anCmd->add_option("--csv", an.csv, "Write the per-layer table as CSV");
 
@@ -135,6 +145,7 @@ int runCli(int argc, char** argv) {
   auto* exCmd = app.add_subcommand("export", "Write quantized.onnx, quant_cfg.json, calibration.cache and report.json");
   addAnalysisOptions(*exCmd, ex.request);
   exCmd->add_option("--output-dir,--output_dir", ex.target.outputDir, "Folder for the four files (created if needed)");
+  exCmd->add_flag("--progress", ex.progress, "Progress on stderr even when it is not a terminal");
   exCmd->add_option("--output-path,--output_path", ex.target.outputPath, "Write the quantized model alone to this file");
   exCmd->add_option("--load-config", ex.request.loadConfig,
                     "Reuse a quant_cfg.json (scales and node states) instead of calibrating");

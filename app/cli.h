@@ -50,21 +50,23 @@ int runRun(const RunArgs& args);
 struct AnalyzeArgs {
   AnalysisRequest request;
   std::string report, html, csv;  // analyze
+  bool progress = false;          // --progress: progress lines on stderr even when it is not a terminal
 };
 int runAnalyze(const AnalyzeArgs& args);
 
 struct ExportArgs {
   AnalysisRequest request;
   ExportTarget target;            // --output-dir (all files) or --output_path (the model alone)
+  bool progress = false;
 };
 int runExport(const ExportArgs& args);
 
-/// Progress with an ETA on stderr: redrawn in place on a terminal, one line per stage and per
-/// tenth of a stage otherwise.
-ProgressFn progressPrinter();
-/// Prints each warning of a run ("quantscope: warning: ...", "quantscope: WARNING: ..." when loud)
-/// and lets Ctrl-C and SIGTERM cancel it.
-RunCallbacks terminalCallbacks();
+/// Progress with an ETA on stderr, redrawn in place, when stderr is a terminal; elsewhere nothing,
+/// or with `force` (--progress) one line per stage and per tenth of a stage.
+ProgressFn progressPrinter(bool force);
+/// Prints each warning of a run ("quantscope: warning: ...", "quantscope: WARNING: ..." when
+/// loud), shows progress as progressPrinter(forceProgress), and lets Ctrl-C and SIGTERM cancel it.
+RunCallbacks terminalCallbacks(bool forceProgress);
 
 }  // namespace qs::cli
 

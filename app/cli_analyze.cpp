@@ -21,7 +21,7 @@ void printFallback(const AnalysisRun& run) {
 }  // namespace
 
 int runAnalyze(const AnalyzeArgs& args) {
-  RunCallbacks cb = terminalCallbacks();
+  RunCallbacks cb = terminalCallbacks(args.progress);
   auto run = prepareRun(args.request, cb);
   if (!run) return reportError(run.status());
   if (Status st = executeRun(*run, cb); !st) return reportError(st);

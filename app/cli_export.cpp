@@ -14,7 +14,7 @@ int runExport(const ExportArgs& args) {
   if (args.request.loadConfig.empty()) {  // a loaded config brings its own mode, checked below
     if (Status st = checkExportable(args.request.calibration.mode, args.request.modelPath); !st) return reportError(st);
   }
-  RunCallbacks cb = terminalCallbacks();
+  RunCallbacks cb = terminalCallbacks(args.progress);
   auto run = prepareRun(args.request, cb);
   if (!run) return reportError(run.status());
   if (Status st = checkExportable(run->request.calibration.mode, args.request.modelPath); !st) return reportError(st);

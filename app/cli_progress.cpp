@@ -57,14 +57,15 @@ extern "C" void onInterrupt(int) {
 
 }  // namespace
 
-ProgressFn progressPrinter() {
+ProgressFn progressPrinter(bool force) {
+  if (!force && !isatty(2)) return {};
   auto printer = std::make_shared<ProgressPrinter>();
   return [printer](double f, const std::string& stage) { return (*printer)(f, stage); };
 }
 
-RunCallbacks terminalCallbacks() {
+RunCallbacks terminalCallbacks(bool forceProgress) {
   RunCallbacks cb;
-  cb.progress = progressPrinter();
+  cb.progress = progressPrinter(forceProgress);
   cb.warning = [](const std::string& w, bool loud) {
     std::fprintf(stderr, "quantscope: %s: %s\n", loud ? "WARNING" : "warning", w.c_str());
   };

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "app/cli.h"
+#include "core/io/calibration_data.h"
 #include "core/exec/executor.h"
 #include "core/io/npy.h"
 #include "core/onnx/loader.h"
@@ -46,23 +47,10 @@ Result<std::vector<NamedTensor>> readFeeds(const RunArgs& args, const Model& mod
   }
   std::map<std::string, Shape> given;
   for (const std::string& s : args.shapes) {
-    auto eq = s.rfind('=');
-    if (eq == std::string::npos) return invalidArgument("--shape '" + s + "': expected NAME=1x3x640x640");
+    std::string name;
     Shape shape;
-    std::string dims = s.substr(eq + 1);
-    size_t pos = 0;
-    while (pos <= dims.size()) {
-      size_t x = dims.find('x', pos);
-      std::string part = dims.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-      try {
-        shape.push_back(std::stoll(part));
-      } catch (const std::exception&) {
-        return invalidArgument("--shape '" + s + "': '" + part + "' is not a number");
-      }
-      if (x == std::string::npos) break;
-      pos = x + 1;
-    }
-    given[s.substr(0, eq)] = shape;
+    QS_RETURN_IF_ERROR(parseShapeSpec(s, name, shape));
+    given[name] = shape;
   }
   std::mt19937_64 rng(args.seed);
   std::uniform_real_distribution<float> uni(0.f, 1.f);

@@ -1,5 +1,6 @@
 #include "core/export/pipeline.h"
 
+#include <cstring>
 #include <set>
 
 #include "core/onnx/loader.h"
@@ -41,14 +42,35 @@ Status checkExportable(QuantMode mode, const std::string& modelPath) {
 
 namespace {
 
+// Collects a run's warnings. prepareRun hands them to the caller only once it has succeeded, so
+// that a model or data error is the one line a failed run prints.
 struct Warner {
   AnalysisRun& run;
+  std::vector<char>* loudness = nullptr;  // prepareRun: buffered; executeRun: passed on at once
   const RunCallbacks& cb;
   void operator()(const std::string& w, bool loud = false) const {
     run.warnings.push_back(w);
-    if (cb.warning) cb.warning(w, loud);
+    if (loudness) loudness->push_back(loud);
+    else if (cb.warning) cb.warning(w, loud);
   }
 };
+
+// The first sample of a batch, where every input's batch dim is dynamic (else the batch itself).
+std::vector<NamedTensor> firstSample(const Graph& g, std::vector<NamedTensor> feeds) {
+  for (ValueId in : g.inputs) {
+    const Value& v = g.value(in);
+    if (!v.shape || v.shape->empty() || (*v.shape)[0].isFixed()) return feeds;
+  }
+  for (NamedTensor& f : feeds) {
+    if (f.tensor.rank() == 0 || f.tensor.dim(0) <= 1) continue;
+    Shape one = f.tensor.shape();
+    one[0] = 1;
+    Tensor t(f.tensor.dtype(), one);
+    std::memcpy(t.raw(), f.tensor.raw(), t.byteSize());
+    f.tensor = std::move(t);
+  }
+  return feeds;
+}
 
 // The activation amax of a TensorRT cache, by tensor name, for the tensors `model` has.
 Result<std::map<std::string, float>> cacheAmax(const std::string& path, const Model& model, const Warner& warn) {
@@ -91,7 +113,8 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   QS_RETURN_IF_ERROR(validateRequest(request));
   AnalysisRun run;
   run.request = request;
-  Warner warn{run, callbacks};
+  std::vector<char> loudness;
+  Warner warn{run, &loudness, callbacks};
 
   // Scales, states and settings of a saved config: read before anything else is loaded.
   if (!request.loadConfig.empty()) {
@@ -176,6 +199,16 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
     run.scaleSource = run.calibrationData->description();
   }
   if (saved) QS_RETURN_IF_ERROR(run.session->setActivationAmax(saved->actAmax).withContext(rq.loadConfig));
+
+  // One sample through the model: what only execution finds (a weight that does not fit its
+  // input, data whose values a kernel refuses) fails here, before any progress.
+  auto feeds = run.calibrationData->batch(0);
+  if (!feeds) return feeds.status();
+  auto dry = run.session->executor().run(firstSample(run.model->graph, std::move(feeds).value()));
+  if (!dry) return dry.status();
+
+  if (callbacks.warning)
+    for (size_t i = 0; i < run.warnings.size(); ++i) callbacks.warning(run.warnings[i], loudness[i]);
   return run;
 }
 
@@ -204,7 +237,7 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
     for (const ActivationPoint& a : r.plan.activations)
       if (isNodeQuantized(r.plan, a.node) && !r.activations.count(a.value)) missing.insert(g.value(a.value).name);
     if (!missing.empty()) {
-      Warner{run, callbacks}(std::to_string(missing.size()) + " quantized tensor(s) have no scale in " +
+      Warner{run, nullptr, callbacks}(std::to_string(missing.size()) + " quantized tensor(s) have no scale in " +
                              (run.loadedConfig ? rq.loadConfig : rq.calibrationCache) + " and stay float (first '" +
                              *missing.begin() + "')");
     }

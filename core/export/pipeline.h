@@ -65,7 +65,8 @@ Status checkExportable(QuantMode mode, const std::string& modelPath);
 /// What a run tells its caller while it works. All optional.
 struct RunCallbacks {
   ProgressFn progress;
-  /// One line each, as found. `loud`: the scales are meaningless (random calibration data).
+  /// One line each: prepareRun's once it has succeeded (a failed run reports its error alone),
+  /// executeRun's as found. `loud`: the scales are meaningless (random calibration data).
   std::function<void(const std::string& warning, bool loud)> warning;
   /// The caller's token; a run without one cannot be cancelled.
   std::shared_ptr<CancelToken> cancel;
@@ -94,8 +95,9 @@ struct AnalysisRun {
 };
 
 /// Loads the model (unless `loaded` is given: the workbench's open model, which may have no file)
-/// and the data, reads a saved config or cache, and creates the session. Every error of the
-/// model, the data or the files named in the request comes from here, before any calibration work.
+/// and the data, reads a saved config or cache, creates the session and runs one sample of the
+/// calibration data through the model. Every error of the model, the data or the files named in
+/// the request comes from here, before any calibration work.
 Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallbacks& callbacks = {},
                                std::shared_ptr<const Model> loaded = nullptr);
 

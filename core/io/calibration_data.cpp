@@ -2,6 +2,8 @@
 #include "core/io/calibration_data.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -46,6 +48,17 @@ std::string declaredShape(const InputSpec& in) {
     s += dimToString((*in.shape)[i]);
   }
   return s + "]";
+}
+
+/// A shape to suggest for --shape: the fixed dims as declared, a symbolic batch as 1, other
+/// symbolic dims as 224 (images, rank 4) or 128 (sequences).
+std::string suggestedShape(const InputSpec& in) {
+  std::string s;
+  for (int i = 0; i < in.rank(); ++i) {
+    const Dim& d = in.dim(i);
+    s += (i ? "x" : "") + std::to_string(d.isFixed() ? d.value : i == 0 ? 1 : in.rank() == 4 ? 224 : 128);
+  }
+  return s;
 }
 
 std::string inputList(const std::vector<InputSpec>& inputs) {
@@ -533,7 +546,33 @@ class RandomData final : public CalibrationData {
   uint64_t m_seed;
 };
 
-Result<std::unique_ptr<CalibrationData>> openRandom(const std::vector<InputSpec>& inputs, const CalibrationDataOptions& options) {
+// The inputs with the shapes given for them (--shape): each must keep the declared rank and fixed dims.
+Result<std::vector<InputSpec>> withGivenShapes(std::vector<InputSpec> inputs, const std::map<std::string, Shape>& given) {
+  for (const auto& [name, shape] : given) {
+    auto it = std::find_if(inputs.begin(), inputs.end(), [&](const InputSpec& in) { return in.name == name; });
+    if (it == inputs.end()) return invalidArgument("--shape " + inQuotes(name) + ": the model has no input of that name");
+    if (it->shape && it->rank() != (int)shape.size()) {
+      return invalidArgument("--shape " + inQuotes(name) + "=" + shapeToString(shape) + ": the input is declared " +
+                             declaredShape(*it) + ", of rank " + std::to_string(it->rank()));
+    }
+    std::vector<Dim> dims;
+    for (size_t k = 0; k < shape.size(); ++k) {
+      if (shape[k] <= 0) return invalidArgument("--shape " + inQuotes(name) + ": dims must be positive");
+      if (it->shape && it->dim((int)k).isFixed() && it->dim((int)k).value != shape[k]) {
+        return invalidArgument("--shape " + inQuotes(name) + "=" + shapeToString(shape) + ": dim " + std::to_string(k) +
+                               " is fixed at " + std::to_string(it->dim((int)k).value) + " in " + declaredShape(*it));
+      }
+      dims.push_back(Dim{shape[k], {}});
+    }
+    it->shape = std::move(dims);
+  }
+  return inputs;
+}
+
+Result<std::unique_ptr<CalibrationData>> openRandom(const std::vector<InputSpec>& declared, const CalibrationDataOptions& options) {
+  auto given = withGivenShapes(declared, options.shapes);
+  if (!given) return given.status();
+  const std::vector<InputSpec>& inputs = *given;
   std::vector<std::string> warnings{kRandomCalibrationWarning};
   std::vector<Shape> sampleShapes;
   for (const auto& in : inputs) {
@@ -545,8 +584,8 @@ Result<std::unique_ptr<CalibrationData>> openRandom(const std::vector<InputSpec>
     for (int k = 1; k < in.rank(); ++k) {
       if (!in.dim(k).isFixed()) {
         return invalidArgument("input " + inQuotes(in.name) + ": dim " + std::to_string(k) + " of " + declaredShape(in) +
-                               " is symbolic: random calibration inputs need a fixed shape; give calibration data or a model "
-                               "with fixed input dims");
+                               " is symbolic: random calibration inputs need a fixed shape; give calibration data or --shape " +
+                               in.name + "=" + suggestedShape(in));
       }
       sample.push_back(in.dim(k).value);
     }
@@ -568,6 +607,29 @@ Result<std::unique_ptr<CalibrationData>> openRandom(const std::vector<InputSpec>
 }
 
 }  // namespace
+
+Status parseShapeSpec(const std::string& spec, std::string& name, Shape& shape) {
+  const auto eq = spec.rfind('=');
+  if (eq == std::string::npos || eq == 0) return invalidArgument("--shape '" + spec + "': expected NAME=1x3x640x640");
+  name = spec.substr(0, eq);
+  shape.clear();
+  const std::string dims = spec.substr(eq + 1);
+  size_t pos = 0;
+  for (;;) {
+    const size_t x = dims.find('x', pos);
+    const std::string part = dims.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || errno == ERANGE || v <= 0) {
+      return invalidArgument("--shape '" + spec + "': '" + part + "' is not a positive number");
+    }
+    shape.push_back(v);
+    if (x == std::string::npos) break;
+    pos = x + 1;
+  }
+  return Status::ok();
+}
 
 Result<std::unique_ptr<CalibrationData>> CalibrationData::open(const Model& model, const CalibrationDataOptions& options) {
   std::vector<InputSpec> inputs;

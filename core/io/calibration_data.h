@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,13 @@ struct CalibrationDataOptions {
   ImagePreprocess image;
   /// Seed of the random inputs.
   uint64_t seed = 0;
+  /// Random inputs only: the shapes of inputs whose declared dims are symbolic (--shape
+  /// NAME=1x3x640x640; the first dim is the batch). Declared rank and fixed dims must match.
+  std::map<std::string, Shape> shapes;
 };
+
+/// Parses "NAME=1x3x640x640" (--shape). InvalidArgument naming the spec for anything else.
+Status parseShapeSpec(const std::string& spec, std::string& name, Shape& shape);
 
 /// Text of the warning given when no calibration data is supplied.
 inline constexpr const char* kRandomCalibrationWarning =

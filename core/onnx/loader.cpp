@@ -55,6 +55,7 @@ class Converter {
                       const std::string& context);
   Status convertAttribute(const onnx::AttributeProto& ap, Attribute& out, const std::string& context);
   void applyValueInfo(Graph& g, const onnx::ValueInfoProto& vi);
+  Status checkElemType(const onnx::ValueInfoProto& vi, const char* what) const;
 
   std::string m_where;
   std::string m_baseDir;
@@ -258,6 +259,20 @@ Status Converter::convertAttribute(const onnx::AttributeProto& ap, Attribute& ou
   return Status::ok();
 }
 
+// As ONNX Runtime: a graph input or output must declare a tensor element type, and one that exists.
+Status Converter::checkElemType(const onnx::ValueInfoProto& vi, const char* what) const {
+  const int32_t t = vi.type().tensor_type().elem_type();
+  if (t == 0) {
+    return invalidModel(m_where + ": " + what + " '" + vi.name() +
+                        "' has element type UNDEFINED (0): the model does not say what it holds");
+  }
+  if (t < 0 || t > (int32_t)DType::Float8E5M2FNUZ) {
+    return unsupported(m_where + ": " + what + " '" + vi.name() + "' has element type " + std::to_string(t) +
+                       ", which is not a tensor type this build knows (1 to 20)");
+  }
+  return Status::ok();
+}
+
 void Converter::applyValueInfo(Graph& g, const onnx::ValueInfoProto& vi) {
   if (vi.name().empty()) return;
   Value& v = g.value(g.valueId(vi.name()));
@@ -297,6 +312,12 @@ Result<std::shared_ptr<Model>> Converter::convert(onnx::ModelProto& proto) {
     return unsupported(m_where + ": default-domain opset " + std::to_string(opset) + " is not supported (" +
                        std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");
   }
+  // Declared element types, checked as the file gives them (shape inference would fill an
+  // UNDEFINED output type in).
+  for (const auto& vi : proto.graph().input())
+    if (vi.type().has_tensor_type()) QS_RETURN_IF_ERROR(checkElemType(vi, "graph input"));
+  for (const auto& vi : proto.graph().output())
+    if (vi.type().has_tensor_type()) QS_RETURN_IF_ERROR(checkElemType(vi, "graph output"));
   // Shapes missing after this come from execution; inference is a convenience for display.
   if (!m_opt.inferShapes) {
     model->shapeInference = "not run (turned off)";

@@ -127,7 +127,41 @@ TEST_F(CliTest, BadInputFilesExitTwoWithOneLine) {
     EXPECT_EQ(lineCount(o.err), 1) << o.err;
     EXPECT_NE(o.err.find(c.message), std::string::npos) << o.err;
     EXPECT_FALSE(fs::exists(out)) << "no output file on failure";
+    // The same files as calibration data: one line naming the file, before any progress, nothing written.
+    for (const std::string cmd : {"analyze " + model + " --progress --calibration-data " + dir + "/" + c.file +
+                                      " --report " + out,
+                                  "export " + model + " --progress --calibration-data " + dir + "/" + c.file +
+                                      " --output-dir " + out}) {
+      auto a = runQuantscope(cmd, dir);
+      EXPECT_EQ(a.exitCode, 2) << cmd << ": " << a.err;
+      EXPECT_EQ(lineCount(a.err), 1) << cmd << ": " << a.err;
+      EXPECT_NE(a.err.find(c.file), std::string::npos) << a.err;
+      EXPECT_FALSE(fs::exists(out)) << cmd;
+    }
   }
+}
+
+TEST_F(CliTest, RandomInputsOfSymbolicDimsTakeShapes) {
+  // x[N, 4, H, W] -> Conv -> y: random calibration inputs need --shape, which analyze and export take.
+  OnnxBuilder b(13);
+  b.input("x", {-1, 4, -1, -1}).output("y", {-1, 2, -1, -1});
+  b.initializer("w", {2, 4, 1, 1}, {0.5f, -0.25f, 1.f, 0.125f, -1.f, 0.75f, 0.3f, -0.6f});
+  b.node("Conv", {"x", "w"}, {"y"}, "conv");
+  b.save(dir + "/dyn.onnx");
+  auto refused = runQuantscope("analyze " + dir + "/dyn.onnx", dir);
+  EXPECT_EQ(refused.exitCode, 2);
+  EXPECT_EQ(lineCount(refused.err), 1) << refused.err;
+  EXPECT_NE(refused.err.find("--shape x=1x4x224x224"), std::string::npos) << "suggests a shape: " << refused.err;
+  auto an = runQuantscope("analyze " + dir + "/dyn.onnx --shape x=2x4x16x16 --report " + dir + "/r.json", dir);
+  EXPECT_EQ(an.exitCode, 0) << an.err;
+  EXPECT_NE(an.out.find("output y"), std::string::npos) << an.out;
+  auto ex = runQuantscope("export " + dir + "/dyn.onnx --shape x=1x4x8x8 --output-dir " + dir + "/out", dir);
+  EXPECT_EQ(ex.exitCode, 0) << ex.err;
+  EXPECT_TRUE(fs::exists(dir + "/out/quantized.onnx"));
+  auto bad = runQuantscope("export " + dir + "/dyn.onnx --shape x=1x3x8x8 --output-dir " + dir + "/bad", dir);
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.err.find("dim 1 is fixed at 4"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(dir + "/bad"));
 }
 
 TEST_F(CliTest, UsageErrorsExitTwo) {
@@ -308,7 +342,28 @@ TEST_F(CliTest, HostileModelsExitNonZeroWithOneLine) {
     b.save(dir + "/gathernd.onnx");
     cases.push_back({"gathernd.onnx", "node 'gather' (GatherND)"});
   }
+  {
+    // A Conv whose weight does not fit its input: only running it finds that (the dry run of
+    // analyze and export, before any progress).
+    OnnxBuilder b(13);
+    b.input("x", {1, 3, 8, 8}).output("y", {1, 4, 6, 6});
+    b.initializer("w", {4, 5, 3, 3}, std::vector<float>(4 * 5 * 9, 0.1f));
+    b.node("Conv", {"x", "w"}, {"y"}, "conv");
+    b.save(dir + "/conv_mismatch.onnx");
+    cases.push_back({"conv_mismatch.onnx", "node 'conv' (Conv)"});
+  }
   for (const auto& [file, fragment] : cases) {
+    // analyze and export: the one line, before any progress or warning (random data warns), and
+    // nothing written (--progress would print progress lines, were any work started).
+    for (const std::string cmd : {"analyze " + dir + "/" + file + " --progress --report " + dir + "/r.json",
+                                  "export " + dir + "/" + file + " --progress --output-dir " + dir + "/out"}) {
+      auto o = runQuantscope(cmd, dir);
+      EXPECT_EQ(o.exitCode, 2) << cmd << ": " << o.err;
+      EXPECT_EQ(lineCount(o.err), 1) << cmd << ": " << o.err;
+      EXPECT_NE(o.err.find(fragment), std::string::npos) << cmd << ": " << o.err;
+      EXPECT_FALSE(fs::exists(dir + "/r.json") || fs::exists(dir + "/out")) << cmd;
+    }
+    if (file == "conv_mismatch.onnx") continue;  // loads and plans: `run` reports it at run time, tested elsewhere
     // `run` creates the executor, so unsupported ops are refused too; info lists them instead.
     auto o = runQuantscope("run " + dir + "/" + file + " --random-input --output " + dir + "/o.npz", dir);
     EXPECT_EQ(o.exitCode, 2) << file << ": " << o.err;

@@ -182,6 +182,27 @@ TEST(CoreLoaderHostile, Cycle) {
               m.status().message().find("node 'b'") != std::string::npos);
 }
 
+TEST(CoreLoaderHostile, UndefinedOrUnknownElementTypeOfGraphInputsAndOutputs) {
+  struct Case {
+    bool input;
+    int elemType;
+    const char* message;
+  } cases[] = {
+      {true, 0, "t.onnx: graph input 'x' has element type UNDEFINED (0)"},
+      {false, 0, "t.onnx: graph output 'y' has element type UNDEFINED (0)"},
+      {true, 99, "t.onnx: graph input 'x' has element type 99, which is not a tensor type"},
+  };
+  for (const Case& c : cases) {
+    auto b = reluAdd();
+    auto* vi = c.input ? b.graph().mutable_input(0) : b.graph().mutable_output(0);
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(c.elemType);
+    std::string bytes = b.bytes();
+    auto m = loadModelFromBytes(bytes.data(), bytes.size(), "t.onnx", "");
+    ASSERT_FALSE(m) << c.message;
+    expectOneLine(m.status(), c.message);
+  }
+}
+
 TEST(CoreLoaderHostile, DuplicateProducer) {
   auto b = reluAdd();
   b.node("Neg", {"x"}, {"s"}, "again");
