@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <utility>
 #include <random>
 
 namespace qs::test {
@@ -48,10 +49,14 @@ std::vector<uint8_t> renderTextImage(int width, int height, uint64_t seed) {
   return img;
 }
 
-void writeTextImages(const std::string& dir, int count, int width, int height, uint64_t seed) {
+void writeTextImages(const std::string& dir, int count, int width, int height, uint64_t seed, bool flipHalf) {
   std::filesystem::create_directories(dir);
   for (int i = 0; i < count; ++i) {
     auto img = renderTextImage(width, height, seed + (uint64_t)i);
+    if (flipHalf && i % 2 == 1) {  // rotated by 180 degrees: reverse the pixel order
+      for (size_t a = 0, b = img.size() - 3; a < b; a += 3, b -= 3)
+        for (int c = 0; c < 3; ++c) std::swap(img[a + c], img[b + c]);
+    }
     char name[64];
     std::snprintf(name, sizeof name, "/text_%03d.png", i);
     stbi_write_png((dir + name).c_str(), width, height, 3, img.data(), width * 3);

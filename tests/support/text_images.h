@@ -11,7 +11,8 @@ namespace qs::test {
 /// RGB, row-major, w*h*3 bytes.
 std::vector<uint8_t> renderTextImage(int width, int height, uint64_t seed);
 
-/// Writes `count` PNG files (text_000.png, ...) into `dir` (created if needed).
-void writeTextImages(const std::string& dir, int count, int width, int height, uint64_t seed);
+/// Writes `count` PNG files (text_000.png, ...) into `dir` (created if needed); with `flipHalf`
+/// every second image is rotated by 180 degrees (upside-down text lines, as cls classifies).
+void writeTextImages(const std::string& dir, int count, int width, int height, uint64_t seed, bool flipHalf = false);
 
 }  // namespace qs::test
