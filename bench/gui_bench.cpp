@@ -27,7 +27,9 @@
 
 #include "tests/support/text_images.h"
 #include "tests/ui/chain_model.h"
+#include "ui/analysis_actions.h"
 #include "ui/analysis_controller.h"
+#include "ui/autosave.h"
 #include "ui/graph_layout.h"
 #include "ui/graph_view.h"
 #include "ui/main_window.h"
@@ -90,7 +92,7 @@ struct OpenTiming {
 OpenTiming openToFirstPaint(const QString& path, std::shared_ptr<const Model> model) {
   MainWindow w;
   w.setErrorDialogsEnabled(false);
-  w.setAutosaveDirectory(QString());
+  w.autosave()->setDirectory(QString());
   w.resize(1440, 900);
   w.show();
   waitFor([&] { return w.isVisible(); }, 5000);
@@ -220,18 +222,18 @@ void benchPanning(const std::shared_ptr<const GraphLayout>& layout) {
 
 // Unchecks Convs in the table (the path of a click on the checkbox) and undoes each; every
 // latency runs from the request to the table and graph showing the re-analysis (the 40 ms
-// debounce included), as MainWindow::lastToggleLatencyMs() measures it.
+// debounce included), as AnalysisActions::lastToggleLatencyMs() measures it.
 void benchToggle(const QString& modelsDir, const QString& images) {
   MainWindow w;
   w.setErrorDialogsEnabled(false);
-  w.setAutosaveDirectory(QString());
+  w.autosave()->setDirectory(QString());
   w.resize(1440, 900);
   w.show();
   bool shown = false;
   QObject::connect(&w, &MainWindow::modelShown, &w, [&] { shown = true; });
   w.openFile(modelsDir + QStringLiteral("/ch_ppocr_mobile_v2.0_cls_infer.onnx"));
   if (!waitFor([&] { return shown; }, 120000)) return;
-  CalibrationRequest req;
+  AnalysisRequest req;
   req.data.path = images.toStdString();
   req.data.maxSamples = 32;
   req.data.image.width = 192;
@@ -246,20 +248,22 @@ void benchToggle(const QString& modelsDir, const QString& images) {
   if (!waitFor([&] { return w.analysis()->hasResult() && settled(); }, 600000)) return;
   report("cls: calibrate + full analysis, 32 samples", stats({msSince(cal) / 1000}), "s", 0, "entropy, 192x48 text images");
   const Graph& g = w.current()->model->graph;
-  NodeTableModel* m = w.nodeTableModel();
+  auto* m = w.findChild<NodeTableModel*>(QStringLiteral("nodeTableModel"));
+  auto* proxy = w.findChild<NodeFilterProxyModel*>(QStringLiteral("nodeProxyModel"));
+  auto* undo = w.findChild<QUndoStack*>(QStringLiteral("undoStack"));
   std::vector<double> ms, worker;
   int convs = 0;
   for (NodeId id : g.topoOrder) {
     if (g.nodes[(size_t)id].opType != "Conv" || !w.analysis()->result()->plan.nodes[(size_t)id].quantized) continue;
     if (convs++ % 3) continue;  // spread over the graph
-    const QModelIndex check = w.nodeProxyModel()->mapFromSource(m->index(m->rowOfNode(id), NodeTableModel::QuantizedColumn));
-    w.nodeProxyModel()->setData(check, Qt::Unchecked, Qt::CheckStateRole);
+    const QModelIndex check = proxy->mapFromSource(m->index(m->rowOfNode(id), NodeTableModel::QuantizedColumn));
+    proxy->setData(check, Qt::Unchecked, Qt::CheckStateRole);
     waitFor(settled, 120000);
-    ms.push_back(w.lastToggleLatencyMs());
+    ms.push_back(w.analysisActions()->lastToggleLatencyMs());
     worker.push_back(w.analysis()->lastJobSeconds() * 1000);
-    w.undoStack()->undo();
+    undo->undo();
     waitFor(settled, 120000);
-    ms.push_back(w.lastToggleLatencyMs());
+    ms.push_back(w.analysisActions()->lastToggleLatencyMs());
     worker.push_back(w.analysis()->lastJobSeconds() * 1000);
     if (ms.size() >= 12) break;
   }

@@ -2,10 +2,8 @@
 
 #include <QFileInfo>
 #include <QtConcurrent/QtConcurrentRun>
+#include <atomic>
 #include <chrono>
-#include <set>
-
-#include "core/quant/quant_config.h"
 
 namespace qs::ui {
 
@@ -13,11 +11,9 @@ struct AnalysisController::Outcome {
   Job job = Job::None;
   uint64_t generation = 0;
   Status status;
-  std::shared_ptr<QuantSession> session;  // a calibration's new session
-  std::shared_ptr<const CalibrationData> data;
+  std::shared_ptr<AnalysisRun> run;  // a calibration's new run
   std::shared_ptr<const AnalysisResult> result;
   std::vector<FallbackStep> steps;
-  std::vector<std::string> warnings;
   double seconds = 0;
 };
 
@@ -55,13 +51,12 @@ void AnalysisController::setModel(std::shared_ptr<const Model> model) {
   }
   ++m_generation;
   m_job = Job::None;
+  m_cancel.reset();
   m_model = std::move(model);
-  m_session.reset();
-  m_data.reset();
+  m_run.reset();
   m_result.reset();
   m_requested.clear();
   m_inFlight.clear();
-  m_warnings.clear();
   m_dirty = false;
   m_debounce.stop();
   emit resultChanged(nullptr);
@@ -87,18 +82,18 @@ std::map<NodeId, bool> AnalysisController::unappliedStates() const {
 void AnalysisController::requestStates(const std::vector<std::pair<NodeId, bool>>& states) {
   for (auto [id, on] : states) m_requested[id] = on;
   m_dirty = true;
-  if (m_session) m_debounce.start();
+  if (m_run) m_debounce.start();
 }
 
 void AnalysisController::setRequestedStates(const std::map<NodeId, bool>& states) {
   m_requested = states;
   m_dirty = true;
-  if (m_session) m_debounce.start();
+  if (m_run) m_debounce.start();
 }
 
-bool AnalysisController::calibrate(const CalibrationRequest& request) {
+bool AnalysisController::calibrate(const AnalysisRequest& given) {
   if (!m_model || m_job != Job::None) return false;
-  const QString path = QString::fromStdString(request.data.path);
+  const QString path = QString::fromStdString(given.data.path);
   if (!path.isEmpty()) {
     // The checks that need no thread, in one line naming the path.
     QFileInfo fi(path);
@@ -112,88 +107,61 @@ bool AnalysisController::calibrate(const CalibrationRequest& request) {
     }
   }
   m_debounce.stop();
-  // Nodes the user switched off become exact-name exclusions of the new session; whatever names
-  // cannot express (empty or repeated names, nodes switched back on) is applied as toggles after
-  // the analysis, in the same job.
-  QuantConfig config;
-  std::map<std::string, int> nameCount;
-  for (const Node& n : m_model->graph.nodes) ++nameCount[n.name];
-  for (auto [id, on] : m_requested) {
-    const std::string& name = m_model->graph.nodes[(size_t)id].name;
-    if (!on && !name.empty() && nameCount[name] == 1) config.nodesToExclude.push_back(exactNamePattern(name));
-  }
+  AnalysisRequest request = given;
+  request.modelPath = m_model->path;  // the open model, which prepareRun takes as it is
+  // The user's node states are toggles on the new analysis, in the same job: the request's lists
+  // stay what the user configured, so an export records the states as states.
   const std::map<NodeId, bool> requested = m_requested;
   m_inFlight = requested;
   m_dirty = false;
-  auto model = m_model;
-  auto cancelState = std::make_shared<CancelState>();
-  m_cancel = cancelState;
   m_pendingRequest = request;  // becomes request() when the run succeeds
-  launch(Job::Calibrate, [model, request, config, requested, cancelState](const std::function<bool(double, const std::string&)>& report) {
+  auto token = std::make_shared<CancelToken>();
+  launch(Job::Calibrate, token, [model = m_model, request, requested, token](const ProgressFn& report) {
     auto out = std::make_shared<Outcome>();
+    RunCallbacks callbacks;
+    callbacks.progress = report;
+    callbacks.cancel = token;
+    callbacks.overallProgress = true;
     report(0, "Reading calibration data");
-    auto data = CalibrationData::open(*model, request.data);
-    if (!data) {
-      out->status = data.status();
+    auto prepared = prepareRun(request, callbacks, model);
+    if (!prepared) {
+      out->status = prepared.status();
       return out;
     }
-    std::shared_ptr<const CalibrationData> shared(std::move(data).value());
-    out->warnings = shared->warnings();
-    AnalysisOptions options;
-    options.calibration = request.calibration;
-    auto created = QuantSession::create(model, config, options, &out->warnings);
-    if (!created) {
-      out->status = created.status();
-      return out;
-    }
-    std::shared_ptr<QuantSession> session(std::move(created).value());
-    {
-      std::lock_guard<std::mutex> lock(cancelState->mutex);
-      cancelState->session = session.get();
-      if (cancelState->cancel) session->cancelFlag() = true;
-    }
-    auto phase = [&](double lo, double hi) {
-      return [&report, lo, hi](double f, const std::string& stage) { return report(lo + (hi - lo) * f, stage); };
-    };
-    out->status = session->calibrate(*shared, phase(0.02, 0.35));
+    auto run = std::make_shared<AnalysisRun>(std::move(prepared).value());
+    out->status = executeRun(*run, callbacks);
     if (!out->status) return out;
-    auto result = session->analyze(shared, phase(0.35, 0.97));
-    if (!result) {
-      out->status = result.status();
-      return out;
-    }
+    std::shared_ptr<const AnalysisResult> result = run->result();
     std::vector<std::pair<NodeId, bool>> toggles;
     for (auto [id, on] : requested)
-      if (session->plan().nodes[(size_t)id].quantized != on) toggles.emplace_back(id, on);
+      if (run->session->plan().nodes[(size_t)id].quantized != on) toggles.emplace_back(id, on);
     if (!toggles.empty()) {
-      result = session->setQuantized(toggles, phase(0.97, 1.0));
-      if (!result) {
-        out->status = result.status();
+      // executeRun reports up to 0.97 without a fallback target; the toggles take the rest.
+      auto toggled = run->session->setQuantized(toggles, [&report](double f, const std::string& stage) {
+        return report(0.97 + 0.03 * f, stage);
+      });
+      if (!toggled) {
+        out->status = toggled.status();
         return out;
       }
+      result = std::move(toggled).value();
     }
-    out->result = std::move(result).value();
-    out->session = std::move(session);
-    out->data = std::move(shared);
-    {
-      std::lock_guard<std::mutex> lock(cancelState->mutex);
-      cancelState->session = nullptr;
-    }
+    out->result = std::move(result);
+    out->run = std::move(run);
     return out;
   });
   return true;
 }
 
 void AnalysisController::startToggleJob() {
-  if (!m_session || m_job != Job::None) return;
-  auto toggles = diffAgainst(m_session->plan());
+  if (!m_run || m_job != Job::None) return;
+  auto session = m_run->session;
+  auto toggles = diffAgainst(session->plan());
   m_inFlight = m_requested;
   m_dirty = false;
-  auto session = m_session;
-  auto cancelState = std::make_shared<CancelState>();
-  cancelState->session = session.get();
-  m_cancel = cancelState;
-  launch(Job::Toggle, [session, toggles](const std::function<bool(double, const std::string&)>& report) {
+  auto token = std::make_shared<CancelToken>();
+  session->setCancelToken(token);  // no job runs on the session now
+  launch(Job::Toggle, token, [session, toggles](const ProgressFn& report) {
     auto out = std::make_shared<Outcome>();
     auto result = session->setQuantized(toggles, report);
     if (!result) out->status = result.status();
@@ -203,18 +171,17 @@ void AnalysisController::startToggleJob() {
 }
 
 bool AnalysisController::autoFallback(double targetDb) {
-  if (!m_session || m_job != Job::None) return false;
+  if (!m_run || m_job != Job::None) return false;
   m_debounce.stop();
   m_fallbackTarget = targetDb;
-  auto session = m_session;
-  auto cancelState = std::make_shared<CancelState>();
-  cancelState->session = session.get();
-  m_cancel = cancelState;
+  auto session = m_run->session;
   m_inFlight.clear();
   // Pending toggles first, so that the fallback starts from what the user sees.
   auto toggles = diffAgainst(session->plan());
   m_dirty = false;
-  launch(Job::Fallback, [session, toggles, targetDb](const std::function<bool(double, const std::string&)>& report) {
+  auto token = std::make_shared<CancelToken>();
+  session->setCancelToken(token);
+  launch(Job::Fallback, token, [session, toggles, targetDb](const ProgressFn& report) {
     auto out = std::make_shared<Outcome>();
     if (!toggles.empty()) {
       auto r = session->setQuantized(toggles, report);
@@ -234,19 +201,16 @@ bool AnalysisController::autoFallback(double targetDb) {
 
 void AnalysisController::cancel() {
   m_debounce.stop();
-  if (!m_cancel) return;
-  std::lock_guard<std::mutex> lock(m_cancel->mutex);
-  m_cancel->cancel = true;
-  if (m_cancel->session) m_cancel->session->cancelFlag() = true;
+  if (m_cancel) m_cancel->cancel();
 }
 
-void AnalysisController::launch(Job job, std::function<std::shared_ptr<Outcome>(const std::function<bool(double, const std::string&)>&)> work) {
+void AnalysisController::launch(Job job, std::shared_ptr<CancelToken> cancel, Work work) {
   m_job = job;
+  m_cancel = cancel;
   const uint64_t generation = ++m_generation;
-  auto cancelState = m_cancel;
   // Progress hops to the GUI thread, at most once per percent; a stale job's reports are dropped.
   auto lastPercent = std::make_shared<std::atomic<int>>(-1);
-  std::function<bool(double, const std::string&)> report = [this, generation, cancelState, lastPercent](double f, const std::string& stage) {
+  ProgressFn report = [this, generation, cancel, lastPercent](double f, const std::string& stage) {
     const int percent = std::clamp((int)(f * 100), 0, 100);
     if (lastPercent->exchange(percent) != percent) {
       const QString label = QString::fromStdString(stage);
@@ -257,7 +221,7 @@ void AnalysisController::launch(Job job, std::function<std::shared_ptr<Outcome>(
           },
           Qt::QueuedConnection);
     }
-    return !cancelState->cancel.load();
+    return !cancel->cancelled();
   };
   m_watcher = new QFutureWatcher<std::shared_ptr<Outcome>>(this);
   connect(m_watcher, &QFutureWatcherBase::finished, this, [this, watcher = m_watcher] {
@@ -285,9 +249,7 @@ void AnalysisController::finish(const std::shared_ptr<Outcome>& out) {
   m_lastSeconds = out->seconds;
   const bool ok = out->status.isOk();
   if (job == Job::Calibrate && ok) {
-    m_session = out->session;
-    m_data = out->data;
-    m_warnings = out->warnings;
+    m_run = out->run;
     m_request = m_pendingRequest;
   }
   if (out->result && (ok || job == Job::Fallback)) {
@@ -318,7 +280,7 @@ void AnalysisController::finish(const std::shared_ptr<Outcome>& out) {
     }
   }
   m_inFlight.clear();
-  if (m_dirty && m_session) {
+  if (m_dirty && m_run) {
     startToggleJob();
     return;
   }

@@ -1,26 +1,24 @@
 // Runs the quantization analysis of the open model off the GUI thread: calibration plus the full
-// analysis, the debounced incremental re-analysis after toggles, and the automatic fallback.
+// analysis (the core pipeline, core/export/pipeline.h), the debounced incremental re-analysis after
+// toggles, and the automatic fallback.
 //
-// One job runs at a time. Progress and results arrive through signals. Cancel stops a job through
-// the session's atomic flag. A cancelled or failed job leaves the previous session and its results
-// in place. A calibration builds a new QuantSession in the worker, so the old one stays usable
-// until the new one has succeeded. Toggles requested while a job runs are kept and applied when it
-// ends.
+// One job runs at a time. Progress and results arrive through signals. Each job gets a fresh
+// CancelToken, owned here; Cancel sets it. A cancelled or failed job leaves the previous run and
+// its results in place. A calibration prepares and runs a new AnalysisRun in the worker, so the old
+// one stays usable until the new one has succeeded. Toggles requested while a job runs are kept
+// and applied when it ends.
 #pragma once
 
 #include <QFutureWatcher>
 #include <QObject>
 #include <QString>
 #include <QTimer>
-#include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
-#include "core/analysis/quant_session.h"
-#include "core/io/calibration_data.h"
-#include "ui/calibration_request.h"
+#include "core/export/pipeline.h"
 
 Q_DECLARE_METATYPE(std::shared_ptr<const qs::AnalysisResult>)
 
@@ -34,13 +32,14 @@ class AnalysisController : public QObject {
   explicit AnalysisController(QObject* parent = nullptr);
   ~AnalysisController() override;  // cancels and waits for the running job
 
-  /// Drops the session, the results and the node states (a new model was opened).
+  /// Drops the run, the results and the node states (a new model was opened).
   void setModel(std::shared_ptr<const Model> model);
   const std::shared_ptr<const Model>& model() const { return m_model; }
 
-  /// Starts calibration and analysis. A path that does not exist is reported through failed() at
-  /// once and false is returned; no thread starts. Returns false also while a job runs.
-  bool calibrate(const CalibrationRequest& request);
+  /// Starts calibration and analysis of the open model with `request` (its model path is set to
+  /// the open model's). A data path that does not exist is reported through failed() at once and
+  /// false is returned; no thread starts. Returns false also while a job runs.
+  bool calibrate(const AnalysisRequest& request);
   /// Excludes the most sensitive nodes until every output reaches `targetDb`.
   bool autoFallback(double targetDb);
   /// Stops the running job; the previous results stay.
@@ -63,14 +62,18 @@ class AnalysisController : public QObject {
   Job job() const { return m_job; }
   bool hasResult() const { return (bool)m_result; }
   std::shared_ptr<const AnalysisResult> result() const { return m_result; }
-  /// The session that produced result(); only read it (stats(), executor()) while no job runs or
-  /// from what a job does not change (a toggle changes neither statistics nor the executor).
-  std::shared_ptr<QuantSession> session() const { return m_session; }
-  std::shared_ptr<const CalibrationData> data() const { return m_data; }
+  /// The run of the last successful calibration: its session (toggles and fallback change the
+  /// session's results), data, warnings and what an export records. Only read it while no job runs,
+  /// or what a job does not change (a toggle changes neither statistics nor the executor).
+  std::shared_ptr<const AnalysisRun> run() const { return m_run; }
+  /// The run's session, or null.
+  std::shared_ptr<QuantSession> session() const { return m_run ? m_run->session : nullptr; }
+  /// The data the results were computed on, or null.
+  std::shared_ptr<const CalibrationData> data() const { return m_run ? m_run->analysisData : nullptr; }
   /// The request that produced result() (valid once hasResult()).
-  const CalibrationRequest& request() const { return m_request; }
+  const AnalysisRequest& request() const { return m_request; }
   /// Warnings of the last successful calibration (data conversions, random data, config).
-  const std::vector<std::string>& warnings() const { return m_warnings; }
+  std::vector<std::string> warnings() const { return m_run ? m_run->warnings : std::vector<std::string>{}; }
   /// Seconds the last finished job took in the worker.
   double lastJobSeconds() const { return m_lastSeconds; }
 
@@ -92,18 +95,18 @@ class AnalysisController : public QObject {
 
  private:
   struct Outcome;
+  using Work = std::function<std::shared_ptr<Outcome>(const ProgressFn& report)>;
   void startToggleJob();
-  void launch(Job job, std::function<std::shared_ptr<Outcome>(const std::function<bool(double, const std::string&)>&)> work);
+  /// Runs `work` in a worker; `cancel` is the job's fresh token (the session's or the run's).
+  void launch(Job job, std::shared_ptr<CancelToken> cancel, Work work);
   void finish(const std::shared_ptr<Outcome>& outcome);
   std::vector<std::pair<NodeId, bool>> diffAgainst(const QuantPlan& plan) const;
 
   std::shared_ptr<const Model> m_model;
-  std::shared_ptr<QuantSession> m_session;
-  std::shared_ptr<const CalibrationData> m_data;
+  std::shared_ptr<AnalysisRun> m_run;
   std::shared_ptr<const AnalysisResult> m_result;
-  CalibrationRequest m_request, m_pendingRequest;
+  AnalysisRequest m_request, m_pendingRequest;
   double m_fallbackTarget = 0;
-  std::vector<std::string> m_warnings;
   std::map<NodeId, bool> m_requested;
   std::map<NodeId, bool> m_inFlight;  // states the running job applies
   bool m_dirty = false;               // requests not yet handed to a job
@@ -111,13 +114,7 @@ class AnalysisController : public QObject {
   Job m_job = Job::None;
   uint64_t m_generation = 0;
   double m_lastSeconds = 0;
-  // Cancel reaches the running job's session, which may still be under construction in the worker.
-  struct CancelState {
-    std::mutex mutex;
-    std::atomic<bool> cancel{false};
-    QuantSession* session = nullptr;
-  };
-  std::shared_ptr<CancelState> m_cancel;
+  std::shared_ptr<CancelToken> m_cancel;  // the running job's
   QFutureWatcher<std::shared_ptr<Outcome>>* m_watcher = nullptr;
 };
 

@@ -46,8 +46,9 @@ CalibrationDialog::CalibrationDialog(AnalysisController* controller, QWidget* pa
   auto* dataBox = new QGroupBox(QStringLiteral("Calibration data"), this);
   auto* df = new QFormLayout(dataBox);
   m_source = new QComboBox(dataBox);
-  m_source->addItems({QStringLiteral("Image folder (.png, .jpg, .bmp)"), QStringLiteral("NumPy file (.npz keyed by input, or .npy)"),
-                      QStringLiteral("Random inputs (no data)")});
+  m_source->addItem(QStringLiteral("Image folder (.png, .jpg, .bmp)"), ImageFolder);
+  m_source->addItem(QStringLiteral("NumPy file (.npz keyed by input, or .npy)"), NumpyFile);
+  m_source->addItem(QStringLiteral("Random inputs (no data)"), Random);
   df->addRow(QStringLiteral("Source"), m_source);
   auto* pathRow = new QHBoxLayout;
   m_path = new QLineEdit(dataBox);
@@ -73,8 +74,9 @@ CalibrationDialog::CalibrationDialog(AnalysisController* controller, QWidget* pa
   m_imageBox = new QGroupBox(QStringLiteral("Image preprocessing"), this);
   auto* pf = new QFormLayout(m_imageBox);
   m_preset = new QComboBox(m_imageBox);
-  m_preset->addItems({QStringLiteral("ImageNet mean/std (PP-OCR det, most CNNs)"), QStringLiteral("mean 0.5, std 0.5 (PP-OCR cls, rec)"),
-                      QStringLiteral("Custom")});
+  m_preset->addItem(QStringLiteral("ImageNet mean/std (PP-OCR det, most CNNs)"), ImageNet);
+  m_preset->addItem(QStringLiteral("mean 0.5, std 0.5 (PP-OCR cls, rec)"), Half);
+  m_preset->addItem(QStringLiteral("Custom"), Custom);
   pf->addRow(QStringLiteral("Preset"), m_preset);
   auto* sizeRow = new QHBoxLayout;
   m_width = new QSpinBox(m_imageBox);
@@ -89,7 +91,8 @@ CalibrationDialog::CalibrationDialog(AnalysisController* controller, QWidget* pa
   sizeRow->addWidget(m_height);
   sizeRow->addStretch();
   pf->addRow(QStringLiteral("Resize to"), sizeRow);
-  m_scale = numberBox(m_imageBox, 1.0 / 255.0, 0, 1000, 8);
+  m_scale = numberBox(m_imageBox, 0, 0, 1000, 8);
+  setScale(ImagePreprocess{}.scale);
   pf->addRow(QStringLiteral("Scale"), m_scale);
   auto* meanRow = new QHBoxLayout;
   auto* stdRow = new QHBoxLayout;
@@ -114,12 +117,16 @@ CalibrationDialog::CalibrationDialog(AnalysisController* controller, QWidget* pa
   auto* methodBox = new QGroupBox(QStringLiteral("Quantization"), this);
   auto* mf = new QFormLayout(methodBox);
   m_method = new QComboBox(methodBox);
-  m_method->addItems({QStringLiteral("max"), QStringLiteral("entropy (TensorRT)"), QStringLiteral("percentile"), QStringLiteral("mse")});
+  m_method->addItem(QStringLiteral("max"), (int)CalibMethod::Max);
+  m_method->addItem(QStringLiteral("entropy (TensorRT)"), (int)CalibMethod::Entropy);
+  m_method->addItem(QStringLiteral("percentile"), (int)CalibMethod::Percentile);
+  m_method->addItem(QStringLiteral("mse"), (int)CalibMethod::Mse);
   mf->addRow(QStringLiteral("Calibration method"), m_method);
   m_percentile = numberBox(methodBox, 99.99, 50, 100, 4);
   mf->addRow(QStringLiteral("Percentile p"), m_percentile);
   m_mode = new QComboBox(methodBox);
-  m_mode->addItems({QStringLiteral("int8"), QStringLiteral("fp8 (E4M3)")});
+  m_mode->addItem(QStringLiteral("int8"), (int)QuantMode::Int8);
+  m_mode->addItem(QStringLiteral("fp8 (E4M3)"), (int)QuantMode::Fp8);
   mf->addRow(QStringLiteral("Mode"), m_mode);
   top->addWidget(methodBox);
 
@@ -173,28 +180,38 @@ CalibrationDialog::CalibrationDialog(AnalysisController* controller, QWidget* pa
     onFinished();
   });
   m_path->setText(QSettings().value(QStringLiteral("calibration/path")).toString());
-  if (m_path->text().isEmpty()) m_source->setCurrentIndex(ImageFolder);
+  if (m_path->text().isEmpty()) m_source->setCurrentIndex(m_source->findData(ImageFolder));
   updateEnabled();
   m_cancel->setEnabled(false);
   resize(560, sizeHint().height());
 }
 
+CalibrationDialog::Source CalibrationDialog::source() const { return (Source)m_source->currentData().toInt(); }
+
 void CalibrationDialog::updateEnabled() {
-  const int source = m_source->currentIndex();
+  const Source source = this->source();
   m_path->setEnabled(source != Random);
   m_browse->setEnabled(source != Random);
   m_imageBox->setEnabled(source == ImageFolder);
   m_randomWarning->setVisible(source == Random);
-  m_percentile->setEnabled(m_method->currentIndex() == (int)CalibMethod::Percentile);
+  m_percentile->setEnabled(m_method->currentData().toInt() == (int)CalibMethod::Percentile);
   m_path->setPlaceholderText(source == ImageFolder ? QStringLiteral("folder of images") : QStringLiteral("file.npz or file.npy"));
   const bool idle = !m_running;
   for (QWidget* w : std::initializer_list<QWidget*>{m_source, m_samples, m_method, m_mode}) w->setEnabled(idle);
   m_run->setEnabled(idle && m_controller->model());
 }
 
-void CalibrationDialog::applyPreset(int preset) {
+void CalibrationDialog::setScale(float scale) {
+  m_scale->setValue(scale);
+  // The box rounds to its decimals, and 1/255 shown as 0.00392157 is another float than 1/255 (the
+  // CLI's default): while the box shows what it was given, the request gets that float back.
+  m_scaleShown = {m_scale->value(), scale};
+}
+
+void CalibrationDialog::applyPreset(int index) {
+  const int preset = m_preset->itemData(index).toInt();
   if (preset == Custom) return;
-  m_scale->setValue(1.0 / 255.0);
+  setScale(ImagePreprocess{}.scale);
   for (int c = 0; c < 3; ++c) {
     m_mean[c]->setValue(preset == ImageNet ? kImageNetMean[c] : 0.5);
     m_std[c]->setValue(preset == ImageNet ? kImageNetStd[c] : 0.5);
@@ -203,7 +220,7 @@ void CalibrationDialog::applyPreset(int preset) {
 
 void CalibrationDialog::browse() {
   QString path;
-  if (m_source->currentIndex() == ImageFolder) {
+  if (source() == ImageFolder) {
     path = QFileDialog::getExistingDirectory(this, QStringLiteral("Folder of calibration images"), m_path->text());
   } else {
     path = QFileDialog::getOpenFileName(this, QStringLiteral("Calibration data"), m_path->text(),
@@ -225,61 +242,63 @@ void CalibrationDialog::setModel(const Model* model) {
   m_width->setValue(w > 0 ? 0 : std::max(m_width->value(), 640));
 }
 
-void CalibrationDialog::setRequest(const CalibrationRequest& r) {
+void CalibrationDialog::setRequest(const AnalysisRequest& r) {
+  m_base = r;
   const CalibrationDataOptions& d = r.data;
-  m_source->setCurrentIndex(d.path.empty() ? Random : QFileInfo(QString::fromStdString(d.path)).isDir() ? ImageFolder : NumpyFile);
+  const Source source = d.path.empty() ? Random : QFileInfo(QString::fromStdString(d.path)).isDir() ? ImageFolder : NumpyFile;
+  m_source->setCurrentIndex(m_source->findData(source));
   if (!d.path.empty()) m_path->setText(QString::fromStdString(d.path));
   m_samples->setValue(d.maxSamples < 0 ? 0 : (int)d.maxSamples);
   m_width->setValue(d.image.width);
   m_height->setValue(d.image.height);
-  m_scale->setValue(d.image.scale);
+  setScale(d.image.scale);
   for (int c = 0; c < 3; ++c) {
     m_mean[c]->setValue(d.image.mean[(size_t)c]);
     m_std[c]->setValue(d.image.std[(size_t)c]);
   }
-  m_preset->setCurrentIndex(Custom);
+  m_preset->setCurrentIndex(m_preset->findData(Custom));
   for (int p : {ImageNet, Half}) {
     bool same = std::abs(d.image.scale - 1.0 / 255.0) < 1e-6;
     for (int c = 0; c < 3; ++c) {
       same &= std::abs(d.image.mean[(size_t)c] - (p == ImageNet ? kImageNetMean[c] : 0.5f)) < 1e-4f;
       same &= std::abs(d.image.std[(size_t)c] - (p == ImageNet ? kImageNetStd[c] : 0.5f)) < 1e-4f;
     }
-    if (same) m_preset->setCurrentIndex(p);
+    if (same) m_preset->setCurrentIndex(m_preset->findData(p));
   }
   m_bgr->setChecked(d.image.bgr);
   m_nhwc->setChecked(d.image.nhwc);
-  m_method->setCurrentIndex((int)r.calibration.method);
+  m_method->setCurrentIndex(m_method->findData((int)r.calibration.method));
   m_percentile->setValue(r.calibration.percentile);
-  m_mode->setCurrentIndex(r.calibration.mode == QuantMode::Fp8 ? 1 : 0);
+  m_mode->setCurrentIndex(m_mode->findData((int)r.calibration.mode));
   updateEnabled();
 }
 
-CalibrationRequest CalibrationDialog::request() const {
-  CalibrationRequest r;
-  const int source = m_source->currentIndex();
-  if (source != Random) r.data.path = m_path->text().trimmed().toStdString();
+AnalysisRequest CalibrationDialog::request() const {
+  AnalysisRequest r = m_base;
+  const Source source = this->source();
+  r.data.path = source == Random ? std::string() : m_path->text().trimmed().toStdString();
   r.data.maxSamples = m_samples->value() == 0 ? -1 : m_samples->value();
   if (source == Random && r.data.maxSamples < 0) r.data.maxSamples = 8;
   r.data.image.width = m_width->value();
   r.data.image.height = m_height->value();
-  r.data.image.scale = (float)m_scale->value();
+  r.data.image.scale = m_scale->value() == m_scaleShown.first ? m_scaleShown.second : (float)m_scale->value();
   for (int c = 0; c < 3; ++c) {
     r.data.image.mean[(size_t)c] = (float)m_mean[c]->value();
     r.data.image.std[(size_t)c] = (float)m_std[c]->value();
   }
   r.data.image.bgr = m_bgr->isChecked();
   r.data.image.nhwc = m_nhwc->isChecked();
-  r.calibration.method = (CalibMethod)m_method->currentIndex();
+  r.calibration.method = (CalibMethod)m_method->currentData().toInt();
   r.calibration.percentile = m_percentile->value();
-  r.calibration.mode = m_mode->currentIndex() == 1 ? QuantMode::Fp8 : QuantMode::Int8;
+  r.calibration.mode = (QuantMode)m_mode->currentData().toInt();
   return r;
 }
 
 bool CalibrationDialog::start() {
   m_error->clear();
-  if (m_source->currentIndex() != Random && m_path->text().trimmed().isEmpty()) {
+  if (source() != Random && m_path->text().trimmed().isEmpty()) {
     showError(QStringLiteral("Choose a %1, or random inputs.")
-                  .arg(m_source->currentIndex() == ImageFolder ? QStringLiteral("folder of images") : QStringLiteral("data file")));
+                  .arg(source() == ImageFolder ? QStringLiteral("folder of images") : QStringLiteral("data file")));
     return false;
   }
   if (m_controller->isBusy()) {

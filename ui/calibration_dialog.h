@@ -5,6 +5,7 @@
 #pragma once
 
 #include <QDialog>
+#include <utility>
 
 #include "ui/analysis_controller.h"
 
@@ -26,10 +27,11 @@ class CalibrationDialog : public QDialog {
   enum Source { ImageFolder, NumpyFile, Random };
   CalibrationDialog(AnalysisController* controller, QWidget* parent = nullptr);
 
-  /// Fills the form (from the last run, the project or QSettings).
-  void setRequest(const CalibrationRequest& request);
+  /// Fills the form (from the last run, the project or QSettings). What the form does not show
+  /// (batch size, seed, lists, threads) is kept for request().
+  void setRequest(const AnalysisRequest& request);
   /// The request the form describes.
-  CalibrationRequest request() const;
+  AnalysisRequest request() const;
   /// Adapts the defaults to the model's input (fixed or free height and width).
   void setModel(const Model* model);
 
@@ -44,8 +46,10 @@ class CalibrationDialog : public QDialog {
   QLabel* randomWarning() const { return m_randomWarning; }
 
  private:
+  Source source() const;
+  void setScale(float scale);
   void updateEnabled();
-  void applyPreset(int preset);
+  void applyPreset(int index);
   void browse();
   void showError(const QString& message);
   void onJobStarted(AnalysisController::Job job);
@@ -53,6 +57,7 @@ class CalibrationDialog : public QDialog {
   void onFinished();
 
   AnalysisController* m_controller;
+  AnalysisRequest m_base;  // setRequest()'s, for what the form does not show
   bool m_running = false;
   QComboBox* m_source = nullptr;
   QLineEdit* m_path = nullptr;
@@ -62,6 +67,7 @@ class CalibrationDialog : public QDialog {
   QSpinBox* m_width = nullptr;
   QSpinBox* m_height = nullptr;
   QDoubleSpinBox* m_scale = nullptr;
+  std::pair<double, float> m_scaleShown;  // what the scale box shows, and the float it stands for
   QDoubleSpinBox* m_mean[3] = {};
   QDoubleSpinBox* m_std[3] = {};
   QCheckBox* m_bgr = nullptr;

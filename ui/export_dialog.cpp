@@ -2,7 +2,6 @@
 
 #include <QCheckBox>
 #include <QDialogButtonBox>
-#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -10,71 +9,37 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
-#include <QSaveFile>
 #include <QSettings>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
 
-#include "core/export/report.h"
-#include "core/export/exporter.h"
-#include "core/export/quant_files.h"
+#include "core/quant/quant_config.h"
+#include "ui/analysis_controller.h"
 
 namespace qs::ui {
 
-Result<std::vector<std::string>> writeExport(const ExportInput& in, const std::string& dirPath) {
-  if (!in.model || !in.result) return invalidArgument("nothing to export: calibrate first");
-  if (in.result->plan.mode == QuantMode::Fp8)
-    return unsupported(in.modelPath + ": fp8 export needs FLOAT8E4M3FN and opset 19, which this build's ONNX library does not know");
-  const QDir dir(QString::fromStdString(dirPath));
-  if (!QDir().mkpath(dir.absolutePath())) return ioError(dirPath + ": cannot create the folder");
-  const std::string modelOut = dir.filePath(QStringLiteral("quantized.onnx")).toStdString();
-  if (QFileInfo(QString::fromStdString(modelOut)) == QFileInfo(QString::fromStdString(in.modelPath)))
-    return invalidArgument(modelOut + ": is the input model; export never overwrites it");
-  ExportOptions eo;
-  eo.dqOnly = in.dqOnly;
-  eo.externalDataName = "quantized.onnx.data";
-  if (in.model->defaultOpset() < 13 && in.data && in.session) {
-    auto feeds = in.data->batch(0);
-    if (!feeds) return feeds.status();
-    auto ranks = observeRanks(in.session->executor(), *feeds);
-    if (!ranks) return ranks.status();
-    eo.observedRanks = std::move(ranks).value();
+AnalysisRun runForExport(const AnalysisRun& run, const std::map<NodeId, bool>& requested, bool dqOnly) {
+  AnalysisRun out = run;
+  out.request.dqOnly = dqOnly;
+  const auto result = run.result();
+  if (!run.model || !result) return out;
+  const Graph& g = run.model->graph;
+  std::map<std::string, int> nameCount;
+  for (const Node& n : g.nodes) ++nameCount[n.name];
+  std::vector<std::string>& exclude = out.exportedConfig.nodesToExclude;
+  for (auto [id, on] : requested) {
+    if (on || (size_t)id >= g.nodes.size() || result->plan.nodes[(size_t)id].quantized) continue;
+    // An empty or repeated name cannot single the node out: its state is in the node list alone.
+    const std::string& name = g.nodes[(size_t)id].name;
+    if (name.empty() || nameCount[name] != 1) continue;
+    const std::string pattern = exactNamePattern(name);
+    if (std::find(exclude.begin(), exclude.end(), pattern) == exclude.end()) exclude.push_back(pattern);
   }
-  auto exported = buildQuantizedModel(in.modelPath, *in.model, *in.result, eo);
-  if (!exported) return exported.status();
-  auto fingerprint = fileFingerprint(in.modelPath);
-  if (!fingerprint) return fingerprint.status();
-  QuantConfigContext qc;
-  qc.modelPath = in.modelPath;
-  qc.modelFingerprint = *fingerprint;
-  qc.calibrationData = in.data ? in.data->description() : "";
-  qc.config = in.config;
-  qc.dqOnly = eo.dqOnly;
-  ReportContext rc;
-  rc.modelPath = in.modelPath;
-  rc.settings["calibration-method"] = calibMethodName(in.result->calibration.method);
-  rc.settings["quantize-mode"] = quantModeName(in.result->plan.mode);
-  if (in.data) rc.settings["calibration-data"] = in.data->description();
-  const std::vector<std::pair<std::string, std::string>> files = {
-      {modelOut, exported->modelBytes},
-      {exported->externalDataName.empty() ? std::string() : dir.filePath(QString::fromStdString(exported->externalDataName)).toStdString(),
-       exported->externalDataBytes},
-      {dir.filePath(QStringLiteral("quant_cfg.json")).toStdString(), quantConfigJson(*in.model, *in.result, qc)},
-      {dir.filePath(QStringLiteral("calibration.cache")).toStdString(), calibrationCacheText(*in.model, *in.result)},
-      {dir.filePath(QStringLiteral("report.json")).toStdString(), reportJson(*in.model, *in.result, rc)},
-  };
-  std::vector<std::string> written;
-  for (const auto& [path, bytes] : files) {
-    if (path.empty()) continue;
-    QSaveFile f(QString::fromStdString(path));
-    if (!f.open(QIODevice::WriteOnly) || f.write(bytes.data(), (qint64)bytes.size()) != (qint64)bytes.size() || !f.commit())
-      return ioError(path + ": cannot write (" + f.errorString().toStdString() + ")");
-    written.push_back(path);
-  }
-  return written;
+  return out;
 }
 
-ExportDialog::ExportDialog(ExportInput input, QWidget* parent) : QDialog(parent), m_input(std::move(input)) {
+ExportDialog::ExportDialog(const AnalysisController* controller, QWidget* parent) : QDialog(parent), m_controller(controller) {
   setWindowTitle(QStringLiteral("Export quantized model"));
   auto* top = new QVBoxLayout(this);
   auto* intro = new QLabel(QStringLiteral("Writes <b>quantized.onnx</b> with QuantizeLinear/DequantizeLinear at the points and with "
@@ -86,7 +51,9 @@ ExportDialog::ExportDialog(ExportInput input, QWidget* parent) : QDialog(parent)
   auto* form = new QFormLayout;
   auto* row = new QHBoxLayout;
   m_folder = new QLineEdit(this);
-  const QString base = QFileInfo(QString::fromStdString(m_input.modelPath)).absolutePath();
+  m_folder->setObjectName(QStringLiteral("exportFolder"));
+  const auto run = m_controller->run();
+  const QString base = QFileInfo(QString::fromStdString(run ? run->request.modelPath : std::string())).absolutePath();
   m_folder->setText(QSettings().value(QStringLiteral("export/folder"), base + QStringLiteral("/quantized")).toString());
   auto* browse = new QPushButton(QStringLiteral("Browse…"), this);
   connect(browse, &QPushButton::clicked, this, [this] {
@@ -97,6 +64,7 @@ ExportDialog::ExportDialog(ExportInput input, QWidget* parent) : QDialog(parent)
   row->addWidget(browse);
   form->addRow(QStringLiteral("Folder"), row);
   m_dqOnly = new QCheckBox(QStringLiteral("Weights as int8 initializers with DequantizeLinear (what TensorRT prefers)"), this);
+  m_dqOnly->setObjectName(QStringLiteral("dqOnly"));
   m_dqOnly->setChecked(true);
   form->addRow(QString(), m_dqOnly);
   top->addLayout(form);
@@ -106,6 +74,7 @@ ExportDialog::ExportDialog(ExportInput input, QWidget* parent) : QDialog(parent)
   top->addWidget(m_status);
   auto* buttons = new QDialogButtonBox(this);
   m_export = buttons->addButton(QStringLiteral("Export"), QDialogButtonBox::ActionRole);
+  m_export->setObjectName(QStringLiteral("exportButton"));
   auto* close = buttons->addButton(QDialogButtonBox::Close);
   connect(m_export, &QPushButton::clicked, this, &ExportDialog::start);
   connect(close, &QPushButton::clicked, this, &QDialog::close);
@@ -126,12 +95,20 @@ void ExportDialog::start() {
     m_status->setText(QStringLiteral("Choose a folder."));
     return;
   }
+  const auto current = m_controller->run();
+  if (!current || m_controller->isBusy()) {
+    m_status->setText(current ? QStringLiteral("An analysis is running; wait for it to finish.")
+                              : QStringLiteral("Nothing to export: calibrate first."));
+    return;
+  }
   QSettings().setValue(QStringLiteral("export/folder"), folder);
-  m_input.dqOnly = m_dqOnly->isChecked();
+  // A copy: the worker reads the session's current result, which no job changes while this
+  // (window-modal) dialog exports.
+  AnalysisRun run = runForExport(*current, m_controller->requestedStates(), m_dqOnly->isChecked());
   m_export->setEnabled(false);
   m_status->setStyleSheet(QString());
   m_status->setText(QStringLiteral("Exporting…"));
-  m_watcher = new QFutureWatcher<std::shared_ptr<Result<std::vector<std::string>>>>(this);
+  m_watcher = new QFutureWatcher<std::shared_ptr<Outcome>>(this);
   connect(m_watcher, &QFutureWatcherBase::finished, this, [this] {
     auto r = *m_watcher->result();
     m_watcher->deleteLater();
@@ -149,8 +126,15 @@ void ExportDialog::start() {
     m_status->setText(QStringLiteral("Wrote %1").arg(files.join(QStringLiteral(", "))));
     emit exported(files);
   });
-  m_watcher->setFuture(QtConcurrent::run([in = m_input, dir = folder.toStdString()] {
-    return std::make_shared<Result<std::vector<std::string>>>(writeExport(in, dir));
+  m_watcher->setFuture(QtConcurrent::run([run = std::move(run), dir = folder.toStdString()] {
+    ExportTarget target;
+    target.outputDir = dir;
+    auto bundle = buildExportBundle(run, target);
+    if (!bundle) return std::make_shared<Outcome>(bundle.status());
+    if (Status st = writeBundle(*bundle); !st) return std::make_shared<Outcome>(st);
+    std::vector<std::string> written;
+    for (const BundleFile& f : bundle->files) written.push_back(f.path);
+    return std::make_shared<Outcome>(std::move(written));
   }));
 }
 

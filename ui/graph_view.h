@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/analysis/quant_session.h"
+#include "core/analysis/results.h"
 #include "ui/graph_layout.h"
 #include "ui/snr_scale.h"
 

@@ -1,16 +1,6 @@
 #include "ui/main_window.h"
 
 #include <QAction>
-#include <QApplication>
-#include <QComboBox>
-#include <QElapsedTimer>
-#include <QInputDialog>
-#include <QLockFile>
-#include <QStandardPaths>
-#include <QToolBar>
-#include <QTreeWidget>
-#include <QUndoStack>
-#include <QDialogButtonBox>
 #include <QCloseEvent>
 #include <QCoreApplication>
 #include <QDateTime>
@@ -18,9 +8,7 @@
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QHBoxLayout>
 #include <QHeaderView>
-#include <QKeyEvent>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenuBar>
@@ -28,7 +16,6 @@
 #include <QMimeData>
 #include <QPlainTextEdit>
 #include <QProgressBar>
-#include <QPushButton>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStatusBar>
@@ -37,17 +24,19 @@
 #include <QTreeView>
 #include <QVBoxLayout>
 
+#include "qs_version.h"
+#include "ui/analysis_actions.h"
 #include "ui/app_icon.h"
-#include "ui/calibration_dialog.h"
-#include "ui/export_dialog.h"
+#include "ui/autosave.h"
 #include "ui/graph_view.h"
 #include "ui/node_properties.h"
 #include "ui/node_table_model.h"
 #include "ui/plots_panel.h"
+#include "ui/project_controller.h"
 #include "ui/property_tree_model.h"
 #include "ui/quant_properties.h"
+#include "ui/search_bar.h"
 #include "ui/start_page.h"
-#include "qs_version.h"
 
 namespace qs::ui {
 
@@ -56,91 +45,11 @@ namespace {
 constexpr int kMaxRecentFiles = 10;
 const char* const kRecentKey = "recentFiles";
 const char* const kSampleModelName = "ch_PP-OCRv4_det_infer.onnx";
-constexpr int kAutosaveIntervalMs = 30000;
-const char* const kAutosavePattern = "autosave-*.qsproj";
-
-// A lock that marks an autosave as owned by a live session. Only a dead owner makes it stale: the
-// age rule is off, so that a session left open for days keeps its autosave.
-std::unique_ptr<QLockFile> autosaveLock(const QString& autosaveFile) {
-  auto lock = std::make_unique<QLockFile>(autosaveFile + QStringLiteral(".lock"));
-  lock->setStaleLockTime(0);
-  if (!lock->tryLock(0)) return nullptr;
-  return lock;
-}
-
-// The newest autosave in `dir` whose session is gone, locked for the caller; `skip` is the caller's own.
-std::pair<QString, std::unique_ptr<QLockFile>> orphanedAutosave(const QString& dir, const QString& skip) {
-  if (dir.isEmpty()) return {};
-  const QFileInfoList files = QDir(dir).entryInfoList({QLatin1String(kAutosavePattern)}, QDir::Files, QDir::Time);
-  for (const QFileInfo& fi : files) {
-    const QString path = fi.absoluteFilePath();
-    if (path == skip) continue;
-    if (auto lock = autosaveLock(path)) return {path, std::move(lock)};
-  }
-  return {};
-}
 
 bool isOnnxUrl(const QUrl& url) {
   return url.isLocalFile() && (url.toLocalFile().endsWith(QStringLiteral(".onnx"), Qt::CaseInsensitive) ||
                                url.toLocalFile().endsWith(QStringLiteral(".qsproj"), Qt::CaseInsensitive));
 }
-
-double nowMs() {
-  static QElapsedTimer clock = [] {
-    QElapsedTimer t;
-    t.start();
-    return t;
-  }();
-  return (double)clock.nsecsElapsed() / 1e6;
-}
-
-// One undo step: node states before and after. The first redo() is skipped when the states are
-// already applied (an automatic fallback ran them in the session).
-class ToggleCommand : public QUndoCommand {
- public:
-  using Apply = std::function<void(const std::vector<std::pair<NodeId, bool>>&)>;
-  ToggleCommand(Apply apply, std::vector<std::pair<NodeId, bool>> after, std::vector<std::pair<NodeId, bool>> before,
-                const QString& text, bool applied)
-      : m_apply(std::move(apply)), m_after(std::move(after)), m_before(std::move(before)), m_skip(applied) {
-    setText(text);
-  }
-  void redo() override {
-    if (m_skip) {
-      m_skip = false;
-      return;
-    }
-    m_apply(m_after);
-  }
-  void undo() override { m_apply(m_before); }
-
- private:
-  Apply m_apply;
-  std::vector<std::pair<NodeId, bool>> m_after, m_before;
-  bool m_skip;
-};
-
-const char* const kColouringKeys[] = {"op", "graphwise", "layerwise", "sensitivity"};
-
-// Search field that reports Enter/Shift+Enter and Escape.
-class SearchEdit : public QLineEdit {
- public:
-  using QLineEdit::QLineEdit;
-  std::function<void(bool backwards)> onNext;
-  std::function<void()> onClose;
-
- protected:
-  void keyPressEvent(QKeyEvent* e) override {
-    if ((e->key() == Qt::Key_Return || e->key() == Qt::Key_Enter) && onNext) {
-      onNext(e->modifiers() & Qt::ShiftModifier);
-      return;
-    }
-    if (e->key() == Qt::Key_Escape && onClose) {
-      onClose();
-      return;
-    }
-    QLineEdit::keyPressEvent(e);
-  }
-};
 
 }  // namespace
 
@@ -154,70 +63,25 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setCorner(Qt::BottomLeftCorner, Qt::BottomDockWidgetArea);
 
   m_loader = new ModelLoader(this);
+  m_loader->setObjectName(QStringLiteral("modelLoader"));
   connect(m_loader, &ModelLoader::started, this, &MainWindow::onStarted);
   connect(m_loader, &ModelLoader::progress, this, &MainWindow::onProgress);
   connect(m_loader, &ModelLoader::loaded, this, &MainWindow::onLoaded);
   connect(m_loader, &ModelLoader::failed, this, &MainWindow::onFailed);
 
-  // Central area: the start page, or the graph with its search bar.
-  m_stack = new QStackedWidget(this);
-  m_startPage = new StartPage(m_stack);
-  m_startPage->setSampleModel(sampleModelPath());
-  connect(m_startPage, &StartPage::openDialogRequested, this, &MainWindow::showOpenDialog);
-  connect(m_startPage, &StartPage::openRequested, this, &MainWindow::openFile);
-  m_stack->addWidget(m_startPage);
-
-  m_graphPage = new QWidget(m_stack);
-  auto* gl = new QVBoxLayout(m_graphPage);
-  gl->setContentsMargins(0, 0, 0, 0);
-  gl->setSpacing(0);
-  m_searchBar = new QWidget(m_graphPage);
-  m_searchBar->setObjectName(QStringLiteral("searchBar"));
-  m_searchBar->setStyleSheet(QStringLiteral("#searchBar { background: #eef1f4; border-bottom: 1px solid #d0d5db; }"));
-  auto* sl = new QHBoxLayout(m_searchBar);
-  sl->setContentsMargins(8, 4, 8, 4);
-  auto* edit = new SearchEdit(m_searchBar);
-  edit->setPlaceholderText(QStringLiteral("Find node or tensor name  (Enter: next, Shift+Enter: previous)"));
-  edit->setClearButtonEnabled(true);
-  edit->onNext = [this](bool back) { findNext(m_searchEdit->text(), back); };
-  edit->onClose = [this] {
-    m_searchBar->hide();
-    m_view->setFocus();
-  };
-  m_searchEdit = edit;
-  m_searchCount = new QLabel(m_searchBar);
-  m_searchCount->setMinimumWidth(90);
-  auto* closeSearch = new QToolButton(m_searchBar);
-  closeSearch->setText(QStringLiteral("✕"));
-  closeSearch->setAutoRaise(true);
-  connect(closeSearch, &QToolButton::clicked, this, [this] { m_searchBar->hide(); });
-  sl->addWidget(m_searchEdit, 1);
-  sl->addWidget(m_searchCount);
-  sl->addWidget(closeSearch);
-  connect(m_searchEdit, &QLineEdit::textEdited, this, &MainWindow::updateSearch);
-  m_searchBar->hide();
-  m_view = new GraphView(m_graphPage);
-  gl->addWidget(m_searchBar);
-  gl->addWidget(m_view, 1);
-  m_stack->addWidget(m_graphPage);
-  setCentralWidget(m_stack);
-  m_loader->setLayoutOptions(m_view->layoutOptions());
-
-  connect(m_view, &GraphView::itemSelected, this, [this](int item) { selectItem(item, false); });
-  connect(m_view, &GraphView::showInTableRequested, this, &MainWindow::showInTable);
-
+  buildCentre();
   m_analysis = new AnalysisController(this);
-  m_undo = new QUndoStack(this);
+  m_analysis->setObjectName(QStringLiteral("analysis"));
   buildDocks();
+  m_actions = new AnalysisActions(this, m_analysis);
+  m_autosave = new Autosave(this);
+  m_projects = new ProjectController(this, m_loader, m_actions, m_plots, m_autosave);
+  connect(m_projects, &ProjectController::failed, this, &MainWindow::onFailed);
+  connect(m_projects, &ProjectController::used, this, &MainWindow::addRecentFile);
   buildActions();
   buildStatusBar();
-  buildAnalysisUi();
+  connectAnalysis();
   m_startPage->setRecentFiles(recentFiles());
-
-  m_autosaveDir = defaultAutosaveDirectory();
-  m_autosaveTimer.setInterval(kAutosaveIntervalMs);
-  connect(&m_autosaveTimer, &QTimer::timeout, this, [this] { autosaveNow(); });
-  m_autosaveTimer.start();
 
   resize(1440, 900);
   QSettings settings;
@@ -229,6 +93,39 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   updateActions();
 }
 
+// No clean-close path here: a window destroyed without closeEvent (a crash, as far as the autosave
+// is concerned) leaves its autosave; the lock goes, as it would with the process.
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildCentre() {
+  // The start page, or the graph with its search bar.
+  m_stack = new QStackedWidget(this);
+  m_startPage = new StartPage(m_stack);
+  m_startPage->setObjectName(QStringLiteral("startPage"));
+  m_startPage->setSampleModel(sampleModelPath());
+  connect(m_startPage, &StartPage::openDialogRequested, this, &MainWindow::showOpenDialog);
+  connect(m_startPage, &StartPage::openRequested, this, &MainWindow::openFile);
+  m_stack->addWidget(m_startPage);
+
+  m_graphPage = new QWidget(m_stack);
+  auto* gl = new QVBoxLayout(m_graphPage);
+  gl->setContentsMargins(0, 0, 0, 0);
+  gl->setSpacing(0);
+  m_view = new GraphView(m_graphPage);
+  m_view->setObjectName(QStringLiteral("graphView"));
+  m_search = new SearchBar(m_view, m_graphPage);
+  m_search->hide();
+  connect(m_search, &SearchBar::matchSelected, this, [this](int item) { selectItem(item, true); });
+  gl->addWidget(m_search);
+  gl->addWidget(m_view, 1);
+  m_stack->addWidget(m_graphPage);
+  setCentralWidget(m_stack);
+  m_loader->setLayoutOptions(m_view->layoutOptions());
+
+  connect(m_view, &GraphView::itemSelected, this, [this](int item) { selectItem(item, false); });
+  connect(m_view, &GraphView::showInTableRequested, this, &MainWindow::showInTable);
+}
+
 void MainWindow::showDocks() {
   if (m_docksShown) return;
   m_docksShown = true;
@@ -238,16 +135,14 @@ void MainWindow::showDocks() {
   }
 }
 
-// No clean-close path here: a window destroyed without closeEvent (a crash, as far as the autosave
-// is concerned) leaves its autosave; the lock goes, as it would with the process.
-MainWindow::~MainWindow() { m_autosaveTimer.stop(); }
-
 void MainWindow::buildDocks() {
   // Inspector.
   m_inspectorDock = new QDockWidget(QStringLiteral("Inspector"), this);
   m_inspectorDock->setObjectName(QStringLiteral("inspectorDock"));
   m_inspectorModel = new PropertyTreeModel(this);
+  m_inspectorModel->setObjectName(QStringLiteral("inspectorModel"));
   m_inspector = new QTreeView(m_inspectorDock);
+  m_inspector->setObjectName(QStringLiteral("inspector"));
   m_inspector->setModel(m_inspectorModel);
   m_inspector->setUniformRowHeights(true);
   m_inspector->setAlternatingRowColors(true);
@@ -265,12 +160,16 @@ void MainWindow::buildDocks() {
   tl->setContentsMargins(2, 2, 2, 2);
   tl->setSpacing(2);
   m_filterEdit = new QLineEdit(tableBox);
+  m_filterEdit->setObjectName(QStringLiteral("nodeFilter"));
   m_filterEdit->setPlaceholderText(QStringLiteral("Filter by name or op (regular expression)"));
   m_filterEdit->setClearButtonEnabled(true);
   m_tableModel = new NodeTableModel(this);
+  m_tableModel->setObjectName(QStringLiteral("nodeTableModel"));
   m_proxy = new NodeFilterProxyModel(this);
+  m_proxy->setObjectName(QStringLiteral("nodeProxyModel"));
   m_proxy->setSourceModel(m_tableModel);
   m_table = new QTableView(tableBox);
+  m_table->setObjectName(QStringLiteral("nodeTable"));
   m_table->setModel(m_proxy);
   m_table->setSortingEnabled(true);
   m_table->sortByColumn(NodeTableModel::IndexColumn, Qt::AscendingOrder);
@@ -300,6 +199,7 @@ void MainWindow::buildDocks() {
   m_plotsDock = new QDockWidget(QStringLiteral("Plots"), this);
   m_plotsDock->setObjectName(QStringLiteral("plotsDock"));
   m_plots = new PlotsPanel(m_plotsDock);
+  m_plots->setObjectName(QStringLiteral("plotsPanel"));
   m_plotsDock->setWidget(m_plots);
   addDockWidget(Qt::BottomDockWidgetArea, m_plotsDock);
 
@@ -307,6 +207,7 @@ void MainWindow::buildDocks() {
   m_logDock = new QDockWidget(QStringLiteral("Log"), this);
   m_logDock->setObjectName(QStringLiteral("logDock"));
   m_log = new QPlainTextEdit(m_logDock);
+  m_log->setObjectName(QStringLiteral("log"));
   m_log->setReadOnly(true);
   m_log->setMaximumBlockCount(5000);
   m_log->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
@@ -329,57 +230,47 @@ void MainWindow::buildActions() {
   QAction* sample = file->addAction(QStringLiteral("Open &Sample Model"), this, [this] { openFile(sampleModelPath()); });
   sample->setEnabled(!sampleModelPath().isEmpty());
   file->addSeparator();
-  file->addAction(QStringLiteral("Open &Project…"), this, &MainWindow::openProjectDialog)
+  file->addAction(QStringLiteral("Open &Project…"), m_projects, &ProjectController::openDialog)
       ->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
   m_saveProjectAction = file->addAction(QStringLiteral("&Save Project"), this, [this] {
-    if (m_projectPath.isEmpty()) saveProjectAs();
-    else saveProject(m_projectPath);
+    if (m_projects->path().isEmpty()) m_projects->saveAs();
+    else m_projects->save(m_projects->path());
   });
   m_saveProjectAction->setShortcut(QKeySequence::Save);
-  m_saveProjectAsAction = file->addAction(QStringLiteral("Save Project &As…"), this, &MainWindow::saveProjectAs);
+  m_saveProjectAsAction = file->addAction(QStringLiteral("Save Project &As…"), m_projects, &ProjectController::saveAs);
   m_saveProjectAsAction->setShortcut(QKeySequence::SaveAs);
   file->addSeparator();
-  m_exportAction = file->addAction(QStringLiteral("&Export Quantized Model…"), this, &MainWindow::showExportDialog);
-  m_exportAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+  file->addAction(m_actions->exportAction());
   file->addSeparator();
   QAction* quit = file->addAction(QStringLiteral("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
 
-  m_viewMenu = menuBar()->addMenu(QStringLiteral("&View"));
-  QAction* find = m_viewMenu->addAction(QStringLiteral("&Find…"), this, &MainWindow::showSearch);
+  QMenu* edit = menuBar()->addMenu(QStringLiteral("&Edit"));
+  edit->addAction(m_actions->undoAction());
+  edit->addAction(m_actions->redoAction());
+
+  QMenu* view = menuBar()->addMenu(QStringLiteral("&View"));
+  QAction* find = view->addAction(QStringLiteral("&Find…"), this, [this] {
+    if (m_current) m_search->open();
+  });
   find->setShortcut(QKeySequence::Find);
-  QAction* fit = m_viewMenu->addAction(QStringLiteral("Fit to &Window"), m_view, &GraphView::fitToWindow);
+  QAction* fit = view->addAction(QStringLiteral("Fit to &Window"), m_view, &GraphView::fitToWindow);
   fit->setShortcut(QKeySequence(Qt::Key_F));
   fit->setShortcutContext(Qt::WidgetWithChildrenShortcut);
   m_view->addAction(fit);  // F only while the graph has focus, so that typing elsewhere is not eaten
-  QAction* zin = m_viewMenu->addAction(QStringLiteral("Zoom &In"), m_view, &GraphView::zoomIn);
+  QAction* zin = view->addAction(QStringLiteral("Zoom &In"), m_view, &GraphView::zoomIn);
   zin->setShortcuts({QKeySequence::ZoomIn, QKeySequence(Qt::CTRL | Qt::Key_Equal)});
-  QAction* zout = m_viewMenu->addAction(QStringLiteral("Zoom &Out"), m_view, &GraphView::zoomOut);
+  QAction* zout = view->addAction(QStringLiteral("Zoom &Out"), m_view, &GraphView::zoomOut);
   zout->setShortcut(QKeySequence::ZoomOut);
-  QAction* actual = m_viewMenu->addAction(QStringLiteral("&Actual Size"), m_view, &GraphView::resetZoom);
+  QAction* actual = view->addAction(QStringLiteral("&Actual Size"), m_view, &GraphView::resetZoom);
   actual->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
-  m_viewMenu->addSeparator();
-  m_viewMenu->addAction(m_inspectorDock->toggleViewAction());
-  m_viewMenu->addAction(m_tableDock->toggleViewAction());
-  m_viewMenu->addAction(m_plotsDock->toggleViewAction());
-  m_viewMenu->addAction(m_logDock->toggleViewAction());
-
-  QMenu* edit = menuBar()->addMenu(QStringLiteral("&Edit"));
-  QAction* undo = m_undo->createUndoAction(this, QStringLiteral("&Undo"));
-  undo->setShortcut(QKeySequence::Undo);
-  QAction* redo = m_undo->createRedoAction(this, QStringLiteral("&Redo"));
-  redo->setShortcuts({QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Z), QKeySequence::Redo});
-  edit->addAction(undo);
-  edit->addAction(redo);
-  menuBar()->insertMenu(m_viewMenu->menuAction(), edit);
+  view->addSeparator();
+  for (QDockWidget* d : {m_inspectorDock, m_tableDock, m_plotsDock, m_logDock}) view->addAction(d->toggleViewAction());
 
   QMenu* analysis = menuBar()->addMenu(QStringLiteral("&Analysis"));
-  m_calibrateAction = analysis->addAction(QStringLiteral("&Calibrate…"), this, &MainWindow::showCalibrationDialog);
-  m_calibrateAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));
-  m_fallbackAction = analysis->addAction(QStringLiteral("&Auto-Fallback…"), this, &MainWindow::showAutoFallback);
-  m_fallbackAction->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_F));
-  analysis->addAction(QStringLiteral("C&ancel Running Analysis"), m_analysis, &AnalysisController::cancel)
-      ->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
+  analysis->addAction(m_actions->calibrateAction());
+  analysis->addAction(m_actions->fallbackAction());
+  analysis->addAction(m_actions->cancelAction());
 
   QMenu* help = menuBar()->addMenu(QStringLiteral("&Help"));
   help->addAction(QStringLiteral("&About Quantscope"), this, [this] {
@@ -404,6 +295,12 @@ void MainWindow::buildStatusBar() {
   statusBar()->addWidget(m_statusInfo, 1);
   statusBar()->addPermanentWidget(m_statusStage);
   statusBar()->addPermanentWidget(m_progress);
+  m_cancelAnalysis = new QToolButton(this);
+  m_cancelAnalysis->setText(QStringLiteral("Cancel"));
+  m_cancelAnalysis->setAutoRaise(true);
+  m_cancelAnalysis->hide();
+  connect(m_cancelAnalysis, &QToolButton::clicked, m_analysis, &AnalysisController::cancel);
+  statusBar()->addPermanentWidget(m_cancelAnalysis);
   statusBar()->addPermanentWidget(m_statusZoom);
   connect(m_view, &GraphView::zoomChanged, this,
           [this](double z) { m_statusZoom->setText(QStringLiteral("%1%").arg(qRound(z * 100))); });
@@ -433,7 +330,7 @@ void MainWindow::showOpenDialog() {
 void MainWindow::openFile(const QString& path) {
   if (path.isEmpty()) return;
   if (path.endsWith(QStringLiteral(".qsproj"), Qt::CaseInsensitive)) {
-    openProject(path);
+    m_projects->open(path);
     return;
   }
   m_loader->open(QFileInfo(path).absoluteFilePath());
@@ -466,21 +363,15 @@ void MainWindow::onLoaded(const LoadedModelPtr& result) {
   m_current = result;
   m_stack->setCurrentWidget(m_graphPage);
   showDocks();
-  m_undo->clear();
+  m_actions->modelOpened(result->model.get());
   m_analysis->setModel(result->model);  // emits resultChanged(null): empties the analysis views
-  if (!m_pendingProject) m_projectPath.clear();
-  if (!m_restoring) releaseAutosave();  // the user left the previous session for this one
-  m_autosaveStopped = false;
   m_view->setGraphLayout(result->layout);
   m_tableModel->setModel(result->model);
   for (int c = NodeTableModel::FirstAnalysisColumn; c <= NodeTableModel::LastAnalysisColumn; ++c) m_table->setColumnHidden(c, true);
-  if (m_calibDialog) m_calibDialog->setModel(result->model.get());
   m_table->resizeColumnsToContents();
   for (int c : {NodeTableModel::InputsColumn, NodeTableModel::OutputsColumn})
     m_table->setColumnWidth(c, std::min(m_table->columnWidth(c), 260));
-  m_matches.clear();
-  m_matchText.clear();
-  m_matchIndex = -1;
+  m_search->reset();
   showInspectorFor(-1);
   const QString name = QFileInfo(result->path).fileName();
   setWindowTitle(QStringLiteral("%1 — Quantscope").arg(name.isEmpty() ? result->path : name));
@@ -500,14 +391,13 @@ void MainWindow::onLoaded(const LoadedModelPtr& result) {
   if (QFileInfo(result->path).isFile()) addRecentFile(result->path);
   m_view->setFocus();
   updateActions();
-  if (!m_pendingProject) m_savedKey = projectKey(currentProject());
+  m_projects->modelOpened();
   emit modelShown(result->path);
-  applyPendingProject();
+  m_projects->applyPending();
 }
 
 void MainWindow::onFailed(const QString& path, const QString& message) {
-  m_pendingProject.reset();
-  m_restoring = false;
+  m_projects->openFailed();
   m_progress->hide();
   m_statusStage->clear();
   log(QStringLiteral("Error: ") + message);
@@ -618,46 +508,9 @@ void MainWindow::showInTable(int item) {
   m_table->setFocus();
 }
 
-void MainWindow::showSearch() {
-  if (!m_current) return;
-  m_searchBar->show();
-  m_searchEdit->setFocus();
-  m_searchEdit->selectAll();
-}
-
-void MainWindow::updateSearch(const QString& text) {
-  m_matches = m_view->findItems(text);
-  m_matchText = text;
-  m_matchIndex = -1;
-  if (text.isEmpty()) {
-    m_searchCount->clear();
-    m_searchEdit->setStyleSheet(QString());
-    return;
-  }
-  findNext(text);
-}
-
 bool MainWindow::findNext(const QString& text, bool backwards) {
   if (!m_current) return false;
-  m_searchBar->show();
-  if (m_searchEdit->text() != text) m_searchEdit->setText(text);
-  if (text != m_matchText || m_matchIndex < 0) {
-    m_matches = m_view->findItems(text);
-    m_matchText = text;
-    m_matchIndex = -1;
-  }
-  const bool found = !m_matches.empty();
-  m_searchEdit->setStyleSheet(found || text.isEmpty() ? QString() : QStringLiteral("QLineEdit { background: #fde2e1; }"));
-  if (!found) {
-    m_searchCount->setText(text.isEmpty() ? QString() : QStringLiteral("No matches"));
-    m_matchIndex = -1;
-    return false;
-  }
-  const int n = (int)m_matches.size();
-  m_matchIndex = m_matchIndex < 0 ? (backwards ? n - 1 : 0) : (m_matchIndex + (backwards ? n - 1 : 1)) % n;
-  m_searchCount->setText(QStringLiteral("%1 of %2").arg(m_matchIndex + 1).arg(n));
-  selectItem(m_matches[(size_t)m_matchIndex], true);
-  return true;
+  return m_search->findNext(text, backwards);
 }
 
 QStringList MainWindow::recentFiles() const {
@@ -698,8 +551,8 @@ void MainWindow::rebuildRecentMenu() {
 
 void MainWindow::closeEvent(QCloseEvent* event) {
   // The clean-close path: nothing to restore at the next start.
-  releaseAutosave();
-  m_autosaveStopped = true;
+  m_autosave->release();
+  m_autosave->setStopped(true);
   QSettings settings;
   settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
   if (m_docksShown) settings.setValue(QStringLiteral("window/state"), saveState());
@@ -725,56 +578,14 @@ void MainWindow::dropEvent(QDropEvent* event) {
 
 // ---- Analysis ------------------------------------------------------------------------------
 
-void MainWindow::buildAnalysisUi() {
-  // Toolbar: calibrate, colouring, undo/redo, fallback, export.
-  QToolBar* tb = addToolBar(QStringLiteral("Analysis"));
-  tb->setObjectName(QStringLiteral("analysisToolBar"));
-  tb->setMovable(false);
-  tb->setToolButtonStyle(Qt::ToolButtonTextOnly);
-  tb->addAction(m_calibrateAction);
-  tb->addSeparator();
-  tb->addWidget(new QLabel(QStringLiteral("  Colour by "), tb));
-  m_colourCombo = new QComboBox(tb);
-  m_colourCombo->addItems({QStringLiteral("Op type"), QStringLiteral("Graph-wise SNR"), QStringLiteral("Layer-wise SNR"),
-                           QStringLiteral("Sensitivity")});
-  m_colourCombo->setCurrentIndex(1);
-  m_colourCombo->setToolTip(QStringLiteral("Graph-wise: every enabled point on (accumulated error). Layer-wise: the node alone "
-                                           "with float inputs. Sensitivity: graph outputs with only this node quantized."));
-  connect(m_colourCombo, &QComboBox::currentIndexChanged, this,
-          [this](int i) { m_view->setColouring((GraphView::Colouring)i); });
-  m_view->setColouring(GraphView::Colouring::GraphwiseSnr);
-  tb->addWidget(m_colourCombo);
-  tb->addSeparator();
-  QAction* undo = m_undo->createUndoAction(tb, QStringLiteral("Undo"));
-  QAction* redo = m_undo->createRedoAction(tb, QStringLiteral("Redo"));
-  tb->addAction(undo);
-  tb->addAction(redo);
-  tb->addSeparator();
-  tb->addAction(m_fallbackAction);
-  tb->addAction(m_exportAction);
-
-  m_cancelAnalysis = new QToolButton(this);
-  m_cancelAnalysis->setText(QStringLiteral("Cancel"));
-  m_cancelAnalysis->setAutoRaise(true);
-  m_cancelAnalysis->hide();
-  connect(m_cancelAnalysis, &QToolButton::clicked, m_analysis, &AnalysisController::cancel);
-  statusBar()->insertPermanentWidget(2, m_cancelAnalysis);
-
+void MainWindow::connectAnalysis() {
+  m_view->setColouring(m_actions->colouring());
+  connect(m_actions, &AnalysisActions::colouringChanged, m_view, &GraphView::setColouring);
+  connect(m_actions, &AnalysisActions::requestsChanged, this, &MainWindow::refreshUnapplied);
   connect(m_analysis, &AnalysisController::resultChanged, this, &MainWindow::onResultChanged);
   connect(m_analysis, &AnalysisController::jobStarted, this, &MainWindow::onAnalysisStarted);
   connect(m_analysis, &AnalysisController::progress, this, &MainWindow::onAnalysisProgress);
   connect(m_analysis, &AnalysisController::idle, this, &MainWindow::onAnalysisEnded);
-  connect(m_analysis, &AnalysisController::fallbackFinished, this, &MainWindow::onFallbackFinished);
-  connect(m_analysis, &AnalysisController::calibrated, this, [this] {
-    const CalibrationRequest& r = m_analysis->request();
-    log(QStringLiteral("Calibrated on %1 (%2 samples, %3, %4) in %5 s; worst output SNR %6 dB")
-            .arg(m_analysis->data() ? QString::fromStdString(m_analysis->data()->description()) : QString())
-            .arg(m_analysis->result()->samples)
-            .arg(QString::fromStdString(calibMethodName(r.calibration.method)), QString::fromStdString(quantModeName(r.calibration.mode)))
-            .arg(m_analysis->lastJobSeconds(), 0, 'f', 2)
-            .arg(m_analysis->result()->worstOutputSnrDb(), 0, 'f', 2));
-    for (const std::string& w : m_analysis->warnings()) log(QStringLiteral("Warning: ") + QString::fromStdString(w));
-  });
   connect(m_analysis, &AnalysisController::failed, this, [this](AnalysisController::Job, const QString& message) {
     log(QStringLiteral("Error: ") + message);
     onAnalysisEnded();
@@ -786,26 +597,9 @@ void MainWindow::buildAnalysisUi() {
     onAnalysisEnded();
   });
 
-  connect(m_tableModel, &NodeTableModel::quantizeRequested, this, [this](NodeId id, bool on) {
-    const QString name = QString::fromStdString(m_current->model->graph.nodes[(size_t)id].name);
-    requestQuantized({{id, on}}, (on ? QStringLiteral("Quantize %1") : QStringLiteral("Exclude %1")).arg(name));
-  });
-  connect(m_view, &GraphView::quantizeRequested, this, [this](NodeId id, bool on) {
-    const QString name = QString::fromStdString(m_current->model->graph.nodes[(size_t)id].name);
-    requestQuantized({{id, on}}, (on ? QStringLiteral("Quantize %1") : QStringLiteral("Exclude %1")).arg(name));
-  });
-  connect(m_view, &GraphView::opTypeQuantizeRequested, this, [this](const QString& op, bool on) {
-    auto result = m_analysis->result();
-    if (!result || !m_current) return;
-    std::vector<std::pair<NodeId, bool>> states;
-    const std::string opType = op.toStdString();
-    const Graph& g = m_current->model->graph;
-    for (size_t i = 0; i < g.nodes.size(); ++i)
-      if (g.nodes[i].opType == opType && result->plan.nodes[i].quantizable && currentQuantized((NodeId)i) != on)
-        states.emplace_back((NodeId)i, on);
-    if (states.empty()) return;
-    requestQuantized(states, (on ? QStringLiteral("Quantize every %1 node") : QStringLiteral("Exclude every %1 node")).arg(op));
-  });
+  connect(m_tableModel, &NodeTableModel::quantizeRequested, m_actions, &AnalysisActions::requestNode);
+  connect(m_view, &GraphView::quantizeRequested, m_actions, &AnalysisActions::requestNode);
+  connect(m_view, &GraphView::opTypeQuantizeRequested, m_actions, &AnalysisActions::requestOpType);
   connect(m_view, &GraphView::histogramRequested, this, [this](NodeId id) {
     m_plotsDock->show();
     m_plotsDock->raise();
@@ -814,43 +608,6 @@ void MainWindow::buildAnalysisUi() {
   });
   connect(m_plots, &PlotsPanel::nodeClicked, this, [this](NodeId id) { selectNode(id); });
   connect(m_plots, &PlotsPanel::thresholdChanged, this, [this] { m_view->setHighlightedNodes(m_plots->nodesBelowThreshold()); });
-}
-
-CalibrationDialog* MainWindow::calibrationDialog() {
-  if (!m_calibDialog) {
-    m_calibDialog = new CalibrationDialog(m_analysis, this);
-    if (m_current) m_calibDialog->setModel(m_current->model.get());
-    if (m_analysis->hasResult()) m_calibDialog->setRequest(m_analysis->request());
-  }
-  return m_calibDialog;
-}
-
-void MainWindow::showCalibrationDialog() {
-  if (!m_current) return;
-  CalibrationDialog* d = calibrationDialog();
-  d->show();
-  d->raise();
-  d->activateWindow();
-}
-
-bool MainWindow::currentQuantized(NodeId id) const {
-  const auto& requested = m_analysis->requestedStates();
-  auto it = requested.find(id);
-  if (it != requested.end()) return it->second;
-  auto r = m_analysis->result();
-  return r && r->plan.nodes[(size_t)id].quantized;
-}
-
-void MainWindow::requestQuantized(const std::vector<std::pair<NodeId, bool>>& states, const QString& text) {
-  if (!m_analysis->hasResult() || states.empty()) return;
-  std::vector<std::pair<NodeId, bool>> before;
-  for (auto [id, on] : states) before.emplace_back(id, currentQuantized(id));
-  auto apply = [this](const std::vector<std::pair<NodeId, bool>>& s) {
-    m_toggleStartMs = nowMs();
-    m_analysis->requestStates(s);
-    refreshUnapplied();
-  };
-  m_undo->push(new ToggleCommand(apply, states, before, text, false));
 }
 
 void MainWindow::refreshUnapplied() { m_tableModel->setUnappliedStates(m_analysis->unappliedStates()); }
@@ -883,16 +640,9 @@ void MainWindow::onResultChanged(const std::shared_ptr<const AnalysisResult>& re
                               .arg(result->worstOutputSnrDb(), 0, 'f', 2)
                               .arg(result->samples));
   }
-  if (result && m_toggleStartMs >= 0 && m_analysis->unappliedStates().empty()) {
-    m_lastToggleMs = nowMs() - m_toggleStartMs;
-    m_toggleStartMs = -1;
-    log(QStringLiteral("Re-analysed in %1 ms (toggle to table and graph; worker %2 ms); worst output SNR %3 dB")
-            .arg(m_lastToggleMs, 0, 'f', 0)
-            .arg(m_analysis->lastJobSeconds() * 1000, 0, 'f', 0)
-            .arg(result->worstOutputSnrDb(), 0, 'f', 2));
-  }
+  m_actions->resultShown(result);
   updateActions();
-  if (result && m_analysis->unappliedStates().empty()) autosaveNow();
+  if (result && m_analysis->unappliedStates().empty()) m_projects->autosaveNow();
   if (result) emit analysisShown();
 }
 
@@ -915,7 +665,7 @@ void MainWindow::onAnalysisProgress(int percent, const QString& stage) {
 
 void MainWindow::onAnalysisEnded() {
   if (m_analysis->isBusy()) return;
-  autosaveNow();  // after an auto-fallback, whose exclusions become requested states only now
+  m_projects->autosaveNow();  // after an auto-fallback, whose exclusions become requested states only now
   if (!m_loader->isBusy()) {
     m_progress->hide();
     m_statusStage->clear();
@@ -925,330 +675,10 @@ void MainWindow::onAnalysisEnded() {
 }
 
 void MainWindow::updateActions() {
-  const bool model = (bool)m_current;
-  const bool idle = !m_analysis->isBusy();
-  const bool result = m_analysis->hasResult();
-  if (m_calibrateAction) m_calibrateAction->setEnabled(model);
-  if (m_fallbackAction) m_fallbackAction->setEnabled(result && idle);
-  if (m_exportAction) m_exportAction->setEnabled(result && idle && m_current && QFileInfo(m_current->path).isFile());
-  if (m_saveProjectAction) m_saveProjectAction->setEnabled(model && QFileInfo(m_current->path).isFile());
-  if (m_saveProjectAsAction) m_saveProjectAsAction->setEnabled(model && QFileInfo(m_current->path).isFile());
-}
-
-void MainWindow::showAutoFallback() {
-  if (!m_analysis->hasResult() || m_analysis->isBusy()) return;
-  bool ok = false;
-  const double worst = m_analysis->result()->worstOutputSnrDb();
-  const double target = QInputDialog::getDouble(
-      this, QStringLiteral("Auto-fallback"),
-      QStringLiteral("Exclude the most sensitive nodes, one at a time, until every graph output reaches this SNR (dB).\n"
-                     "Worst output now: %1 dB.")
-          .arg(worst, 0, 'f', 2),
-      std::isfinite(worst) ? std::ceil(worst) + 5 : 30, -100, 300, 1, &ok);
-  if (!ok) return;
-  log(QStringLiteral("Auto-fallback to %1 dB").arg(target, 0, 'f', 1));
-  m_analysis->autoFallback(target);
-}
-
-void MainWindow::onFallbackFinished(const std::vector<FallbackStep>& steps, bool reached) {
-  const Graph& g = m_current->model->graph;
-  std::vector<std::pair<NodeId, bool>> after, before;
-  for (const FallbackStep& s : steps) {
-    after.emplace_back(s.excluded, false);
-    before.emplace_back(s.excluded, true);
-  }
-  if (!steps.empty())
-    m_undo->push(new ToggleCommand(
-        [this](const std::vector<std::pair<NodeId, bool>>& s) {
-          m_toggleStartMs = nowMs();
-          m_analysis->requestStates(s);
-          refreshUnapplied();
-        },
-        after, before, QStringLiteral("Auto-fallback (%1 nodes)").arg(steps.size()), true));
-  const double worst = m_analysis->result()->worstOutputSnrDb();
-  log(QStringLiteral("Auto-fallback excluded %1 node(s); worst output SNR %2 dB%3")
-          .arg(steps.size())
-          .arg(worst, 0, 'f', 2)
-          .arg(reached ? QString() : QStringLiteral(" (target not reached)")));
-  if (!m_errorDialogs) return;
-  auto* dialog = new QDialog(this);
-  dialog->setAttribute(Qt::WA_DeleteOnClose);
-  dialog->setWindowTitle(QStringLiteral("Auto-fallback"));
-  auto* layout = new QVBoxLayout(dialog);
-  auto* label = new QLabel(reached ? QStringLiteral("Target reached after excluding %1 node(s). Worst output: %2 dB.").arg(steps.size()).arg(worst, 0, 'f', 2)
-                                   : QStringLiteral("Target not reached: %1 node(s) excluded, worst output %2 dB.").arg(steps.size()).arg(worst, 0, 'f', 2),
-                           dialog);
-  layout->addWidget(label);
-  auto* list = new QTreeWidget(dialog);
-  list->setHeaderLabels({QStringLiteral("Step"), QStringLiteral("Excluded node"), QStringLiteral("Op"), QStringLiteral("Worst output SNR after (dB)")});
-  list->setRootIsDecorated(false);
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const Node& n = g.nodes[(size_t)steps[i].excluded];
-    double w = std::numeric_limits<double>::infinity();
-    for (double v : steps[i].outputSnrDb) w = std::min(w, v);
-    auto* item = new QTreeWidgetItem(list, {QString::number(i + 1), QString::fromStdString(n.name), QString::fromStdString(n.opType),
-                                            QString::number(w, 'f', 2)});
-    item->setData(0, Qt::UserRole, steps[i].excluded);
-  }
-  for (int c = 0; c < 4; ++c) list->resizeColumnToContents(c);
-  connect(list, &QTreeWidget::itemActivated, this, [this](QTreeWidgetItem* item) { selectNode(item->data(0, Qt::UserRole).toInt()); });
-  layout->addWidget(list);
-  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, dialog);
-  connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::close);
-  layout->addWidget(buttons);
-  dialog->resize(560, 380);
-  dialog->open();
-}
-
-void MainWindow::showExportDialog() {
-  if (!m_analysis->hasResult() || !m_current) return;
-  ExportInput in;
-  in.modelPath = m_current->path.toStdString();
-  in.model = m_current->model;
-  in.result = m_analysis->result();
-  in.session = m_analysis->session();
-  in.data = m_analysis->data();
-  for (auto [id, on] : m_analysis->requestedStates())
-    if (!on) in.config.nodesToExclude.push_back(m_current->model->graph.nodes[(size_t)id].name + "$");
-  auto* dialog = new ExportDialog(in, this);
-  dialog->setAttribute(Qt::WA_DeleteOnClose);
-  connect(dialog, &ExportDialog::exported, this, [this](const QStringList& files) { log(QStringLiteral("Exported %1").arg(files.join(QStringLiteral(", ")))); });
-  connect(dialog, &ExportDialog::exportFailed, this, [this](const QString& m) { log(QStringLiteral("Error: ") + m); });
-  dialog->open();
-}
-
-// ---- Projects ------------------------------------------------------------------------------
-
-Project MainWindow::currentProject() const {
-  Project p;
-  if (!m_current) return p;
-  p.modelPath = QFileInfo(m_current->path).absoluteFilePath();
-  p.calibration = m_analysis->hasResult() ? m_analysis->request()
-                                          : (m_calibDialog ? m_calibDialog->request() : CalibrationRequest{});
-  p.calibrated = m_analysis->hasResult();
-  const Graph& g = m_current->model->graph;
-  for (auto [id, on] : m_analysis->requestedStates())
-    (on ? p.quantizedNodes : p.excludedNodes) << QString::fromStdString(g.nodes[(size_t)id].name);
-  p.colouring = QLatin1String(kColouringKeys[m_colourCombo->currentIndex()]);
-  p.thresholdDb = m_plots->threshold();
-  return p;
-}
-
-bool MainWindow::saveProject(const QString& path) {
-  QString error;
-  if (!m_current || !qs::ui::saveProject(currentProject(), path, error)) {
-    log(QStringLiteral("Error: ") + (error.isEmpty() ? QStringLiteral("no model open") : error));
-    if (m_errorDialogs && !error.isEmpty()) QMessageBox::warning(this, QStringLiteral("Cannot save project"), error);
-    return false;
-  }
-  m_projectPath = path;
-  m_savedKey = projectKey(currentProject());
-  releaseAutosave();  // the project file holds the session now
-  addRecentFile(QFileInfo(path).absoluteFilePath());
-  log(QStringLiteral("Saved project %1").arg(path));
-  return true;
-}
-
-void MainWindow::saveProjectAs() {
-  if (!m_current) return;
-  QString suggestion = m_projectPath;
-  if (suggestion.isEmpty()) suggestion = QFileInfo(m_current->path).absoluteDir().filePath(QFileInfo(m_current->path).completeBaseName() + QStringLiteral(".qsproj"));
-  const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Save project"), suggestion,
-                                                    QStringLiteral("Quantscope projects (*.qsproj)"));
-  if (!path.isEmpty()) saveProject(path.endsWith(QStringLiteral(".qsproj")) ? path : path + QStringLiteral(".qsproj"));
-}
-
-void MainWindow::openProjectDialog() {
-  QSettings settings;
-  const QString dir = settings.value(QStringLiteral("lastOpenDir"), QDir::homePath()).toString();
-  const QString path = QFileDialog::getOpenFileName(this, QStringLiteral("Open project"), dir,
-                                                    QStringLiteral("Quantscope projects (*.qsproj);;All files (*)"));
-  if (!path.isEmpty()) openProject(path);
-}
-
-bool MainWindow::openProject(const QString& path) {
-  Project p;
-  QString error;
-  if (!loadProject(path, p, error)) {
-    onFailed(path, error);
-    return false;
-  }
-  log(QStringLiteral("Opening project %1").arg(path));
-  m_restoring = false;
-  if (!startProject(p, QFileInfo(path).absoluteFilePath())) return false;
-  addRecentFile(m_projectPath);
-  return true;
-}
-
-bool MainWindow::startProject(const Project& p, const QString& projectPath) {
-  m_pendingProject = p;
-  m_projectPath = projectPath;
-  return m_loader->open(p.modelPath);
-}
-
-void MainWindow::applyPendingProject() {
-  if (!m_pendingProject || !m_current) return;
-  const Project p = *m_pendingProject;
-  m_pendingProject.reset();
-  const Graph& g = m_current->model->graph;
-  std::map<std::string, NodeId> byName;
-  for (size_t i = 0; i < g.nodes.size(); ++i) byName.emplace(g.nodes[i].name, (NodeId)i);
-  std::map<NodeId, bool> states;
-  QStringList missing;
-  for (const auto& [list, on] : {std::make_pair(&p.excludedNodes, false), std::make_pair(&p.quantizedNodes, true)})
-    for (const QString& name : *list) {
-      auto it = byName.find(name.toStdString());
-      if (it == byName.end()) missing << name;
-      else states[it->second] = on;
-    }
-  if (!missing.isEmpty()) log(QStringLiteral("Warning: the project names nodes this model lacks: %1").arg(missing.join(QStringLiteral(", "))));
-  m_analysis->setRequestedStates(states);
-  for (int i = 0; i < 4; ++i)
-    if (p.colouring == QLatin1String(kColouringKeys[i])) m_colourCombo->setCurrentIndex(i);
-  m_plots->setThreshold(p.thresholdDb);
-  calibrationDialog()->setRequest(p.calibration);
-  if (p.calibrated) m_analysis->calibrate(p.calibration);
-  const QString title = m_projectPath.isEmpty() ? QFileInfo(p.modelPath).fileName() : QFileInfo(m_projectPath).fileName();
-  setWindowTitle(QStringLiteral("%1%2 — Quantscope").arg(title, m_restoring ? QStringLiteral(" (restored)") : QString()));
-  if (m_restoring) {
-    // Nothing of the restored session is in a project file: it stays in the autosave (taken over
-    // from the crashed session) until it is saved or the window closes cleanly.
-    m_restoring = false;
-    m_savedKey.clear();
-    m_autosavedKey = projectKey(p);
-    log(QStringLiteral("Restored the autosaved session%1").arg(p.calibrated ? QStringLiteral("; calibrating again") : QString()));
-  } else {
-    Project saved = currentProject();
-    saved.calibrated = p.calibrated;
-    if (p.calibrated) saved.calibration = p.calibration;
-    m_savedKey = projectKey(saved);
-  }
-}
-
-// ---- Autosave ------------------------------------------------------------------------------
-
-QString MainWindow::defaultAutosaveDirectory() {
-  if (qEnvironmentVariableIsSet("QS_AUTOSAVE_DIR")) return qEnvironmentVariable("QS_AUTOSAVE_DIR");
-  const QString base = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
-  return base.isEmpty() ? QString() : base + QStringLiteral("/autosave");
-}
-
-void MainWindow::setAutosaveDirectory(const QString& dir) {
-  if (dir == m_autosaveDir) return;
-  releaseAutosave();
-  m_autosaveDir = dir;
-}
-
-// The project without what does not change its meaning (the order of the node lists), as bytes.
-QByteArray MainWindow::projectKey(Project p) const {
-  p.excludedNodes.sort();
-  p.quantizedNodes.sort();
-  return projectToJson(p, QStringLiteral("/key.qsproj"));
-}
-
-bool MainWindow::hasUnsavedChanges() const { return m_current && projectKey(currentProject()) != m_savedKey; }
-
-bool MainWindow::claimAutosaveFile() {
-  if (!m_autosaveFile.isEmpty()) return true;
-  if (m_autosaveDir.isEmpty() || !QDir().mkpath(m_autosaveDir)) return false;
-  static int serial = 0;  // several windows in one process (tests) get one file each
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    const QString file = QDir(m_autosaveDir).filePath(
-        QStringLiteral("autosave-%1-%2.qsproj").arg(QCoreApplication::applicationPid()).arg(++serial));
-    auto lock = autosaveLock(file);
-    // An existing file with a free lock was left by a dead session with our pid: keep it for a restore.
-    if (!lock || QFileInfo::exists(file)) continue;
-    m_autosaveFile = file;
-    m_autosaveLock = std::move(lock);
-    return true;
-  }
-  return false;
-}
-
-void MainWindow::releaseAutosave() {
-  if (!m_autosaveFile.isEmpty()) QFile::remove(m_autosaveFile);
-  m_autosaveFile.clear();
-  m_autosaveLock.reset();  // unlocks: removes the lock file
-  m_autosavedKey.clear();
-}
-
-bool MainWindow::autosaveNow() {
-  if (m_autosaveStopped || m_autosaveDir.isEmpty() || !m_current || m_pendingProject || !QFileInfo(m_current->path).isFile())
-    return false;
-  // A calibration in flight is not in the results yet; the autosave keeps the state before it.
-  if (m_analysis->job() == AnalysisController::Job::Calibrate) return false;
-  const Project p = currentProject();
-  const QByteArray key = projectKey(p);
-  if (key == m_savedKey) {
-    if (!m_autosaveFile.isEmpty()) releaseAutosave();  // back to the saved state (undo)
-    return false;
-  }
-  if (key == m_autosavedKey && !m_autosaveFile.isEmpty()) return false;
-  if (!claimAutosaveFile()) {
-    log(QStringLiteral("Warning: cannot autosave in %1").arg(m_autosaveDir));
-    m_autosaveStopped = true;  // one line, not one per toggle; the next model tries again
-    return false;
-  }
-  // The project, plus where the session came from, so that a restore saves back there.
-  Project autosave = p;
-  autosave.autosaveOf = m_projectPath;
-  autosave.autosavedAt = QDateTime::currentDateTime();
-  QString error;
-  if (!qs::ui::saveProject(autosave, m_autosaveFile, error)) {
-    log(QStringLiteral("Warning: cannot autosave (%1)").arg(error));
-    return false;
-  }
-  m_autosavedKey = key;
-  return true;
-}
-
-QString MainWindow::findOrphanedAutosave() const { return orphanedAutosave(m_autosaveDir, m_autosaveFile).first; }
-
-bool MainWindow::offerAutosaveRestore(RestoreChoice choice) {
-  auto [file, lock] = orphanedAutosave(m_autosaveDir, m_autosaveFile);
-  if (file.isEmpty()) return false;
-  Project p;
-  QString error;
-  if (!loadProject(file, p, error)) {
-    log(QStringLiteral("Warning: the autosave %1 cannot be restored (%2); deleted").arg(file, error));
-    QFile::remove(file);
-    return false;
-  }
-  const QString projectPath = p.autosaveOf;
-  const QDateTime savedAt = p.autosavedAt;
-  if (choice == RestoreChoice::Ask) {
-    QMessageBox box(QMessageBox::Question, QStringLiteral("Restore session"),
-                    QStringLiteral("Quantscope did not close cleanly. Restore the session autosaved %1?")
-                        .arg(savedAt.isValid() ? savedAt.toString(QStringLiteral("'on' yyyy-MM-dd 'at' HH:mm")) : QString()),
-                    QMessageBox::NoButton, this);
-    box.setInformativeText(QStringLiteral("Model: %1\n%2 node(s) excluded, %3 switched back on%4")
-                               .arg(p.modelPath)
-                               .arg(p.excludedNodes.size())
-                               .arg(p.quantizedNodes.size())
-                               .arg(p.calibrated ? QStringLiteral("; calibrated (the calibration runs again)") : QString()));
-    QPushButton* restore = box.addButton(QStringLiteral("Restore"), QMessageBox::AcceptRole);
-    QPushButton* discard = box.addButton(QStringLiteral("Discard"), QMessageBox::DestructiveRole);
-    QPushButton* later = box.addButton(QStringLiteral("Not Now"), QMessageBox::RejectRole);
-    box.setDefaultButton(restore);
-    box.setEscapeButton(later);
-    box.exec();
-    choice = box.clickedButton() == restore ? RestoreChoice::Restore
-             : box.clickedButton() == discard ? RestoreChoice::Discard
-                                              : RestoreChoice::Keep;
-  }
-  if (choice == RestoreChoice::Keep) return false;  // the lock goes, the file stays for the next start
-  if (choice == RestoreChoice::Discard) {
-    QFile::remove(file);
-    log(QStringLiteral("Discarded the autosaved session %1").arg(file));
-    return false;
-  }
-  releaseAutosave();
-  m_autosaveFile = file;
-  m_autosaveLock = std::move(lock);
-  m_autosaveStopped = false;
-  m_restoring = true;
-  log(QStringLiteral("Restoring the session autosaved in %1").arg(file));
-  return startProject(p, projectPath);
+  const bool savable = m_current && QFileInfo(m_current->path).isFile();
+  m_actions->updateActions();
+  m_saveProjectAction->setEnabled(savable);
+  m_saveProjectAsAction->setEnabled(savable);
 }
 
 }  // namespace qs::ui

@@ -11,7 +11,7 @@
 #include <map>
 #include <memory>
 
-#include "core/analysis/quant_session.h"
+#include "core/analysis/results.h"
 #include "core/ir/graph.h"
 #include "ui/snr_scale.h"
 

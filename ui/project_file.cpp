@@ -199,13 +199,14 @@ bool projectFromJson(const QByteArray& json, const QString& projectPath, Project
   CalibrationSettings& s = p.calibration.calibration;
   const QString method = c.value(QStringLiteral("method")).toString(QStringLiteral("max"));
   const QString mode = c.value(QStringLiteral("mode")).toString(QStringLiteral("int8"));
-  if (!parseCalibMethod(method.toStdString(), s.method)) {
-    error = QStringLiteral("%1: unknown calibration method '%2'").arg(projectPath, printable(method));
-    return false;
-  }
-  if (!parseQuantMode(mode.toStdString(), s.mode)) {
-    error = QStringLiteral("%1: unknown mode '%2'").arg(projectPath, printable(mode));
-    return false;
+  // The core's parsers and messages; a name that needs escaping is no valid name, and is echoed
+  // escaped, so the message stays one line.
+  for (Status st : {parseCalibrationMethod(printable(method).toStdString(), s.method),
+                    parseQuantizeMode(printable(mode).toStdString(), s.mode)}) {
+    if (!st) {
+      error = QStringLiteral("%1: %2").arg(projectPath, QString::fromStdString(st.message()));
+      return false;
+    }
   }
   s.percentile = percentile;
   p.calibrated = root.value(QStringLiteral("calibrated")).toBool();
@@ -221,6 +222,12 @@ bool projectFromJson(const QByteArray& json, const QString& projectPath, Project
   p.autosaveOf = autosave.value(QStringLiteral("project")).toString();
   p.autosavedAt = QDateTime::fromString(autosave.value(QStringLiteral("saved_at")).toString(), Qt::ISODate);
   return true;
+}
+
+QByteArray projectKey(Project p) {
+  p.excludedNodes.sort();
+  p.quantizedNodes.sort();
+  return projectToJson(p, QStringLiteral("/key.qsproj"));
 }
 
 bool saveProject(const Project& p, const QString& path, QString& error) {

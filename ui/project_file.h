@@ -7,13 +7,13 @@
 #include <QString>
 #include <QStringList>
 
-#include "ui/calibration_request.h"
+#include "core/export/pipeline.h"
 
 namespace qs::ui {
 
 struct Project {
   QString modelPath;                 // absolute once read
-  CalibrationRequest calibration;
+  AnalysisRequest calibration;      // the data and calibration settings (the model is modelPath)
   bool calibrated = false;           // run the calibration when the project opens
   QStringList excludedNodes;         // node names switched off by the user
   QStringList quantizedNodes;        // node names switched back on by the user
@@ -31,5 +31,8 @@ QByteArray projectToJson(const Project& p, const QString& projectPath);
 bool projectFromJson(const QByteArray& json, const QString& projectPath, Project& p, QString& error);
 bool saveProject(const Project& p, const QString& path, QString& error);
 bool loadProject(const QString& path, Project& p, QString& error);
+/// `p` as bytes without what does not change its meaning (the order of the node lists): equal keys
+/// are equal sessions (what the autosave and the unsaved-changes check compare).
+QByteArray projectKey(Project p);
 
 }  // namespace qs::ui

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "core/analysis/quant_session.h"
+#include "core/analysis/results.h"
 #include "ui/property_tree_model.h"
 
 namespace qs::ui {

@@ -8,10 +8,13 @@
 #include <cstdio>
 
 #include "qs_version.h"
+#include "ui/analysis_actions.h"
+#include "ui/autosave.h"
 #include "ui/calibration_dialog.h"
 #include "ui/graph_view.h"
 #include "ui/main_window.h"
 #include "ui/plots_panel.h"
+#include "ui/project_controller.h"
 
 namespace qs::ui {
 
@@ -19,8 +22,8 @@ namespace {
 
 // The calibration QS_CALIBRATE asks for: a folder (or "random"), with QS_CALIBRATE_PRESET
 // (det: ImageNet mean/std, cls: 0.5/0.5), QS_CALIBRATE_SIZE=WxH, QS_CALIBRATE_SAMPLES, QS_CALIBRATE_METHOD.
-CalibrationRequest calibrationFromEnv() {
-  CalibrationRequest r;
+AnalysisRequest calibrationFromEnv() {
+  AnalysisRequest r;
   const QString source = qEnvironmentVariable("QS_CALIBRATE");
   if (source != QStringLiteral("random")) r.data.path = source.toStdString();
   r.data.maxSamples = qEnvironmentVariableIntValue("QS_CALIBRATE_SAMPLES");
@@ -38,7 +41,9 @@ CalibrationRequest calibrationFromEnv() {
     r.data.image.width = wh[0].toInt();
     r.data.image.height = wh[1].toInt();
   }
-  parseCalibMethod(qEnvironmentVariable("QS_CALIBRATE_METHOD", QStringLiteral("max")).toStdString(), r.calibration.method);
+  const std::string method = qEnvironmentVariable("QS_CALIBRATE_METHOD", QStringLiteral("max")).toStdString();
+  if (Status st = parseCalibrationMethod(method, r.calibration.method); !st)
+    std::fprintf(stderr, "quantscope: QS_CALIBRATE_METHOD: %s\n", st.message().c_str());
   return r;
 }
 
@@ -46,12 +51,14 @@ CalibrationRequest calibrationFromEnv() {
 // calibration (the dialog alone is saved).
 void arrangeView(MainWindow& window, const QString& view) {
   if (view == QStringLiteral("table")) {
-    window.tableDock()->show();
-    window.tableDock()->raise();
+    auto* dock = window.findChild<QDockWidget*>(QStringLiteral("nodesDock"));
+    dock->show();
+    dock->raise();
   } else if (view == QStringLiteral("snr") || view == QStringLiteral("histogram") || view == QStringLiteral("scatter")) {
-    window.plotsDock()->show();
-    window.plotsDock()->raise();
-    window.plotsPanel()->tabs()->setCurrentIndex(view == QStringLiteral("snr") ? PlotsPanel::SnrTab
+    auto* dock = window.findChild<QDockWidget*>(QStringLiteral("plotsDock"));
+    dock->show();
+    dock->raise();
+    window.findChild<PlotsPanel*>(QStringLiteral("plotsPanel"))->tabs()->setCurrentIndex(view == QStringLiteral("snr") ? PlotsPanel::SnrTab
                                                  : view == QStringLiteral("histogram") ? PlotsPanel::HistogramTab
                                                                                        : PlotsPanel::ScatterTab);
   }
@@ -60,22 +67,21 @@ void arrangeView(MainWindow& window, const QString& view) {
 // Grabs the window after the event loop has painted it, saves it and quits.
 void scheduleScreenshot(MainWindow& window, const QString& path) {
   QTimer::singleShot(400, &window, [&window, path] {
-    const QString colour = qEnvironmentVariable("QS_SCREENSHOT_COLOUR");
-    static const char* const keys[] = {"op", "graphwise", "layerwise", "sensitivity"};
-    for (int i = 0; i < 4; ++i)
-      if (colour == QLatin1String(keys[i])) window.colourCombo()->setCurrentIndex(i);
+    if (qEnvironmentVariableIsSet("QS_SCREENSHOT_COLOUR"))
+      window.analysisActions()->setColouringKey(qEnvironmentVariable("QS_SCREENSHOT_COLOUR"));
     if (qEnvironmentVariableIsSet("QS_SCREENSHOT_THRESHOLD")) {
-      window.plotsPanel()->setThreshold(qEnvironmentVariable("QS_SCREENSHOT_THRESHOLD").toDouble());
-      emit window.plotsPanel()->thresholdChanged(window.plotsPanel()->threshold());
+      auto* plots = window.findChild<PlotsPanel*>(QStringLiteral("plotsPanel"));
+      plots->setThreshold(qEnvironmentVariable("QS_SCREENSHOT_THRESHOLD").toDouble());
+      emit plots->thresholdChanged(plots->threshold());
     }
     const QString view = qEnvironmentVariable("QS_SCREENSHOT_VIEW");
     arrangeView(window, view);
     const QByteArray select = qgetenv("QS_SCREENSHOT_SELECT");
     if (!select.isEmpty()) window.findNext(QString::fromUtf8(select));
     if (view == QStringLiteral("calibration")) {
-      CalibrationDialog* d = window.calibrationDialog();
+      CalibrationDialog* d = window.analysisActions()->calibrationDialog();
       if (qEnvironmentVariableIsSet("QS_CALIBRATE")) d->setRequest(calibrationFromEnv());
-      window.showCalibrationDialog();
+      window.analysisActions()->showCalibrationDialog();
       QTimer::singleShot(500, &window, [d, path] {
         const bool ok = d->grab().save(path);
         std::fprintf(stderr, "quantscope: %s %s\n", ok ? "saved screenshot" : "could not save screenshot", path.toLocal8Bit().constData());
@@ -84,10 +90,11 @@ void scheduleScreenshot(MainWindow& window, const QString& path) {
       return;
     }
     const QByteArray zoom = qgetenv("QS_SCREENSHOT_ZOOM");
+    auto* graph = window.findChild<GraphView*>(QStringLiteral("graphView"));
     if (zoom == "fit") {
-      window.graphView()->fitToWindow();
+      graph->fitToWindow();
     } else if (!zoom.isEmpty()) {
-      window.graphView()->setZoom(zoom.toDouble());
+      graph->setZoom(zoom.toDouble());
     }
     const int wait = view == QStringLiteral("scatter") ? 4000 : 300;  // the float pass of the scatter plot
     QTimer::singleShot(wait, &window, [&window, path] {
@@ -127,7 +134,7 @@ int runWorkbench(int argc, char** argv) {
   const QString screenshot = qEnvironmentVariable("QS_SCREENSHOT");
   if (!screenshot.isEmpty()) {
     window.setErrorDialogsEnabled(false);
-    window.setAutosaveDirectory(QString());  // documentation runs neither leave nor offer autosaves
+    window.autosave()->setDirectory(QString());  // documentation runs neither leave nor offer autosaves
     if (file.isEmpty()) {
       scheduleScreenshot(window, screenshot);
     } else {
@@ -146,7 +153,7 @@ int runWorkbench(int argc, char** argv) {
           }
           QObject::connect(window.analysis(), &AnalysisController::idle, &window, [&window, screenshot] { scheduleScreenshot(window, screenshot); },
                            Qt::SingleShotConnection);
-          window.requestQuantized(states, QStringLiteral("Exclude"));
+          window.analysisActions()->requestQuantized(states, QStringLiteral("Exclude"));
         });
         QObject::connect(window.analysis(), &AnalysisController::failed, &window, [&window, screenshot](AnalysisController::Job, const QString& m) {
           std::fprintf(stderr, "quantscope: calibration failed: %s\n", m.toLocal8Bit().constData());
@@ -160,7 +167,7 @@ int runWorkbench(int argc, char** argv) {
   }
   // A session that did not close cleanly is offered back first; restoring it replaces the file
   // named on the command line.
-  const bool restored = window.offerAutosaveRestore();
+  const bool restored = window.projects()->offerAutosaveRestore();
   if (!file.isEmpty() && !restored) window.openFile(file);
   return app.exec();
 }

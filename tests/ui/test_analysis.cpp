@@ -3,6 +3,7 @@
 // redo, the graph's SNR colours and quantization points, the plots, auto-fallback, project files,
 // export, and a rendered screenshot with results.
 #include <QAbstractItemModelTester>
+#include <QAction>
 #include <QApplication>
 #include <QComboBox>
 #include <QDir>
@@ -10,6 +11,7 @@
 #include <QFileInfo>
 #include <QLineEdit>
 #include <QProgressBar>
+#include <QProcess>
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
@@ -22,8 +24,12 @@
 #include <qcustomplot.h>
 
 #include "core/analysis/quant_session.h"
+#include "core/export/quant_files.h"
 #include "core/io/calibration_data.h"
+#include "core/quant/quant_config.h"
 #include "tests/support/text_images.h"
+#include "tests/ui/window_parts.h"
+#include "ui/analysis_actions.h"
 #include "ui/analysis_controller.h"
 #include "ui/calibration_dialog.h"
 #include "ui/export_dialog.h"
@@ -31,6 +37,7 @@
 #include "ui/main_window.h"
 #include "ui/node_table_model.h"
 #include "ui/plots_panel.h"
+#include "ui/project_controller.h"
 #include "ui/project_file.h"
 
 using namespace qs;
@@ -41,8 +48,8 @@ namespace {
 const char* const kClsModel = "ch_ppocr_mobile_v2.0_cls_infer.onnx";
 QString modelFile(const char* name) { return QStringLiteral(QS_MODELS_DIR "/") + QLatin1String(name); }
 
-CalibrationRequest clsRequest(const QString& folder, int samples) {
-  CalibrationRequest r;
+AnalysisRequest clsRequest(const QString& folder, int samples) {
+  AnalysisRequest r;
   r.data.path = folder.toStdString();
   r.data.maxSamples = samples;
   r.data.image.width = 192;  // cls takes 3x48x192 (its height and width are symbolic in the file)
@@ -57,6 +64,32 @@ bool openAndWait(MainWindow& w, const QString& path) {
   QSignalSpy shown(&w, &MainWindow::modelShown);
   w.openFile(path);
   return shown.wait(120000);
+}
+
+QByteArray readAll(const QString& path) {
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+// Exports `w`'s analysis into `folder` through the Export dialog, as a click on Export does;
+// `written` gets the files it reports.
+bool exportThroughDialog(MainWindow& w, const QString& folder, QStringList& written) {
+  w.analysisActions()->exportAction()->trigger();
+  auto* dialog = test::part<ExportDialog>(w, "exportDialog");
+  test::part<QLineEdit>(*dialog, "exportFolder")->setText(folder);
+  QSignalSpy done(dialog, &ExportDialog::exported);
+  QSignalSpy failed(dialog, &ExportDialog::exportFailed);
+  QTest::mouseClick(test::part<QPushButton>(*dialog, "exportButton"), Qt::LeftButton);
+  QElapsedTimer t;
+  t.start();
+  while (done.isEmpty() && failed.isEmpty() && t.elapsed() < 120000) QTest::qWait(20);
+  if (done.isEmpty()) {
+    qWarning("export failed: %s", failed.isEmpty() ? "timeout" : qPrintable(failed.first().at(0).toString()));
+    return false;
+  }
+  written = done.first().at(0).toStringList();
+  dialog->close();  // deletes it
+  return true;
 }
 
 // Waits until no job runs and every requested state is in the results.
@@ -102,7 +135,7 @@ void compareTable(const NodeTableModel& m, const AnalysisResult& r) {
 }
 
 // The full analysis of a fresh session with `excluded` switched off by configuration.
-std::shared_ptr<const AnalysisResult> freshAnalysis(std::shared_ptr<const Model> model, const CalibrationRequest& req,
+std::shared_ptr<const AnalysisResult> freshAnalysis(std::shared_ptr<const Model> model, const AnalysisRequest& req,
                                                     const std::vector<std::string>& excluded) {
   QuantConfig cfg;
   for (const std::string& n : excluded) cfg.nodesToExclude.push_back(n + "$");
@@ -153,13 +186,13 @@ class AnalysisTest : public QObject {
     w.resize(1400, 900);
     w.show();
     QVERIFY(openAndWait(w, modelFile(kClsModel)));
-    CalibrationDialog* d = w.calibrationDialog();
+    CalibrationDialog* d = w.analysisActions()->calibrationDialog();
     d->setRequest(clsRequest(m_images4, 4));
     QSignalSpy started(w.analysis(), &AnalysisController::jobStarted);
     QSignalSpy progress(w.analysis(), &AnalysisController::progress);
     QSignalSpy calibrated(w.analysis(), &AnalysisController::calibrated);
     QSignalSpy results(w.analysis(), &AnalysisController::resultChanged);
-    w.showCalibrationDialog();
+    w.analysisActions()->showCalibrationDialog();
     QTest::mouseClick(d->calibrateButton(), Qt::LeftButton);
     QCOMPARE(started.count(), 1);
     QVERIFY(w.analysis()->isBusy());
@@ -170,10 +203,10 @@ class AnalysisTest : public QObject {
     auto first = w.analysis()->result();
     QVERIFY(first);
     QCOMPARE(first->samples, (int64_t)4);
-    NodeTableModel* m = w.nodeTableModel();
+    auto* m = test::part<NodeTableModel>(w, "nodeTableModel");
     QCOMPARE(m->result(), first);
     compareTable(*m, *first);
-    QVERIFY(!w.nodeTable()->isColumnHidden(NodeTableModel::GraphSnrColumn));
+    QVERIFY(!test::part<QTableView>(w, "nodeTable")->isColumnHidden(NodeTableModel::GraphSnrColumn));
     int withSnr = 0;
     for (int r = 0; r < m->rowCount(); ++r)
       withSnr += !m->index(r, NodeTableModel::GraphSnrColumn).data().toString().isEmpty();
@@ -195,7 +228,7 @@ class AnalysisTest : public QObject {
 
     // Errors in the data: one line in the dialog naming the path; results kept.
     QSignalSpy failed(w.analysis(), &AnalysisController::failed);
-    CalibrationRequest missing = clsRequest(m_tmp.filePath(QStringLiteral("nowhere")), 4);
+    AnalysisRequest missing = clsRequest(m_tmp.filePath(QStringLiteral("nowhere")), 4);
     d->setRequest(missing);
     QVERIFY(!d->start());
     QVERIFY2(d->errorText().contains(QStringLiteral("nowhere")) && d->errorText().contains(QStringLiteral("no such")),
@@ -207,10 +240,33 @@ class AnalysisTest : public QObject {
     QVERIFY(!d->errorText().contains(QLatin1Char('\n')));
     QCOMPARE(w.analysis()->result(), first);
     // Random data: the warning is visible.
-    d->sourceCombo()->setCurrentIndex(CalibrationDialog::Random);
+    d->sourceCombo()->setCurrentIndex(d->sourceCombo()->findData(CalibrationDialog::Random));
     d->show();
     QVERIFY(d->randomWarning()->isVisible());
     d->close();
+  }
+
+  // The calibration form fills the core's request: the method and mode through item data, what
+  // the form does not show kept, and where nothing was changed the CLI's defaults (1/255 is no
+  // number the scale box can show).
+  void calibrationFormRoundTrips() {
+    AnalysisController controller;
+    CalibrationDialog d(&controller);
+    QCOMPARE(d.request().data.image.scale, AnalysisRequest{}.data.image.scale);
+    AnalysisRequest r = clsRequest(m_images4, 4);
+    r.data.image.scale = 1.0f / 127.5f;
+    r.data.batchSize = 2;
+    r.calibration.method = CalibMethod::Percentile;
+    r.calibration.percentile = 99.9;
+    r.calibration.mode = QuantMode::Fp8;
+    d.setRequest(r);
+    const AnalysisRequest back = d.request();
+    QCOMPARE(back.data.path, r.data.path);
+    QCOMPARE(back.data.image.scale, r.data.image.scale);
+    QVERIFY(back.data.image.mean == r.data.image.mean && back.data.image.std == r.data.image.std);
+    QCOMPARE(back.data.batchSize, (int64_t)2);
+    QVERIFY(back.calibration.method == CalibMethod::Percentile && back.calibration.mode == QuantMode::Fp8);
+    QCOMPARE(back.calibration.percentile, 99.9);
   }
 
   // Toggling a checkbox gives exactly a fresh session's full analysis with that node excluded; undo
@@ -220,15 +276,17 @@ class AnalysisTest : public QObject {
     w.setErrorDialogsEnabled(false);
     w.show();
     QVERIFY(openAndWait(w, modelFile(kClsModel)));
-    const CalibrationRequest req = clsRequest(m_images4, 4);
+    const AnalysisRequest req = clsRequest(m_images4, 4);
     QSignalSpy calibrated(w.analysis(), &AnalysisController::calibrated);
     QVERIFY(w.analysis()->calibrate(req));
     QVERIFY(calibrated.wait(180000));
     auto base = w.analysis()->result();
     const Graph& g = w.current()->model->graph;
-    NodeTableModel* m = w.nodeTableModel();
+    auto* m = test::part<NodeTableModel>(w, "nodeTableModel");
+    auto* proxy = test::part<NodeFilterProxyModel>(w, "nodeProxyModel");
+    auto* undo = test::part<QUndoStack>(w, "undoStack");
     QAbstractItemModelTester tester(m, QAbstractItemModelTester::FailureReportingMode::QtTest);
-    QAbstractItemModelTester proxyTester(w.nodeProxyModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester proxyTester(proxy, QAbstractItemModelTester::FailureReportingMode::QtTest);
 
     // A quantized Conv in the middle of the graph.
     NodeId target = -1;
@@ -236,9 +294,9 @@ class AnalysisTest : public QObject {
     for (size_t k = order.size() / 2; k < order.size() && target < 0; ++k)
       if (g.nodes[(size_t)order[k]].opType == "Conv" && base->plan.nodes[(size_t)order[k]].quantized) target = order[k];
     QVERIFY(target >= 0);
-    const QModelIndex check = w.nodeProxyModel()->mapFromSource(m->index(m->rowOfNode(target), NodeTableModel::QuantizedColumn));
+    const QModelIndex check = proxy->mapFromSource(m->index(m->rowOfNode(target), NodeTableModel::QuantizedColumn));
     QVERIFY(m->flags(m->index(m->rowOfNode(target), NodeTableModel::QuantizedColumn)) & Qt::ItemIsUserCheckable);
-    QVERIFY(w.nodeProxyModel()->setData(check, Qt::Unchecked, Qt::CheckStateRole));
+    QVERIFY(proxy->setData(check, Qt::Unchecked, Qt::CheckStateRole));
     QCOMPARE(check.data(Qt::CheckStateRole).toInt(), (int)Qt::Unchecked);  // shows the request at once
     QVERIFY(waitSettled(w));
     auto toggled = w.analysis()->result();
@@ -247,21 +305,21 @@ class AnalysisTest : public QObject {
     auto fresh = freshAnalysis(w.current()->model, req, {g.nodes[(size_t)target].name});
     QVERIFY(fresh);
     compareTable(*m, *fresh);
-    QCOMPARE(w.undoStack()->count(), 1);
-    qInfo("toggle on cls (4 samples): %.0f ms from request to table and graph", w.lastToggleLatencyMs());
+    QCOMPARE(undo->count(), 1);
+    qInfo("toggle on cls (4 samples): %.0f ms from request to table and graph", w.analysisActions()->lastToggleLatencyMs());
 
     // The graph shows the excluded node differently and drops its quantization point.
-    GraphView* view = w.graphView();
+    GraphView* view = test::part<GraphView>(w, "graphView");
     const int pointsToggled = view->quantizationPointCount();
 
-    w.undoStack()->undo();
+    undo->undo();
     QVERIFY(waitSettled(w));
     compareTable(*m, *base);
     QVERIFY(view->quantizationPointCount() > pointsToggled);
-    w.undoStack()->redo();
+    undo->redo();
     QVERIFY(waitSettled(w));
     compareTable(*m, *fresh);
-    w.undoStack()->undo();
+    undo->undo();
     QVERIFY(waitSettled(w));
     compareTable(*m, *base);
 
@@ -270,25 +328,25 @@ class AnalysisTest : public QObject {
     std::vector<NodeId> convs;
     for (NodeId id : order)
       if (g.nodes[(size_t)id].opType == "Conv" && base->plan.nodes[(size_t)id].quantized && convs.size() < 3) convs.push_back(id);
-    for (NodeId id : convs) w.nodeProxyModel()->setData(w.nodeProxyModel()->mapFromSource(m->index(m->rowOfNode(id), NodeTableModel::QuantizedColumn)),
+    for (NodeId id : convs) proxy->setData(proxy->mapFromSource(m->index(m->rowOfNode(id), NodeTableModel::QuantizedColumn)),
                                                         Qt::Unchecked, Qt::CheckStateRole);
     QVERIFY(waitSettled(w));
     QVERIFY(jobs.count() < (int)convs.size());
     std::vector<std::string> names;
     for (NodeId id : convs) names.push_back(g.nodes[(size_t)id].name);
     compareTable(*m, *freshAnalysis(w.current()->model, req, names));
-    for (size_t k = 0; k < convs.size(); ++k) w.undoStack()->undo();
+    for (size_t k = 0; k < convs.size(); ++k) undo->undo();
     QVERIFY(waitSettled(w));
     compareTable(*m, *base);
 
     // "Exclude every Conv node" from the graph's context menu: one undo step.
-    const int before = w.undoStack()->index();
+    const int before = undo->index();
     emit view->opTypeQuantizeRequested(QStringLiteral("Conv"), false);
     QVERIFY(waitSettled(w));
-    QCOMPARE(w.undoStack()->index(), before + 1);
+    QCOMPARE(undo->index(), before + 1);
     for (size_t i = 0; i < g.nodes.size(); ++i)
       if (g.nodes[i].opType == "Conv") QVERIFY(!w.analysis()->result()->plan.nodes[i].quantized);
-    w.undoStack()->undo();
+    undo->undo();
     QVERIFY(waitSettled(w));
     compareTable(*m, *base);
   }
@@ -306,7 +364,8 @@ class AnalysisTest : public QObject {
     QSignalSpy calibrated(w.analysis(), &AnalysisController::calibrated);
     QVERIFY(w.analysis()->calibrate(clsRequest(m_images4, 4)));
     QVERIFY(calibrated.wait(180000));
-    GraphView* view = w.graphView();
+    GraphView* view = test::part<GraphView>(w, "graphView");
+    auto* colour = test::part<QComboBox>(w, "colourCombo");
     QCOMPARE(view->colouring(), GraphView::Colouring::GraphwiseSnr);
     QVERIFY(view->quantizationPointCount() > 10);
     std::set<QRgb> fills;
@@ -314,13 +373,13 @@ class AnalysisTest : public QObject {
     for (size_t i = 0; i < layout.items.size(); ++i)
       if (layout.items[i].kind == LayoutItem::Kind::Node) fills.insert(view->itemFill((int)i).rgb());
     QVERIFY2(fills.size() >= 5, qPrintable(QString::number(fills.size())));
-    w.colourCombo()->setCurrentIndex(2);  // layer-wise: non-quantizable nodes are grey
+    colour->setCurrentIndex(2);  // layer-wise: non-quantizable nodes are grey
     QCOMPARE(view->colouring(), GraphView::Colouring::LayerwiseSnr);
     bool greySeen = false;
     for (size_t i = 0; i < layout.items.size(); ++i)
       greySeen |= layout.items[i].kind == LayoutItem::Kind::Node && view->itemFill((int)i) == SnrScale::noValue();
     QVERIFY(greySeen);
-    w.colourCombo()->setCurrentIndex(1);
+    colour->setCurrentIndex(1);
 
     // Select a quantized Conv: histogram and scatter.
     const Graph& g = w.current()->model->graph;
@@ -328,7 +387,7 @@ class AnalysisTest : public QObject {
     for (NodeId id : g.topoOrder)
       if (g.nodes[(size_t)id].opType == "Conv" && w.analysis()->result()->plan.nodes[(size_t)id].quantized) conv = id;
     w.selectNode(conv);
-    PlotsPanel* plots = w.plotsPanel();
+    PlotsPanel* plots = test::part<PlotsPanel>(w, "plotsPanel");
     QCOMPARE(plots->selectedNode(), conv);
     QVERIFY(plots->selectedTensor() != kNoValue);
     QVERIFY(plots->plot(PlotsPanel::HistogramTab)->graphCount() >= 5);  // histogram + 4 clip ranges
@@ -383,43 +442,84 @@ class AnalysisTest : public QObject {
     QVERIFY(!steps.empty());
     QVERIFY(w.analysis()->result()->worstOutputSnrDb() > worst);
     for (const FallbackStep& s : steps) QVERIFY(!w.analysis()->result()->plan.nodes[(size_t)s.excluded].quantized);
-    QCOMPARE(w.undoStack()->count(), 1);
+    QCOMPARE(test::part<QUndoStack>(w, "undoStack")->count(), 1);
     auto afterFallback = w.analysis()->result();
 
     // Project round trip.
     const QString project = m_tmp.filePath(QStringLiteral("cls.qsproj"));
-    QVERIFY(w.saveProject(project));
+    QVERIFY(w.projects()->save(project));
     MainWindow w2;
     w2.setErrorDialogsEnabled(false);
     QSignalSpy calibrated2(w2.analysis(), &AnalysisController::calibrated);
-    QVERIFY(w2.openProject(project));
+    QVERIFY(w2.projects()->open(project));
     QVERIFY(calibrated2.wait(180000));
     QVERIFY(waitSettled(w2));
     QCOMPARE(w2.analysis()->requestedStates(), w.analysis()->requestedStates());
-    compareTable(*w2.nodeTableModel(), *afterFallback);
+    compareTable(*test::part<NodeTableModel>(w2, "nodeTableModel"), *afterFallback);
     Project p;
     QString error;
     QVERIFY(!projectFromJson("{\"nope\": 1}", project, p, error));
     QVERIFY(error.startsWith(project));
 
-    // Export.
-    QSignalSpy exported(&w, &MainWindow::analysisShown);
-    ExportInput in;
-    in.modelPath = w.current()->path.toStdString();
-    in.model = w.current()->model;
-    in.result = w.analysis()->result();
-    in.session = w.analysis()->session();
-    in.data = w.analysis()->data();
-    ExportDialog dialog(in);
+    // Export: the four files, and quant_cfg.json records the fallback's exclusions by name.
     const QString out = m_tmp.filePath(QStringLiteral("export"));
-    dialog.folderEdit()->setText(out);
-    QSignalSpy done(&dialog, &ExportDialog::exported);
-    QSignalSpy failed(&dialog, &ExportDialog::exportFailed);
-    dialog.start();
-    QVERIFY(done.wait(120000) || !failed.isEmpty());
-    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().at(0).toString()));
+    QStringList written;
+    QVERIFY(exportThroughDialog(w, out, written));
+    QCOMPARE(written.size(), 4);
     for (const char* f : {"quantized.onnx", "quant_cfg.json", "calibration.cache", "report.json"})
       QVERIFY2(QFileInfo(out + QLatin1Char('/') + QLatin1String(f)).size() > 0, f);
+    auto saved = readQuantConfig((out + QStringLiteral("/quant_cfg.json")).toStdString());
+    QVERIFY2(saved.isOk(), saved.isOk() ? "" : saved.status().message().c_str());
+    const Graph& g = w.current()->model->graph;
+    for (const FallbackStep& s : steps) {
+      const std::string pattern = exactNamePattern(g.nodes[(size_t)s.excluded].name);
+      QVERIFY2(std::count(saved->config.nodesToExclude.begin(), saved->config.nodesToExclude.end(), pattern) == 1, pattern.c_str());
+    }
+  }
+
+  // The workbench's Export and `quantscope export` write the same bytes for the same settings: one
+  // request type, one pipeline and one bundle builder behind both.
+  void guiAndCliExportsAreIdentical() {
+    MainWindow w;
+    w.setErrorDialogsEnabled(false);
+    w.show();
+    QVERIFY(openAndWait(w, modelFile(kClsModel)));
+    AnalysisRequest request = clsRequest(m_images4, -1);  // what the flags below say, the rest at the CLI's defaults
+    request.calibration.method = CalibMethod::Max;
+    QSignalSpy calibrated(w.analysis(), &AnalysisController::calibrated);
+    QVERIFY(w.analysis()->calibrate(request));
+    QVERIFY(calibrated.wait(180000));
+    const QString gui = m_tmp.filePath(QStringLiteral("export-gui"));
+    QStringList written;
+    QVERIFY(exportThroughDialog(w, gui, written));
+
+    const QString cli = m_tmp.filePath(QStringLiteral("export-cli"));
+    QProcess quantscope;
+    quantscope.start(QStringLiteral(QS_BINARY),
+                     {QStringLiteral("export"), QString::fromStdString(w.analysis()->request().modelPath),
+                      QStringLiteral("--calibration-data"), m_images4, QStringLiteral("--image-size"), QStringLiteral("192x48"),
+                      QStringLiteral("--mean"), QStringLiteral("0.5,0.5,0.5"), QStringLiteral("--std"), QStringLiteral("0.5,0.5,0.5"),
+                      QStringLiteral("--calibration-method"), QStringLiteral("max"), QStringLiteral("--output-dir"), cli});
+    QVERIFY(quantscope.waitForFinished(300000));
+    QVERIFY2(quantscope.exitStatus() == QProcess::NormalExit && quantscope.exitCode() == 0,
+             quantscope.readAllStandardError().constData());
+
+    const QStringList files = QDir(gui).entryList(QDir::Files, QDir::Name);
+    QCOMPARE(files, QDir(cli).entryList(QDir::Files, QDir::Name));
+    QCOMPARE(files, (QStringList{QStringLiteral("calibration.cache"), QStringLiteral("quant_cfg.json"), QStringLiteral("quantized.onnx"),
+                                 QStringLiteral("report.json")}));
+    for (const QString& f : files) {
+      const QByteArray a = readAll(gui + QLatin1Char('/') + f), b = readAll(cli + QLatin1Char('/') + f);
+      qsizetype at = 0;
+      while (at < std::min(a.size(), b.size()) && a[at] == b[at]) ++at;
+      QVERIFY2(a == b, qPrintable(QStringLiteral("%1: %2 and %3 bytes, first difference at byte %4: GUI '%5', CLI '%6'")
+                                      .arg(f)
+                                      .arg(a.size())
+                                      .arg(b.size())
+                                      .arg(at)
+                                      .arg(QString::fromUtf8(a.mid(std::max<qsizetype>(0, at - 40), 80)),
+                                           QString::fromUtf8(b.mid(std::max<qsizetype>(0, at - 40), 80)))));
+    }
   }
 
   // Toggle latency with 32 calibration samples (reported, never a pass/fail threshold).
@@ -432,19 +532,21 @@ class AnalysisTest : public QObject {
     QVERIFY(w.analysis()->calibrate(clsRequest(m_images32, 32)));
     QVERIFY(calibrated.wait(300000));
     const Graph& g = w.current()->model->graph;
-    NodeTableModel* m = w.nodeTableModel();
+    auto* m = test::part<NodeTableModel>(w, "nodeTableModel");
+    auto* proxy = test::part<NodeFilterProxyModel>(w, "nodeProxyModel");
+    auto* undo = test::part<QUndoStack>(w, "undoStack");
     std::vector<double> ms;
     int n = 0;
     for (NodeId id : g.topoOrder) {
       if (g.nodes[(size_t)id].opType != "Conv" || n >= 5) continue;
       if (n++ % 2) continue;  // spread over the graph
-      const QModelIndex check = w.nodeProxyModel()->mapFromSource(m->index(m->rowOfNode(id), NodeTableModel::QuantizedColumn));
-      w.nodeProxyModel()->setData(check, Qt::Unchecked, Qt::CheckStateRole);
+      const QModelIndex check = proxy->mapFromSource(m->index(m->rowOfNode(id), NodeTableModel::QuantizedColumn));
+      proxy->setData(check, Qt::Unchecked, Qt::CheckStateRole);
       QVERIFY(waitSettled(w));
-      ms.push_back(w.lastToggleLatencyMs());
-      w.undoStack()->undo();
+      ms.push_back(w.analysisActions()->lastToggleLatencyMs());
+      undo->undo();
       QVERIFY(waitSettled(w));
-      ms.push_back(w.lastToggleLatencyMs());
+      ms.push_back(w.analysisActions()->lastToggleLatencyMs());
     }
     QString line;
     for (double v : ms) line += QStringLiteral(" %1").arg(v, 0, 'f', 0);

@@ -20,9 +20,13 @@
 #include <cmath>
 
 #include "tests/support/text_images.h"
+#include "tests/ui/window_parts.h"
+#include "ui/analysis_actions.h"
 #include "ui/analysis_controller.h"
+#include "ui/autosave.h"
 #include "ui/main_window.h"
 #include "ui/node_table_model.h"
+#include "ui/project_controller.h"
 #include "ui/project_file.h"
 
 using namespace qs;
@@ -32,8 +36,8 @@ namespace {
 
 QString clsModel() { return QStringLiteral(QS_MODELS_DIR "/ch_ppocr_mobile_v2.0_cls_infer.onnx"); }
 
-CalibrationRequest clsRequest(const QString& folder) {
-  CalibrationRequest r;
+AnalysisRequest clsRequest(const QString& folder) {
+  AnalysisRequest r;
   r.data.path = folder.toStdString();
   r.data.maxSamples = 4;
   r.data.image.width = 192;  // cls takes 3x48x192
@@ -80,9 +84,10 @@ NodeId middleConv(const MainWindow& w) {
 
 // Excludes `node` through the table's checkbox, as a click does, and waits for the results.
 bool excludeInTable(MainWindow& w, NodeId node) {
-  NodeTableModel* m = w.nodeTableModel();
-  const QModelIndex check = w.nodeProxyModel()->mapFromSource(m->index(m->rowOfNode(node), NodeTableModel::QuantizedColumn));
-  return w.nodeProxyModel()->setData(check, Qt::Unchecked, Qt::CheckStateRole) && settled(w);
+  auto* m = test::part<NodeTableModel>(w, "nodeTableModel");
+  auto* proxy = test::part<NodeFilterProxyModel>(w, "nodeProxyModel");
+  const QModelIndex check = proxy->mapFromSource(m->index(m->rowOfNode(node), NodeTableModel::QuantizedColumn));
+  return proxy->setData(check, Qt::Unchecked, Qt::CheckStateRole) && settled(w);
 }
 
 QStringList autosavesIn(const QString& dir) {
@@ -122,15 +127,15 @@ class AutosaveTest : public QObject {
     const QString dir = freshDir("crash");
     auto* w = new MainWindow;
     w->setErrorDialogsEnabled(false);
-    w->setAutosaveDirectory(dir);
+    w->autosave()->setDirectory(dir);
     w->show();
     QVERIFY(openAndCalibrate(*w, m_images));
-    QVERIFY(!w->autosaveFile().isEmpty());  // written right after the calibration
+    QVERIFY(!w->autosave()->file().isEmpty());  // written right after the calibration
     const NodeId conv = middleConv(*w);
     QVERIFY(conv >= 0);
     const QString convName = QString::fromStdString(w->current()->model->graph.nodes[(size_t)conv].name);
     QVERIFY(excludeInTable(*w, conv));
-    const QString autosave = w->autosaveFile();
+    const QString autosave = w->autosave()->file();
     QVERIFY(autosave.startsWith(dir));
     Project saved;
     QString error;
@@ -140,17 +145,17 @@ class AutosaveTest : public QObject {
     QCOMPARE(saved.modelPath, clsModel());
 
     // The periodic autosave picks up what is not a toggle (the colouring).
-    w->setAutosaveIntervalMs(50);
-    w->colourCombo()->setCurrentIndex(2);
+    w->autosave()->setIntervalMs(50);
+    test::part<QComboBox>(*w, "colourCombo")->setCurrentIndex(2);
     QTRY_VERIFY_WITH_TIMEOUT(loadProject(autosave, saved, error) && saved.colouring == QStringLiteral("layerwise"), 10000);
-    QVERIFY(w->hasUnsavedChanges());  // the autosave is not a project file
+    QVERIFY(w->projects()->hasUnsavedChanges());  // the autosave is not a project file
 
     // A second live window does not offer the first one's autosave.
     {
       MainWindow other;
-      other.setAutosaveDirectory(dir);
-      QVERIFY(other.findOrphanedAutosave().isEmpty());
-      QVERIFY(!other.offerAutosaveRestore(MainWindow::RestoreChoice::Restore));
+      other.autosave()->setDirectory(dir);
+      QVERIFY(other.autosave()->findOrphan().isEmpty());
+      QVERIFY(!other.projects()->offerAutosaveRestore(ProjectController::RestoreChoice::Restore));
     }
 
     // "Crash": no closeEvent.
@@ -160,12 +165,12 @@ class AutosaveTest : public QObject {
 
     MainWindow w2;
     w2.setErrorDialogsEnabled(false);
-    w2.setAutosaveDirectory(dir);
+    w2.autosave()->setDirectory(dir);
     w2.show();
-    QCOMPARE(w2.findOrphanedAutosave(), autosave);
+    QCOMPARE(w2.autosave()->findOrphan(), autosave);
     QSignalSpy shown(&w2, &MainWindow::modelShown);
     QSignalSpy calibrated(w2.analysis(), &AnalysisController::calibrated);
-    QVERIFY(w2.offerAutosaveRestore(MainWindow::RestoreChoice::Restore));
+    QVERIFY(w2.projects()->offerAutosaveRestore(ProjectController::RestoreChoice::Restore));
     QVERIFY(shown.wait(120000));
     QCOMPARE(w2.current()->path, clsModel());
     QVERIFY(calibrated.wait(180000));
@@ -180,7 +185,7 @@ class AutosaveTest : public QObject {
     const auto after = w2.analysis()->result();
     QVERIFY(after);
     QVERIFY(!after->plan.nodes[(size_t)conv].quantized);
-    QCOMPARE(w2.colourCombo()->currentIndex(), 2);
+    QCOMPARE(test::part<QComboBox>(w2, "colourCombo")->currentIndex(), 2);
     // The same calibration on the same data: the same numbers, in the table too.
     QCOMPARE(after->nodes.size(), before->nodes.size());
     for (size_t i = 0; i < after->nodes.size(); ++i) {
@@ -189,18 +194,18 @@ class AutosaveTest : public QObject {
       if (after->nodes[i].hasGraphwise && std::isfinite(before->nodes[i].graphwise.snrDb))
         QCOMPARE(after->nodes[i].graphwise.snrDb, before->nodes[i].graphwise.snrDb);
     }
-    QCOMPARE(w2.nodeTableModel()->result(), after);
-    NodeTableModel* m = w2.nodeTableModel();
+    auto* m = test::part<NodeTableModel>(w2, "nodeTableModel");
+    QCOMPARE(m->result(), after);
     QCOMPARE(m->index(m->rowOfNode(conv), NodeTableModel::QuantizedColumn).data(Qt::CheckStateRole).toInt(), (int)Qt::Unchecked);
     QVERIFY(w2.windowTitle().contains(QStringLiteral("(restored)")));
 
     // The restored session owns the autosave now: nothing is left to offer, and a clean close removes it.
-    QCOMPARE(w2.autosaveFile(), autosave);
+    QCOMPARE(w2.autosave()->file(), autosave);
     QVERIFY(QFileInfo::exists(autosave));
     {
       MainWindow other;
-      other.setAutosaveDirectory(dir);
-      QVERIFY(other.findOrphanedAutosave().isEmpty());
+      other.autosave()->setDirectory(dir);
+      QVERIFY(other.autosave()->findOrphan().isEmpty());
     }
     w2.close();
     QVERIFY(autosavesIn(dir).isEmpty());
@@ -212,41 +217,42 @@ class AutosaveTest : public QObject {
     {
       MainWindow w;
       w.setErrorDialogsEnabled(false);
-      w.setAutosaveDirectory(dir);
+      w.autosave()->setDirectory(dir);
       w.show();
       QVERIFY(openAndCalibrate(w, m_images));
       const NodeId conv = middleConv(w);
       QVERIFY(excludeInTable(w, conv));
-      QVERIFY(QFileInfo::exists(w.autosaveFile()));
-      QVERIFY(w.hasUnsavedChanges());
+      QVERIFY(QFileInfo::exists(w.autosave()->file()));
+      QVERIFY(w.projects()->hasUnsavedChanges());
 
       // An explicit save holds the session: the autosave goes.
       const QString project = m_tmp.filePath(QStringLiteral("clean.qsproj"));
-      QVERIFY(w.saveProject(project));
-      QVERIFY(!w.hasUnsavedChanges());
-      QVERIFY(w.autosaveFile().isEmpty());
+      QVERIFY(w.projects()->save(project));
+      QVERIFY(!w.projects()->hasUnsavedChanges());
+      QVERIFY(w.autosave()->file().isEmpty());
       QVERIFY(autosavesIn(dir).isEmpty());
       // A change after it comes back; undoing it returns to the saved state and removes it again.
-      w.undoStack()->undo();
+      auto* undo = test::part<QUndoStack>(w, "undoStack");
+      undo->undo();
       QVERIFY(settled(w));
-      QVERIFY(w.hasUnsavedChanges());
-      QVERIFY(QFileInfo::exists(w.autosaveFile()));
-      w.undoStack()->redo();
+      QVERIFY(w.projects()->hasUnsavedChanges());
+      QVERIFY(QFileInfo::exists(w.autosave()->file()));
+      undo->redo();
       QVERIFY(settled(w));
-      QVERIFY(!w.hasUnsavedChanges());
+      QVERIFY(!w.projects()->hasUnsavedChanges());
       QVERIFY(autosavesIn(dir).isEmpty());
-      w.undoStack()->undo();
+      undo->undo();
       QVERIFY(settled(w));
-      QVERIFY(QFileInfo::exists(w.autosaveFile()));
+      QVERIFY(QFileInfo::exists(w.autosave()->file()));
 
       // Clean close.
       QVERIFY(w.close());
       QVERIFY2(autosavesIn(dir).isEmpty(), qPrintable(autosavesIn(dir).join(QLatin1Char(' '))));
     }
     MainWindow next;
-    next.setAutosaveDirectory(dir);
-    QVERIFY(next.findOrphanedAutosave().isEmpty());
-    QVERIFY(!next.offerAutosaveRestore());  // nothing to offer: no message box, no restore
+    next.autosave()->setDirectory(dir);
+    QVERIFY(next.autosave()->findOrphan().isEmpty());
+    QVERIFY(!next.projects()->offerAutosaveRestore());  // nothing to offer: no message box, no restore
     QVERIFY(!next.current());
   }
 
@@ -273,14 +279,14 @@ class AutosaveTest : public QObject {
     };
     MainWindow w;
     w.setErrorDialogsEnabled(false);
-    w.setAutosaveDirectory(dir);
+    w.autosave()->setDirectory(dir);
     w.show();
     answer(QStringLiteral("Not Now"));
-    QVERIFY(!w.offerAutosaveRestore());
+    QVERIFY(!w.projects()->offerAutosaveRestore());
     QVERIFY(QFileInfo::exists(orphan));
-    QCOMPARE(w.findOrphanedAutosave(), orphan);
+    QCOMPARE(w.autosave()->findOrphan(), orphan);
     answer(QStringLiteral("Discard"));
-    QVERIFY(!w.offerAutosaveRestore());
+    QVERIFY(!w.projects()->offerAutosaveRestore());
     QVERIFY(!QFileInfo::exists(orphan));
     QVERIFY(!w.current());
 
@@ -288,9 +294,9 @@ class AutosaveTest : public QObject {
     QVERIFY(junk.open(QIODevice::WriteOnly));
     junk.write("{ not json");
     junk.close();
-    QVERIFY(!w.offerAutosaveRestore(MainWindow::RestoreChoice::Restore));
+    QVERIFY(!w.projects()->offerAutosaveRestore(ProjectController::RestoreChoice::Restore));
     QVERIFY(!QFileInfo::exists(orphan));
-    QVERIFY(w.logView()->toPlainText().contains(orphan));
+    QVERIFY(test::part<QPlainTextEdit>(w, "log")->toPlainText().contains(orphan));
   }
 };
 

@@ -22,6 +22,7 @@
 #include <set>
 
 #include "tests/ui/chain_model.h"
+#include "tests/ui/window_parts.h"
 #include "ui/graph_layout.h"
 #include "ui/graph_view.h"
 #include "ui/main_window.h"
@@ -324,32 +325,35 @@ class WorkbenchTest : public QObject {
     QVERIFY(shown.wait(120000));
     const LoadedModelPtr cur = w.current();
     QVERIFY(cur);
-    QVERIFY(!w.startPage()->isVisible());
+    QVERIFY(!test::part<StartPage>(w, "startPage")->isVisible());
     const Graph& g = cur->model->graph;
+    auto* table = test::part<QTableView>(w, "nodeTable");
+    auto* proxy = test::part<NodeFilterProxyModel>(w, "nodeProxyModel");
+    auto* inspector = test::part<PropertyTreeModel>(w, "inspectorModel");
+    GraphView* view = test::part<GraphView>(w, "graphView");
 
     // Table -> view and inspector.
     const int row = 7;
     const NodeId node = g.topoOrder[(size_t)row];
-    QModelIndex proxyIndex = w.nodeProxyModel()->mapFromSource(w.nodeTableModel()->index(row, NodeTableModel::NameColumn));
-    w.nodeTable()->selectionModel()->setCurrentIndex(proxyIndex, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
-    QCOMPARE(w.graphView()->selectedItem(), cur->layout->itemOfNode[(size_t)node]);
-    QModelIndex head = w.inspectorModel()->findKey(QStringLiteral("Node"));
+    QModelIndex proxyIndex = proxy->mapFromSource(test::part<NodeTableModel>(w, "nodeTableModel")->index(row, NodeTableModel::NameColumn));
+    table->selectionModel()->setCurrentIndex(proxyIndex, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    QCOMPARE(view->selectedItem(), cur->layout->itemOfNode[(size_t)node]);
+    QModelIndex head = inspector->findKey(QStringLiteral("Node"));
     QVERIFY(head.isValid());
-    QModelIndex nameRow = w.inspectorModel()->findKey(QStringLiteral("Name"), head);
+    QModelIndex nameRow = inspector->findKey(QStringLiteral("Name"), head);
     QCOMPARE(nameRow.siblingAtColumn(1).data().toString(), QString::fromStdString(g.nodes[(size_t)node].name));
 
     // View (a real click) -> table and inspector.
     const NodeId other = g.topoOrder[3];
     const int item = cur->layout->itemOfNode[(size_t)other];
-    GraphView* view = w.graphView();
     view->setZoom(1.0);
     view->centerOn(cur->layout->items[(size_t)item].rect.center());
     const QPoint at = view->mapFromScene(cur->layout->items[(size_t)item].rect.center()).toPoint();
     QTest::mouseClick(view, Qt::LeftButton, {}, at);
     QCOMPARE(view->selectedItem(), item);
-    QCOMPARE(w.nodeTable()->currentIndex().data(NodeTableModel::NodeIdRole).toInt(), other);
-    head = w.inspectorModel()->findKey(QStringLiteral("Node"));
-    nameRow = w.inspectorModel()->findKey(QStringLiteral("Name"), head);
+    QCOMPARE(table->currentIndex().data(NodeTableModel::NodeIdRole).toInt(), other);
+    head = inspector->findKey(QStringLiteral("Node"));
+    nameRow = inspector->findKey(QStringLiteral("Name"), head);
     QCOMPARE(nameRow.siblingAtColumn(1).data().toString(), QString::fromStdString(g.nodes[(size_t)other].name));
 
     // A click on empty space clears the selection and shows the model summary.
@@ -357,12 +361,12 @@ class WorkbenchTest : public QObject {
     view->centerOn(empty);
     QTest::mouseClick(view, Qt::LeftButton, {}, view->rect().center());
     QCOMPARE(view->selectedItem(), -1);
-    QVERIFY(!w.nodeTable()->selectionModel()->hasSelection());
-    QVERIFY(w.inspectorModel()->findKey(QStringLiteral("Model")).isValid());
+    QVERIFY(!table->selectionModel()->hasSelection());
+    QVERIFY(inspector->findKey(QStringLiteral("Model")).isValid());
 
     // A filtered table still follows the view: rows filtered out are simply not selected.
-    w.nodeFilterEdit()->setText(QStringLiteral("^Conv$"));
-    QVERIFY(w.nodeProxyModel()->rowCount() > 0);
+    test::part<QLineEdit>(w, "nodeFilter")->setText(QStringLiteral("^Conv$"));
+    QVERIFY(proxy->rowCount() > 0);
     w.selectNode(node);
     QCOMPARE(view->selectedItem(), cur->layout->itemOfNode[(size_t)node]);
   }
@@ -380,8 +384,9 @@ class WorkbenchTest : public QObject {
     const Graph& g = cur->model->graph;
     const NodeId target = g.topoOrder[g.topoOrder.size() / 2];
     const QString name = QString::fromStdString(g.nodes[(size_t)target].name);
+    GraphView* view = test::part<GraphView>(w, "graphView");
     QVERIFY(w.findNext(name));
-    QCOMPARE(w.graphView()->selectedItem(), cur->layout->itemOfNode[(size_t)target]);
+    QCOMPARE(view->selectedItem(), cur->layout->itemOfNode[(size_t)target]);
     // A weight's name finds the node that reads it.
     NodeId withWeight = -1;
     ValueId weight = kNoValue;
@@ -395,16 +400,16 @@ class WorkbenchTest : public QObject {
     }
     QVERIFY(weight != kNoValue);
     QVERIFY(w.findNext(QString::fromStdString(g.value(weight).name)));
-    QCOMPARE(w.graphView()->selectedItem(), cur->layout->itemOfNode[(size_t)withWeight]);
+    QCOMPARE(view->selectedItem(), cur->layout->itemOfNode[(size_t)withWeight]);
     // Enter moves on to the next of several matches.
     QVERIFY(w.findNext(QStringLiteral("conv")));
-    const int first = w.graphView()->selectedItem();
+    const int first = view->selectedItem();
     QVERIFY(w.findNext(QStringLiteral("conv")));
-    QVERIFY(w.graphView()->selectedItem() != first);
+    QVERIFY(view->selectedItem() != first);
     QVERIFY(!w.findNext(QStringLiteral("no-such-name-anywhere")));
     // Ctrl+F opens the search bar.
     QTest::keyClick(&w, Qt::Key_F, Qt::ControlModifier);
-    QVERIFY(w.searchEdit()->isVisible());
+    QVERIFY(test::part<QLineEdit>(w, "searchEdit")->isVisible());
   }
 
   void loadErrorKeepsPreviousModel() {
@@ -436,7 +441,7 @@ class WorkbenchTest : public QObject {
     QVERIFY(!message.contains(QLatin1Char('\n')));
     QCOMPARE(w.current(), before);  // the previous model stays
     QCOMPARE(shown.count(), 0);
-    QVERIFY(w.logView()->toPlainText().contains(message));
+    QVERIFY(test::part<QPlainTextEdit>(w, "log")->toPlainText().contains(message));
     auto* box = w.findChild<QMessageBox*>();
     QVERIFY(box);
     QCOMPARE(box->informativeText(), message);
@@ -466,7 +471,7 @@ class WorkbenchTest : public QObject {
     const QImage window = w.grab().toImage();
     QVERIFY(!window.isNull());
     window.save(QDir::temp().filePath(QStringLiteral("qs_ui_tests_window.png")));
-    const QImage graph = w.graphView()->grab().toImage();
+    const QImage graph = test::part<GraphView>(w, "graphView")->grab().toImage();
     const ImageCensus c = census(graph, QColor(0xfa, 0xfb, 0xfc));
     qInfo("graph view: %.1f%% foreground, %d node colours", c.foreground * 100, c.categoriesPresent);
     QVERIFY2(c.foreground > 0.04, qPrintable(QString::number(c.foreground)));
@@ -477,8 +482,9 @@ class WorkbenchTest : public QObject {
     MainWindow w;
     auto* stack = w.findChild<QStackedWidget*>();
     QVERIFY(stack);
-    QCOMPARE(stack->currentWidget(), static_cast<QWidget*>(w.startPage()));
-    auto* sample = w.startPage()->findChild<QPushButton*>(QStringLiteral("sampleButton"));
+    auto* start = test::part<StartPage>(w, "startPage");
+    QCOMPARE(stack->currentWidget(), static_cast<QWidget*>(start));
+    auto* sample = start->findChild<QPushButton*>(QStringLiteral("sampleButton"));
     QVERIFY(sample);
     QCOMPARE(sample->isEnabled(), !MainWindow::sampleModelPath().isEmpty());
     if (!MainWindow::sampleModelPath().isEmpty())
