@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/node_paths.h"
+#include "core/analysis/quant_state.h"
 #include "core/analysis/results.h"
 #include "core/numeric/metrics.h"
 #include "core/util/progress.h"
@@ -54,17 +56,8 @@ struct AnalysisOptions {
   bool fuseElementwise = true;
 };
 
-/// An elementwise op with a constant, y = a x + b on its activation input `input` (-1: the node
-/// is not one): its error sums follow from its input's (ErrorAccumulator::affine).
-struct AffineOp {
-  int input = -1;
-  double a = 1, b = 0;
-};
-
-/// A run of elementwise ops over one activation and each other's outputs (Add, Sub, Mul, Div,
-/// Clip with scalar constants; det's Mul, Add, Add, Clip, Mul, Div, Mul, Add after each Conv) that
-/// the quantized pass computes in one pass over the tensor (quant_session.cpp).
-struct ElementwiseChain;
+struct BatchCache;
+struct PassContext;
 
 class QuantSession {
  public:
@@ -114,49 +107,14 @@ class QuantSession {
 
  private:
   QuantSession() = default;
-  struct BatchCache;
-  class Transform;
-  struct IntConv;
-  struct DepthwiseConv;
-
-  struct PointRef {
-    size_t inputIndex;
-    ValueId value;
-    int weight;  // index into m_weights, -1 for an activation point
-  };
+  // The points per node, the weights quantized, the fast paths chosen (once per plan).
   void indexPoints();
-  // The node as an integer Conv on its untransformed `inputs` (what to compute as in
-  // QConvOutputs; a reference must hold the Conv's output element count); false where it does not
-  // apply (no activation scale, an input qconv refuses, ...): the caller then runs the FP32 kernel
-  // on fake-quantized inputs.
-  bool runIntConv(const IntConv& ic, std::span<const Tensor* const> inputs, const QConvOutputs& out,
-                  int64_t referenceElements = 0) const;
-  bool runIntConvTranspose(const IntConv& ic, const Tensor& X, float sx, std::span<const Tensor* const> inputs,
-                           const QConvOutputs& out, int64_t referenceElements) const;
-  // A depthwise Conv plane by plane, X fake-quantized per plane. With `y`: the quantized node
-  // (both points) into *y, sums[0] (with `ref`) its sums against ref. Without: the layer-wise runs
-  // against `ref`, sums[0..2] = both points, activations only, weights only (null: skipped),
-  // nothing stored. False where it does not apply (no activation scale, shapes the Conv kernel
-  // would refuse): the caller then runs the node.
-  bool depthwisePlanes(const DepthwiseConv& dw, std::span<const Tensor* const> inputs, Tensor* y, const Tensor* ref,
-                       ErrorAccumulator* const sums[3]) const;
-  void computeScales();
   std::vector<char> enabledMask() const;
   void finishResult(AnalysisResult& r, const std::vector<ErrorAccumulator>& nodeAcc,
                     const std::vector<ErrorAccumulator>& outAcc) const;
-  std::vector<NodeId> coneOf(const std::vector<NodeId>& roots) const;
-  // The float pass of one batch, every activation kept (the reference of every comparison).
-  Result<std::vector<Tensor>> floatPass(const std::vector<NamedTensor>& feeds) const;
-  // The quantized pass of one batch through `transform` (a toggle's batch beyond the cache), its
-  // node outputs (those of `nodes`, or all) and graph outputs accumulated against `floatTable`,
-  // intermediates freed as the pass goes.
-  Status quantizedPass(const std::vector<NamedTensor>& feeds, const std::vector<Tensor>& floatTable, Transform& transform,
-                       const std::vector<NodeId>* nodes, std::vector<ErrorAccumulator>& nodeAcc,
-                       std::vector<ErrorAccumulator>& outAcc) const;
-  // Re-runs `cone` over the float table with `transform`; adds the graph outputs to `acc`.
-  Status sensitivityPass(const std::vector<NodeId>& cone, Transform& transform, const std::vector<Tensor>& floatTable,
-                         ErrorAccumulator& acc) const;
-  bool keepGoing(const ProgressFn& progress, double fraction, const std::string& stage) const;
+  // What the passes of batch_sweep.h read of this session.
+  PassContext passContext() const;
+  Status cancelled() const;
 
   std::shared_ptr<const Model> m_model;
   std::unique_ptr<Executor> m_executor;
@@ -164,14 +122,8 @@ class QuantSession {
   QuantPlan m_plan;
   std::map<ValueId, TensorStats> m_stats;
   std::map<ValueId, float> m_amaxOverride;
-  std::map<ValueId, ActivationQuant> m_act;
-  std::vector<WeightQuant> m_weights;
-  std::vector<Tensor> m_fakeWeights;  // per m_weights entry: the weight after fake quantization
-  std::vector<std::vector<PointRef>> m_pointsByNode;
-  std::vector<std::shared_ptr<const IntConv>> m_intConv;  // per node; null: FP32 on fake-quantized inputs
-  std::vector<std::shared_ptr<const DepthwiseConv>> m_dwConv;  // per node; null: not a depthwise Conv with both points
-  std::vector<AffineOp> m_affine;  // per node
-  std::vector<std::shared_ptr<const ElementwiseChain>> m_chainAt;  // per node: the chain it heads
+  QuantState m_state;  // points, weight and activation scales, fake-quantized weights
+  NodePaths m_paths;   // which node takes which path
   int64_t m_calibratedSamples = 0;
   std::shared_ptr<const AnalysisResult> m_result;
   // Per-node accumulators of the last analysis, kept for incremental updates.

@@ -35,7 +35,8 @@ thread_local bool t_inParallel = false;
 class Pool {
  public:
   // Never destroyed (workers are parked at exit); see pool().
-  bool tryRun(int threads, int64_t n, int64_t chunks, const Fn& fn) {
+  // `adapt`: the region counts for the back-off (judge()); long items do not.
+  bool tryRun(int threads, int64_t n, int64_t chunks, const Fn& fn, bool adapt = true) {
     if (m_busy.exchange(true, std::memory_order_acquire)) return false;
     t_inParallel = true;
     while ((int)m_workers.size() < threads - 1) {
@@ -56,9 +57,10 @@ class Pool {
     // Every chunk is claimed; wait only for those still running on a worker.
     for (int spin = 0; m_done.load(std::memory_order_acquire) < chunks; ++spin) {
       if (spin < 4096) _mm_pause();
-      else std::this_thread::yield();
+      else if (adapt) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(50));  // long items: leave the core
     }
-    judge(t0, t1, Clock::now(), mine < chunks);
+    if (adapt) judge(t0, t1, Clock::now(), mine < chunks);
     t_inParallel = false;
     m_busy.store(false, std::memory_order_release);
     return true;
@@ -183,6 +185,20 @@ void parallelFor(int threads, int64_t n, int64_t grain, const std::function<void
   const int64_t chunks = std::min<int64_t>({pieces, int64_t(threads) * 4, kMaxChunks});
   Pool& p = pool();
   if (!p.parallelAllowed() || !p.tryRun(threads, n, chunks, fn)) fn(0, n);
+}
+
+void parallelForEach(int threads, int64_t n, const std::function<void(int64_t)>& fn) {
+  if (n <= 0) return;
+  const Fn items = [&fn](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) fn(i);
+  };
+  threads = (int)std::min<int64_t>(threads, n);
+  if (threads <= 1 || t_inParallel) {
+    items(0, n);
+    return;
+  }
+  // One item per chunk, so that items are claimed one at a time.
+  if (!pool().tryRun(threads, n, std::min<int64_t>(n, kMaxChunks), items, false)) items(0, n);
 }
 
 SerialScope::SerialScope() : m_previous(t_inParallel) { t_inParallel = true; }

@@ -260,10 +260,7 @@ Status clipTyped(const Tensor& x, Tensor& out, const Tensor* lo, const Tensor* h
   const T* xi = x.data<T>();
   T* yo = out.data<T>();
   parallelBlocks(ctx, x.numel(), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      T v = xi[i] < vlo ? vlo : xi[i];
-      yo[i] = v > vhi ? vhi : v;
-    }
+    for (int64_t i = b; i < e; ++i) yo[i] = clipValue(xi[i], vlo, vhi);
   });
   return Status::ok();
 }

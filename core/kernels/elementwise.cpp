@@ -97,40 +97,8 @@ Status dtypeError(const char* op, DType t) {
 }
 
 // ---- element functors -------------------------------------------------------------------------
+// (AddOp, SubOp, MulOp, DivOp: elementwise.h, shared with the analysis's elementwise chains.)
 
-struct AddOp {
-  template <class T>
-  T operator()(T a, T b) const { return T(a + b); }
-};
-struct SubOp {
-  template <class T>
-  T operator()(T a, T b) const { return T(a - b); }
-};
-struct MulOp {
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T> && sizeof(T) >= 4) {
-      using U = std::make_unsigned_t<T>;
-      return T(U(a) * U(b));  // wraps without UB
-    } else {
-      return T(a * b);
-    }
-  }
-};
-struct DivOp {
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
-      if (b == 0) return T(0);
-      if constexpr (std::is_signed_v<T>) {
-        if (b == T(-1)) return T(std::make_unsigned_t<T>(0) - std::make_unsigned_t<T>(a));
-      }
-      return T(a / b);
-    } else {
-      return a / b;
-    }
-  }
-};
 struct PowOp {
   template <class T>
   T operator()(T a, T b) const {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "core/exec/kernel.h"
@@ -36,6 +37,46 @@ template <class T>
 struct Tag {
   using type = T;
 };
+
+/// The element operations of Add, Sub, Mul and Div (what binaryBroadcast applies) and of Clip.
+/// Shared with the elementwise chains of the analysis (elementwise_chain.h), whose outputs are
+/// then the same bits as the kernels'.
+struct AddOp {
+  template <class T>
+  T operator()(T a, T b) const { return T(a + b); }
+};
+struct SubOp {
+  template <class T>
+  T operator()(T a, T b) const { return T(a - b); }
+};
+struct MulOp {
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T> && sizeof(T) >= 4) {
+      using U = std::make_unsigned_t<T>;
+      return T(U(a) * U(b));  // wraps without UB
+    } else {
+      return T(a * b);
+    }
+  }
+};
+struct DivOp {
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (!std::is_integral_v<T>) return a / b;
+    else if (b == 0) return T(0);  // integers: 0 rather than a trap
+    // -a in unsigned arithmetic: MIN / -1 wraps to MIN rather than overflowing.
+    else if (std::is_signed_v<T> && b == T(-1)) return T(std::make_unsigned_t<T>(0) - std::make_unsigned_t<T>(a));
+    else return T(a / b);
+  }
+};
+
+/// Clip of one value (bounds lo <= hi): NaN passes through.
+template <class T>
+T clipValue(T x, T lo, T hi) {
+  const T v = x < lo ? lo : x;
+  return v > hi ? hi : v;
+}
 
 /// fn(Tag<T>{}) for float, double and every integer dtype (not bool, not float16).
 template <class Fn>

@@ -1,5 +1,5 @@
 // The packed AVX2 sgemm against a naive reference (every transpose, alpha, beta, edge sizes,
-// 1..3 threads), the process pool's parallelFor, and the fused Conv activations.
+// 1..3 threads), the process pool's parallelFor and parallelForEach, and the fused Conv activations.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -84,6 +84,26 @@ TEST(KernelsParallel, EveryIndexOnceForAnyThreadCountAndWhenNested) {
         });
       });
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[(size_t)i].load(), 1) << "threads " << threads << " n " << n << " i " << i;
+    }
+  }
+}
+
+TEST(KernelsParallel, ForEachRunsEveryItemOnceWithSerialRegionsInside) {
+  for (int threads : {1, 2, 3, 8}) {
+    for (int64_t n : {0, 1, 2, 7, 100}) {
+      std::vector<std::atomic<int>> hits((size_t)n);
+      std::atomic<int> parallelInside{0};
+      parallelForEach(threads, n, [&](int64_t i) {
+        hits[(size_t)i]++;
+        // Several items at once: a region inside runs serially, as one chunk on this thread.
+        std::atomic<int> chunks{0};
+        parallelFor(threads, 1000, 1, [&](int64_t, int64_t) { chunks++; });
+        if (chunks.load() != 1) parallelInside++;
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[(size_t)i].load(), 1) << "threads " << threads << " n " << n;
+      if (threads > 1 && n > 1) {
+        EXPECT_EQ(parallelInside.load(), 0) << "threads " << threads << " n " << n;
+      }
     }
   }
 }

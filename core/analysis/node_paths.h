@@ -1,0 +1,84 @@
+// Which node takes which path in the analysis (docs/design.md, "Analysis"): the error sums of
+// an a x + b op derived from its input's, elementwise chains in one pass, depthwise Convs plane by
+// plane, INT8 Convs in integer arithmetic. Chosen once per plan from the points and the options;
+// the arithmetic of each path is engine code (core/kernels: elementwise_chain.h,
+// depthwise_planes.h, int_conv.h) that knows nothing of the analysis.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/analysis/quant_state.h"
+#include "core/kernels/elementwise_chain.h"
+#include "core/kernels/int_conv.h"
+
+namespace qs {
+
+/// An elementwise op with a constant, y = a x + b on its activation input `input` (-1: the node
+/// is not one): its error sums follow from its input's (ErrorAccumulator::affine).
+struct AffineOp {
+  int input = -1;
+  double a = 1, b = 0;
+};
+
+/// A run of elementwise ops over one activation and each other's outputs (Add, Sub, Mul, Div,
+/// Clip with scalar constants and no points of their own; det's Mul, Add, Add, Clip, Mul, Div,
+/// Mul, Add after each Conv) that the quantized pass computes in one pass over the tensor.
+struct ElementwiseChain {
+  ValueId input = kNoValue;
+  std::vector<ChainOp> ops;  // in an order that respects their dependences
+  std::vector<NodeId> nodes;  // per op: its node
+  std::vector<char> stored;  // per op: its output is read outside the chain (or is a graph output)
+};
+
+/// A group-1 Conv (or tiling ConvTranspose) whose input X and weights W both carry INT8 points:
+/// run as u8 x s8 -> int32.
+struct IntConvNode {
+  ValueId act = kNoValue;  // X's activation point
+  std::shared_ptr<const IntConv> conv;
+};
+
+/// A depthwise Conv (one filter per channel) whose input X and weights W both carry points.
+struct DepthwiseNode {
+  WindowAttrs attrs;
+  ValueId act = kNoValue;  // X's activation point
+  int weight = -1;         // index into QuantState::weights / fakeWeights
+};
+
+/// The paths, per node (null or -1: the plain one).
+struct NodePaths {
+  std::vector<AffineOp> affine;
+  std::vector<std::shared_ptr<const ElementwiseChain>> chainAt;  // the chain the node heads
+  std::vector<std::shared_ptr<const DepthwiseNode>> dwConv;
+  std::vector<std::shared_ptr<const IntConvNode>> intConv;  // null: FP32 on fake-quantized inputs
+};
+
+/// Elementwise ops with a scalar constant and no point of their own: y = a x + b.
+std::vector<AffineOp> findAffineOps(const Graph& g, const QuantState& s);
+/// Elementwise chains: from an activation, every op over it and the chain's values (earliest in
+/// topological order first) that has no point of its own and only scalar constants besides, up
+/// to kMaxChainOps (a longer run of such ops makes several chains). Chains of one op are dropped.
+std::vector<std::shared_ptr<const ElementwiseChain>> findElementwiseChains(const Graph& g, const QuantState& s);
+/// Depthwise Convs with points on X and W: their layer-wise runs go plane by plane (any CPU,
+/// any mode).
+std::vector<std::shared_ptr<const DepthwiseNode>> findDepthwiseConvs(const Graph& g, const QuantPlan& plan,
+                                                                      const QuantState& s);
+/// Convs with INT8 points on X and W that run as integer Convs. Only where VNNI makes them
+/// faster than FP32 (the portable integer path is not): all null elsewhere and in FP8 mode.
+std::vector<std::shared_ptr<const IntConvNode>> findIntConvs(const Graph& g, const QuantPlan& plan,
+                                                             const QuantState& s);
+
+/// The node on its untransformed `inputs` as an integer Conv (what to compute as in
+/// QConvOutputs; a reference must hold the Conv's output element count); false where it does
+/// not apply (no activation scale, an input qconv refuses, ...): the caller then runs the FP32
+/// kernel on fake-quantized inputs.
+bool runIntConvNode(const QuantState& s, const IntConvNode& ic, std::span<const Tensor* const> inputs,
+                    const QConvOutputs& out, int64_t referenceElements = 0);
+/// A depthwise Conv plane by plane, X fake-quantized per plane (depthwisePlanes: with `y`, the
+/// quantized node; without, the layer-wise runs into sums[0..2]). False where it does not apply
+/// (no activation scale, shapes the Conv kernel would refuse): the caller then runs the node.
+bool runDepthwiseNode(const QuantState& s, const DepthwiseNode& dw, std::span<const Tensor* const> inputs, Tensor* y,
+                      const Tensor* ref, ErrorAccumulator* const sums[3]);
+
+}  // namespace qs

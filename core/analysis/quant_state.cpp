@@ -1,0 +1,113 @@
+#include "core/analysis/quant_state.h"
+
+#include <algorithm>
+
+#include "core/analysis/compare_outputs.h"
+#include "core/analysis/node_paths.h"
+#include "core/numeric/fake_quant.h"
+
+namespace qs {
+
+ValueId QuantState::inputActPoint(NodeId node) const {
+  for (const PointRef& r : pointsByNode[(size_t)node])
+    if (r.weight < 0 && r.inputIndex == 0) return r.value;
+  return kNoValue;
+}
+
+const ActivationQuant* QuantState::activation(ValueId value) const {
+  auto it = act.find(value);
+  return it == act.end() ? nullptr : &it->second;
+}
+
+std::vector<std::vector<PointRef>> activationPointsByNode(const Graph& g, const QuantPlan& plan) {
+  std::vector<std::vector<PointRef>> byNode(g.nodes.size());
+  for (const ActivationPoint& a : plan.activations)
+    byNode[(size_t)a.node].push_back(PointRef{a.inputIndex, a.value, -1});
+  return byNode;
+}
+
+void quantizeWeights(const Graph& g, const QuantPlan& plan, QuantState& s) {
+  for (const WeightPoint& w : plan.weights) {
+    const Tensor& t = *g.value(w.value).constant;
+    WeightQuant wq;
+    wq.node = w.node;
+    wq.inputIndex = w.inputIndex;
+    wq.value = w.value;
+    wq.axis = w.axis;
+    auto amax = perChannelAbsMax(t, w.axis);
+    if (amax) wq.amax = std::move(amax).value();
+    else wq.amax.assign((size_t)t.dim(w.axis), 0.f);  // the plan only emits valid axes
+    for (float a : wq.amax) wq.scale.push_back(scaleFromAmax(a, plan.mode));
+    s.fakeWeights.push_back(fakeQuantize(t, wq.scale, w.axis, plan.mode, kWeightQmin, kWeightQmax));
+    s.pointsByNode[(size_t)w.node].push_back(PointRef{w.inputIndex, w.value, (int)s.weights.size()});
+    s.weights.push_back(std::move(wq));
+  }
+}
+
+std::map<ValueId, ActivationQuant> computeScales(const Graph& g, const QuantPlan& plan,
+                                                 const std::map<ValueId, TensorStats>& stats,
+                                                 const std::map<ValueId, float>& amaxOverride,
+                                                 const CalibrationSettings& calibration) {
+  std::map<ValueId, ActivationQuant> act;
+  std::map<int, float> groupAmax;
+  for (const ActivationPoint& a : plan.activations) {
+    if (act.count(a.value)) continue;
+    ActivationQuant q;
+    q.value = a.value;
+    q.scaleGroup = a.scaleGroup;
+    auto st = stats.find(a.value);
+    if (st != stats.end()) {
+      q.methodAmax = st->second.allAmax(calibration);
+      NodeId producer = g.value(a.value).producer;
+      bool softmax = producer >= 0 && g.nodes[(size_t)producer].opType == "Softmax";
+      q.amax = calibratedAmax(st->second, calibration, softmax);
+    }
+    auto ov = amaxOverride.find(a.value);
+    if (ov != amaxOverride.end()) q.amax = ov->second;
+    if (st == stats.end() && ov == amaxOverride.end()) continue;  // neither calibrated nor given
+    act[a.value] = q;
+    if (a.scaleGroup >= 0) groupAmax[a.scaleGroup] = std::max(groupAmax[a.scaleGroup], q.amax);
+  }
+  for (auto& [id, q] : act) {
+    if (q.scaleGroup >= 0) q.amax = groupAmax[q.scaleGroup];
+    q.scale = scaleFromAmax(q.amax, plan.mode);
+  }
+  return act;
+}
+
+const Tensor* FakeQuantTransform::transform(NodeId node, size_t input, const Tensor& value, Tensor& storage) {
+  if (!enabled(node)) return nullptr;
+  for (const PointRef& r : m_s.pointsByNode[(size_t)node]) {
+    if (r.inputIndex != input) continue;
+    if (r.weight >= 0) {
+      if (!(m_parts & kWeights)) return nullptr;
+      return &m_s.fakeWeights[(size_t)r.weight];
+    }
+    if (!(m_parts & kActivations) || value.dtype() != DType::Float) return nullptr;
+    const ActivationQuant* q = m_s.activation(r.value);
+    if (!q) return nullptr;
+    storage = fakeQuantize(value, {q->scale}, 0, m_s.mode, kActQmin, kActQmax, m_s.threads);
+    return &storage;
+  }
+  return nullptr;
+}
+
+bool FakeQuantTransform::runNode(NodeId node, std::span<const Tensor* const> inputs, std::span<Tensor> outputs,
+                                 Status&) {
+  if (m_parts != kBoth || outputs.empty() || !enabled(node)) return false;
+  // (The integer Conv's output is compared by the observer: measured, comparing it in the
+  // epilogue, row run by row run across the output planes, was slower than one pass over it.)
+  if (const IntConvNode* ic = m_paths.intConv[(size_t)node].get())
+    return runIntConvNode(m_s, *ic, inputs, QConvOutputs{&outputs[0]});
+  const Tensor* ref = m_compare ? m_compare->reference(node) : nullptr;
+  ErrorAccumulator sums;
+  if (const DepthwiseNode* dw = m_paths.dwConv[(size_t)node].get()) {
+    ErrorAccumulator* const planeSums[3] = {ref ? &sums : nullptr, nullptr, nullptr};
+    if (!runDepthwiseNode(m_s, *dw, inputs, &outputs[0], ref, planeSums)) return false;
+    if (ref) m_compare->compared(node, sums);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace qs

@@ -1,0 +1,88 @@
+// The quantization state of an analysis session: the points of each node, the weights' scales
+// and fake-quantized copies, the activations' scales, and the input transform that applies
+// them (fake quantization at the points of the enabled nodes, the fast paths of node_paths.h
+// where a node takes one).
+#pragma once
+
+#include <map>
+#include <span>
+#include <vector>
+
+#include "core/analysis/results.h"
+#include "core/exec/executor.h"
+#include "core/quant/calibrator.h"
+#include "core/quant/quant_types.h"
+
+namespace qs {
+
+struct NodePaths;
+class NodeCompare;
+
+/// A quantization point on input `inputIndex` of a node.
+struct PointRef {
+  size_t inputIndex;
+  ValueId value;
+  int weight;  // index into QuantState::weights, -1 for an activation point
+};
+
+/// What fake quantization needs, per plan: fixed once the plan's points are (toggles change
+/// which nodes are on, not their points), the activation scales once calibrated.
+struct QuantState {
+  QuantMode mode = QuantMode::Int8;
+  int threads = 1;  // the executor's: fake quantization of a large tensor is split over them
+  std::vector<std::vector<PointRef>> pointsByNode;
+  std::vector<WeightQuant> weights;
+  std::vector<Tensor> fakeWeights;  // per weights entry: the weight after fake quantization
+  std::map<ValueId, ActivationQuant> act;
+
+  /// The activation point on input 0 of `node` (kNoValue: none).
+  ValueId inputActPoint(NodeId node) const;
+  /// The quantization of activation `value`, or null where it has no scale (not calibrated).
+  const ActivationQuant* activation(ValueId value) const;
+};
+
+/// The points of `plan` per node, activations first, then weights in the plan's order (as
+/// quantizeWeights() appends them). Weight points are left to quantizeWeights().
+std::vector<std::vector<PointRef>> activationPointsByNode(const Graph& g, const QuantPlan& plan);
+/// Per-channel amax and scales of every weight point of `plan`, its fake-quantized copy, and its
+/// PointRef on its node: appended to s.weights, s.fakeWeights and s.pointsByNode.
+void quantizeWeights(const Graph& g, const QuantPlan& plan, QuantState& s);
+/// The scales of the activation points: each tensor's amax by the calibration method (or the
+/// override given for it), Concat groups sharing their largest amax. Tensors with neither stats
+/// nor an override get no entry.
+std::map<ValueId, ActivationQuant> computeScales(const Graph& g, const QuantPlan& plan,
+                                                 const std::map<ValueId, TensorStats>& stats,
+                                                 const std::map<ValueId, float>& amaxOverride,
+                                                 const CalibrationSettings& calibration);
+
+/// Fake-quantizes node inputs at the quantization points of the enabled nodes (copyable: each
+/// pass or thread that compares through it takes its own copy).
+class FakeQuantTransform : public InputTransform {
+ public:
+  enum Parts { kActivations = 1, kWeights = 2, kBoth = 3 };
+  // Every node whose mask entry is set.
+  FakeQuantTransform(const QuantState& s, const NodePaths& paths, std::vector<char> enabled, int parts = kBoth)
+      : m_s(s), m_paths(paths), m_enabled(std::move(enabled)), m_parts(parts) {}
+  // One node alone (layer-wise, sensitivity): no per-node mask to build.
+  FakeQuantTransform(const QuantState& s, const NodePaths& paths, NodeId only, int parts = kBoth)
+      : m_s(s), m_paths(paths), m_only(only), m_parts(parts) {}
+  // Outputs of taken-over nodes compared through `c` (one FakeQuantTransform per thread then).
+  void setCompare(NodeCompare* c) { m_compare = c; }
+
+  const Tensor* transform(NodeId node, size_t input, const Tensor& value, Tensor& storage) override;
+  // With both kinds of points on, an integer Conv replaces fake quantization plus FP32 Conv, and
+  // a depthwise Conv runs plane by plane (X fake-quantized per plane, never stored whole),
+  // comparing each output plane as it goes where a NodeCompare is set.
+  bool runNode(NodeId node, std::span<const Tensor* const> inputs, std::span<Tensor> outputs, Status&) override;
+
+ private:
+  bool enabled(NodeId node) const { return m_only >= 0 ? node == m_only : m_enabled[(size_t)node] != 0; }
+  const QuantState& m_s;
+  const NodePaths& m_paths;
+  std::vector<char> m_enabled;
+  NodeId m_only = -1;
+  int m_parts;
+  NodeCompare* m_compare = nullptr;
+};
+
+}  // namespace qs
