@@ -82,8 +82,14 @@ AnalysisActions::AnalysisActions(MainWindow* window, AnalysisController* analysi
   m_redoAction = m_undo->createRedoAction(this, QStringLiteral("&Redo"));
   m_redoAction->setShortcuts({QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Z), QKeySequence::Redo});
   m_calibrate = new QAction(QStringLiteral("&Calibrate…"), this);
+  m_calibrate->setObjectName(QStringLiteral("calibrateAction"));
   m_calibrate->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));
-  connect(m_calibrate, &QAction::triggered, this, &AnalysisActions::showCalibrationDialog);
+  connect(m_calibrate, &QAction::triggered, this, &AnalysisActions::calibrate);
+  m_calibrationSettings = new QAction(QStringLiteral("Calibration &Settings…"), this);
+  m_calibrationSettings->setObjectName(QStringLiteral("calibrationSettingsAction"));
+  m_calibrationSettings->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_K));
+  m_calibrationSettings->setToolTip(QStringLiteral("Choose the calibration data, its preprocessing and the method (Ctrl+Shift+K)"));
+  connect(m_calibrationSettings, &QAction::triggered, this, &AnalysisActions::showCalibrationDialog);
   m_fallback = new QAction(QStringLiteral("&Auto-Fallback…"), this);
   m_fallback->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_F));
   connect(m_fallback, &QAction::triggered, this, &AnalysisActions::showAutoFallback);
@@ -100,6 +106,7 @@ AnalysisActions::AnalysisActions(MainWindow* window, AnalysisController* analysi
   tb->setMovable(false);
   tb->setToolButtonStyle(Qt::ToolButtonTextOnly);
   tb->addAction(m_calibrate);
+  tb->addAction(m_calibrationSettings);
   tb->addSeparator();
   tb->addWidget(new QLabel(QStringLiteral("  Colour by "), tb));
   m_colourCombo = new QComboBox(tb);
@@ -118,7 +125,16 @@ AnalysisActions::AnalysisActions(MainWindow* window, AnalysisController* analysi
   tb->addAction(m_export);
 
   connect(m_analysis, &AnalysisController::fallbackFinished, this, &AnalysisActions::onFallbackFinished);
+  // A calibration that ran chose the settings: Calibrate runs them again without asking.
+  connect(m_analysis, &AnalysisController::failed, this, [this](AnalysisController::Job job, const QString&) {
+    if (job != AnalysisController::Job::Calibrate || !m_directRun) return;
+    m_directRun = false;
+    showCalibrationDialog();  // it shows the error, beside the settings that led to it
+  });
+  connect(m_analysis, &AnalysisController::cancelled, this, [this] { m_directRun = false; });
   connect(m_analysis, &AnalysisController::calibrated, this, [this] {
+    m_directRun = false;
+    m_settingsChosen = true;
     const AnalysisRequest& r = m_analysis->request();
     const auto data = m_analysis->data();
     m_window->log(QStringLiteral("Calibrated on %1 (%2 samples, %3, %4) in %5 s; worst output SNR %6 dB")
@@ -147,6 +163,7 @@ GraphView::Colouring AnalysisActions::colouring() const {
 
 void AnalysisActions::modelOpened(const Model* model) {
   m_undo->clear();
+  m_settingsChosen = false;
   if (m_calibDialog) m_calibDialog->setModel(model);
 }
 
@@ -155,6 +172,13 @@ void AnalysisActions::updateActions() {
   const bool idle = !m_analysis->isBusy();
   const bool result = m_analysis->hasResult();
   m_calibrate->setEnabled((bool)current);
+  m_calibrationSettings->setEnabled((bool)current);
+  // "Calibrate" runs; "Calibrate…" asks first (the dialog).
+  const QString data = QString::fromStdString(formRequest().data.path);
+  m_calibrate->setText(m_settingsChosen ? QStringLiteral("&Calibrate") : QStringLiteral("&Calibrate…"));
+  m_calibrate->setToolTip(m_settingsChosen ? QStringLiteral("Calibrate and analyse on %1 (Ctrl+K)")
+                                                 .arg(data.isEmpty() ? QStringLiteral("random inputs") : QFileInfo(data).fileName())
+                                           : QStringLiteral("Choose the calibration data, then calibrate and analyse (Ctrl+K)"));
   m_fallback->setEnabled(result && idle);
   m_export->setEnabled(result && idle && current && QFileInfo(current->path).isFile());
 }
@@ -170,6 +194,28 @@ CalibrationDialog* AnalysisActions::calibrationDialog() {
 }
 
 AnalysisRequest AnalysisActions::formRequest() const { return m_calibDialog ? m_calibDialog->request() : AnalysisRequest{}; }
+
+void AnalysisActions::setCalibrationSettings(const AnalysisRequest& request) {
+  calibrationDialog()->setRequest(request);
+  m_settingsChosen = !request.data.path.empty();
+  updateActions();
+}
+
+void AnalysisActions::calibrate() {
+  if (!m_window->current()) return;
+  if (!m_settingsChosen || m_analysis->isBusy()) {
+    showCalibrationDialog();
+    return;
+  }
+  const QString data = QString::fromStdString(formRequest().data.path);
+  m_window->log(QStringLiteral("Calibrating on %1 (Calibration Settings… changes the data and the method)")
+                    .arg(data.isEmpty() ? QStringLiteral("random inputs") : data));
+  m_directRun = true;
+  if (!calibrationDialog()->start()) {  // refused before any thread: the dialog says why
+    m_directRun = false;
+    showCalibrationDialog();
+  }
+}
 
 void AnalysisActions::showCalibrationDialog() {
   if (!m_window->current()) return;

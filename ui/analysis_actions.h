@@ -1,7 +1,8 @@
-// The analysis commands of the workbench: Calibrate (the calibration dialog), Auto-Fallback (its
-// target and the list of what it excluded), Export (the export dialog) and Cancel; the analysis
-// toolbar (colouring, undo, redo); and the node toggles of the table and the graph, as undoable
-// requests to the AnalysisController.
+// The analysis commands of the workbench: Calibrate (runs at once with the session's calibration
+// settings once they name the data, else opens the calibration dialog), Calibration Settings (the
+// dialog), Auto-Fallback (its target and the list of what it excluded), Export (the export dialog)
+// and Cancel; the analysis toolbar (colouring, undo, redo); and the node toggles of the table and
+// the graph, as undoable requests to the AnalysisController.
 #pragma once
 
 #include <QObject>
@@ -26,18 +27,21 @@ class AnalysisActions : public QObject {
   Q_OBJECT
  public:
   /// Adds the analysis toolbar to `window` and drives `analysis`. Object names: "undoStack",
-  /// "colourCombo"; the dialogs "calibrationDialog", "exportDialog", "fallbackDialog".
+  /// "colourCombo", the actions "calibrateAction", "calibrationSettingsAction"; the dialogs
+  /// "calibrationDialog", "exportDialog", "fallbackDialog".
   AnalysisActions(MainWindow* window, AnalysisController* analysis);
 
   AnalysisController* controller() const { return m_analysis; }
   QAction* calibrateAction() const { return m_calibrate; }
+  QAction* calibrationSettingsAction() const { return m_calibrationSettings; }
   QAction* fallbackAction() const { return m_fallback; }
   QAction* exportAction() const { return m_export; }
   QAction* cancelAction() const { return m_cancel; }
   QAction* undoAction() const { return m_undoAction; }
   QAction* redoAction() const { return m_redoAction; }
 
-  /// A new model is shown: no undo history, the calibration form adapted to its input.
+  /// A new model is shown: no undo history, the calibration form adapted to its input, no
+  /// calibration settings chosen for it yet.
   void modelOpened(const Model* model);
   /// Enables the actions for the window's model and the controller's state (the window calls it).
   void updateActions();
@@ -50,6 +54,16 @@ class AnalysisActions : public QObject {
   CalibrationDialog* calibrationDialog();
   /// What the calibration form holds (defaults while it was never opened).
   AnalysisRequest formRequest() const;
+  /// Fills the calibration form with a project's settings; when they name calibration data,
+  /// Calibrate runs with them at once.
+  void setCalibrationSettings(const AnalysisRequest& request);
+  /// Whether Calibrate runs at once (the settings name the data: a project chose it, or a
+  /// calibration of this model ran) rather than opening the dialog.
+  bool calibratesDirectly() const { return m_settingsChosen; }
+  /// What Calibrate does: runs the calibration with the form's settings when they are chosen, the
+  /// progress in the status bar (a run that fails opens the dialog with the error); otherwise, or
+  /// while a job runs, opens the dialog.
+  void calibrate();
   void showCalibrationDialog();
   /// Asks for a target and runs the automatic fallback.
   void showAutoFallback();
@@ -83,6 +97,9 @@ class AnalysisActions : public QObject {
   QComboBox* m_colourCombo = nullptr;
   CalibrationDialog* m_calibDialog = nullptr;
   QAction* m_calibrate = nullptr;
+  QAction* m_calibrationSettings = nullptr;
+  bool m_settingsChosen = false;  // calibrate() runs without asking
+  bool m_directRun = false;       // the running calibration came from calibrate()
   QAction* m_fallback = nullptr;
   QAction* m_export = nullptr;
   QAction* m_cancel = nullptr;

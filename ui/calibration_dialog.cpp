@@ -17,6 +17,8 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "ui/input_shape_fields.h"
+
 namespace qs::ui {
 
 namespace {
@@ -69,6 +71,15 @@ CalibrationDialog::CalibrationDialog(AnalysisController* controller, QWidget* pa
   m_randomWarning->setWordWrap(true);
   df->addRow(m_randomWarning);
   top->addWidget(dataBox);
+
+  // The shapes of symbolic input dims, for random inputs (prefilled from the resize below).
+  m_shapeBox = new QGroupBox(QStringLiteral("Input shapes (random inputs)"), this);
+  auto* sl = new QVBoxLayout(m_shapeBox);
+  m_shapes = new InputShapeFields(m_shapeBox);
+  m_shapes->setObjectName(QStringLiteral("inputShapes"));
+  m_shapes->setToolTip(QStringLiteral("Random inputs need a size for each symbolic dim (the CLI's --shape NAME=1x3x640x640)"));
+  sl->addWidget(m_shapes);
+  top->addWidget(m_shapeBox);
 
   // Image preprocessing.
   m_imageBox = new QGroupBox(QStringLiteral("Image preprocessing"), this);
@@ -159,6 +170,8 @@ CalibrationDialog::CalibrationDialog(AnalysisController* controller, QWidget* pa
   connect(m_preset, &QComboBox::activated, this, &CalibrationDialog::applyPreset);
   connect(m_browse, &QPushButton::clicked, this, &CalibrationDialog::browse);
   connect(m_path, &QLineEdit::textEdited, this, [this] { m_error->clear(); });
+  for (QSpinBox* side : {m_width, m_height})
+    connect(side, &QSpinBox::valueChanged, this, [this] { m_shapes->setImageSize(m_width->value(), m_height->value()); });
 
   connect(m_controller, &AnalysisController::jobStarted, this, &CalibrationDialog::onJobStarted);
   connect(m_controller, &AnalysisController::progress, this, &CalibrationDialog::onProgress);
@@ -193,6 +206,7 @@ void CalibrationDialog::updateEnabled() {
   m_path->setEnabled(source != Random);
   m_browse->setEnabled(source != Random);
   m_imageBox->setEnabled(source == ImageFolder);
+  m_shapeBox->setEnabled(source == Random && !m_running);
   m_randomWarning->setVisible(source == Random);
   m_percentile->setEnabled(m_method->currentData().toInt() == (int)CalibMethod::Percentile);
   m_path->setPlaceholderText(source == ImageFolder ? QStringLiteral("folder of images") : QStringLiteral("file.npz or file.npy"));
@@ -230,6 +244,9 @@ void CalibrationDialog::browse() {
 }
 
 void CalibrationDialog::setModel(const Model* model) {
+  m_shapes->setModel(model);
+  m_shapes->setImageSize(m_width->value(), m_height->value());
+  m_hasModel = model != nullptr;
   if (!model || model->graph.inputs.empty()) return;
   const Value& in = model->graph.value(model->graph.inputs.front());
   if (!in.shape || in.shape->size() != 4) return;
@@ -251,6 +268,7 @@ void CalibrationDialog::setRequest(const AnalysisRequest& r) {
   m_samples->setValue(d.maxSamples < 0 ? 0 : (int)d.maxSamples);
   m_width->setValue(d.image.width);
   m_height->setValue(d.image.height);
+  m_shapes->setShapes(d.shapes);  // after the resize, which prefills the image sides
   setScale(d.image.scale);
   for (int c = 0; c < 3; ++c) {
     m_mean[c]->setValue(d.image.mean[(size_t)c]);
@@ -279,6 +297,10 @@ AnalysisRequest CalibrationDialog::request() const {
   r.data.path = source == Random ? std::string() : m_path->text().trimmed().toStdString();
   r.data.maxSamples = m_samples->value() == 0 ? -1 : m_samples->value();
   if (source == Random && r.data.maxSamples < 0) r.data.maxSamples = 8;
+  // Shapes are for random inputs only; without a model the fields have no inputs, and the
+  // request's shapes are kept.
+  if (source != Random) r.data.shapes.clear();
+  else if (m_hasModel) r.data.shapes = m_shapes->shapes();
   r.data.image.width = m_width->value();
   r.data.image.height = m_height->value();
   r.data.image.scale = m_scale->value() == m_scaleShown.first ? m_scaleShown.second : (float)m_scale->value();

@@ -1,7 +1,8 @@
 // The calibration dialog: data source (image folder with preprocessing, .npz/.npy, or random
-// inputs with a warning), calibration method, mode and sample count. Runs the calibration and the
-// analysis through the AnalysisController with a progress bar and Cancel; problems in the data show
-// as one line in the dialog. Not modal: the window stays usable while it runs.
+// inputs with a warning and the shapes of the inputs' symbolic dims), calibration method, mode and
+// sample count. Runs the calibration and the analysis through the AnalysisController with a
+// progress bar and Cancel; problems in the data show as one line in the dialog. Not modal: the
+// window stays usable while it runs.
 #pragma once
 
 #include <QDialog>
@@ -20,6 +21,8 @@ class QPushButton;
 class QSpinBox;
 
 namespace qs::ui {
+
+class InputShapeFields;
 
 class CalibrationDialog : public QDialog {
   Q_OBJECT
@@ -44,6 +47,8 @@ class CalibrationDialog : public QDialog {
   QLineEdit* pathEdit() const { return m_path; }
   QComboBox* sourceCombo() const { return m_source; }
   QLabel* randomWarning() const { return m_randomWarning; }
+  /// The inputs' shapes for random inputs (enabled with that source); object name "inputShapes".
+  InputShapeFields* shapeFields() const { return m_shapes; }
 
  private:
   Source source() const;
@@ -77,6 +82,9 @@ class CalibrationDialog : public QDialog {
   QComboBox* m_mode = nullptr;
   QSpinBox* m_samples = nullptr;
   QLabel* m_randomWarning = nullptr;
+  QGroupBox* m_shapeBox = nullptr;
+  InputShapeFields* m_shapes = nullptr;
+  bool m_hasModel = false;  // setModel() gave the inputs the shape fields are for
   QLabel* m_stage = nullptr;
   QProgressBar* m_progress = nullptr;
   QLabel* m_error = nullptr;

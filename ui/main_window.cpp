@@ -269,6 +269,7 @@ void MainWindow::buildActions() {
 
   QMenu* analysis = menuBar()->addMenu(QStringLiteral("&Analysis"));
   analysis->addAction(m_actions->calibrateAction());
+  analysis->addAction(m_actions->calibrationSettingsAction());
   analysis->addAction(m_actions->fallbackAction());
   analysis->addAction(m_actions->cancelAction());
 

@@ -12,7 +12,6 @@
 #include "ui/analysis_actions.h"
 #include "ui/analysis_controller.h"
 #include "ui/autosave.h"
-#include "ui/calibration_dialog.h"
 #include "ui/main_window.h"
 #include "ui/model_loader.h"
 #include "ui/plots_panel.h"
@@ -135,7 +134,7 @@ void ProjectController::applyPending() {
   analysis->setRequestedStates(states);
   m_actions->setColouringKey(p.colouring);
   m_plots->setThreshold(p.thresholdDb);
-  m_actions->calibrationDialog()->setRequest(p.calibration);
+  m_actions->setCalibrationSettings(p.calibration);  // Calibrate runs them when they name the data
   if (p.calibrated) analysis->calibrate(p.calibration);
   const QString title = m_path.isEmpty() ? QFileInfo(p.modelPath).fileName() : QFileInfo(m_path).fileName();
   m_window->setWindowTitle(QStringLiteral("%1%2 — Quantscope").arg(title, m_restoring ? QStringLiteral(" (restored)") : QString()));

@@ -8,6 +8,8 @@
 #include <QJsonObject>
 #include <QSaveFile>
 #include <cmath>
+#include <map>
+#include <string>
 
 namespace qs::ui {
 
@@ -123,11 +125,50 @@ bool names(const QJsonObject& o, const char* key, QStringList& out, const QStrin
   return true;
 }
 
+/// The shapes of inputs with symbolic dims (random inputs): {"x": [1, 3, 640, 640]}, each dim an
+/// integer in [1, kMaxDim], at most kMaxRank of them.
+bool inputShapes(const QJsonObject& o, std::map<std::string, Shape>& out, const QString& projectPath, QString& error) {
+  constexpr int kMaxRank = 8;
+  constexpr int kMaxDim = 1 << 20;
+  const QJsonValue v = o.value(QLatin1String("shapes"));
+  if (v.isUndefined() || v.isNull()) return true;
+  if (!v.isObject()) {
+    error = projectPath + QStringLiteral(": \"shapes\" must map input names to shapes, e.g. {\"x\": [1, 3, 640, 640]}");
+    return false;
+  }
+  const QJsonObject all = v.toObject();
+  for (auto it = all.begin(); it != all.end(); ++it) {
+    const QJsonArray a = it.value().toArray();
+    bool ok = it.value().isArray() && !a.isEmpty() && a.size() <= kMaxRank;
+    Shape shape;
+    for (const QJsonValue& d : a) {
+      const double x = d.toDouble(std::nan(""));
+      ok = ok && d.isDouble() && x >= 1 && x <= kMaxDim && x == std::floor(x);
+      shape.push_back(ok ? (int64_t)x : 0);
+    }
+    if (!ok) {
+      error = QStringLiteral("%1: \"shapes\": \"%2\" must be 1 to %3 integers in [1, %4]")
+                  .arg(projectPath, printable(it.key()))
+                  .arg(kMaxRank)
+                  .arg(kMaxDim);
+      return false;
+    }
+    out[it.key().toStdString()] = std::move(shape);
+  }
+  return true;
+}
+
 }  // namespace
 
 QByteArray projectToJson(const Project& p, const QString& projectPath) {
   const CalibrationDataOptions& d = p.calibration.data;
   const CalibrationSettings& c = p.calibration.calibration;
+  QJsonObject shapeJson;
+  for (const auto& [name, shape] : d.shapes) {
+    QJsonArray dims;
+    for (int64_t n : shape) dims.append((double)n);
+    shapeJson.insert(QString::fromStdString(name), dims);
+  }
   QJsonObject calib{
       {QStringLiteral("data"), relativeTo(QString::fromStdString(d.path), projectPath)},
       {QStringLiteral("samples"), (double)d.maxSamples},
@@ -138,6 +179,7 @@ QByteArray projectToJson(const Project& p, const QString& projectPath) {
       {QStringLiteral("std"), floats(d.image.std)},
       {QStringLiteral("bgr"), d.image.bgr},
       {QStringLiteral("nhwc"), d.image.nhwc},
+      {QStringLiteral("shapes"), shapeJson},
       {QStringLiteral("method"), QString::fromStdString(calibMethodName(c.method))},
       {QStringLiteral("percentile"), c.percentile},
       {QStringLiteral("mode"), QString::fromStdString(quantModeName(c.mode))},
@@ -187,7 +229,7 @@ bool projectFromJson(const QByteArray& json, const QString& projectPath, Project
       !number(c, "scale", -1e30, 1e30, 1.0 / 255.0, scale, projectPath, error, true) ||
       !triple(c, "mean", -1e30, 1e30, true, 0.0f, d.image.mean, projectPath, error) ||
       !triple(c, "std", -1e30, 1e30, false, 1.0f, d.image.std, projectPath, error) ||
-      !number(c, "percentile", 0, 100, 99.99, percentile, projectPath, error)) {
+      !number(c, "percentile", 0, 100, 99.99, percentile, projectPath, error) || !inputShapes(c, d.shapes, projectPath, error)) {
     return false;
   }
   d.maxSamples = (int64_t)samples;

@@ -1,5 +1,6 @@
 // Runs every GUI test class in one offscreen process: the workbench (loader, layout, view, table),
-// the analysis (calibration worker, toggles, undo, plots, projects, export) and autosave/restore.
+// the analysis (calibration worker, toggles, undo, plots, projects, export), autosave/restore, the
+// project file reader and the first run (one click on Calibrate, random inputs with shapes).
 #include <QApplication>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -8,6 +9,7 @@ int runWorkbenchTests(int argc, char** argv);
 int runAnalysisTests(int argc, char** argv);
 int runAutosaveTests(int argc, char** argv);
 int runProjectFileTests(int argc, char** argv);
+int runFirstRunTests(int argc, char** argv);
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -15,10 +17,11 @@ int main(int argc, char** argv) {
   QTemporaryDir autosaves;
   qputenv("QS_AUTOSAVE_DIR", autosaves.path().toLocal8Bit());
   int failures = 0;
-  const QByteArray only = qgetenv("QS_UI_TESTS");  // "workbench", "analysis", "autosave" or "project" to run one class
+  const QByteArray only = qgetenv("QS_UI_TESTS");  // "workbench", "analysis", "autosave", "project" or "firstrun": one class
   if (only.isEmpty() || only == "workbench") failures += runWorkbenchTests(argc, argv);
   if (only.isEmpty() || only == "analysis") failures += runAnalysisTests(argc, argv);
   if (only.isEmpty() || only == "autosave") failures += runAutosaveTests(argc, argv);
   if (only.isEmpty() || only == "project") failures += runProjectFileTests(argc, argv);
+  if (only.isEmpty() || only == "firstrun") failures += runFirstRunTests(argc, argv);
   return failures;
 }

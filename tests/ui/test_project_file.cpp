@@ -81,6 +81,17 @@ class ProjectFileTest : public QObject {
         {R"({"quantscope_project": 1, "model": "m", "calibration": {"scale": "big"}})", "\"scale\" must be a number"},
         {R"({"quantscope_project": 1, "model": "m", "excluded_nodes": [1, 2]})", "\"excluded_nodes\" must be a list"},
         {R"({"quantscope_project": 1, "model": "m", "view": {"threshold_db": 1e300}})", "\"threshold_db\" must be a number"},
+        // The shapes of random inputs: positive integers, at most 8 of them, none beyond 2^20.
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"shapes": [1, 3]}})", "\"shapes\" must map input names"},
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"shapes": {"x": [1, 0, 3]}}})",
+         "\"shapes\": \"x\" must be 1 to 8 integers in [1, 1048576]"},
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"shapes": {"x": [1, 2.5]}}})", "\"shapes\": \"x\" must be"},
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"shapes": {"x": []}}})", "\"shapes\": \"x\" must be"},
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"shapes": {"x": "1x3x640x640"}}})", "\"shapes\": \"x\" must be"},
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"shapes": {"x": [1, 3, 1e7]}}})", "\"shapes\": \"x\" must be"},
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"shapes": {"x": [1, 1, 1, 1, 1, 1, 1, 1, 1]}}})",
+         "\"shapes\": \"x\" must be"},
+        {R"({"quantscope_project": 1, "model": "m", "calibration": {"shapes": {"a\nb": [-1]}}})", "\"shapes\": \"a\\x0ab\" must be"},
     };
     for (const auto& c : cases) {
       const QString e = refusal(c.json);
@@ -108,6 +119,22 @@ class ProjectFileTest : public QObject {
     QVERIFY(projectFromJson(projectToJson(p, QStringLiteral("/tmp/a.qsproj")), QStringLiteral("/tmp/a.qsproj"), back, error));
     QCOMPARE(back.autosaveOf, p.autosaveOf);
     QCOMPARE(back.autosavedAt, p.autosavedAt);
+  }
+
+  // The shapes of inputs with symbolic dims (random calibration inputs) are written and read back.
+  void shapesRoundTrip() {
+    Project p;
+    p.modelPath = QStringLiteral("/data/m.onnx");
+    p.calibration.data.shapes["x"] = {1, 3, 640, 640};
+    p.calibration.data.shapes["tokens"] = {2, 128};
+    const QByteArray json = projectToJson(p, QStringLiteral("/data/p.qsproj"));
+    Project back;
+    QString error;
+    QVERIFY2(projectFromJson(json, QStringLiteral("/data/p.qsproj"), back, error), qPrintable(error));
+    QVERIFY(back.calibration.data.shapes == p.calibration.data.shapes);
+    // Absent: none, as in projects written before the field existed.
+    QVERIFY(projectFromJson(R"({"quantscope_project": 1, "model": "m.onnx"})", QStringLiteral("/data/p.qsproj"), back, error));
+    QVERIFY(back.calibration.data.shapes.empty());
   }
 
   void oversizedFileIsRefusedBeforeReading() {
