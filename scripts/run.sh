@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up what is missing, builds, and opens the workbench on the sample model (PP-OCRv4 det) with
-# its sample calibration data chosen (scripts/make_samples.sh): press Calibrate, then Run.
+# its sample calibration data chosen (scripts/make_samples.sh): one click on Calibrate gives the coloured graph.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

@@ -564,6 +564,11 @@ Result<std::vector<InputSpec>> withGivenShapes(std::vector<InputSpec> inputs, co
       }
       dims.push_back(Dim{shape[k], {}});
     }
+    // The batch of random inputs is allocated whole: refuse what could not be (2^34 elements, 64 GiB).
+    if (checkedNumel(shape, int64_t(1) << 34) < 0) {
+      return Status(StatusCode::ResourceLimit, "--shape " + inQuotes(name) + "=" + shapeToString(shape) +
+                                                   ": more than 2^34 elements per batch");
+    }
     it->shape = std::move(dims);
   }
   return inputs;

@@ -162,6 +162,10 @@ TEST_F(CliTest, RandomInputsOfSymbolicDimsTakeShapes) {
   EXPECT_EQ(bad.exitCode, 2);
   EXPECT_NE(bad.err.find("dim 1 is fixed at 4"), std::string::npos) << bad.err;
   EXPECT_FALSE(fs::exists(dir + "/bad"));
+  auto huge = runQuantscope("analyze " + dir + "/dyn.onnx --shape x=1x4x1048576x1048576", dir);
+  EXPECT_EQ(huge.exitCode, 2) << huge.err;
+  EXPECT_EQ(lineCount(huge.err), 1) << huge.err;
+  EXPECT_NE(huge.err.find("more than 2^34 elements"), std::string::npos) << huge.err;
 }
 
 TEST_F(CliTest, UsageErrorsExitTwo) {
