@@ -583,24 +583,20 @@ Result<std::unique_ptr<Kernel>> createArithmetic(const KernelInit& init) {
   return makeKernel([kind, name](KernelContext& ctx) { return runArith(kind, name, ctx); });
 }
 
+// The index of `op` in `names` (listed in the order of the op family's enum), or -1.
+template <size_t N>
+int opIndex(const std::string& op, const char* const (&names)[N]) {
+  for (size_t i = 0; i < N; ++i)
+    if (op == names[i]) return (int)i;
+  return -1;
+}
+
 Result<std::unique_ptr<Kernel>> createComparison(const KernelInit& init) {
-  const std::string& op = init.node.opType;
-  Cmp kind;
-  if (op == "Equal") {
-    kind = Cmp::Eq;
-  } else if (op == "Less") {
-    kind = Cmp::Lt;
-  } else if (op == "LessOrEqual") {
-    kind = Cmp::Le;
-  } else if (op == "Greater") {
-    kind = Cmp::Gt;
-  } else if (op == "GreaterOrEqual") {
-    kind = Cmp::Ge;
-  } else {
-    return kernelError(StatusCode::Unsupported, "not a comparison op");
-  }
-  static const char* const kNames[] = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"};
-  const char* name = kNames[(int)kind];
+  static const char* const kNames[] = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"};  // Cmp's order
+  const int i = opIndex(init.node.opType, kNames);
+  if (i < 0) return kernelError(StatusCode::Unsupported, "not a comparison op");
+  const Cmp kind = (Cmp)i;
+  const char* name = kNames[i];
   return makeKernel([kind, name](KernelContext& ctx) { return runCompare(kind, name, ctx); });
 }
 
@@ -613,21 +609,11 @@ Result<std::unique_ptr<Kernel>> createLogical(const KernelInit& init) {
 }
 
 Result<std::unique_ptr<Kernel>> createVariadic(const KernelInit& init) {
-  const std::string& op = init.node.opType;
-  Var kind;
-  if (op == "Max") {
-    kind = Var::Max;
-  } else if (op == "Min") {
-    kind = Var::Min;
-  } else if (op == "Sum") {
-    kind = Var::Sum;
-  } else if (op == "Mean") {
-    kind = Var::Mean;
-  } else {
-    return kernelError(StatusCode::Unsupported, "not a variadic op");
-  }
-  static const char* const kNames[] = {"Max", "Min", "Sum", "Mean"};
-  const char* name = kNames[(int)kind];
+  static const char* const kNames[] = {"Max", "Min", "Sum", "Mean"};  // Var's order
+  const int i = opIndex(init.node.opType, kNames);
+  if (i < 0) return kernelError(StatusCode::Unsupported, "not a variadic op");
+  const Var kind = (Var)i;
+  const char* name = kNames[i];
   return makeKernel([kind, name](KernelContext& ctx) { return runVariadic(kind, name, ctx); });
 }
 

@@ -147,14 +147,28 @@ Status axisBlocks(const char* name, const Shape& s, int64_t axisAttr, bool legac
   return Status::ok();
 }
 
+// The input of Softmax, LogSoftmax or Hardmax as [outer, L, inner], float16 promoted to float,
+// and a buffer for the output.
+struct AxisInput {
+  Tensor x, out;
+  int64_t outer = 1, L = 1, inner = 1;
+};
+Status prepareAxisInput(const char* name, bool legacy, int64_t axisAttr, KernelContext& ctx, AxisInput& in) {
+  if (ctx.inputCount() < 1 || !ctx.hasInput(0)) return invalidArgument(std::string(name) + " needs 1 input");
+  QS_RETURN_IF_ERROR(axisBlocks(name, ctx.input(0).shape(), axisAttr, legacy, in.outer, in.L, in.inner));
+  in.x = promoteHalf(ctx.input(0), &ctx);
+  in.out = Tensor(in.x.dtype(), in.x.shape());
+  return Status::ok();
+}
+
 Status runSoftmax(bool log, bool legacy, int64_t axisAttr, KernelContext& ctx) {
   const char* name = log ? "LogSoftmax" : "Softmax";
-  if (ctx.inputCount() < 1 || !ctx.hasInput(0)) return invalidArgument(std::string(name) + " needs 1 input");
+  AxisInput in;
+  QS_RETURN_IF_ERROR(prepareAxisInput(name, legacy, axisAttr, ctx, in));
   const Tensor& X = ctx.input(0);
-  int64_t outer, L, inner;
-  QS_RETURN_IF_ERROR(axisBlocks(name, X.shape(), axisAttr, legacy, outer, L, inner));
-  Tensor x = promoteHalf(X, &ctx);
-  Tensor out(x.dtype(), x.shape());
+  const Tensor& x = in.x;
+  Tensor& out = in.out;
+  const int64_t outer = in.outer, L = in.L, inner = in.inner;
   bool ok = visitFloat(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (log) {
@@ -182,16 +196,13 @@ void hardmaxTyped(const T* x, T* y, int64_t outer, int64_t L, int64_t inner) {
 }
 
 Status runHardmax(bool legacy, int64_t axisAttr, KernelContext& ctx) {
-  const char* name = "Hardmax";
-  if (ctx.inputCount() < 1 || !ctx.hasInput(0)) return invalidArgument("Hardmax needs 1 input");
+  AxisInput in;
+  QS_RETURN_IF_ERROR(prepareAxisInput("Hardmax", legacy, axisAttr, ctx, in));
   const Tensor& X = ctx.input(0);
-  int64_t outer, L, inner;
-  QS_RETURN_IF_ERROR(axisBlocks(name, X.shape(), axisAttr, legacy, outer, L, inner));
-  Tensor x = promoteHalf(X, &ctx);
-  Tensor out(x.dtype(), x.shape());
-  bool ok = visitFloat(x.dtype(), [&](auto tag) {
+  Tensor& out = in.out;
+  bool ok = visitFloat(in.x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    hardmaxTyped<T>(x.data<T>(), out.data<T>(), outer, L, inner);
+    hardmaxTyped<T>(in.x.data<T>(), out.data<T>(), in.outer, in.L, in.inner);
   });
   if (!ok) return unsupported("Hardmax: dtype " + dtypeName(X.dtype()) + " is not supported");
   ctx.outputs[0] = demoteHalf(out, X.dtype(), &ctx);
