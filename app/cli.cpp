@@ -38,7 +38,7 @@ bool parseTriple(const std::string& s, std::array<float, 3>& out) {
 
 // What CLI11 keeps as text until finishAnalysisOptions() converts it.
 struct TextFlags {
-  std::string size, mean, stdev, method, mode = "int8";
+  std::string size, mean, stdev, method, mode = "int8", trtVersion;
   std::vector<std::string> shapes;
   bool dqOnly = true;
   CLI::Option* dqOnlyOption = nullptr;
@@ -107,6 +107,12 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   QS_RETURN_IF_ERROR(parseQuantizeMode(g_text.mode, a.calibration.mode));
   a.calibration.method = defaultCalibrationMethod(a.calibration.mode);
   if (!g_text.method.empty()) QS_RETURN_IF_ERROR(parseCalibrationMethod(g_text.method, a.calibration.method));
+  a.methodGiven = !g_text.method.empty();
+  if (!g_text.trtVersion.empty()) {
+    TrtVersion v;
+    QS_RETURN_IF_ERROR(parseTrtVersion(g_text.trtVersion, v));
+    a.trtVersion = v;
+  }
   return validateRequest(a);
 }
 
@@ -155,6 +161,12 @@ int runCli(int argc, char** argv) {
                                         "Weights as int8 initializers + DequantizeLinear (default) or float + Q/DQ");
   exCmd->add_flag("--use-external-data-format,--use_external_data_format", ex.request.externalData,
                   "Write the initializers to quantized.onnx.data");
+  exCmd->add_option("--trt-version,--trt_version", g_text.trtVersion,
+                    "TensorRT release calibration.cache is for: 8.5, 8.6, 8.6.1, 10, 10.x, 10.x.y (default 10; "
+                    "11 reads quantized.onnx only)");
+  exCmd->add_option("--trt-calibrator", ex.request.trtAlgorithm,
+                    "Algorithm in calibration.cache's header: EntropyCalibration2, MinMaxCalibration, EntropyCalibration, "
+                    "LegacyCalibration (default: the method's; EntropyCalibration2 for percentile and mse)");
 
   try {
     app.parse(argc, argv);
@@ -172,6 +184,7 @@ int runCli(int argc, char** argv) {
     Status st = finishAnalysisOptions(*exCmd, ex.request);
     if (!st) return reportError(st);
     if (g_text.dqOnlyOption->count() > 0) ex.request.dqOnly = g_text.dqOnly;
+    ex.request.writesCache = !ex.target.outputDir.empty();
     return runExport(ex);
   }
   if (*runCmd) {

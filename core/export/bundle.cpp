@@ -108,9 +108,11 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
     qc.config = run.exportedConfig;
     qc.dqOnly = eo.dqOnly;
     qc.externalData = eo.externalData;
+    qc.trtVersion = run.trtVersion;
+    qc.trtAlgorithm = run.trtAlgorithm;
     const fs::path dir(target.outputDir);
     b.files.push_back({(dir / "quant_cfg.json").string(), quantConfigJson(*run.model, r, qc)});
-    b.files.push_back({(dir / "calibration.cache").string(), calibrationCacheText(*run.model, r)});
+    b.files.push_back({(dir / "calibration.cache").string(), calibrationCacheText(*run.model, r, calibrationCacheHeader(r.calibration.method, run.trtVersion, run.trtAlgorithm))});
     b.files.push_back({(dir / "report.json").string(), reportJson(*run.model, r, reportContext(run))});
   }
   for (const BundleFile& f : b.files) {

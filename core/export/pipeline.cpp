@@ -30,6 +30,10 @@ Status validateRequest(const AnalysisRequest& r) {
   }
   if (r.threads < 0) return invalidArgument("--threads " + std::to_string(r.threads) + ": expected 0 (all cores) or more");
   if (std::isinf(r.targetSnrDb)) return invalidArgument("--target-snr: expected a finite number of dB");
+  if (!r.trtAlgorithm.empty() && !isTrtCalibrationAlgorithm(r.trtAlgorithm)) {
+    return invalidArgument("--trt-calibrator '" + r.trtAlgorithm +
+                           "': expected EntropyCalibration2, MinMaxCalibration, EntropyCalibration or LegacyCalibration");
+  }
   return Status::ok();
 }
 
@@ -73,24 +77,39 @@ std::vector<NamedTensor> firstSample(const Graph& g, std::vector<NamedTensor> fe
 }
 
 // The activation amax of a TensorRT cache, by tensor name, for the tensors `model` has.
-Result<std::map<std::string, float>> cacheAmax(const std::string& path, const Model& model, const Warner& warn) {
-  auto cache = readCalibrationCache(path);
-  if (!cache) return cache.status();
+Result<std::map<std::string, float>> cacheAmax(const CalibrationCache& cache, const std::string& path, const Model& model,
+                                               const Warner& warn) {
   std::map<std::string, float> amax;
   std::vector<std::string> unknown;
-  for (const auto& [name, scale] : cache->scales) {
+  for (const auto& [name, scale] : cache.scales) {
     if (model.graph.findValue(name) == kNoValue) unknown.push_back(name);
     else amax[name] = amaxForScale(scale, QuantMode::Int8);
   }
-  if (amax.empty() && !cache->scales.empty()) {
-    return invalidArgument(path + ": none of its " + std::to_string(cache->scales.size()) + " tensors (first '" +
-                           cache->scales.begin()->first + "') is in " + model.path + ": the cache was made for another model");
+  if (amax.empty() && !cache.scales.empty()) {
+    return invalidArgument(path + ": none of its " + std::to_string(cache.scales.size()) + " tensors (first '" +
+                           cache.scales.begin()->first + "') is in " + model.path + ": the cache was made for another model");
   }
   if (!unknown.empty()) {
     warn(path + ": " + std::to_string(unknown.size()) + " tensor(s) not in the model are ignored (first '" + unknown.front() +
          "')");
   }
   return amax;
+}
+
+// Says which of the given ranges no quantization point of `plan` uses (TensorRT's caches and PPQ's
+// act_quant_info list every tensor, Conv outputs included; excluded nodes' inputs too): they were
+// read but are not used, in the simulation or in the export.
+void warnUnusedRanges(const std::map<std::string, float>& amax, const Graph& g, const QuantPlan& plan,
+                      const std::string& path, const char* what, const Warner& warn) {
+  std::set<std::string> points;
+  for (const ActivationPoint& a : plan.activations)
+    if (isNodeQuantized(plan, a.node)) points.insert(g.value(a.value).name);
+  std::vector<std::string> unused;
+  for (const auto& [name, a] : amax)
+    if (!points.count(name) && g.findValue(name) != kNoValue) unused.push_back(name);
+  if (unused.empty()) return;
+  warn(path + ": " + std::to_string(unused.size()) + " " + what +
+       " for tensors that are not quantization points of this model are not used (first '" + unused.front() + "')");
 }
 
 void appendLists(QuantConfig& to, const QuantConfig& from) {
@@ -122,10 +141,33 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
     if (!saved) return saved.status();
     run.loadedConfig = std::move(saved).value();
     run.request.calibration = run.loadedConfig->calibration;
+    // PPQ's file records no method: the one asked for, else max (PPQ's amax is an observed range).
+    if (!run.loadedConfig->hasQuantscope) run.request.calibration.method = request.methodGiven ? request.calibration.method : CalibMethod::Max;
+    if (!run.request.trtVersion) run.request.trtVersion = run.loadedConfig->trtVersion;
+    if (run.request.trtAlgorithm.empty()) run.request.trtAlgorithm = run.loadedConfig->trtAlgorithm;
     if (!run.request.dqOnly) run.request.dqOnly = run.loadedConfig->dqOnly;
     run.request.externalData = request.externalData || run.loadedConfig->externalData;
   }
   if (!run.request.dqOnly) run.request.dqOnly = true;
+  // A TensorRT cache: read before anything else is loaded too; its header's algorithm names the
+  // method its scales came from, unless the request names one.
+  std::optional<CalibrationCache> cache;
+  if (!request.calibrationCache.empty()) {
+    auto c = readCalibrationCache(request.calibrationCache);
+    if (!c) return c.status();
+    cache = std::move(c).value();
+    const std::string algorithm = headerAlgorithm(cache->header);
+    if (isTrtCalibrationAlgorithm(algorithm)) {
+      if (run.request.trtAlgorithm.empty()) run.request.trtAlgorithm = algorithm;
+      if (!request.methodGiven && algorithm == "MinMaxCalibration") run.request.calibration.method = CalibMethod::Max;
+      if (!request.methodGiven && algorithm.rfind("EntropyCalibration", 0) == 0)
+        run.request.calibration.method = CalibMethod::Entropy;
+    }
+  }
+  if (!run.request.trtVersion) run.request.trtVersion = TrtVersion{};
+  run.trtVersion = *run.request.trtVersion;
+  run.trtAlgorithm = run.request.trtAlgorithm.empty() ? trtCalibrationAlgorithm(run.request.calibration.method)
+                                                      : run.request.trtAlgorithm;
   const AnalysisRequest& rq = run.request;
 
   if (loaded) {
@@ -192,13 +234,23 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
     run.scaleSource = saved->calibrationData.empty() ? rq.loadConfig : saved->calibrationData;
   } else if (!rq.calibrationCache.empty()) {
     run.scaleSource = rq.calibrationCache;
-    auto amax = cacheAmax(rq.calibrationCache, *run.model, warn);
+    auto amax = cacheAmax(*cache, rq.calibrationCache, *run.model, warn);
     if (!amax) return amax.status();
     QS_RETURN_IF_ERROR(run.session->setActivationAmax(*amax).withContext(rq.calibrationCache));
+    warnUnusedRanges(*amax, run.model->graph, run.session->plan(), rq.calibrationCache, "scales", warn);
   } else {
     run.scaleSource = run.calibrationData->description();
   }
-  if (saved) QS_RETURN_IF_ERROR(run.session->setActivationAmax(saved->actAmax).withContext(rq.loadConfig));
+  if (saved) {
+    QS_RETURN_IF_ERROR(run.session->setActivationAmax(saved->actAmax).withContext(rq.loadConfig));
+    warnUnusedRanges(saved->actAmax, run.model->graph, run.session->plan(), rq.loadConfig, "ranges", warn);
+  }
+  const CalibMethod method = rq.calibration.method;
+  if (rq.writesCache && rq.trtAlgorithm.empty() && (method == CalibMethod::Percentile || method == CalibMethod::Mse)) {
+    warn(std::string("TensorRT has no ") + calibMethodName(method) + " calibrator: calibration.cache's header names " +
+         run.trtAlgorithm + ", the calibrator TensorRT reads it with (the scales are ours either way); "
+         "--trt-calibrator names another");
+  }
 
   // One sample through the model: what only execution finds (a weight that does not fit its
   // input, data whose values a kernel refuses) fails here, before any progress.
@@ -272,6 +324,8 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (!rq.sensitivity && std::isnan(rq.targetSnrDb)) s["sensitivity"] = "off";
   if (!rq.loadConfig.empty()) s["load_config"] = rq.loadConfig;
   if (!rq.calibrationCache.empty()) s["calibration_cache"] = rq.calibrationCache;
+  s["trt_version"] = trtVersionName(run.trtVersion);
+  s["trt_calibrator"] = run.trtAlgorithm;
   return s;
 }
 

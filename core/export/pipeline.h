@@ -34,6 +34,7 @@ struct AnalysisRequest {
   std::string analysisDataPath;     // analyse on another set ("" = the calibration data)
   QuantConfig config;               // exclusions and restrictions
   CalibrationSettings calibration;  // method, percentile, mode (the only copy of the mode)
+  bool methodGiven = false;         // the method was chosen (a PPQ-only config takes it; else max)
   bool layerwise = true;
   bool sensitivity = true;          // the fallback target turns it on
   int threads = 0;                  // executor threads (0 = all cores)
@@ -44,6 +45,9 @@ struct AnalysisRequest {
   // What an export writes.
   std::optional<bool> dqOnly;       // unset: a loaded config's choice, else true
   bool externalData = false;        // initializers in quantized.onnx.data
+  std::optional<TrtVersion> trtVersion;  // calibration.cache's header; unset: a loaded config's, else 10
+  std::string trtAlgorithm;         // its algorithm ("" = the scales': a loaded cache's, the method's)
+  bool writesCache = false;         // an export that writes calibration.cache: warn about its header
 };
 
 /// The calibration method named `name` (max, entropy, percentile, mse). The one parser of method
@@ -55,7 +59,7 @@ Status parseQuantizeMode(const std::string& name, QuantMode& out);
 CalibMethod defaultCalibrationMethod(QuantMode mode);
 
 /// InvalidArgument for combinations no run can do (two sources of scales, a percentile outside
-/// [0, 100], a negative thread count, a target that is not finite).
+/// [0, 100], a negative thread count, a target that is not finite, an unknown --trt-calibrator).
 Status validateRequest(const AnalysisRequest& request);
 
 /// Unsupported when the files of `mode` cannot be written (FP8: FLOAT8E4M3FN and opset 19 are
@@ -89,6 +93,8 @@ struct AnalysisRun {
   std::string scaleSource;             // what the scales came from: the data, a config or a cache
   QuantConfig exportedConfig;          // the lists quant_cfg.json records (a loaded config's plus the request's)
   std::optional<SavedQuantConfig> loadedConfig;
+  TrtVersion trtVersion;               // calibration.cache's header: the request's, a loaded config's, or 10
+  std::string trtAlgorithm;            // and its algorithm, resolved by prepareRun
 
   /// The latest result (after toggles too); null before executeRun().
   std::shared_ptr<const AnalysisResult> result() const { return session ? session->result() : nullptr; }

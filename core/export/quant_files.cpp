@@ -103,17 +103,88 @@ Result<std::string> fileFingerprint(const std::string& path) {
 
 // ---- calibration.cache -----------------------------------------------------------------------
 
-std::string calibrationCacheHeader(CalibMethod method) {
+Status parseTrtVersion(const std::string& text, TrtVersion& out, const std::string& flag) {
+  auto bad = [&](const std::string& why) { return invalidArgument(flag + " '" + text + "': " + why); };
+  const std::string expected = "expected 8.5, 8.6, 8.6.1, 10, 10.x or 10.x.y";
+  int part[3] = {-1, -1, -1};
+  int n = 0;
+  size_t i = 0;
+  while (i < text.size() && n < 3) {
+    size_t j = i;
+    while (j < text.size() && j - i < 3 && text[j] >= '0' && text[j] <= '9') ++j;
+    if (j == i) return bad(expected);
+    part[n++] = std::stoi(text.substr(i, j - i));
+    if (j == text.size()) {
+      i = j;
+      break;
+    }
+    if (text[j] != '.') return bad(expected);
+    i = j + 1;
+    if (i == text.size()) return bad(expected);  // "10."
+  }
+  if (n == 0 || i != text.size()) return bad(expected);
+  TrtVersion v;
+  v.major = part[0];
+  if (v.major >= 11) {
+    return bad("TensorRT " + std::to_string(v.major) +
+               " has no calibrators (no implicit INT8) and reads no calibration cache: it builds the explicit Q/DQ of "
+               "quantized.onnx (trtexec --onnx=quantized.onnx --stronglyTyped)");
+  }
+  if (v.major == 8) {
+    // Both releases people deploy with; 8.6.1 is the GA release of 8.6, 8.5.1 that of 8.5.
+    if (n < 2 || (part[1] != 5 && part[1] != 6)) return bad(expected);
+    v.minor = part[1];
+    v.patch = n == 3 ? part[2] : 1;
+  } else if (v.major == 10) {
+    v.minor = n >= 2 ? part[1] : 0;
+    v.patch = n == 3 ? part[2] : 0;
+  } else {
+    return bad(expected + " (the TensorRT releases that read calibration caches)");
+  }
+  if (v.minor > 99 || v.patch > 99) return bad(expected);
+  out = v;
+  return Status::ok();
+}
+
+std::string trtVersionName(const TrtVersion& v) {
+  return std::to_string(v.major) + "." + std::to_string(v.minor) + "." + std::to_string(v.patch);
+}
+
+int trtVersionNumber(const TrtVersion& v) {
+  // TensorRT 10 widened the minor and patch fields: NV_TENSORRT_VERSION_INT(major, minor, patch)
+  // = major * 10000 + minor * 100 + patch; TensorRT 8 had major * 1000 + minor * 100 + patch.
+  if (v.major >= 10) return v.major * 10000 + v.minor * 100 + v.patch;
+  return v.major * 1000 + v.minor * 100 + v.patch;
+}
+
+bool isTrtCalibrationAlgorithm(const std::string& name) {
+  return name == "EntropyCalibration2" || name == "EntropyCalibration" || name == "MinMaxCalibration" ||
+         name == "LegacyCalibration";
+}
+
+std::string trtCalibrationAlgorithm(CalibMethod method) {
   switch (method) {
-    case CalibMethod::Entropy: return "TRT-8601-EntropyCalibration2";
-    case CalibMethod::Max: return "TRT-8601-MinMaxCalibration";
-    default: return "TRT-8601-LegacyCalibration";
+    case CalibMethod::Max: return "MinMaxCalibration";
+    // Percentile and mse have no TensorRT calibrator. LegacyCalibration (percentile-style, with its
+    // own quantile and regression cutoff) is not what computed them either; EntropyCalibration2 is
+    // the calibrator trtexec --calib reads a cache with (its RndInt8Calibrator), so the cache is used.
+    default: return "EntropyCalibration2";
   }
 }
 
-std::string calibrationCacheText(const Model& model, const AnalysisResult& r) {
+std::string headerAlgorithm(const std::string& header) {
+  size_t dash = header.find('-', 4);
+  return header.rfind("TRT-", 0) == 0 && dash != std::string::npos ? header.substr(dash + 1) : std::string();
+}
+
+std::string calibrationCacheHeader(CalibMethod method, const TrtVersion& version, const std::string& algorithm) {
+  return "TRT-" + std::to_string(trtVersionNumber(version)) + "-" +
+         (algorithm.empty() ? trtCalibrationAlgorithm(method) : algorithm);
+}
+
+std::string calibrationCacheText(const Model& model, const AnalysisResult& r, const std::string& header) {
   const Graph& g = model.graph;
-  std::string out = calibrationCacheHeader(r.calibration.method) + "\n";
+  std::string out = (header.empty() ? calibrationCacheHeader(r.calibration.method) : header) + "\n";
   for (ValueId v : exportedActivationTensors(g, r)) {
     char hex[16];
     std::snprintf(hex, sizeof hex, "%08x", floatBits(r.activations.at(v).scale));
@@ -212,7 +283,11 @@ std::string quantConfigJson(const Model& model, const AnalysisResult& r, const Q
                           {"nodes_to_quantize", stringList(ctx.config.nodesToQuantize)},
                           {"op_types_to_exclude", stringList(ctx.config.opTypesToExclude)},
                           {"op_types_to_quantize", stringList(ctx.config.opTypesToQuantize)}}},
-          {"export", Json{{"dq_only", ctx.dqOnly}, {"use_external_data_format", ctx.externalData}}},
+          {"export", Json{{"dq_only", ctx.dqOnly},
+                          {"use_external_data_format", ctx.externalData},
+                          {"trt_version", trtVersionName(ctx.trtVersion)},
+                          {"trt_calibrator", ctx.trtAlgorithm.empty() ? trtCalibrationAlgorithm(r.calibration.method)
+                                                                      : ctx.trtAlgorithm}}},
           {"weights", weights},
           {"nodes", nodes}};
   Json root{{"act_quant_info", act}, {"quantscope", qs}};
@@ -233,6 +308,7 @@ Result<SavedQuantConfig> parseQuantConfig(const std::string& text, const std::st
     s.actAmax[name] = (float)v.get<double>();
   }
   if (!root.contains("quantscope")) return s;  // PPQ's file: amax values only
+  s.hasQuantscope = true;
   const Json& q = root["quantscope"];
   std::string key;
   try {
@@ -295,6 +371,18 @@ Result<SavedQuantConfig> parseQuantConfig(const std::string& text, const std::st
       key = "use_external_data_format";
       if (q["export"].contains("use_external_data_format"))
         s.externalData = q["export"].at("use_external_data_format").get<bool>();
+      std::string trt;
+      str(q["export"], "trt_version", trt);
+      if (!trt.empty()) {
+        TrtVersion v;
+        QS_RETURN_IF_ERROR(parseTrtVersion(trt, v, where + ": quantscope.export.trt_version"));
+        s.trtVersion = v;
+      }
+      str(q["export"], "trt_calibrator", s.trtAlgorithm);
+      if (!s.trtAlgorithm.empty() && !isTrtCalibrationAlgorithm(s.trtAlgorithm)) {
+        return invalidArgument(where + ": quantscope.export.trt_calibrator '" + s.trtAlgorithm +
+                               "' is not EntropyCalibration2, EntropyCalibration, MinMaxCalibration or LegacyCalibration");
+      }
     }
     key = "weights";
     if (q.contains("weights")) {

@@ -7,7 +7,8 @@
 //    every node's state and reason, mode, calibration method and settings, the user's
 //    configuration, export flags, the model's fingerprint and the tool's version. A saved config
 //    reproduces the export without calibrating.
-//  - calibration.cache: TensorRT's text format, a `TRT-8601-<Algorithm>` header then one
+//  - calibration.cache: TensorRT's text format, a `TRT-<version>-<Algorithm>` header (the
+//    version of the TensorRT release it is written for, --trt-version) then one
 //    `<tensor>: <8 hex digits>` line per tensor, the big-endian IEEE-754 float32 of the scale.
 //
 // Both list the same tensors: exportedActivationTensors(), the values the exporter gives a
@@ -16,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,13 +47,45 @@ Result<std::string> fileFingerprint(const std::string& path);
 
 // ---- calibration.cache -----------------------------------------------------------------------
 
-/// TensorRT's header for a calibration method: "TRT-8601-EntropyCalibration2" (entropy),
-/// "TRT-8601-MinMaxCalibration" (max), "TRT-8601-LegacyCalibration" (percentile, mse: TensorRT has
-/// no such algorithm; its legacy calibrator is the percentile-style one).
-std::string calibrationCacheHeader(CalibMethod method);
+/// A TensorRT release that reads calibration caches (8.5, 8.6, 10.x): the version a cache's header
+/// carries. TensorRT skips a cache whose header version it finds incompatible (NVIDIA/TensorRT#1378).
+struct TrtVersion {
+  int major = 10, minor = 0, patch = 0;
+  bool operator==(const TrtVersion&) const = default;
+};
 
-/// The cache text for the exported activation tensors of `r` (INT8 scales).
-std::string calibrationCacheText(const Model& model, const AnalysisResult& r);
+/// Parses a --trt-version: 8.5, 8.6, 8.x.y (x 5 or 6), 10, 10.x, 10.x.y. A missing patch is 1 for
+/// 8.5 and 8.6 (8.5.1, 8.6.1: the releases people have) and 0 for 10.x. InvalidArgument naming
+/// `flag` and the text otherwise; TensorRT 9 and 11 or newer are refused with the reason (11 has
+/// no calibrators: it builds quantized.onnx's explicit Q/DQ).
+Status parseTrtVersion(const std::string& text, TrtVersion& out, const std::string& flag = "--trt-version");
+/// "10.3.0".
+std::string trtVersionName(const TrtVersion& v);
+/// The release's NV_TENSORRT_VERSION, the number in the header TensorRT writes: 8.x.y ->
+/// 8000 + 100x + y (8.6.1 -> 8601, NvInferVersion.h of TensorRT 8); 10.x.y -> 100000 + 100x + y
+/// (10.3.0 -> 100300, NV_TENSORRT_VERSION_INT in NvInferRuntimeBase.h of TensorRT 10).
+int trtVersionNumber(const TrtVersion& v);
+
+/// Whether `name` is an algorithm TensorRT writes in a cache header: EntropyCalibration2,
+/// EntropyCalibration, MinMaxCalibration, LegacyCalibration.
+bool isTrtCalibrationAlgorithm(const std::string& name);
+
+/// The algorithm a cache of `method`'s scales is named after: MinMaxCalibration (max),
+/// EntropyCalibration2 (entropy), and EntropyCalibration2 for percentile and mse, which TensorRT has
+/// no calibrator for: the header only decides which calibrator TensorRT reads the cache with
+/// (trtexec --calib uses an IInt8EntropyCalibrator2), the scales are ours either way.
+std::string trtCalibrationAlgorithm(CalibMethod method);
+
+/// The algorithm of a header "TRT-<version>-<Algorithm>" ("" when it has none).
+std::string headerAlgorithm(const std::string& header);
+
+/// TensorRT's header "TRT-<trtVersionNumber(version)>-<algorithm>"; `algorithm` "" means
+/// trtCalibrationAlgorithm(method). Default: "TRT-100000-EntropyCalibration2" for entropy.
+std::string calibrationCacheHeader(CalibMethod method, const TrtVersion& version = {}, const std::string& algorithm = "");
+
+/// The cache text for the exported activation tensors of `r` (INT8 scales) under `header` (""
+/// means calibrationCacheHeader(r.calibration.method)).
+std::string calibrationCacheText(const Model& model, const AnalysisResult& r, const std::string& header = "");
 
 /// A parsed cache: tensor name -> scale, plus the header.
 struct CalibrationCache {
@@ -77,6 +111,9 @@ struct SavedQuantConfig {
   std::string calibrationData;          // where the data came from ("random", a path, a cache)
   QuantConfig config;                   // the user's lists as given
   bool dqOnly = true, externalData = false;
+  std::optional<TrtVersion> trtVersion; // export.trt_version, when saved
+  std::string trtAlgorithm;             // export.trt_calibrator: the cache header's algorithm, when saved
+  bool hasQuantscope = false;           // false: PPQ's file, act_quant_info alone
   std::map<std::string, float> actAmax; // act_quant_info
   struct Weight {
     std::string node, tensor;
@@ -99,6 +136,8 @@ struct QuantConfigContext {
   std::string calibrationData;
   QuantConfig config;
   bool dqOnly = true, externalData = false;
+  TrtVersion trtVersion;                // the calibration.cache written beside it
+  std::string trtAlgorithm;             // its header's algorithm
 };
 
 /// quant_cfg.json of an analysed session: act_quant_info (exported tensors, amax as float), then

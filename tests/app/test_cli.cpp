@@ -383,3 +383,75 @@ TEST_F(CliTest, HostileModelsExitNonZeroWithOneLine) {
   EXPECT_EQ(crashed.exitCode, 0) << crashed.err;
   EXPECT_NE(crashed.out.find("shape inference: crashed (signal SIGSEGV)"), std::string::npos) << crashed.out;
 }
+
+// export's calibration.cache for each TensorRT: the header, refusals, imported caches and PPQ files.
+TEST_F(CliTest, ExportCacheHeaderFollowsTrtVersionAndScales) {
+  // x -> Conv -> c -> Relu -> y: x is a quantization point, c (fused into the Conv) is not.
+  OnnxBuilder b(13);
+  b.input("x", {1, 4, 8, 8}).output("y", {1, 2, 8, 8});
+  b.initializer("w", {2, 4, 1, 1}, {0.5f, -0.25f, 0.125f, 1.f, -1.f, 0.75f, 0.25f, -0.5f});
+  b.node("Conv", {"x", "w"}, {"c"}, "conv");
+  b.node("Relu", {"c"}, {"y"}, "relu");
+  const std::string conv = dir + "/conv.onnx";
+  b.save(conv);
+  auto header = [&](const std::string& out) {
+    std::ifstream in(out + "/calibration.cache");
+    std::string line;
+    std::getline(in, line);
+    return line;
+  };
+  const std::string common = "export " + conv + " --calibration-method max --no-layerwise --no-sensitivity --threads 1";
+  struct Case {
+    std::string flag, header;
+  } cases[] = {
+      {"", "TRT-100000-MinMaxCalibration"},
+      {"--trt-version 8.5", "TRT-8501-MinMaxCalibration"},
+      {"--trt-version 8.6", "TRT-8601-MinMaxCalibration"},
+      {"--trt-version 10.3", "TRT-100300-MinMaxCalibration"},
+      {"--trt-version 10.3 --trt-calibrator EntropyCalibration2", "TRT-100300-EntropyCalibration2"},
+  };
+  int i = 0;
+  for (const auto& c : cases) {
+    const std::string out = dir + "/h" + std::to_string(i++);
+    auto o = runQuantscope(common + " " + c.flag + " --output-dir " + out, dir);
+    ASSERT_EQ(o.exitCode, 0) << c.flag << ": " << o.err;
+    EXPECT_EQ(header(out), c.header) << c.flag;
+  }
+  for (const std::string bad : {"11", "garbage", "9"}) {
+    const std::string out = dir + "/bad";
+    auto o = runQuantscope(common + " --trt-version " + bad + " --output-dir " + out, dir);
+    EXPECT_EQ(o.exitCode, 2) << bad;
+    EXPECT_EQ(lineCount(o.err), 1) << o.err;
+    EXPECT_NE(o.err.find("--trt-version '" + bad + "'"), std::string::npos) << o.err;
+    if (bad == "11") EXPECT_NE(o.err.find("no calibrators"), std::string::npos) << o.err;
+    EXPECT_FALSE(fs::exists(out)) << bad;
+  }
+  // Percentile: no TensorRT calibrator; named EntropyCalibration2, with a warning.
+  auto pct = runQuantscope("export " + conv + " --calibration-method percentile --no-layerwise --no-sensitivity "
+                           "--trt-version 8.6.1 --output-dir " + dir + "/pct", dir);
+  ASSERT_EQ(pct.exitCode, 0) << pct.err;
+  EXPECT_EQ(header(dir + "/pct"), "TRT-8601-EntropyCalibration2");
+  EXPECT_NE(pct.err.find("TensorRT has no percentile calibrator"), std::string::npos) << pct.err;
+
+  // A MinMax cache written by hand keeps its algorithm (with the CLI's default method, entropy).
+  qs::test::writeBytes(dir + "/minmax.cache", "TRT-8601-MinMaxCalibration\nx: 3c010204\nc: 3c010204\n");
+  auto mm = runQuantscope("export " + conv + " --no-layerwise --no-sensitivity --calibration-cache-path " + dir +
+                          "/minmax.cache --output-dir " + dir + "/mm", dir);
+  ASSERT_EQ(mm.exitCode, 0) << mm.err;
+  EXPECT_EQ(header(dir + "/mm"), "TRT-100000-MinMaxCalibration");
+  EXPECT_NE(mm.err.find("minmax.cache: 1 scales for tensors that are not quantization points of this model are not used "
+                        "(first 'c')"), std::string::npos) << mm.err;
+
+  // PPQ's file with a range for c: reported; the method is max unless given.
+  qs::test::writeBytes(dir + "/ppq.json", R"({"act_quant_info": {"x": 1.0, "c": 2.0}})");
+  auto ppq = runQuantscope("export " + conv + " --no-layerwise --no-sensitivity --load-config " + dir +
+                           "/ppq.json --output-dir " + dir + "/ppq", dir);
+  ASSERT_EQ(ppq.exitCode, 0) << ppq.err;
+  EXPECT_EQ(header(dir + "/ppq"), "TRT-100000-MinMaxCalibration");
+  EXPECT_NE(ppq.err.find("ppq.json: 1 ranges for tensors that are not quantization points of this model are not used "
+                         "(first 'c')"), std::string::npos) << ppq.err;
+  auto ppqEntropy = runQuantscope("export " + conv + " --no-layerwise --no-sensitivity --calibration-method entropy "
+                                  "--load-config " + dir + "/ppq.json --output-dir " + dir + "/ppq2", dir);
+  ASSERT_EQ(ppqEntropy.exitCode, 0) << ppqEntropy.err;
+  EXPECT_EQ(header(dir + "/ppq2"), "TRT-100000-EntropyCalibration2");
+}

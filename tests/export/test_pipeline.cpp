@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "core/export/bundle.h"
@@ -169,6 +171,132 @@ TEST_F(Pipeline, SettingsOfTheReportComeFromTheRequest) {
   EXPECT_EQ(s.at("calibration_data"), images);
   EXPECT_EQ(s.at("nodes_to_exclude"), "conv1.*,fc$");
   EXPECT_EQ(s.at("layerwise"), "off");
+}
+
+// ---- what TensorRT, PPQ and ModelOpt read: the cache header, unused ranges -------------------
+
+// The exported tensors of a max run, and a tensor of the model that is no quantization point.
+struct Points {
+  std::vector<std::string> exported;
+  std::string other;
+};
+Points pointsOf(const AnalysisRun& run) {
+  Points p;
+  const Graph& g = run.model->graph;
+  for (ValueId v : exportedActivationTensors(g, *run.result())) p.exported.push_back(g.value(v).name);
+  std::set<std::string> all;
+  for (const ActivationPoint& a : run.result()->plan.activations) all.insert(g.value(a.value).name);
+  for (const Node& n : g.nodes)
+    for (ValueId v : n.outputs)
+      if (v != kNoValue && p.other.empty() && !all.count(g.value(v).name)) p.other = g.value(v).name;
+  return p;
+}
+
+bool hasWarning(const AnalysisRun& run, const std::string& needle) {
+  for (const auto& w : run.warnings)
+    if (w.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+TEST_F(Pipeline, CacheHeaderFollowsTheTrtVersionAndTheMethod) {
+  request.writesCache = true;
+  struct Case {
+    CalibMethod method;
+    std::optional<TrtVersion> version;
+    std::string calibrator, header;
+    bool warns;
+  } cases[] = {
+      {CalibMethod::Max, std::nullopt, "", "TRT-100000-MinMaxCalibration\n", false},
+      {CalibMethod::Max, TrtVersion{8, 5, 1}, "", "TRT-8501-MinMaxCalibration\n", false},
+      {CalibMethod::Percentile, TrtVersion{8, 6, 1}, "", "TRT-8601-EntropyCalibration2\n", true},
+      {CalibMethod::Percentile, TrtVersion{10, 3, 0}, "LegacyCalibration", "TRT-100300-LegacyCalibration\n", false},
+  };
+  for (const auto& c : cases) {
+    AnalysisRequest r = request;
+    r.calibration.method = c.method;
+    r.trtVersion = c.version;
+    r.trtAlgorithm = c.calibrator;
+    auto run = runAnalysis(r);
+    ASSERT_TRUE(run) << run.status().message();
+    auto bundle = buildExportBundle(*run, {dir + "/h", ""});
+    ASSERT_TRUE(bundle) << bundle.status().message();
+    std::string cacheText, cfg;
+    for (const auto& f : bundle->files) {
+      if (f.path.ends_with("calibration.cache")) cacheText = f.bytes;
+      if (f.path.ends_with("quant_cfg.json")) cfg = f.bytes;
+    }
+    EXPECT_EQ(cacheText.rfind(c.header, 0), 0u) << c.header << cacheText.substr(0, 40);
+    EXPECT_EQ(hasWarning(*run, "TensorRT has no percentile calibrator"), c.warns) << c.header;
+    const std::string version = trtVersionName(c.version.value_or(TrtVersion{}));
+    EXPECT_EQ(runSettings(*run).at("trt_version"), version);
+    EXPECT_NE(cfg.find("\"trt_version\": \"" + version + "\""), std::string::npos) << cfg.substr(0, 200);
+  }
+  AnalysisRequest bad = request;
+  bad.trtAlgorithm = "KL";
+  auto refused = prepareRun(bad);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.status().message().find("--trt-calibrator 'KL'"), std::string::npos);
+}
+
+TEST_F(Pipeline, ImportedCacheKeepsItsAlgorithmAndReportsUnusedScales) {
+  auto first = runAnalysis(request);
+  ASSERT_TRUE(first) << first.status().message();
+  Points p = pointsOf(*first);
+  ASSERT_FALSE(p.exported.empty());
+  ASSERT_FALSE(p.other.empty());
+  // A MinMax cache written by hand for TensorRT 8.6, naming a Conv output and a tensor the model lacks.
+  std::string text = "TRT-8601-MinMaxCalibration\n";
+  for (const auto& name : p.exported) text += name + ": 3c010204\n";
+  text += p.other + ": 3c010204\nnot_in_model: 3c010204\n";
+  std::ofstream(dir + "/minmax.cache") << text;
+  AnalysisRequest r = request;
+  r.calibration.method = CalibMethod::Entropy;  // the CLI's default, not given
+  r.calibrationCache = dir + "/minmax.cache";
+  r.writesCache = true;
+  auto run = runAnalysis(r);
+  ASSERT_TRUE(run) << run.status().message();
+  EXPECT_TRUE(hasWarning(*run, "1 tensor(s) not in the model are ignored (first 'not_in_model')"));
+  EXPECT_TRUE(hasWarning(*run, "minmax.cache: 1 scales for tensors that are not quantization points of this model are not used "
+                               "(first '" + p.other + "')"));
+  auto bundle = buildExportBundle(*run, {dir + "/c", ""});
+  ASSERT_TRUE(bundle) << bundle.status().message();
+  for (const auto& f : bundle->files) {
+    if (f.path.ends_with("calibration.cache")) EXPECT_EQ(f.bytes.rfind("TRT-100000-MinMaxCalibration\n", 0), 0u) << f.bytes;
+    if (f.path.ends_with("quant_cfg.json")) EXPECT_NE(f.bytes.find("\"method\": \"max\""), std::string::npos);
+  }
+}
+
+TEST_F(Pipeline, PpqConfigTakesTheGivenMethodAndReportsUnusedRanges) {
+  auto first = runAnalysis(request);
+  ASSERT_TRUE(first) << first.status().message();
+  Points p = pointsOf(*first);
+  ASSERT_FALSE(p.other.empty());
+  // PPQ's exporter: act_quant_info alone, with a range for a tensor that is no quantization point.
+  std::string json = "{\"act_quant_info\": {";
+  for (const auto& name : p.exported) json += "\"" + name + "\": 2.5, ";
+  json += "\"" + p.other + "\": 4.0}}";
+  std::ofstream(dir + "/ppq.json") << json;
+  for (bool given : {false, true}) {
+    AnalysisRequest r = request;
+    r.calibration.method = CalibMethod::Percentile;
+    r.methodGiven = given;
+    r.loadConfig = dir + "/ppq.json";
+    r.writesCache = true;
+    auto run = runAnalysis(r);
+    ASSERT_TRUE(run) << run.status().message();
+    EXPECT_TRUE(hasWarning(*run, "ppq.json: 1 ranges for tensors that are not quantization points of this model are not "
+                                 "used (first '" + p.other + "')"));
+    auto bundle = buildExportBundle(*run, {dir + "/p", ""});
+    ASSERT_TRUE(bundle) << bundle.status().message();
+    for (const auto& f : bundle->files) {
+      if (f.path.ends_with("calibration.cache"))
+        EXPECT_EQ(f.bytes.rfind(given ? "TRT-100000-EntropyCalibration2\n" : "TRT-100000-MinMaxCalibration\n", 0), 0u)
+            << given << f.bytes.substr(0, 40);
+      if (f.path.ends_with("quant_cfg.json"))
+        EXPECT_NE(f.bytes.find(given ? "\"method\": \"percentile\"" : "\"method\": \"max\""), std::string::npos)
+            << given;
+    }
+  }
 }
 
 }  // namespace

@@ -104,10 +104,49 @@ TEST(CalibrationCacheFile, AmaxForScaleInvertsScaleFromAmax) {
 }
 
 TEST(CalibrationCacheFile, HeaderNamesTheMethodsAlgorithm) {
-  EXPECT_EQ(calibrationCacheHeader(CalibMethod::Entropy), "TRT-8601-EntropyCalibration2");
-  EXPECT_EQ(calibrationCacheHeader(CalibMethod::Max), "TRT-8601-MinMaxCalibration");
-  EXPECT_EQ(calibrationCacheHeader(CalibMethod::Percentile), "TRT-8601-LegacyCalibration");
-  EXPECT_EQ(calibrationCacheHeader(CalibMethod::Mse), "TRT-8601-LegacyCalibration");
+  EXPECT_EQ(calibrationCacheHeader(CalibMethod::Entropy), "TRT-100000-EntropyCalibration2");
+  EXPECT_EQ(calibrationCacheHeader(CalibMethod::Max), "TRT-100000-MinMaxCalibration");
+  // No TensorRT calibrator computes percentile or mse: named as the one trtexec --calib reads with.
+  EXPECT_EQ(calibrationCacheHeader(CalibMethod::Percentile), "TRT-100000-EntropyCalibration2");
+  EXPECT_EQ(calibrationCacheHeader(CalibMethod::Mse), "TRT-100000-EntropyCalibration2");
+  EXPECT_EQ(calibrationCacheHeader(CalibMethod::Mse, TrtVersion{8, 6, 1}, "LegacyCalibration"), "TRT-8601-LegacyCalibration");
+  EXPECT_EQ(headerAlgorithm("TRT-8601-MinMaxCalibration"), "MinMaxCalibration");
+  EXPECT_EQ(headerAlgorithm("TRT-100300-EntropyCalibration2"), "EntropyCalibration2");
+}
+
+TEST(CalibrationCacheFile, TrtVersionGivesTheHeaderNumberOfThatRelease) {
+  struct Case {
+    const char* text;
+    int number;
+    const char* name;
+  } cases[] = {
+      {"8.5", 8501, "8.5.1"},   {"8.6", 8601, "8.6.1"},     {"8.6.1", 8601, "8.6.1"}, {"8.5.3", 8503, "8.5.3"},
+      {"10", 100000, "10.0.0"}, {"10.3", 100300, "10.3.0"}, {"10.3.0", 100300, "10.3.0"},
+      {"10.9", 100900, "10.9.0"}, {"10.13.2", 101302, "10.13.2"},
+  };
+  for (const auto& c : cases) {
+    TrtVersion v;
+    Status st = parseTrtVersion(c.text, v);
+    ASSERT_TRUE(st) << c.text << ": " << st.message();
+    EXPECT_EQ(trtVersionNumber(v), c.number) << c.text;
+    EXPECT_EQ(trtVersionName(v), c.name) << c.text;
+    EXPECT_EQ(calibrationCacheHeader(CalibMethod::Max, v), "TRT-" + std::to_string(c.number) + "-MinMaxCalibration");
+  }
+  EXPECT_EQ(trtVersionNumber(TrtVersion{}), 100000);  // the default: 10
+  for (const char* bad : {"11", "11.0", "9", "9.2", "7.2", "8", "8.4", "10.", "10..1", "x", "", "10.3.0.1", "10.100",
+                          "-10", "10,3", "1000"}) {
+    TrtVersion v{8, 6, 1};
+    Status st = parseTrtVersion(bad, v);
+    ASSERT_FALSE(st) << bad;
+    EXPECT_EQ(st.code(), StatusCode::InvalidArgument) << bad;
+    EXPECT_NE(st.message().find("--trt-version '" + std::string(bad) + "'"), std::string::npos) << st.message();
+    EXPECT_EQ(st.message().find('\n'), std::string::npos) << st.message();
+    EXPECT_EQ(trtVersionNumber(v), 8601) << "unchanged on failure: " << bad;
+  }
+  TrtVersion v;
+  Status eleven = parseTrtVersion("11", v);
+  EXPECT_NE(eleven.message().find("no calibrators"), std::string::npos) << eleven.message();
+  EXPECT_NE(eleven.message().find("quantized.onnx"), std::string::npos) << eleven.message();
 }
 
 TEST(QuantCfgJson, WrittenThenParsedGivesTheSameScalesStatesAndSettings) {
@@ -161,6 +200,32 @@ TEST(QuantCfgJson, PpqFileWithActQuantInfoAloneKeepsEveryDefault) {
   EXPECT_TRUE(s->nodes.empty());
   EXPECT_TRUE(s->weights.empty());
   EXPECT_TRUE(s->dqOnly);
+  EXPECT_FALSE(s->hasQuantscope);
+  EXPECT_FALSE(s->trtVersion);
+}
+
+TEST(QuantCfgJson, TrtVersionAndCalibratorAreSavedAndReadBack) {
+  auto model = twoConvModel("trt");
+  ASSERT_TRUE(model);
+  auto r = analysed(model, CalibMethod::Percentile);
+  ASSERT_TRUE(r);
+  QuantConfigContext ctx;
+  ctx.trtVersion = TrtVersion{8, 6, 1};
+  ctx.trtAlgorithm = "LegacyCalibration";
+  std::string text = quantConfigJson(*model, *r, ctx);
+  EXPECT_NE(text.find("\"trt_version\": \"8.6.1\""), std::string::npos) << text;
+  auto s = parseQuantConfig(text, "cfg.json");
+  ASSERT_TRUE(s) << s.status().message();
+  EXPECT_TRUE(s->hasQuantscope);
+  ASSERT_TRUE(s->trtVersion);
+  EXPECT_EQ(*s->trtVersion, (TrtVersion{8, 6, 1}));
+  EXPECT_EQ(s->trtAlgorithm, "LegacyCalibration");
+  for (const char* bad : {R"({"act_quant_info": {}, "quantscope": {"export": {"trt_version": "11"}}})",
+                          R"({"act_quant_info": {}, "quantscope": {"export": {"trt_calibrator": "Kl"}}})"}) {
+    auto b = parseQuantConfig(bad, "cfg.json");
+    ASSERT_FALSE(b) << bad;
+    EXPECT_NE(b.status().message().find("cfg.json"), std::string::npos) << b.status().message();
+  }
 }
 
 TEST(QuantCfgJson, DamagedFilesGiveOneLineNamingTheFileAndKey) {
