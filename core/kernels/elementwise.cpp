@@ -591,13 +591,21 @@ int opIndex(const std::string& op, const char* const (&names)[N]) {
   return -1;
 }
 
+// The kernel of an op family whose members are listed by name in the order of its enum Kind:
+// run(kind, name, ctx).
+template <class Kind, size_t N, class Run>
+Result<std::unique_ptr<Kernel>> createNamed(const KernelInit& init, const char* const (&names)[N], const char* family, Run run) {
+  const int i = opIndex(init.node.opType, names);
+  if (i < 0) return kernelError(StatusCode::Unsupported, std::string("not a ") + family + " op");
+  const Kind kind = (Kind)i;
+  const char* name = names[i];
+  return makeKernel([kind, name, run](KernelContext& ctx) { return run(kind, name, ctx); });
+}
+
 Result<std::unique_ptr<Kernel>> createComparison(const KernelInit& init) {
   static const char* const kNames[] = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"};  // Cmp's order
-  const int i = opIndex(init.node.opType, kNames);
-  if (i < 0) return kernelError(StatusCode::Unsupported, "not a comparison op");
-  const Cmp kind = (Cmp)i;
-  const char* name = kNames[i];
-  return makeKernel([kind, name](KernelContext& ctx) { return runCompare(kind, name, ctx); });
+  return createNamed<Cmp>(init, kNames, "comparison",
+                          [](Cmp kind, const char* name, KernelContext& ctx) { return runCompare(kind, name, ctx); });
 }
 
 Result<std::unique_ptr<Kernel>> createLogical(const KernelInit& init) {
@@ -610,11 +618,8 @@ Result<std::unique_ptr<Kernel>> createLogical(const KernelInit& init) {
 
 Result<std::unique_ptr<Kernel>> createVariadic(const KernelInit& init) {
   static const char* const kNames[] = {"Max", "Min", "Sum", "Mean"};  // Var's order
-  const int i = opIndex(init.node.opType, kNames);
-  if (i < 0) return kernelError(StatusCode::Unsupported, "not a variadic op");
-  const Var kind = (Var)i;
-  const char* name = kNames[i];
-  return makeKernel([kind, name](KernelContext& ctx) { return runVariadic(kind, name, ctx); });
+  return createNamed<Var>(init, kNames, "variadic",
+                          [](Var kind, const char* name, KernelContext& ctx) { return runVariadic(kind, name, ctx); });
 }
 
 Result<std::unique_ptr<Kernel>> createWhere(const KernelInit& init) {
