@@ -548,7 +548,9 @@ class RandomData final : public CalibrationData {
 
 // The inputs with the shapes given for them (--shape): each must keep the declared rank and fixed dims.
 Result<std::vector<InputSpec>> withGivenShapes(std::vector<InputSpec> inputs, const std::map<std::string, Shape>& given) {
-  for (const auto& [name, shape] : given) {
+  for (const auto& entry : given) {
+    const std::string& name = entry.first;  // not a structured binding: clang 14 cannot capture those
+    const Shape& shape = entry.second;
     auto it = std::find_if(inputs.begin(), inputs.end(), [&](const InputSpec& in) { return in.name == name; });
     if (it == inputs.end()) return invalidArgument("--shape " + inQuotes(name) + ": the model has no input of that name");
     if (it->shape && it->rank() != (int)shape.size()) {
