@@ -25,7 +25,7 @@ int runAnalyze(const AnalyzeArgs& args) {
   auto run = prepareRun(args.request, cb);
   if (!run) return reportError(run.status());
   if (Status st = executeRun(*run, cb); !st) return reportError(st);
-  if (!run->fallback.empty() || !std::isnan(args.request.targetSnrDb)) printFallback(*run);
+  if (!std::isnan(args.request.targetSnrDb)) printFallback(*run);
   const AnalysisResult& r = *run->result();
   for (const auto& o : r.outputs) {
     std::printf("output %-32s SNR %8.2f dB  cosine %.6f  MSE %.4g\n", o.name.c_str(), o.metrics.snrDb, o.metrics.cosine,

@@ -1,15 +1,11 @@
 #include "core/export/bundle.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 
 #include "core/exec/executor.h"
 #include "core/export/exporter.h"
+#include "core/util/atomic_file.h"
 
 namespace qs {
 
@@ -21,31 +17,6 @@ bool samePath(const std::string& a, const std::string& b) {
   std::error_code ec;
   if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
   return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
-}
-
-// Writes `bytes` to a new temporary file beside `path`; its name in `tmp`.
-Status writeTemporary(const std::string& path, const std::string& bytes, std::string& tmp) {
-  tmp = path + ".tmp-XXXXXX";
-  int fd = mkstemp(tmp.data());
-  if (fd < 0) {
-    tmp.clear();
-    return ioError(path + ": cannot write: " + std::strerror(errno));
-  }
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    p += n;
-    left -= (size_t)n;
-  }
-  int err = left ? errno : 0;
-  if (!err && fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && !err) err = errno;
-  if (!err) fchmodat(AT_FDCWD, tmp.c_str(), 0644, 0);  // mkstemp makes 0600
-  if (err || left) return ioError(path + ": write failed: " + std::strerror(err ? err : EIO));
-  return Status::ok();
 }
 
 }  // namespace
@@ -144,7 +115,7 @@ Status writeBundle(const ExportBundle& bundle) {
       createdDirs.insert(createdDirs.end(), missing.rbegin(), missing.rend());
     }
     std::string tmp;
-    Status st = writeTemporary(f.path, f.bytes, tmp);
+    Status st = writeTemporaryFile(f.path, f.bytes, tmp);
     if (!tmp.empty()) temps.push_back(tmp);
     if (!st) {
       rollback();

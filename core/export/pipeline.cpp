@@ -48,14 +48,17 @@ namespace {
 
 // Collects a run's warnings. prepareRun hands them to the caller only once it has succeeded, so
 // that a model or data error is the one line a failed run prints.
+// Loud: the random-data warning, given only when no scales come from a file (they would replace
+// the scales that the random data makes meaningless).
+bool isLoud(const std::string& w) { return w == kRandomCalibrationWarning; }
+
 struct Warner {
   AnalysisRun& run;
-  std::vector<char>* loudness = nullptr;  // prepareRun: buffered; executeRun: passed on at once
+  bool buffered;  // prepareRun: handed over when it succeeds; executeRun: passed on at once
   const RunCallbacks& cb;
-  void operator()(const std::string& w, bool loud = false) const {
+  void operator()(const std::string& w) const {
     run.warnings.push_back(w);
-    if (loudness) loudness->push_back(loud);
-    else if (cb.warning) cb.warning(w, loud);
+    if (!buffered && cb.warning) cb.warning(w, isLoud(w));
   }
 };
 
@@ -132,8 +135,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   QS_RETURN_IF_ERROR(validateRequest(request));
   AnalysisRun run;
   run.request = request;
-  std::vector<char> loudness;
-  Warner warn{run, &loudness, callbacks};
+  Warner warn{run, /*buffered=*/true, callbacks};
 
   // Scales, states and settings of a saved config: read before anything else is loaded.
   if (!request.loadConfig.empty()) {
@@ -192,8 +194,8 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   run.calibrationData = std::shared_ptr<const CalibrationData>(std::move(calib).value());
   const bool scalesGiven = saved || !rq.calibrationCache.empty();
   for (const std::string& w : run.calibrationData->warnings()) {
-    if (w != kRandomCalibrationWarning) warn(w);
-    else if (!scalesGiven) warn(w, /*loud=*/true);
+    if (w != kRandomCalibrationWarning || !scalesGiven)
+      warn(w);
     else
       warn("no --calibration-data: report.json's predicted SNR is computed on random inputs (the scales come from " +
            (saved ? rq.loadConfig : rq.calibrationCache) + ")");
@@ -260,7 +262,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   if (!dry) return dry.status();
 
   if (callbacks.warning)
-    for (size_t i = 0; i < run.warnings.size(); ++i) callbacks.warning(run.warnings[i], loudness[i]);
+    for (const std::string& w : run.warnings) callbacks.warning(w, isLoud(w));
   return run;
 }
 
@@ -289,7 +291,7 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
     for (const ActivationPoint& a : r.plan.activations)
       if (isNodeQuantized(r.plan, a.node) && !r.activations.count(a.value)) missing.insert(g.value(a.value).name);
     if (!missing.empty()) {
-      Warner{run, nullptr, callbacks}(std::to_string(missing.size()) + " quantized tensor(s) have no scale in " +
+      Warner{run, /*buffered=*/false, callbacks}(std::to_string(missing.size()) + " quantized tensor(s) have no scale in " +
                              (run.loadedConfig ? rq.loadConfig : rq.calibrationCache) + " and stay float (first '" +
                              *missing.begin() + "')");
     }

@@ -1,47 +1,52 @@
 #include "core/util/atomic_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <random>
 
 namespace qs {
 
 namespace fs = std::filesystem;
 
-Status writeAtomically(const std::string& path, const std::function<Status(const std::string&)>& write) {
-  std::random_device rd;
-  char suffix[32];
-  std::snprintf(suffix, sizeof suffix, ".tmp-%08x", (unsigned)rd());
-  std::string tmp = path + suffix;
-  Status st = write(tmp);
-  std::error_code ec;
-  if (!st) {
-    fs::remove(tmp, ec);
-    return st;
+Status writeTemporaryFile(const std::string& path, const std::string& bytes, std::string& tmp) {
+  tmp = path + ".tmp-XXXXXX";
+  int fd = mkstemp(tmp.data());
+  if (fd < 0) {
+    tmp.clear();
+    return ioError(path + ": cannot write: " + std::strerror(errno));
   }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return ioError(path + ": cannot replace the file: " + ec.message());
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    p += n;
+    left -= (size_t)n;
   }
+  int err = left ? errno : 0;
+  if (!err && fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && !err) err = errno;
+  if (!err) fchmodat(AT_FDCWD, tmp.c_str(), 0644, 0);  // mkstemp makes 0600
+  if (err || left) return ioError(path + ": write failed: " + std::strerror(err ? err : EIO));
   return Status::ok();
 }
 
 Status writeFileAtomic(const std::string& path, const std::string& contents) {
-  return writeAtomically(path, [&](const std::string& tmp) -> Status {
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) return ioError(path + ": cannot write: " + std::strerror(errno));
-    bool ok = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
-    ok = (std::fflush(f) == 0) && ok;
-    ok = (fsync(fileno(f)) == 0) && ok;
-    ok = (std::fclose(f) == 0) && ok;
-    if (!ok) return ioError(path + ": write failed: " + std::strerror(errno));
-    return Status::ok();
-  });
+  std::string tmp;
+  Status st = writeTemporaryFile(path, contents, tmp);
+  std::error_code ec;
+  if (st) {
+    fs::rename(tmp, path, ec);
+    if (ec) st = ioError(path + ": cannot replace the file: " + ec.message());
+  }
+  if (!st && !tmp.empty()) fs::remove(tmp, ec);
+  return st;
 }
 
 }  // namespace qs

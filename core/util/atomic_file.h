@@ -2,18 +2,17 @@
 // folder, flushed, then renamed over the target. On failure the temporary file is removed.
 #pragma once
 
-#include <functional>
 #include <string>
 
 #include "core/util/status.h"
 
 namespace qs {
 
+/// Writes `bytes` to a new temporary file beside `path` ("<path>.tmp-XXXXXX", mode 0644, synced);
+/// its name in `tmp` ("" when none was created). On failure the caller removes `tmp`.
+Status writeTemporaryFile(const std::string& path, const std::string& bytes, std::string& tmp);
+
 /// Writes `contents` to `path` atomically.
 Status writeFileAtomic(const std::string& path, const std::string& contents);
-
-/// Creates a temporary file beside `path`, calls write(tmpPath) to fill it, then renames it to
-/// `path`. If write fails, the temporary file is removed and its Status returned.
-Status writeAtomically(const std::string& path, const std::function<Status(const std::string& tmpPath)>& write);
 
 }  // namespace qs
