@@ -131,7 +131,7 @@ int runCli(int argc, char** argv) {
   runCmd->add_option("model", run.model, "ONNX model")->required();
   runCmd->add_option("--input,-i", run.input, ".npz keyed by the model's input names (or .npy for one input)");
   runCmd->add_option("--output,-o", run.output, ".npz to write, keyed by the model's output names");
-  runCmd->add_flag("--random-input", run.randomInput, "Feed seeded uniform [0,1) inputs instead of --input");
+  runCmd->add_flag("--random-input", run.randomInput, "Feed seeded inputs instead of --input: floats uniform in [0,1), token ids over their embedding table, other integers 1");
   runCmd->add_option("--seed", run.seed, "Seed of --random-input");
   runCmd->add_option("--shape", run.shapes, "NAME=1x3x640x640: shape of an input with symbolic dims (--random-input)");
   runCmd->add_option("--threads", run.threads, "Intra-op threads (default: all cores)")->check(CLI::Range(0, 1024));

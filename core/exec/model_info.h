@@ -35,6 +35,10 @@ struct ModelInfo {
 /// Summarises `model`; `registry` decides which ops are unsupported.
 ModelInfo describeModel(const Model& model, const KernelRegistry& registry);
 
+/// Rows of the constant table that a Gather (axis 0) looks the integer value `v` up in (token ids
+/// indexing an embedding), or -1 when no Gather consumes `v` that way.
+int64_t lookupTableRows(const Graph& g, ValueId v);
+
 /// "[1,3,batch,?]" or "?" when the rank is unknown.
 std::string dimsToString(const std::optional<std::vector<Dim>>& dims);
 

@@ -1,14 +1,18 @@
-// FP32 parity with ONNX Runtime (onnxruntime-node) on the PaddleOCR models with seeded inputs:
-// every output's SNR must reach 90 dB, with the executor's graph rewrites off (what the analyses
-// observe) and on (what `quantscope run` uses: folding, Conv fusion).
+// FP32 parity with ONNX Runtime (onnxruntime-node) on the PaddleOCR models and the development zoo
+// (scripts/make_zoo.py) with seeded inputs: every output's SNR must reach 90 dB, with the
+// executor's graph rewrites off (what the analyses observe) and on (what `quantscope run` uses:
+// folding, fusion).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <cmath>
+#include <map>
 #include <random>
 
 #include "core/numeric/metrics.h"
 #include "core/exec/executor.h"
+#include "core/exec/model_info.h"
 #include "core/io/npy.h"
 #include "core/onnx/loader.h"
 #include "tests/support/onnx_builder.h"
@@ -105,5 +109,92 @@ INSTANTIATE_TEST_SUITE_P(PaddleOcr, OrtParity,
                                   : n.find("det") != std::string::npos ? std::string("det")
                                                                        : std::string("rec");
                          });
+
+// The development zoo at batch 2 (the batch axis is dynamic). setup.sh makes the small models
+// (mobilenet_v2, shufflenet_v2_x1_0, regnet_y_400mf, bert_encoder, gpt_decoder); the others are
+// made by `scripts/setup.sh --full-zoo` or the benchmark, and are skipped here when absent.
+class ZooParity : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ZooParity, EveryOutputAbove90dB) {
+  const std::string name = GetParam();
+  const std::string modelPath = std::string(QS_SOURCE_DIR) + "/.cache/zoo/" + name + ".onnx";
+  const bool small = name != "resnet50" && name != "densenet121" && name != "swin_t";
+  if (!fs::exists(modelPath)) {
+    ASSERT_FALSE(small) << modelPath << " missing: run scripts/setup.sh";
+    GTEST_SKIP() << modelPath << " not made (scripts/setup.sh --full-zoo makes it)";
+  }
+  auto model = loadModel(modelPath);
+  ASSERT_TRUE(model) << model.status().message();
+  const Graph& g = (*model)->graph;
+  std::map<bool, std::unique_ptr<Executor>> engines;
+  for (bool rewrites : {false, true}) {
+    ExecutorOptions eo;
+    eo.threads = 2;
+    eo.rewrites = rewrites;
+    auto ex = Executor::create(*model, eo);
+    ASSERT_TRUE(ex) << ex.status().message();
+    engines[rewrites] = std::move(ex).value();
+  }
+  ASSERT_TRUE(engines[true]->rewritesActive());
+
+  // Images: smooth colour fields with edges and a little noise, in about [-2, 2] (ImageNet
+  // normalisation); token ids uniform over their embedding table; other integers (masks) 1, with
+  // the second sample's last quarter masked out.
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<float> uni(0.f, 1.f);
+  std::string dir = qs::test::makeTempDir("zoo");
+  std::vector<NamedTensor> feeds;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const Value& v = g.value(g.inputs[i]);
+    ASSERT_TRUE(v.shape) << v.name;
+    Shape shape;
+    for (const Dim& d : *v.shape) shape.push_back(d.isFixed() ? d.value : 2);
+    Tensor t(v.dtype, shape);
+    if (v.dtype == DType::Float) {
+      const int64_t plane = shape.size() == 4 ? shape[2] * shape[3] : t.numel();
+      const float fx = 2 + 4 * uni(rng), fy = 2 + 4 * uni(rng);
+      for (int64_t k = 0; k < t.numel(); ++k) {
+        const int64_t p = k % plane, w = shape.size() == 4 ? shape[3] : plane;
+        const float x = float(p % w) / float(w), y = float(p / w) / float(w);
+        t.data<float>()[k] = 1.5f * std::sin(fx * x + fy * y + float(k / plane)) + (x + y > 1.f ? 0.5f : -0.5f) +
+                             0.1f * (uni(rng) - 0.5f);
+      }
+    } else {
+      ASSERT_EQ(v.dtype, DType::Int64) << v.name;
+      const int64_t rows = lookupTableRows(g, g.inputs[i]);
+      for (int64_t k = 0; k < t.numel(); ++k) {
+        const bool maskedOut = k >= t.numel() - shape.back() / 4;
+        t.data<int64_t>()[k] = rows > 0 ? int64_t(uni(rng) * float(rows)) % rows : (maskedOut ? 0 : 1);
+      }
+    }
+    ASSERT_TRUE(writeNpy(dir + "/in_" + std::to_string(i) + ".npy", t));
+    feeds.push_back({v.name, std::move(t)});
+  }
+  std::string cmd = "ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_run.mjs " +
+                    modelPath + " " + dir + " " + dir + " --threads 2";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  for (bool rewrites : {false, true}) {
+    auto ours = engines[rewrites]->run(feeds);
+    ASSERT_TRUE(ours) << ours.status().message();
+    for (size_t i = 0; i < ours->size(); ++i) {
+      auto ref = readNpy(dir + "/out_" + std::to_string(i) + ".npy");
+      ASSERT_TRUE(ref) << ref.status().message();
+      ASSERT_EQ(ref->shape(), (*ours)[i].shape()) << "output " << i;
+      ErrorAccumulator acc;
+      acc.add(*ref, (*ours)[i]);
+      const auto m = acc.metrics();
+      std::printf("%s output '%s' %s, rewrites %s: SNR %.1f dB, max abs error %.3g\n", name.c_str(),
+                  g.value(g.outputs[i]).name.c_str(), shapeToString(ref->shape()).c_str(), rewrites ? "on" : "off",
+                  m.snrDb, m.maxAbs);
+      EXPECT_GE(m.snrDb, 90.0) << name << " output " << i << (rewrites ? ", rewrites on" : "");
+    }
+  }
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooParity,
+                         ::testing::Values("mobilenet_v2", "shufflenet_v2_x1_0", "regnet_y_400mf", "bert_encoder",
+                                           "gpt_decoder", "resnet50", "densenet121", "swin_t"),
+                         [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
