@@ -72,6 +72,8 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
   settings["percentile"] = r.calibration.percentile;
   settings["samples"] = r.samples;
   for (const auto& [k, v] : ctx.settings) settings[k] = v;
+  // Settings arrive as text; the target is a number, as in "fallback" (docs/report.schema.json).
+  if (settings.contains("target_snr_db")) settings["target_snr_db"] = num(std::stod(ctx.settings.at("target_snr_db")));
   j["settings"] = settings;
   Json outputs = Json::array();
   for (const auto& o : r.outputs) {
