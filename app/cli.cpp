@@ -38,7 +38,7 @@ bool parseTriple(const std::string& s, std::array<float, 3>& out) {
 
 // What CLI11 keeps as text until finishAnalysisOptions() converts it.
 struct TextFlags {
-  std::string size, mean, stdev, method, mode = "int8", trtVersion;
+  std::string size, mean, stdev, method, mode = "int8", trtVersion, allTensorRanges;
   std::vector<std::string> shapes;
   bool dqOnly = true;
   CLI::Option* dqOnlyOption = nullptr;
@@ -80,6 +80,9 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_flag("!--no-layerwise", a.layerwise, "Skip the layer-wise analysis");
   cmd.add_flag("!--no-sensitivity", a.sensitivity, "Skip the sensitivity sweep");
   cmd.add_option("--threads", a.threads, "Intra-op threads (default: all cores)")->check(CLI::Range(0, 1024));
+  cmd.add_option("--all-tensor-ranges", g_text.allTensorRanges,
+                 "on|off: ranges for every activation tensor in quant_cfg.json and calibration.cache, as TensorRT's "
+                 "implicit INT8 needs (default on), or for the Q/DQ points only");
 }
 
 Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
@@ -112,6 +115,12 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
     TrtVersion v;
     QS_RETURN_IF_ERROR(parseTrtVersion(g_text.trtVersion, v));
     a.trtVersion = v;
+  }
+  if (!g_text.allTensorRanges.empty()) {
+    if (g_text.allTensorRanges != "on" && g_text.allTensorRanges != "off") {
+      return invalidArgument("--all-tensor-ranges '" + g_text.allTensorRanges + "': expected on or off");
+    }
+    a.allTensorRanges = g_text.allTensorRanges == "on";
   }
   return validateRequest(a);
 }

@@ -7,6 +7,7 @@
 
 #include "core/analysis/batch_schedule.h"
 #include "core/analysis/batch_sweep.h"
+#include "core/exec/parallel.h"
 #include "core/quant/placement.h"
 
 namespace qs {
@@ -58,6 +59,18 @@ Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& pr
   for (const ActivationPoint& a : m_plan.activations) wanted[(size_t)a.value] = 1;
   std::map<ValueId, TensorStats> stats;
   for (const ActivationPoint& a : m_plan.activations) stats.try_emplace(a.value, m_options.calibration.bins);
+  if (m_options.allTensorRanges) {
+    auto want = [&](ValueId v) {
+      const Value& val = g.value(v);
+      if (val.constant || (val.dtype != DType::Float && val.dtype != DType::Undefined)) return;
+      wanted[(size_t)v] = 1;
+      stats.try_emplace(v, m_options.calibration.bins);
+    };
+    for (ValueId v : g.inputs) want(v);
+    for (const Node& n : g.nodes)
+      for (ValueId v : n.outputs)
+        if (v != kNoValue) want(v);
+  }
 
   struct Collector : ExecutionObserver {
     const std::vector<char>* wanted;
@@ -96,6 +109,7 @@ Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& pr
   m_stats = std::move(stats);
   m_calibratedSamples = data.sampleCount();
   m_state.act = computeScales(g, m_plan, m_stats, m_amaxOverride, m_options.calibration);
+  calibrateTensorRanges();
   keepGoing(*m_cancelToken, progress, 1.0, "calibrated");
   return Status::ok();
 }
@@ -112,6 +126,32 @@ Status QuantSession::setActivationAmax(const std::map<std::string, float>& amaxB
   }
   m_state.act = computeScales(g, m_plan, m_stats, m_amaxOverride, m_options.calibration);
   return Status::ok();
+}
+
+void QuantSession::calibrateTensorRanges() {
+  m_rangeAmax.clear();
+  if (!m_options.allTensorRanges) return;
+  const Graph& g = m_model->graph;
+  std::vector<std::pair<ValueId, const TensorStats*>> todo;
+  for (const auto& [id, st] : m_stats)
+    if (!m_state.act.count(id)) todo.emplace_back(id, &st);
+  // Entropy and mse search every clip candidate of the histogram: one tensor per task.
+  std::vector<float> amax(todo.size());
+  parallelForEach(m_executor->threads(), (int64_t)todo.size(), [&](int64_t i) {
+    const NodeId producer = g.value(todo[(size_t)i].first).producer;
+    const bool softmax = producer >= 0 && g.nodes[(size_t)producer].opType == "Softmax";
+    amax[(size_t)i] = calibratedAmax(*todo[(size_t)i].second, m_options.calibration, softmax);
+  });
+  for (size_t i = 0; i < todo.size(); ++i) m_rangeAmax[todo[i].first] = amax[i];
+}
+
+std::map<ValueId, float> QuantSession::tensorRanges() const {
+  std::map<ValueId, float> out;
+  if (!m_options.allTensorRanges) return out;
+  out = m_rangeAmax;
+  for (const auto& [id, amax] : m_amaxOverride) out[id] = amax;
+  for (const auto& [id, a] : m_state.act) out[id] = a.amax;  // a point's range is its scale's (scale groups too)
+  return out;
 }
 
 const TensorStats* QuantSession::stats(ValueId value) const {
@@ -225,6 +265,7 @@ void QuantSession::finishResult(AnalysisResult& r, const std::vector<ErrorAccumu
   r.plan = m_plan;
   r.calibration = m_options.calibration;
   r.activations = m_state.act;
+  r.tensorRanges = tensorRanges();
   r.weights = m_state.weights;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     r.nodes[i].hasGraphwise = nodeAcc[i].metrics().count > 0;

@@ -54,6 +54,9 @@ struct AnalysisOptions {
   /// pass in the analysis's quantized pass, the same output bits and sums as op by op. Off: op by
   /// op (the reference the tests compare with).
   bool fuseElementwise = true;
+  /// Calibrate every float activation tensor (graph inputs and node outputs), not only the
+  /// quantization points: AnalysisResult::tensorRanges, for TensorRT's implicit INT8.
+  bool allTensorRanges = false;
 };
 
 struct BatchCache;
@@ -121,6 +124,9 @@ class QuantSession {
   AnalysisOptions m_options;
   QuantPlan m_plan;
   std::map<ValueId, TensorStats> m_stats;
+  std::map<ValueId, float> m_rangeAmax;  // calibrated amax of the tensors that are not points
+  void calibrateTensorRanges();
+  std::map<ValueId, float> tensorRanges() const;
   std::map<ValueId, float> m_amaxOverride;
   QuantState m_state;  // points, weight and activation scales, fake-quantized weights
   NodePaths m_paths;   // which node takes which path

@@ -56,6 +56,10 @@ struct AnalysisResult {
   std::vector<NodeResult> nodes;      // indexed by NodeId
   std::vector<OutputResult> outputs;  // graph outputs, declaration order
   std::map<ValueId, ActivationQuant> activations;  // every calibrated activation tensor
+  /// amax of every float activation tensor (graph inputs and node outputs; a quantization point's is
+  /// its scale's), calibrated with the same method or given by a loaded file; filled only with
+  /// AnalysisOptions::allTensorRanges (the ranges TensorRT's implicit INT8 needs, quant_files.h).
+  std::map<ValueId, float> tensorRanges;
   std::vector<WeightQuant> weights;   // every weight point (enabled or not)
   int64_t samples = 0;
   CalibrationSettings calibration;

@@ -99,20 +99,45 @@ Result<std::map<std::string, float>> cacheAmax(const CalibrationCache& cache, co
   return amax;
 }
 
-// Says which of the given ranges no quantization point of `plan` uses (TensorRT's caches and PPQ's
-// act_quant_info list every tensor, Conv outputs included; excluded nodes' inputs too): they were
-// read but are not used, in the simulation or in the export.
+// Says which of the given ranges are read but not used, and why (TensorRT's caches and PPQ's
+// act_quant_info list every tensor, Conv outputs included). With all tensor ranges on, a range of a
+// tensor that is not a quantization point is used: it is written back for TensorRT's implicit INT8,
+// unless a node left out of quantization reads or writes it.
 void warnUnusedRanges(const std::map<std::string, float>& amax, const Graph& g, const QuantPlan& plan,
-                      const std::string& path, const char* what, const Warner& warn) {
+                      bool allTensorRanges, const std::string& path, const char* what, const Warner& warn) {
   std::set<std::string> points;
   for (const ActivationPoint& a : plan.activations)
     if (isNodeQuantized(plan, a.node)) points.insert(g.value(a.value).name);
-  std::vector<std::string> unused;
-  for (const auto& [name, a] : amax)
-    if (!points.count(name) && g.findValue(name) != kNoValue) unused.push_back(name);
-  if (unused.empty()) return;
-  warn(path + ": " + std::to_string(unused.size()) + " " + what +
-       " for tensors that are not quantization points of this model are not used (first '" + unused.front() + "')");
+  auto leftOut = [&](NodeId n) { return plan.nodes[(size_t)n].quantizable && !plan.nodes[(size_t)n].quantized; };
+  std::vector<std::string> notPoints, ofLeftOut;
+  for (const auto& [name, a] : amax) {
+    const ValueId id = g.findValue(name);
+    if (points.count(name) || id == kNoValue) continue;
+    const Value& v = g.value(id);
+    bool touches = v.producer >= 0 && leftOut(v.producer);
+    bool quantizedNeighbour = v.producer >= 0 && plan.nodes[(size_t)v.producer].quantized;
+    for (NodeId c : v.consumers) {
+      touches = touches || leftOut(c);
+      quantizedNeighbour = quantizedNeighbour || plan.nodes[(size_t)c].quantized;
+    }
+    if (!allTensorRanges) notPoints.push_back(name);
+    else if (touches && !quantizedNeighbour) ofLeftOut.push_back(name);  // as implicitRangeTensors()
+  }
+  auto names = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size() && i < 8; ++i) s += (i ? ", '" : "'") + v[i] + "'";
+    if (v.size() > 8) s += " and " + std::to_string(v.size() - 8) + " more";
+    return s;
+  };
+  if (!notPoints.empty()) {
+    warn(path + ": " + std::to_string(notPoints.size()) + " " + what + " not used: not quantization points, and " +
+         "--all-tensor-ranges is off (" + names(notPoints) + ")");
+  }
+  if (!ofLeftOut.empty()) {
+    warn(path + ": " + std::to_string(ofLeftOut.size()) + " " + what +
+         " not used: read or written by nodes left out of quantization, which TensorRT keeps in float only without "
+         "them (" + names(ofLeftOut) + ")");
+  }
 }
 
 void appendLists(QuantConfig& to, const QuantConfig& from) {
@@ -224,6 +249,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   ao.layerwise = rq.layerwise;
   ao.sensitivity = rq.sensitivity || !std::isnan(rq.targetSnrDb);
   ao.calibration = rq.calibration;
+  ao.allTensorRanges = rq.allTensorRanges.value_or(true);  // every TensorRT that reads caches (8.5-10.x) needs them
   std::vector<std::string> configWarnings;
   auto session = QuantSession::create(run.model, config, ao, &configWarnings);
   if (!session) return session.status();
@@ -239,13 +265,15 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
     auto amax = cacheAmax(*cache, rq.calibrationCache, *run.model, warn);
     if (!amax) return amax.status();
     QS_RETURN_IF_ERROR(run.session->setActivationAmax(*amax).withContext(rq.calibrationCache));
-    warnUnusedRanges(*amax, run.model->graph, run.session->plan(), rq.calibrationCache, "scales", warn);
+    warnUnusedRanges(*amax, run.model->graph, run.session->plan(), ao.allTensorRanges, rq.calibrationCache, "scales",
+                     warn);
   } else {
     run.scaleSource = run.calibrationData->description();
   }
   if (saved) {
     QS_RETURN_IF_ERROR(run.session->setActivationAmax(saved->actAmax).withContext(rq.loadConfig));
-    warnUnusedRanges(saved->actAmax, run.model->graph, run.session->plan(), rq.loadConfig, "ranges", warn);
+    warnUnusedRanges(saved->actAmax, run.model->graph, run.session->plan(), ao.allTensorRanges, rq.loadConfig, "ranges",
+                     warn);
   }
   const CalibMethod method = rq.calibration.method;
   if (rq.writesCache && rq.trtAlgorithm.empty() && (method == CalibMethod::Percentile || method == CalibMethod::Mse)) {
@@ -281,6 +309,33 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
     auto steps = run.session->autoFallback(rq.targetSnrDb, phase(0.97, 1.0));
     if (!steps) return steps.status();
     run.fallback = std::move(steps).value();
+  }
+  // Layers that TensorRT's implicit INT8 would run outside INT8 from the written ranges.
+  {
+    const AnalysisResult& r = *run.result();
+    const Graph& g = run.model->graph;
+    std::vector<Int8Gap> outside, inside;
+    for (const Int8Gap& gap : implicitInt8Gaps(g, r)) (gap.leftOutInInt8 ? inside : outside).push_back(gap);
+    auto names = [&](const std::vector<Int8Gap>& v) {
+      std::string s;
+      for (size_t i = 0; i < v.size() && i < 5; ++i) {
+        s += (i ? ", '" : "'") + g.nodes[(size_t)v[i].node].name + "'";
+        if (v[i].tensor != kNoValue) s += " ('" + g.value(v[i].tensor).name + "')";
+      }
+      return s + (v.size() > 5 ? " and " + std::to_string(v.size() - 5) + " more" : "");
+    };
+    const Warner warn{run, /*buffered=*/false, callbacks};
+    if (!outside.empty()) {
+      warn("TensorRT implicit INT8 (quant_cfg.json, calibration.cache): " + std::to_string(outside.size()) +
+           " quantized layer(s) would run outside INT8, a tensor they read or write having no range: " + names(outside) +
+           (rq.allTensorRanges.value_or(true) ? "" : "; --all-tensor-ranges on writes them") +
+           " (quantized.onnx's explicit Q/DQ is not affected)");
+    }
+    if (!inside.empty()) {
+      warn("TensorRT implicit INT8 (quant_cfg.json, calibration.cache): " + std::to_string(inside.size()) +
+           " layer(s) left out of quantization may still run in INT8, every tensor they read or write having a range "
+           "for a quantized neighbour: " + names(inside) + " (quantized.onnx's explicit Q/DQ keeps them in float)");
+    }
   }
   // Quantized nodes whose activation tensor got no scale (a cache or config without it) keep that
   // input in float, in the simulation and in the export alike: say so.
@@ -328,6 +383,7 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (!rq.calibrationCache.empty()) s["calibration_cache"] = rq.calibrationCache;
   s["trt_version"] = trtVersionName(run.trtVersion);
   s["trt_calibrator"] = run.trtAlgorithm;
+  s["all_tensor_ranges"] = rq.allTensorRanges.value_or(true) ? "on" : "off";
   return s;
 }
 

@@ -48,6 +48,9 @@ struct AnalysisRequest {
   std::optional<TrtVersion> trtVersion;  // calibration.cache's header; unset: a loaded config's, else 10
   std::string trtAlgorithm;         // its algorithm ("" = the scales': a loaded cache's, the method's)
   bool writesCache = false;         // an export that writes calibration.cache: warn about its header
+  /// Ranges for every float activation tensor in quant_cfg.json and calibration.cache, not only the
+  /// Q/DQ points (what TensorRT's implicit INT8 needs); unset: on (every --trt-version reads caches).
+  std::optional<bool> allTensorRanges;
 };
 
 /// The calibration method named `name` (max, entropy, percentile, mse). The one parser of method

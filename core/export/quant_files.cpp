@@ -67,6 +67,59 @@ std::vector<ValueId> exportedActivationTensors(const Graph& g, const AnalysisRes
   return out;
 }
 
+namespace {
+
+bool isFloatActivation(const Value& v) {
+  return !v.constant && (v.dtype == DType::Float || v.dtype == DType::Undefined);
+}
+
+bool leftOut(const AnalysisResult& r, NodeId n) {
+  const NodeQuantState& st = r.plan.nodes[(size_t)n];
+  return st.quantizable && !st.quantized;
+}
+
+}  // namespace
+
+std::vector<std::pair<ValueId, float>> implicitRangeTensors(const Graph& g, const AnalysisResult& r) {
+  std::vector<std::pair<ValueId, float>> out;
+  std::set<ValueId> exported;
+  for (ValueId v : exportedActivationTensors(g, r)) exported.insert(v);
+  for (const auto& [id, amax] : r.tensorRanges) {
+    const Value& v = g.value(id);
+    if (!isFloatActivation(v) || exported.count(id)) continue;
+    bool touchesLeftOut = v.producer >= 0 && leftOut(r, v.producer);
+    bool touchesQuantized = v.producer >= 0 && r.plan.nodes[(size_t)v.producer].quantized;
+    for (NodeId c : v.consumers) {
+      touchesLeftOut = touchesLeftOut || leftOut(r, c);
+      touchesQuantized = touchesQuantized || r.plan.nodes[(size_t)c].quantized;
+    }
+    if (touchesQuantized || !touchesLeftOut) out.emplace_back(id, amax);
+  }
+  return out;
+}
+
+std::vector<Int8Gap> implicitInt8Gaps(const Graph& g, const AnalysisResult& r) {
+  std::set<ValueId> ranged;
+  for (ValueId v : exportedActivationTensors(g, r)) ranged.insert(v);
+  for (const auto& [v, amax] : implicitRangeTensors(g, r)) ranged.insert(v);
+  std::vector<Int8Gap> gaps;
+  for (NodeId n : g.topoOrder) {
+    const Node& node = g.nodes[(size_t)n];
+    std::vector<ValueId> tensors(node.inputs.begin(), node.inputs.end());
+    tensors.insert(tensors.end(), node.outputs.begin(), node.outputs.end());
+    ValueId missing = kNoValue;
+    bool any = false;
+    for (ValueId v : tensors) {
+      if (v == kNoValue || !isFloatActivation(g.value(v))) continue;
+      any = true;
+      if (!ranged.count(v) && missing == kNoValue) missing = v;
+    }
+    if (r.plan.nodes[(size_t)n].quantized && missing != kNoValue) gaps.push_back({n, missing, false});
+    if (leftOut(r, n) && any && missing == kNoValue) gaps.push_back({n, kNoValue, true});
+  }
+  return gaps;
+}
+
 float exportedAmax(const ActivationQuant& q, QuantMode mode) {
   if (scaleFromAmax(q.amax, mode) == q.scale) return q.amax;
   return amaxForScale(q.scale, mode);
@@ -185,11 +238,13 @@ std::string calibrationCacheHeader(CalibMethod method, const TrtVersion& version
 std::string calibrationCacheText(const Model& model, const AnalysisResult& r, const std::string& header) {
   const Graph& g = model.graph;
   std::string out = (header.empty() ? calibrationCacheHeader(r.calibration.method) : header) + "\n";
-  for (ValueId v : exportedActivationTensors(g, r)) {
+  auto line = [&](ValueId v, float scale) {
     char hex[16];
-    std::snprintf(hex, sizeof hex, "%08x", floatBits(r.activations.at(v).scale));
+    std::snprintf(hex, sizeof hex, "%08x", floatBits(scale));
     out += g.value(v).name + ": " + hex + "\n";
-  }
+  };
+  for (ValueId v : exportedActivationTensors(g, r)) line(v, r.activations.at(v).scale);
+  for (const auto& [v, amax] : implicitRangeTensors(g, r)) line(v, scaleFromAmax(amax, QuantMode::Int8));
   return out;
 }
 
@@ -245,7 +300,12 @@ std::string quantConfigJson(const Model& model, const AnalysisResult& r, const Q
   const Graph& g = model.graph;
   const QuantMode mode = r.plan.mode;
   Json act = Json::object();
-  for (ValueId v : exportedActivationTensors(g, r)) act[g.value(v).name] = (double)exportedAmax(r.activations.at(v), mode);
+  Json qdqPoints = Json::array();
+  for (ValueId v : exportedActivationTensors(g, r)) {
+    act[g.value(v).name] = (double)exportedAmax(r.activations.at(v), mode);
+    qdqPoints.push_back(g.value(v).name);
+  }
+  for (const auto& [v, amax] : implicitRangeTensors(g, r)) act[g.value(v).name] = (double)amax;
 
   Json weights = Json::array();
   for (const WeightQuant& w : r.weights) {
@@ -288,6 +348,7 @@ std::string quantConfigJson(const Model& model, const AnalysisResult& r, const Q
                           {"trt_version", trtVersionName(ctx.trtVersion)},
                           {"trt_calibrator", ctx.trtAlgorithm.empty() ? trtCalibrationAlgorithm(r.calibration.method)
                                                                       : ctx.trtAlgorithm}}},
+          {"qdq_points", qdqPoints},
           {"weights", weights},
           {"nodes", nodes}};
   Json root{{"act_quant_info", act}, {"quantscope", qs}};

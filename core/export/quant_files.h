@@ -12,7 +12,11 @@
 //    `<tensor>: <8 hex digits>` line per tensor, the big-endian IEEE-754 float32 of the scale.
 //
 // Both list the same tensors: exportedActivationTensors(), the values the exporter gives a
-// QuantizeLinear/DequantizeLinear pair.
+// QuantizeLinear/DequantizeLinear pair, then, when the analysis calibrated every tensor
+// (AnalysisOptions::allTensorRanges), implicitRangeTensors(): the other ranges TensorRT's implicit
+// INT8 (TensorRT 8.x-10.x, PPQ's engine script, trtexec --calib) needs. TensorRT runs a layer
+// outside INT8 when a tensor it reads or writes has no range ("Missing scale and zero-point for
+// tensor ..., expect fall back to non-int8 implementation"); implicitInt8Gaps() names those layers.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +37,23 @@ namespace qs {
 /// once: values of activation points whose node is quantized, that have a scale in `r`, and whose
 /// dtype is float (or unknown: the simulation only quantizes float tensors).
 std::vector<ValueId> exportedActivationTensors(const Graph& g, const AnalysisResult& r);
+
+/// The ranges written beside the Q/DQ points for TensorRT's implicit INT8: every tensor of
+/// AnalysisResult::tensorRanges that is not a Q/DQ point, except those that a node left out of
+/// quantization (quantizable, not quantized) reads or writes and no quantized node does, so that
+/// TensorRT keeps that node in float as the analysis did.
+std::vector<std::pair<ValueId, float>> implicitRangeTensors(const Graph& g, const AnalysisResult& r);
+
+/// Where TensorRT's implicit INT8, given the written ranges, would differ from the analysis: a
+/// quantized node that it runs outside INT8 because `tensor` (an activation it reads or writes) has
+/// no range, or (leftOutInInt8) a node left out of quantization whose every tensor has a range
+/// (its inputs and outputs are shared with quantized nodes), which TensorRT may run in INT8.
+struct Int8Gap {
+  NodeId node = -1;
+  ValueId tensor = kNoValue;
+  bool leftOutInInt8 = false;
+};
+std::vector<Int8Gap> implicitInt8Gaps(const Graph& g, const AnalysisResult& r);
 
 /// The amax written for a tensor: one whose scaleFromAmax() gives back exactly `q.scale` (the
 /// calibrated amax, or scale * qmax for tensors whose amax was replaced by the scale floor).

@@ -435,21 +435,21 @@ TEST_F(CliTest, ExportCacheHeaderFollowsTrtVersionAndScales) {
 
   // A MinMax cache written by hand keeps its algorithm (with the CLI's default method, entropy).
   qs::test::writeBytes(dir + "/minmax.cache", "TRT-8601-MinMaxCalibration\nx: 3c010204\nc: 3c010204\n");
-  auto mm = runQuantscope("export " + conv + " --no-layerwise --no-sensitivity --calibration-cache-path " + dir +
-                          "/minmax.cache --output-dir " + dir + "/mm", dir);
+  auto mm = runQuantscope("export " + conv + " --no-layerwise --no-sensitivity --all-tensor-ranges off "
+                          "--calibration-cache-path " + dir + "/minmax.cache --output-dir " + dir + "/mm", dir);
   ASSERT_EQ(mm.exitCode, 0) << mm.err;
   EXPECT_EQ(header(dir + "/mm"), "TRT-100000-MinMaxCalibration");
-  EXPECT_NE(mm.err.find("minmax.cache: 1 scales for tensors that are not quantization points of this model are not used "
-                        "(first 'c')"), std::string::npos) << mm.err;
+  EXPECT_NE(mm.err.find("minmax.cache: 1 scales not used: not quantization points, and --all-tensor-ranges is off ('c')"),
+            std::string::npos) << mm.err;
 
   // PPQ's file with a range for c: reported; the method is max unless given.
   qs::test::writeBytes(dir + "/ppq.json", R"({"act_quant_info": {"x": 1.0, "c": 2.0}})");
-  auto ppq = runQuantscope("export " + conv + " --no-layerwise --no-sensitivity --load-config " + dir +
-                           "/ppq.json --output-dir " + dir + "/ppq", dir);
+  auto ppq = runQuantscope("export " + conv + " --no-layerwise --no-sensitivity --all-tensor-ranges off --load-config " +
+                           dir + "/ppq.json --output-dir " + dir + "/ppq", dir);
   ASSERT_EQ(ppq.exitCode, 0) << ppq.err;
   EXPECT_EQ(header(dir + "/ppq"), "TRT-100000-MinMaxCalibration");
-  EXPECT_NE(ppq.err.find("ppq.json: 1 ranges for tensors that are not quantization points of this model are not used "
-                         "(first 'c')"), std::string::npos) << ppq.err;
+  EXPECT_NE(ppq.err.find("ppq.json: 1 ranges not used: not quantization points, and --all-tensor-ranges is off ('c')"),
+            std::string::npos) << ppq.err;
   auto ppqEntropy = runQuantscope("export " + conv + " --no-layerwise --no-sensitivity --calibration-method entropy "
                                   "--load-config " + dir + "/ppq.json --output-dir " + dir + "/ppq2", dir);
   ASSERT_EQ(ppqEntropy.exitCode, 0) << ppqEntropy.err;

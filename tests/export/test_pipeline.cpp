@@ -6,12 +6,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
 
 #include "core/export/bundle.h"
 #include "core/export/pipeline.h"
+#include "core/onnx/loader.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/text_images.h"
 
@@ -253,15 +255,26 @@ TEST_F(Pipeline, ImportedCacheKeepsItsAlgorithmAndReportsUnusedScales) {
   r.calibration.method = CalibMethod::Entropy;  // the CLI's default, not given
   r.calibrationCache = dir + "/minmax.cache";
   r.writesCache = true;
+  // Without all tensor ranges, the Conv output's scale is read but not used, and said so.
+  r.allTensorRanges = false;
+  auto pointsOnly = runAnalysis(r);
+  ASSERT_TRUE(pointsOnly) << pointsOnly.status().message();
+  EXPECT_TRUE(hasWarning(*pointsOnly, "1 tensor(s) not in the model are ignored (first 'not_in_model')"));
+  EXPECT_TRUE(hasWarning(*pointsOnly, "minmax.cache: 1 scales not used: not quantization points, and --all-tensor-ranges "
+                                      "is off ('" + p.other + "')"));
+  // With them (the default), it is written back for TensorRT's implicit INT8, and nothing is unused.
+  r.allTensorRanges.reset();
   auto run = runAnalysis(r);
   ASSERT_TRUE(run) << run.status().message();
   EXPECT_TRUE(hasWarning(*run, "1 tensor(s) not in the model are ignored (first 'not_in_model')"));
-  EXPECT_TRUE(hasWarning(*run, "minmax.cache: 1 scales for tensors that are not quantization points of this model are not used "
-                               "(first '" + p.other + "')"));
+  for (const auto& w : run->warnings) EXPECT_EQ(w.find("not used"), std::string::npos) << w;
   auto bundle = buildExportBundle(*run, {dir + "/c", ""});
   ASSERT_TRUE(bundle) << bundle.status().message();
   for (const auto& f : bundle->files) {
-    if (f.path.ends_with("calibration.cache")) EXPECT_EQ(f.bytes.rfind("TRT-100000-MinMaxCalibration\n", 0), 0u) << f.bytes;
+    if (f.path.ends_with("calibration.cache")) {
+      EXPECT_EQ(f.bytes.rfind("TRT-100000-MinMaxCalibration\n", 0), 0u) << f.bytes;
+      EXPECT_NE(f.bytes.find(p.other + ": 3c010204\n"), std::string::npos) << f.bytes;
+    }
     if (f.path.ends_with("quant_cfg.json")) EXPECT_NE(f.bytes.find("\"method\": \"max\""), std::string::npos);
   }
 }
@@ -282,10 +295,15 @@ TEST_F(Pipeline, PpqConfigTakesTheGivenMethodAndReportsUnusedRanges) {
     r.methodGiven = given;
     r.loadConfig = dir + "/ppq.json";
     r.writesCache = true;
+    r.allTensorRanges = false;
+    auto pointsOnly = runAnalysis(r);
+    ASSERT_TRUE(pointsOnly) << pointsOnly.status().message();
+    EXPECT_TRUE(hasWarning(*pointsOnly, "ppq.json: 1 ranges not used: not quantization points, and --all-tensor-ranges "
+                                        "is off ('" + p.other + "')"));
+    r.allTensorRanges.reset();
     auto run = runAnalysis(r);
     ASSERT_TRUE(run) << run.status().message();
-    EXPECT_TRUE(hasWarning(*run, "ppq.json: 1 ranges for tensors that are not quantization points of this model are not "
-                                 "used (first '" + p.other + "')"));
+    for (const auto& w : run->warnings) EXPECT_EQ(w.find("not used"), std::string::npos) << w;
     auto bundle = buildExportBundle(*run, {dir + "/p", ""});
     ASSERT_TRUE(bundle) << bundle.status().message();
     for (const auto& f : bundle->files) {
@@ -297,6 +315,85 @@ TEST_F(Pipeline, PpqConfigTakesTheGivenMethodAndReportsUnusedRanges) {
             << given;
     }
   }
+}
+
+}  // namespace
+
+namespace {
+
+// For TensorRT's implicit INT8 (issue 18): by default quant_cfg.json and calibration.cache carry a
+// range for every float activation tensor the quantized nodes read or write, checked here against
+// the graph of cls; the json names its Q/DQ points; a node left out keeps its own tensors out of
+// the files (so that TensorRT keeps it in float), and with --all-tensor-ranges off the run names
+// the layers TensorRT would run outside INT8.
+TEST_F(Pipeline, AllTensorRangesCoverEveryTensorOfTheQuantizedNodes) {
+  auto model = loadModel(kCls);
+  ASSERT_TRUE(model) << model.status().message();
+  const Graph& g = (*model)->graph;
+  AnalysisRequest r = request;
+  r.config.nodesToExclude = {"p2o.Conv.3$"};
+  auto run = runAnalysis(r);
+  ASSERT_TRUE(run) << run.status().message();
+  for (const auto& w : run->warnings) EXPECT_EQ(w.find("would run outside INT8"), std::string::npos) << w;
+  auto bundle = buildExportBundle(*run, {dir + "/all", ""});
+  ASSERT_TRUE(bundle) << bundle.status().message();
+  nlohmann::json cfg;
+  std::string cache;
+  for (const auto& f : bundle->files) {
+    if (f.path.ends_with("quant_cfg.json")) cfg = nlohmann::json::parse(f.bytes);
+    if (f.path.ends_with("calibration.cache")) cache = f.bytes;
+  }
+  ASSERT_TRUE(cfg.contains("act_quant_info"));
+  const auto& act = cfg["act_quant_info"];
+  const AnalysisResult& res = *run->result();
+  auto isActivation = [&](ValueId v) {
+    return v != kNoValue && !g.value(v).constant && g.value(v).dtype == DType::Float;
+  };
+  NodeId excluded = -1;
+  int quantized = 0, checked = 0;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
+    if (node.name == "p2o.Conv.3") excluded = (NodeId)n;
+    if (!res.plan.nodes[n].quantized) continue;
+    ++quantized;
+    std::vector<ValueId> tensors(node.inputs.begin(), node.inputs.end());
+    tensors.insert(tensors.end(), node.outputs.begin(), node.outputs.end());
+    for (ValueId v : tensors) {
+      if (!isActivation(v)) continue;
+      ++checked;
+      const std::string& name = g.value(v).name;
+      ASSERT_TRUE(act.contains(name)) << node.name << " reads or writes '" << name << "', which has no range";
+      EXPECT_GT(act[name].get<double>(), 0.0) << name;
+      EXPECT_NE(cache.find("\n" + name + ": "), std::string::npos) << name << " missing from calibration.cache";
+    }
+  }
+  EXPECT_GT(quantized, 40);
+  EXPECT_GT(checked, 100);
+  // The left-out Conv's output has no range (its input is also the previous quantized node's
+  // output, which keeps one).
+  ASSERT_GE(excluded, 0);
+  ASSERT_FALSE(res.plan.nodes[(size_t)excluded].quantized);
+  EXPECT_FALSE(act.contains(g.value(g.nodes[(size_t)excluded].outputs[0]).name));
+  // qdq_points: exactly the tensors quantized.onnx gives a Q/DQ pair.
+  std::set<std::string> points, want;
+  for (const auto& p : cfg["quantscope"]["qdq_points"]) points.insert(p.get<std::string>());
+  for (ValueId v : exportedActivationTensors(g, res)) want.insert(g.value(v).name);
+  EXPECT_EQ(points, want);
+  EXPECT_GT(act.size(), points.size());
+
+  // Off: only the points, and the layers that would leave INT8 are named.
+  r.allTensorRanges = false;
+  auto off = runAnalysis(r);
+  ASSERT_TRUE(off) << off.status().message();
+  bool named = false;
+  for (const auto& w : off->warnings)
+    named = named || (w.find("quantized layer(s) would run outside INT8") != std::string::npos &&
+                      w.find("'p2o.Conv.0'") != std::string::npos);
+  EXPECT_TRUE(named);
+  auto offBundle = buildExportBundle(*off, {dir + "/off", ""});
+  ASSERT_TRUE(offBundle) << offBundle.status().message();
+  for (const auto& f : offBundle->files)
+    if (f.path.ends_with("quant_cfg.json")) EXPECT_EQ(nlohmann::json::parse(f.bytes)["act_quant_info"].size(), want.size());
 }
 
 }  // namespace
