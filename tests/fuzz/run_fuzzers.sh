@@ -5,7 +5,7 @@
 # Seeds come from BUILD_DIR/tests/fuzz/qs_fuzz_seeds (models from .cache/models when present);
 # the corpora grow in BUILD_DIR/fuzz-corpus/<target>; crash inputs land in
 # BUILD_DIR/fuzz-artifacts/<target>/. Prints per target: executions, exec/s, cov, ft, corpus.
-# QS_FUZZ_TARGETS="fuzz_npy fuzz_image" runs a subset; QS_FUZZ_JOBS is unused (one process each).
+# QS_FUZZ_TARGETS="fuzz_npy fuzz_image" runs a subset; QS_FUZZ_PARALLEL (default 2) targets run at once.
 # QS_FUZZ_SEED (default 1) is libFuzzer's -seed: with the same binary and seeds a run explores the
 # same inputs, so a CI result can be reproduced; set another value (or 0, random) to explore more.
 set -uo pipefail
@@ -44,15 +44,14 @@ rm -rf "$seeds"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-status=0
-printf '%-18s %10s %8s %7s %7s %8s %6s  %s\n' target executions exec/s cov ft corpus secs result
-for t in $targets; do
-  exe="$bin/$t"
-  [ -x "$exe" ] || { echo "run_fuzzers: $exe missing"; status=1; continue; }
-  corpus="$build/fuzz-corpus/$t"
-  artifacts="$build/fuzz-artifacts/$t"
+# One target: runs it and writes its table row (and error excerpt) to $build/fuzz-$t.row; the
+# return code says whether it passed.
+run_one() {
+  local t=$1 exe="$bin/$1" corpus="$build/fuzz-corpus/$1" artifacts="$build/fuzz-artifacts/$1"
+  local log="$build/fuzz-$1.log" row="$build/fuzz-$1.row"
+  [ -x "$exe" ] || { echo "run_fuzzers: $exe missing" >"$row"; return 1; }
   mkdir -p "$corpus" "$artifacts"
-  log="$build/fuzz-$t.log"
+  local start rc secs last execs eps cov ft corp result
   start=$(date +%s)
   "$exe" "$corpus" "$seeds/$(seed_dir "$t")" -max_total_time="$seconds" -max_len="$(max_len "$t")" \
     -rss_limit_mb=2048 -timeout=10 -seed="$fuzz_seed" -print_final_stats=1 -artifact_prefix="$artifacts/" >"$log" 2>&1
@@ -68,12 +67,25 @@ for t in $targets; do
   result=ok
   if [ $rc -ne 0 ] || grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:|==ERROR|SUMMARY: ' "$log"; then
     result="FAILED (rc $rc; log $log; inputs in $artifacts)"
-    status=1
   fi
   printf '%-18s %10s %8s %7s %7s %8s %6s  %s\n' "$t" "${execs:-?}" "${eps:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}" \
-    "$secs" "$result"
+    "$secs" "$result" >"$row"
   if [ "$result" != ok ]; then
-    grep -E 'ERROR|runtime error|SUMMARY|^    #[0-9] ' "$log" | head -20 | sed 's/^/    /'
+    grep -E 'ERROR|runtime error|SUMMARY|^    #[0-9] ' "$log" | head -20 | sed 's/^/    /' >>"$row"
+    return 1
   fi
+}
+
+# QS_FUZZ_PARALLEL targets at a time (default 2, the CI's cores), each for SECONDS.
+parallel=${QS_FUZZ_PARALLEL:-2}
+status=0
+pids=()
+for t in $targets; do
+  while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
+  run_one "$t" &
+  pids+=("$!")
 done
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+printf '%-18s %10s %8s %7s %7s %8s %6s  %s\n' target executions exec/s cov ft corpus secs result
+for t in $targets; do cat "$build/fuzz-$t.row"; done
 exit $status
