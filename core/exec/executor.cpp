@@ -144,7 +144,10 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> 
     ex->m_rewriteSummary = std::to_string(report.foldedConstantNodes) + " constant nodes folded, " +
                            std::to_string(report.foldedIntoConv) + " nodes folded into Conv weights, " +
                            std::to_string(report.fusedActivations) + " activation nodes fused into " +
-                           std::to_string(report.fusedConvs) + " FusedConv";
+                           std::to_string(report.fusedConvs) + " FusedConv, " +
+                           std::to_string(report.foldedIntoMatMul) + " nodes fused into " +
+                           std::to_string(report.fusedMatMuls) + " FusedMatMul, " +
+                           std::to_string(report.fusedLayerNorms) + " decomposed LayerNorm chains fused";
   }
   return ex;
 }
@@ -266,9 +269,13 @@ double Executor::estimateFlops(const Node& node, std::span<const Tensor* const> 
     if (op != "ConvTranspose") return 2.0 * outElems * product(w, 1);
     return 2.0 * (double)in[0]->numel() * product(w, 1);
   }
-  if ((op == "MatMul" || op == "Gemm") && in.size() > 1 && in[0] && in[1]) {
+  if ((op == "MatMul" || op == "Gemm" || op == "FusedMatMul") && in.size() > 1 && in[0] && in[1]) {
     const Shape& a = in[0]->shape();
     int64_t k = a.empty() ? 1 : a.back();
+    if (op == "FusedMatMul") {
+      const Attribute* pa = node.attr("perm_a");
+      if (pa && pa->ints.size() == a.size() && !a.empty()) k = a[(size_t)pa->ints.back()];
+    }
     if (op == "Gemm") {
       const Attribute* ta = node.attr("transA");
       if (ta && ta->i && a.size() == 2) k = a[0];

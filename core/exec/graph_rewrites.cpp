@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/kernels/conv.h"
+#include "core/kernels/fused_matmul.h"
 
 namespace qs {
 
@@ -22,6 +23,18 @@ class Rewriter {
       if (m_removed[(size_t)id]) continue;
       const Node& n = m_g.nodes[(size_t)id];
       if (n.opType == "Conv" && n.domain.empty()) fuseConv(id);
+    }
+    // Decomposed LayerNorm before the MatMuls: a MatMul fusion rewires inputs, which leaves the
+    // consumer lists of the values it reads stale for later matches.
+    for (NodeId id : m_g.topoOrder) {
+      if (m_removed[(size_t)id]) continue;
+      const Node& n = m_g.nodes[(size_t)id];
+      if (n.opType == "ReduceMean" && n.domain.empty()) fuseLayerNorm(id);
+    }
+    for (NodeId id : m_g.topoOrder) {
+      if (m_removed[(size_t)id]) continue;
+      const Node& n = m_g.nodes[(size_t)id];
+      if (n.opType == "MatMul" && n.domain.empty()) fuseMatMul(id);
     }
     return compact();
   }
@@ -330,6 +343,287 @@ class Rewriter {
     m_report.fusedActivations += fusedActs;
   }
 
+  // The perm of a Transpose node (empty when it has none: the default reverses, rank unknown).
+  static std::vector<int64_t> transposePerm(const Node& n) {
+    const Attribute* a = n.attr("perm");
+    return a && a->type == Attribute::Type::Ints ? a->ints : std::vector<int64_t>{};
+  }
+
+  // The node producing v when it is live, of op `op` (default domain), and v its only output.
+  const Node* producerOf(ValueId v, const char* op) const {
+    const NodeId p = m_g.value(v).producer;
+    if (p < 0 || m_removed[(size_t)p]) return nullptr;
+    const Node& n = m_g.nodes[(size_t)p];
+    return n.opType == op && n.domain.empty() && !n.outputs.empty() && n.outputs[0] == v ? &n : nullptr;
+  }
+
+  // The Erf form of Gelu on `x`: Div(x, sqrt 2) | Mul(x, 1/sqrt 2) -> Erf -> Add 1, and
+  // Mul(x, that) -> Mul 0.5. Fills the nodes (in order) and the output value.
+  bool matchGelu(ValueId x, std::vector<NodeId>& chain, ValueId& out) const {
+    if (m_g.value(x).isGraphOutput) return false;
+    auto cons = consumers(x);
+    if (cons.size() != 2) return false;
+    NodeId d = cons[0], m = cons[1];
+    if (m_g.nodes[(size_t)d].opType == "Mul" && m_g.nodes[(size_t)m].opType != "Mul") std::swap(d, m);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const Node& dn = m_g.nodes[(size_t)d];
+      const Node& mn = m_g.nodes[(size_t)m];
+      const int di = otherInput(dn, x), mi = otherInput(mn, x);
+      const bool scaleOk =
+          dn.domain.empty() && di >= 0 &&
+          ((dn.opType == "Div" && di == 1 && scalarIs(dn.inputs[1], 1.41421356f)) ||
+           (dn.opType == "Mul" && scalarIs(dn.inputs[(size_t)di], 0.70710678f)));
+      if (scaleOk && mn.opType == "Mul" && mn.domain.empty() && mi >= 0) {
+        const NodeId erf = soleConsumer(dn.outputs[0]);
+        const Node* en = erf >= 0 ? &m_g.nodes[(size_t)erf] : nullptr;
+        if (en && en->opType == "Erf" && en->domain.empty() && onlyOutput(*en)) {
+          const NodeId add = soleConsumer(en->outputs[0]);
+          const Node* an = add >= 0 ? &m_g.nodes[(size_t)add] : nullptr;
+          const int ai = an ? otherInput(*an, en->outputs[0]) : -1;
+          if (an && an->opType == "Add" && an->domain.empty() && ai >= 0 && scalarIs(an->inputs[(size_t)ai], 1.f) &&
+              an->outputs[0] == mn.inputs[(size_t)mi] && soleConsumer(an->outputs[0]) == m) {
+            const NodeId half = soleConsumer(mn.outputs[0]);
+            const Node* hn = half >= 0 ? &m_g.nodes[(size_t)half] : nullptr;
+            const int hi = hn ? otherInput(*hn, mn.outputs[0]) : -1;
+            if (hn && hn->opType == "Mul" && hn->domain.empty() && hi >= 0 && scalarIs(hn->inputs[(size_t)hi], 0.5f) &&
+                onlyOutput(*hn)) {
+              chain = {d, erf, add, m, half};
+              out = hn->outputs[0];
+              return true;
+            }
+          }
+        }
+      }
+      std::swap(d, m);
+    }
+    return false;
+  }
+
+  // MatMul -> FusedMatMul: Transposes feeding it, then Div/Mul by a scalar, a bias Add, Gelu
+  // (Erf form) and a Transpose of the result that keeps the last dim last, each only while the
+  // value between has no other consumer and is no graph output.
+  void fuseMatMul(NodeId id) {
+    {
+      const Node& mm = m_g.nodes[(size_t)id];
+      if (mm.inputs.size() != 2 || mm.outputs.size() != 1 || mm.inputs[0] == kNoValue || mm.inputs[1] == kNoValue)
+        return;
+    }
+    std::vector<NodeId> absorbed;
+    std::vector<int64_t> perms[2];
+    ValueId ins[2] = {m_g.nodes[(size_t)id].inputs[0], m_g.nodes[(size_t)id].inputs[1]};
+    for (int k = 0; k < 2; ++k) {
+      if (k == 1 && ins[1] == ins[0]) break;
+      const Node* t = producerOf(ins[k], "Transpose");
+      if (!t || soleConsumer(ins[k]) != id || t->inputs.empty()) continue;
+      std::vector<int64_t> perm = transposePerm(*t);
+      if (!matMulOperandPermFoldable(perm)) continue;
+      perms[k] = perm;
+      absorbed.push_back(m_g.value(ins[k]).producer);
+      m_removed[(size_t)absorbed.back()] = 1;
+      ins[k] = t->inputs[0];
+    }
+    // N from a constant B (for the bias's shape check).
+    int64_t N = -1;
+    if (const Tensor* b = fixedConstant(ins[1]); b && perms[1].empty() && b->rank() >= 2) N = b->dim(b->rank() - 1);
+    float alpha = 1.f;
+    ValueId bias = kNoValue;
+    bool gelu = false;
+    std::vector<int64_t> permY;
+    ValueId tail = m_g.nodes[(size_t)id].outputs[0];
+    for (;;) {
+      std::vector<NodeId> chain;
+      ValueId out = kNoValue;
+      if (!gelu && matchGelu(tail, chain, out)) {
+        gelu = true;
+        absorbed.insert(absorbed.end(), chain.begin(), chain.end());
+        for (NodeId x : chain) m_removed[(size_t)x] = 1;
+        tail = out;
+        continue;
+      }
+      const NodeId cid = soleConsumer(tail);
+      if (cid < 0) break;
+      const Node& c = m_g.nodes[(size_t)cid];
+      if (!c.domain.empty() || !onlyOutput(c)) break;
+      const int oi = otherInput(c, tail);
+      const Tensor* k = oi >= 0 ? fixedConstant(c.inputs[(size_t)oi]) : nullptr;
+      if ((c.opType == "Div" || c.opType == "Mul") && bias == kNoValue && !gelu && isScalar(k) && k->rank() <= 2 &&
+          (c.opType == "Mul" || oi == 1)) {
+        const float v = k->data<float>()[0];
+        if (c.opType == "Div" && v == 0.f) break;
+        alpha = c.opType == "Mul" ? alpha * v : alpha / v;
+      } else if (c.opType == "Add" && bias == kNoValue && !gelu && k && k->dtype() == DType::Float && N > 0 &&
+                 k->numel() == N && k->rank() >= 1 && k->rank() <= 2 && k->dim(k->rank() - 1) == N) {
+        bias = c.inputs[(size_t)oi];
+      } else if (c.opType == "Transpose" && c.inputs[0] == tail && matMulResultPermFoldable(transposePerm(c))) {
+        permY = transposePerm(c);
+      } else {
+        break;
+      }
+      absorbed.push_back(cid);
+      m_removed[(size_t)cid] = 1;
+      tail = c.outputs[0];
+      if (!permY.empty()) break;
+    }
+    if (absorbed.empty()) return;
+    Node& mm = m_g.nodes[(size_t)id];
+    mm.opType = kFusedMatMulOp;
+    mm.domain = kFusedDomain;
+    mm.inputs = {ins[0], ins[1]};
+    if (bias != kNoValue) mm.inputs.push_back(bias);
+    mm.outputs[0] = tail;
+    // Keep consumer and producer lists current for the matches that follow.
+    for (ValueId v : mm.inputs) m_g.value(v).consumers.push_back(id);
+    m_g.value(tail).producer = id;
+    auto ints = [](const std::vector<int64_t>& v) {
+      Attribute a;
+      a.type = Attribute::Type::Ints;
+      a.ints = v;
+      return a;
+    };
+    if (!perms[0].empty()) mm.attributes["perm_a"] = ints(perms[0]);
+    if (!perms[1].empty()) mm.attributes["perm_b"] = ints(perms[1]);
+    if (!permY.empty()) mm.attributes["perm_y"] = ints(permY);
+    if (alpha != 1.f) {
+      Attribute a;
+      a.type = Attribute::Type::Float;
+      a.f = alpha;
+      mm.attributes["alpha"] = a;
+    }
+    if (gelu) {
+      Attribute a;
+      a.type = Attribute::Type::String;
+      a.s = "Gelu";
+      mm.attributes["activation"] = a;
+    }
+    m_absorbed[(size_t)id] = absorbed;
+    ++m_report.fusedMatMuls;
+    m_report.foldedIntoMatMul += (int)absorbed.size();
+  }
+
+  // The axes of a ReduceMean (attribute, or constant input from opset 18); false when unknown.
+  bool reduceAxes(const Node& n, std::vector<int64_t>& axes, bool& keepdims) const {
+    const Attribute* kd = n.attr("keepdims");
+    keepdims = !kd || kd->i != 0;
+    const Attribute* a = n.attr("axes");
+    if (a && a->type == Attribute::Type::Ints) {
+      axes = a->ints;
+    } else if (n.inputs.size() > 1 && n.inputs[1] != kNoValue) {
+      const Tensor* t = fixedConstant(n.inputs[1]);
+      if (!t || t->dtype() != DType::Int64) return false;
+      axes.assign(t->data<int64_t>(), t->data<int64_t>() + t->numel());
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  // Last-axis mean only: axes [-1], or [r-1] where the input's rank is known.
+  bool lastAxisMean(const Node& n, ValueId x) const {
+    std::vector<int64_t> axes;
+    bool keepdims = true;
+    if (n.inputs.empty() || n.inputs[0] != x || !reduceAxes(n, axes, keepdims) || !keepdims || axes.size() != 1)
+      return false;
+    if (axes[0] == -1) return true;
+    const auto& shape = m_g.value(x).shape;
+    return shape && axes[0] == (int64_t)shape->size() - 1;
+  }
+
+  // ReduceMean(x) -> Sub(x, mean) -> {Pow(d, 2) -> ReduceMean -> Add(eps) -> Sqrt, Div(d, that)}
+  // -> Mul(scale) -> Add(bias), all over the last axis: one LayerNormalization(x, scale, bias).
+  void fuseLayerNorm(NodeId meanId) {
+    const Node& mean = m_g.nodes[(size_t)meanId];
+    if (mean.inputs.empty() || mean.outputs.size() != 1) return;
+    const ValueId x = mean.inputs[0];
+    if (!lastAxisMean(mean, x)) return;
+    const NodeId subId = soleConsumer(mean.outputs[0]);
+    if (subId < 0) return;
+    const Node& sub = m_g.nodes[(size_t)subId];
+    if (sub.opType != "Sub" || !sub.domain.empty() || sub.inputs.size() != 2 || sub.inputs[0] != x ||
+        sub.inputs[1] != mean.outputs[0])
+      return;
+    const ValueId d = sub.outputs[0];
+    if (m_g.value(d).isGraphOutput) return;
+    auto dc = consumers(d);
+    if (dc.size() != 2) return;
+    NodeId powId = dc[0], divId = dc[1];
+    if (m_g.nodes[(size_t)powId].opType != "Pow") std::swap(powId, divId);
+    const Node& pw = m_g.nodes[(size_t)powId];
+    const Node& dv = m_g.nodes[(size_t)divId];
+    if (pw.opType != "Pow" || !pw.domain.empty() || pw.inputs.size() != 2 || pw.inputs[0] != d ||
+        !scalarIs(pw.inputs[1], 2.f) || dv.opType != "Div" || !dv.domain.empty() || dv.inputs.size() != 2 ||
+        dv.inputs[0] != d)
+      return;
+    const NodeId varId = soleConsumer(pw.outputs[0]);
+    if (varId < 0) return;
+    const Node& var = m_g.nodes[(size_t)varId];
+    if (var.opType != "ReduceMean" || !var.domain.empty() || !lastAxisMean(var, pw.outputs[0])) return;
+    {  // both means over the same axis spelled the same way
+      std::vector<int64_t> a1, a2;
+      bool k1, k2;
+      reduceAxes(mean, a1, k1);
+      reduceAxes(var, a2, k2);
+      if (a1 != a2) return;
+    }
+    const NodeId epsId = soleConsumer(var.outputs[0]);
+    if (epsId < 0) return;
+    const Node& epsAdd = m_g.nodes[(size_t)epsId];
+    const int ei = otherInput(epsAdd, var.outputs[0]);
+    const Tensor* eps = ei >= 0 ? fixedConstant(epsAdd.inputs[(size_t)ei]) : nullptr;
+    if (epsAdd.opType != "Add" || !epsAdd.domain.empty() || !isScalar(eps)) return;
+    const NodeId sqrtId = soleConsumer(epsAdd.outputs[0]);
+    if (sqrtId < 0) return;
+    const Node& sq = m_g.nodes[(size_t)sqrtId];
+    if (sq.opType != "Sqrt" || !sq.domain.empty() || sq.outputs[0] != dv.inputs[1] || soleConsumer(sq.outputs[0]) != divId)
+      return;
+    // The affine: Mul by a 1-D scale, then Add a 1-D bias (both needed: LayerNormalization's Scale).
+    const NodeId mulId = soleConsumer(dv.outputs[0]);
+    if (mulId < 0) return;
+    const Node& mul = m_g.nodes[(size_t)mulId];
+    const int mi = otherInput(mul, dv.outputs[0]);
+    const Tensor* scale = mi >= 0 ? fixedConstant(mul.inputs[(size_t)mi]) : nullptr;
+    if (mul.opType != "Mul" || !mul.domain.empty() || !scale || scale->dtype() != DType::Float || scale->rank() != 1)
+      return;
+    const NodeId addId = soleConsumer(mul.outputs[0]);
+    ValueId biasV = kNoValue, out = mul.outputs[0];
+    std::vector<NodeId> chain = {subId, powId, varId, epsId, sqrtId, divId, mulId};
+    if (addId >= 0) {
+      const Node& add = m_g.nodes[(size_t)addId];
+      const int ai = otherInput(add, mul.outputs[0]);
+      const Tensor* b = ai >= 0 ? fixedConstant(add.inputs[(size_t)ai]) : nullptr;
+      if (add.opType == "Add" && add.domain.empty() && b && b->dtype() == DType::Float && b->rank() == 1 &&
+          b->numel() == scale->numel() && onlyOutput(add)) {
+        biasV = add.inputs[(size_t)ai];
+        out = add.outputs[0];
+        chain.push_back(addId);
+      }
+    }
+    for (NodeId c : chain) {
+      if (!onlyOutput(m_g.nodes[(size_t)c])) return;
+      if (c != chain.back() && m_g.value(m_g.nodes[(size_t)c].outputs[0]).isGraphOutput) return;
+    }
+    const float epsilon = eps->data<float>()[0];
+    const ValueId scaleV = mul.inputs[(size_t)mi];
+    for (NodeId c : chain) m_removed[(size_t)c] = 1;
+    Node& ln = m_g.nodes[(size_t)meanId];
+    ln.opType = "LayerNormalization";
+    ln.domain = kFusedDomain;
+    ln.inputs = {x, scaleV};
+    if (biasV != kNoValue) ln.inputs.push_back(biasV);
+    ln.outputs = {out};
+    for (size_t i = 1; i < ln.inputs.size(); ++i) m_g.value(ln.inputs[i]).consumers.push_back(meanId);
+    m_g.value(out).producer = meanId;
+    ln.attributes.clear();
+    Attribute axis, e;
+    axis.type = Attribute::Type::Int;
+    axis.i = -1;
+    e.type = Attribute::Type::Float;
+    e.f = epsilon;
+    ln.attributes["axis"] = axis;
+    ln.attributes["epsilon"] = e;
+    m_absorbed[(size_t)meanId] = chain;
+    ++m_report.fusedLayerNorms;
+  }
+
   ValueId newConstant(const std::string& base, Tensor t) {
     std::string name = base;
     for (int i = 1; m_g.findValue(name) != kNoValue; ++i) name = base + "_" + std::to_string(i);
@@ -354,7 +648,8 @@ class Rewriter {
       m_report.absorbed.push_back(m_absorbed[(size_t)id]);
     }
     m_g.nodes = std::move(nodes);
-    if (m_report.fusedConvs > 0) m_model.opsets[kFusedDomain] = 1;
+    if (m_report.fusedConvs > 0 || m_report.fusedMatMuls > 0 || m_report.fusedLayerNorms > 0)
+      m_model.opsets[kFusedDomain] = 1;
     return m_g.finalize(m_model.path + " (rewritten for inference)");
   }
 

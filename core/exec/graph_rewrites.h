@@ -6,7 +6,13 @@
 //    constant that directly follow a Conv are folded into its weights and bias; the activations
 //    after them (Relu, Clip, HardSigmoid, HardSwish, Sigmoid, LeakyRelu, the decomposed
 //    x * Clip(x + 3, 0, 6) / 6 and x * HardSigmoid(x) forms of HardSwish) and scalar Mul/Add
-//    after an activation become the epilogue of one ai.quantscope FusedConv node.
+//    after an activation become the epilogue of one ai.quantscope FusedConv node;
+//  - transformer forms: the ReduceMean, Sub, Pow, ReduceMean, Add(epsilon), Sqrt, Div, Mul, Add
+//    chain of older exporters' LayerNorm becomes one (ai.quantscope) LayerNormalization; a MatMul
+//    absorbs the Transposes feeding it (into the GEMM's transpose flags and leading dimensions),
+//    a Div / Mul by a scalar after it, a bias Add, the Erf form of Gelu
+//    (x * 0.5 * (1 + erf(x / sqrt 2))) and a Transpose of its result that keeps the last dim:
+//    one ai.quantscope FusedMatMul (core/kernels/fused_matmul.h).
 // A chain is only absorbed where every intermediate value has no other consumer and is not a
 // graph output, so the rewritten graph computes the same graph outputs. The intermediates are
 // not materialised: the executor runs the original graph whenever an observer or an input
@@ -28,6 +34,9 @@ struct RewriteReport {
   int foldedIntoConv = 0;       // BatchNormalization / Mul / Add / Sub / Div nodes folded into Conv weights
   int fusedActivations = 0;     // activation nodes (decomposed HardSwish counts its 4 nodes) fused into Conv
   int fusedConvs = 0;           // Conv nodes that became FusedConv
+  int fusedMatMuls = 0;         // MatMul nodes that became FusedMatMul
+  int foldedIntoMatMul = 0;     // Transpose / scale / bias / Gelu nodes absorbed by them
+  int fusedLayerNorms = 0;      // decomposed LayerNorm chains that became one LayerNormalization
   /// For each node of the rewritten graph, the original node it stands for (the Conv of a fused
   /// chain), and the original nodes it absorbed (empty for untouched nodes).
   std::vector<NodeId> origin;

@@ -3,6 +3,7 @@
 #include "core/kernels/conv.h"
 #include "core/kernels/conv_transpose.h"
 #include "core/kernels/einsum.h"
+#include "core/kernels/fused_matmul.h"
 #include "core/kernels/gemm_op.h"
 #include "core/kernels/normalization.h"
 #include "core/kernels/pool.h"
@@ -17,10 +18,14 @@ std::vector<KernelEntry> nnKernels() {
       {"ConvTranspose", "", 1, 21, createConvTranspose},
       {"Gemm", "", 1, 21, createGemm},
       {"MatMul", "", 1, 21, createMatMul},
+      // Made by the graph rewrites: MatMul with folded Transposes, scale, bias and Gelu.
+      {kFusedMatMulOp, kFusedDomain, 1, 1, createFusedMatMul},
       {"Einsum", "", 12, 21, createEinsum},
       {"BatchNormalization", "", 1, 21, createBatchNormalization},
       {"InstanceNormalization", "", 1, 21, createInstanceNormalization},
       {"LayerNormalization", "", 17, 21, createLayerNormalization},
+      // Made by the graph rewrites from the ReduceMean/Sub/Pow/Sqrt/Div form of older exporters.
+      {"LayerNormalization", kFusedDomain, 1, 1, createLayerNormalization},
       {"LpNormalization", "", 1, 21, createLpNormalization},
       {"MaxPool", "", 1, 21, createMaxPool},
       {"AveragePool", "", 1, 21, createAveragePool},

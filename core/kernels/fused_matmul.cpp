@@ -1,0 +1,270 @@
+// ai.quantscope FusedMatMul (opset 1), FP32: see fused_matmul.h.
+#include "core/kernels/fused_matmul.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include <Eigen/Core>
+#include <unsupported/Eigen/SpecialFunctions>
+
+#include "core/kernels/gemm.h"
+
+namespace qs {
+
+namespace {
+
+bool isPermutation(const std::vector<int64_t>& perm) {
+  std::vector<char> seen(perm.size(), 0);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= (int64_t)perm.size() || seen[(size_t)p]) return false;
+    seen[(size_t)p] = 1;
+  }
+  return true;
+}
+
+Shape contiguousStrides(const Shape& s) {
+  Shape st(s.size(), 1);
+  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+  return st;
+}
+
+// An operand as the GEMM reads it: shape and element strides after its perm (rank >= 2).
+struct OperandView {
+  Shape shape, strides;
+};
+
+Status viewOperand(const char* which, const Tensor& t, const std::vector<int64_t>& perm, OperandView& v) {
+  Shape s = t.shape();
+  Shape st = contiguousStrides(s);
+  if (!perm.empty()) {
+    if (perm.size() != s.size())
+      return invalidArgument(std::string("FusedMatMul: perm_") + which + " has " + std::to_string(perm.size()) +
+                             " entries for an input of shape " + shapeToString(s));
+    Shape ps(s.size()), pst(s.size());
+    for (size_t i = 0; i < perm.size(); ++i) {
+      ps[i] = s[(size_t)perm[i]];
+      pst[i] = st[(size_t)perm[i]];
+    }
+    s = ps;
+    st = pst;
+  }
+  v.shape = s;
+  v.strides = st;
+  return Status::ok();
+}
+
+// The GEMM's view of the last two dims: (rows x cols) with strides (rs, cs); one of them must be
+// 1 (or its dim 1). trans: the matrix is stored transposed, ld its other stride.
+bool matrixLayout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool& trans, int64_t& ld) {
+  if (cs == 1 || cols == 1) {
+    trans = false;
+    ld = rows == 1 ? std::max<int64_t>(cols, 1) : rs;
+    return true;
+  }
+  if (rs == 1 || rows == 1) {
+    trans = true;
+    ld = cs;
+    return true;
+  }
+  return false;
+}
+
+class FusedMatMulKernel : public Kernel {
+ public:
+  FusedMatMulKernel(std::vector<int64_t> permA, std::vector<int64_t> permB, std::vector<int64_t> permY, float alpha,
+                    bool gelu)
+      : m_permA(std::move(permA)), m_permB(std::move(permB)), m_permY(std::move(permY)), m_alpha(alpha), m_gelu(gelu) {}
+
+  Status run(KernelContext& ctx) const override {
+    if (ctx.inputCount() < 2 || !ctx.hasInput(0) || !ctx.hasInput(1))
+      return invalidArgument("FusedMatMul needs inputs A and B");
+    const Tensor& A = ctx.input(0);
+    const Tensor& B = ctx.input(1);
+    if (A.dtype() != DType::Float || B.dtype() != DType::Float)
+      return unsupported("FusedMatMul supports float32 only, got A " + dtypeName(A.dtype()) + ", B " +
+                         dtypeName(B.dtype()));
+    OperandView a, b;
+    QS_RETURN_IF_ERROR(viewOperand("a", A, m_permA, a));
+    QS_RETURN_IF_ERROR(viewOperand("b", B, m_permB, b));
+    // 1-D operands (no perm): numpy matmul's promotion, the added dim dropped from the result.
+    const bool aVec = a.shape.size() == 1, bVec = b.shape.size() == 1;
+    if (a.shape.empty() || b.shape.empty())
+      return invalidArgument("FusedMatMul operands must have rank >= 1, got " + shapeToString(A.shape()) + " and " +
+                             shapeToString(B.shape()));
+    if (aVec) {
+      a.shape.insert(a.shape.begin(), 1);
+      a.strides.insert(a.strides.begin(), a.shape[1]);
+    }
+    if (bVec) {
+      b.shape.push_back(1);
+      b.strides.push_back(1);
+    }
+    const size_t ra = a.shape.size(), rb = b.shape.size();
+    int64_t M = a.shape[ra - 2];
+    const int64_t K = a.shape[ra - 1], Kb = b.shape[rb - 2], N = b.shape[rb - 1];
+    if (K != Kb)
+      return invalidArgument("FusedMatMul inner dims differ: " + shapeToString(a.shape) + " x " + shapeToString(b.shape));
+    bool transA = false, transB = false;
+    int64_t lda = 0, ldb = 0;
+    if (!matrixLayout(M, K, a.strides[ra - 2], a.strides[ra - 1], transA, lda) ||
+        !matrixLayout(K, N, b.strides[rb - 2], b.strides[rb - 1], transB, ldb))
+      return invalidArgument("FusedMatMul: a perm moves the operand's last dim out of the matrix dims");
+    Shape aBatch(a.shape.begin(), a.shape.end() - 2), bBatch(b.shape.begin(), b.shape.end() - 2), batch;
+    if (!broadcastShapes(aBatch, bBatch, batch))
+      return invalidArgument("FusedMatMul batch dims do not broadcast: " + shapeToString(a.shape) + " x " +
+                             shapeToString(b.shape));
+    // The product's shape R = batch + [M, N] and where each of its dims lands in Y.
+    Shape R = batch;
+    R.push_back(M);
+    R.push_back(N);
+    const size_t r = R.size();
+    Shape yShape = R, rStride = contiguousStrides(R);
+    if (!m_permY.empty()) {
+      if (aVec || bVec || m_permY.size() != r || m_permY.back() != (int64_t)r - 1)
+        return invalidArgument("FusedMatMul: perm_y does not fit a product of shape " + shapeToString(R));
+      for (size_t i = 0; i < r; ++i) yShape[i] = R[(size_t)m_permY[i]];
+      const Shape yStride = contiguousStrides(yShape);
+      for (size_t i = 0; i < r; ++i) rStride[(size_t)m_permY[i]] = yStride[i];
+    } else {
+      if (aVec) yShape.erase(yShape.end() - 2);
+      if (bVec) yShape.pop_back();
+    }
+    const float* bias = nullptr;
+    if (ctx.hasInput(2)) {
+      const Tensor& bt = ctx.input(2);
+      if (bt.dtype() != DType::Float || bt.numel() != N || (bt.rank() > 0 && bt.shape().back() != N))
+        return invalidArgument("FusedMatMul bias " + shapeToString(bt.shape()) + " is not [" + std::to_string(N) + "]");
+      bias = bt.data<float>();
+    }
+    ctx.outputs[0] = Tensor(DType::Float, yShape);
+    float* y = ctx.outputs[0].data<float>();
+    int64_t nb = numelOf(batch);
+    if (nb == 0 || M == 0 || N == 0) return Status::ok();
+    int64_t ldc = rStride[r - 2];
+    // B shared by every batch, A and Y contiguous: one product of nb * M rows (a Linear layer
+    // on [N, T, d] or [N, H, W, C]), not nb small ones that each pack B again.
+    if (nb > 1 && m_permA.empty() && m_permY.empty() && numelOf(bBatch) == 1 && numelOf(aBatch) == nb) {
+      M *= nb;
+      nb = 1;
+      aBatch.clear();
+      bBatch.clear();
+      batch.clear();
+      ldc = N;
+    }
+    // Batch offsets into A, B and Y (broadcast dims have stride 0).
+    std::vector<int64_t> aOff((size_t)nb), bOff((size_t)nb), yOff((size_t)nb);
+    {
+      const size_t br = batch.size();
+      std::vector<int64_t> idx(br, 0);
+      for (int64_t t = 0; t < nb; ++t) {
+        int64_t oa = 0, ob = 0, oy = 0;
+        for (size_t i = 0; i < br; ++i) {
+          const size_t ia = i + aBatch.size(), ib = i + bBatch.size();  // right-aligned
+          if (ia >= br && aBatch[ia - br] != 1) oa += idx[i] * a.strides[ia - br];
+          if (ib >= br && bBatch[ib - br] != 1) ob += idx[i] * b.strides[ib - br];
+          oy += idx[i] * rStride[i];
+        }
+        aOff[(size_t)t] = oa;
+        bOff[(size_t)t] = ob;
+        yOff[(size_t)t] = oy;
+        for (size_t i = br; i-- > 0;) {
+          if (++idx[i] < batch[i]) break;
+          idx[i] = 0;
+        }
+      }
+    }
+    const float* pa = A.data<float>();
+    const float* pb = B.data<float>();
+    if (K == 0) {
+      for (int64_t t = 0; t < nb; ++t)
+        for (int64_t m = 0; m < M; ++m) {
+          float* row = y + yOff[(size_t)t] + m * ldc;
+          std::memset(row, 0, sizeof(float) * (size_t)N);
+          epilogue(row, 1, N, N, bias);
+        }
+      return Status::ok();
+    }
+    // One product: its blocks across the threads. Many small ones (attention heads): one
+    // product per task, each single-threaded.
+    auto product = [&](int64_t t, int threads) {
+      PackedMatrix pm(pa + aOff[(size_t)t], lda, M, K, transA, m_alpha);
+      int64_t mb, nbk;
+      gemmBlocking(M, N, K, threads, mb, nbk);
+      const int64_t rowBlocks = (M + mb - 1) / mb, colBlocks = (N + nbk - 1) / nbk;
+      const float* bt = pb + bOff[(size_t)t];
+      float* yt = y + yOff[(size_t)t];
+      auto block = [&](int64_t s, int64_t e) {
+        for (int64_t q = s; q < e; ++q) {
+          const int64_t m0 = (q / colBlocks) * mb, n0 = (q % colBlocks) * nbk;
+          const int64_t m1 = std::min(M, m0 + mb), w = std::min(nbk, N - n0);
+          const float* bb = transB ? bt + n0 * ldb : bt + n0;
+          float* c = yt + m0 * ldc + n0;
+          gemmBlock(pm, m0, m1, bb, ldb, transB, w, c, ldc, false);
+          epilogue(c, m1 - m0, w, ldc, bias ? bias + n0 : nullptr);
+        }
+      };
+      if (threads <= 1 || rowBlocks * colBlocks == 1) {
+        block(0, rowBlocks * colBlocks);
+      } else {
+        ctx.parallelFor(rowBlocks * colBlocks, 1, block);
+      }
+    };
+    const double flops = 2.0 * (double)M * (double)N * (double)K;
+    if (nb > 1 && ctx.threads > 1 && (nb >= 2 * ctx.threads || flops < 4e6)) {
+      ctx.parallelFor(nb, std::max<int64_t>(1, (int64_t)(2e5 / flops)), [&](int64_t s, int64_t e) {
+        for (int64_t t = s; t < e; ++t) product(t, 1);
+      });
+    } else {
+      for (int64_t t = 0; t < nb; ++t) product(t, ctx.threads);
+    }
+    return Status::ok();
+  }
+
+ private:
+  // Bias and activation over rows x w of C (leading dimension ldc), in place.
+  void epilogue(float* c, int64_t rows, int64_t w, int64_t ldc, const float* bias) const {
+    if (!bias && !m_gelu) return;
+    for (int64_t i = 0; i < rows; ++i) {
+      float* row = c + i * ldc;
+      if (bias)
+        for (int64_t j = 0; j < w; ++j) row[j] += bias[j];
+      if (m_gelu) {
+        Eigen::Map<Eigen::ArrayXf> v(row, w);
+        v = 0.5f * v * (1.f + (v * 0.70710678118654752440f).erf());
+      }
+    }
+  }
+
+  std::vector<int64_t> m_permA, m_permB, m_permY;
+  float m_alpha;
+  bool m_gelu;
+};
+
+}  // namespace
+
+bool matMulOperandPermFoldable(const std::vector<int64_t>& perm) {
+  const size_t r = perm.size();
+  if (r < 2 || !isPermutation(perm)) return false;
+  return perm[r - 1] == (int64_t)r - 1 || perm[r - 2] == (int64_t)r - 1;
+}
+
+bool matMulResultPermFoldable(const std::vector<int64_t>& perm) {
+  return perm.size() >= 2 && isPermutation(perm) && perm.back() == (int64_t)perm.size() - 1;
+}
+
+Result<std::unique_ptr<Kernel>> createFusedMatMul(const KernelInit& init) {
+  AttrReader a(init);
+  std::vector<int64_t> permA = a.ints("perm_a"), permB = a.ints("perm_b"), permY = a.ints("perm_y");
+  const float alpha = a.f("alpha", 1.f);
+  const std::string act = a.s("activation", "");
+  if ((!permA.empty() && !matMulOperandPermFoldable(permA)) || (!permB.empty() && !matMulOperandPermFoldable(permB)))
+    a.fail("perm_a / perm_b must be permutations that keep the operand's last dim in the matrix dims");
+  if (!permY.empty() && !matMulResultPermFoldable(permY)) a.fail("perm_y must be a permutation that keeps the last dim last");
+  if (!act.empty() && act != "Gelu") a.fail("unsupported activation '" + act + "'");
+  if (!a.ok()) return a.status();
+  return std::unique_ptr<Kernel>(
+      std::make_unique<FusedMatMulKernel>(std::move(permA), std::move(permB), std::move(permY), alpha, act == "Gelu"));
+}
+
+}  // namespace qs

@@ -1,0 +1,254 @@
+// The transformer rewrites of issue 13 (core/exec/graph_rewrites.h): Transposes, scale, bias and
+// the Erf form of Gelu absorbed into FusedMatMul, and the decomposed LayerNorm of older exporters
+// recognised as one LayerNormalization. Each on small generated models: rewrites on equal to
+// rewrites off within float rounding, the counts of what was fused, and near-misses that must be
+// left alone.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/exec/executor.h"
+#include "core/exec/graph_rewrites.h"
+#include "core/exec/kernel_registry.h"
+#include "core/kernels/fused_matmul.h"
+#include "core/onnx/loader.h"
+#include "tests/support/onnx_builder.h"
+
+using namespace qs;
+using qs::test::OnnxBuilder;
+
+namespace {
+
+std::shared_ptr<Model> load(const OnnxBuilder& b) {
+  std::string bytes = b.bytes();
+  auto m = loadModelFromBytes(bytes.data(), bytes.size(), "transformer.onnx", "");
+  EXPECT_TRUE(m) << m.status().message();
+  return m ? *m : nullptr;
+}
+
+std::vector<float> randomValues(size_t n, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+Tensor randomTensor(const Shape& s, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
+  auto v = randomValues((size_t)numelOf(s), rng, lo, hi);
+  return Tensor::fromVector<float>(v, s);
+}
+
+double relativeError(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  double maxDiff = 0, maxRef = 1e-6;
+  for (int64_t i = 0; i < a.numel() && i < b.numel(); ++i) {
+    maxDiff = std::max(maxDiff, (double)std::fabs(a.data<float>()[i] - b.data<float>()[i]));
+    maxRef = std::max(maxRef, (double)std::fabs(b.data<float>()[i]));
+  }
+  return maxDiff / maxRef;
+}
+
+RewriteReport rewriteReport(const Model& m) {
+  RewriteReport r;
+  auto out = rewriteForInference(m, KernelRegistry::builtin(), 1, &r);
+  EXPECT_TRUE(out) << out.status().message();
+  return r;
+}
+
+// Runs the model with rewrites off and on (and on with 1 thread): the outputs must agree.
+void expectSameResults(const std::shared_ptr<Model>& m, const std::vector<NamedTensor>& feeds, double tol = 2e-6) {
+  ExecutorOptions off, on, on1;
+  off.threads = on.threads = 2;
+  on.rewrites = on1.rewrites = true;
+  on1.threads = 1;
+  auto a = Executor::create(m, off), b = Executor::create(m, on), c = Executor::create(m, on1);
+  ASSERT_TRUE(a && b && c);
+  ASSERT_TRUE((*b)->rewritesActive());
+  auto ra = (*a)->run(feeds), rb = (*b)->run(feeds), rc = (*c)->run(feeds);
+  ASSERT_TRUE(ra) << ra.status().message();
+  ASSERT_TRUE(rb) << rb.status().message();
+  ASSERT_TRUE(rc) << rc.status().message();
+  ASSERT_EQ(ra->size(), rb->size());
+  for (size_t i = 0; i < ra->size(); ++i) {
+    EXPECT_LE(relativeError((*rb)[i], (*ra)[i]), tol) << "output " << i;
+    ASSERT_EQ((*rb)[i].numel(), (*rc)[i].numel());
+    for (int64_t k = 0; k < (*rb)[i].numel(); ++k)
+      ASSERT_EQ((*rb)[i].data<float>()[k], (*rc)[i].data<float>()[k]) << "1 vs 2 threads, output " << i;
+  }
+}
+
+// Attention as torch exports it: q, k, v [N, T, h, dh] transposed to heads, q @ k^T / s + mask,
+// Softmax over the last axis, @ v, transposed back.
+OnnxBuilder attentionModel(const std::vector<int64_t>& permK = {0, 2, 3, 1}) {
+  OnnxBuilder b(13);
+  b.input("q", {2, 5, 3, 4}).input("k", {2, 5, 3, 4}).input("v", {2, 5, 3, 4}).input("mask", {2, 1, 1, 5});
+  b.initializer("scale", {}, {2.f});
+  OnnxBuilder::attrInts(b.node("Transpose", {"q"}, {"qt"}), "perm", {0, 2, 1, 3});
+  OnnxBuilder::attrInts(b.node("Transpose", {"k"}, {"kt"}), "perm", permK);
+  OnnxBuilder::attrInts(b.node("Transpose", {"v"}, {"vt"}), "perm", {0, 2, 1, 3});
+  b.node("MatMul", {"qt", "kt"}, {"s"});
+  b.node("Div", {"s", "scale"}, {"sd"});
+  b.node("Add", {"sd", "mask"}, {"sm"});
+  OnnxBuilder::attrInt(b.node("Softmax", {"sm"}, {"p"}), "axis", -1);
+  b.node("MatMul", {"p", "vt"}, {"o"});
+  OnnxBuilder::attrInts(b.node("Transpose", {"o"}, {"y"}), "perm", {0, 2, 1, 3});
+  b.output("y", {2, 5, 3, 4});
+  return b;
+}
+
+std::vector<NamedTensor> attentionFeeds(std::mt19937& rng) {
+  return {{"q", randomTensor({2, 5, 3, 4}, rng)},
+          {"k", randomTensor({2, 5, 3, 4}, rng)},
+          {"v", randomTensor({2, 5, 3, 4}, rng)},
+          {"mask", randomTensor({2, 1, 1, 5}, rng, -3.f, 0.f)}};
+}
+
+// A Linear layer [N, T, d] -> [N, T, f] (MatMul + bias Add) then the Erf form of Gelu.
+OnnxBuilder linearGeluModel(float sqrt2 = 1.41421356f, bool biasPerRow = false, bool intermediateOutput = false) {
+  std::mt19937 rng(5);
+  OnnxBuilder b(13);
+  b.input("x", {2, 3, 8});
+  b.initializer("w", {8, 16}, randomValues(8 * 16, rng));
+  if (biasPerRow) {
+    b.initializer("bias", {3, 16}, randomValues(3 * 16, rng));
+  } else {
+    b.initializer("bias", {16}, randomValues(16, rng));
+  }
+  b.initializer("sqrt2", {}, {sqrt2});
+  b.initializer("one", {}, {1.f});
+  b.initializer("half", {}, {0.5f});
+  b.node("MatMul", {"x", "w"}, {"h"});
+  b.node("Add", {"bias", "h"}, {"hb"});
+  b.node("Div", {"hb", "sqrt2"}, {"d"});
+  b.node("Erf", {"d"}, {"e"});
+  b.node("Add", {"e", "one"}, {"e1"});
+  b.node("Mul", {"hb", "e1"}, {"g"});
+  b.node("Mul", {"g", "half"}, {"y"});
+  b.output("y", {2, 3, 16});
+  if (intermediateOutput) b.output("e", {2, 3, 16});
+  return b;
+}
+
+// The LayerNorm of older exporters over the last axis, epsilon from the graph.
+OnnxBuilder decomposedLayerNormModel(int64_t varAxis = -1, float eps = 1e-3f) {
+  std::mt19937 rng(9);
+  OnnxBuilder b(13);
+  b.input("x", {2, 3, 8});
+  b.initializer("two", {}, {2.f});
+  b.initializer("eps", {}, {eps});
+  b.initializer("gamma", {8}, randomValues(8, rng, 0.5f, 1.5f));
+  b.initializer("beta", {8}, randomValues(8, rng));
+  OnnxBuilder::attrInts(b.node("ReduceMean", {"x"}, {"mean"}), "axes", {-1});
+  b.node("Sub", {"x", "mean"}, {"d"});
+  b.node("Pow", {"d", "two"}, {"d2"});
+  OnnxBuilder::attrInts(b.node("ReduceMean", {"d2"}, {"var"}), "axes", {varAxis});
+  b.node("Add", {"var", "eps"}, {"ve"});
+  b.node("Sqrt", {"ve"}, {"sd"});
+  b.node("Div", {"d", "sd"}, {"n"});
+  b.node("Mul", {"n", "gamma"}, {"s"});
+  b.node("Add", {"s", "beta"}, {"y"});
+  b.output("y", {2, 3, 8});
+  return b;
+}
+
+}  // namespace
+
+TEST(TransformerRewrites, AttentionTransposesAndScaleFoldIntoMatMuls) {
+  auto m = load(attentionModel());
+  ASSERT_TRUE(m);
+  const RewriteReport r = rewriteReport(*m);
+  EXPECT_EQ(r.fusedMatMuls, 2);
+  // q, k Transposes and the Div into the first; the v Transpose and the output Transpose into the second.
+  EXPECT_EQ(r.foldedIntoMatMul, 5);
+  std::mt19937 rng(1);
+  expectSameResults(m, attentionFeeds(rng));
+}
+
+TEST(TransformerRewrites, TransposeMovingTheLastDimIsNotFolded) {
+  // k transposed with perm {0, 3, 1, 2}: dims (h, dh)... the input's last dim becomes dim 1, outside
+  // the matrix dims; a GEMM cannot read that with a leading dimension. Shapes: k [2, 5, 3, 4] ->
+  // [2, 4, 5, 3]; the MatMul then multiplies [2, 3, 5, 4] x [2, 4, 5, 3]: batch dims (2, 3) vs
+  // (2, 4) do not broadcast, so use a model of its own.
+  OnnxBuilder b(13);
+  b.input("a", {2, 3, 5, 4}).input("k", {2, 5, 3, 4});
+  OnnxBuilder::attrInts(b.node("Transpose", {"k"}, {"kt"}), "perm", {0, 3, 1, 2});  // [2, 4, 5, 3]
+  b.node("MatMul", {"a", "kt"}, {"y"});  // [2, 3, 5, 4] x [2, 4, 5, 3]: batch (2, 3) vs (2, 4)
+  b.output("y", {-1, -1, -1, -1});
+  auto m = load(b);
+  ASSERT_TRUE(m);
+  const RewriteReport r = rewriteReport(*m);
+  EXPECT_EQ(r.foldedIntoMatMul, 0);
+  EXPECT_EQ(r.fusedMatMuls, 0);
+}
+
+TEST(TransformerRewrites, FoldableAndUnfoldablePerms) {
+  EXPECT_TRUE(matMulOperandPermFoldable({0, 2, 1, 3}));
+  EXPECT_TRUE(matMulOperandPermFoldable({0, 2, 3, 1}));
+  EXPECT_FALSE(matMulOperandPermFoldable({0, 3, 1, 2}));
+  EXPECT_FALSE(matMulOperandPermFoldable({0, 0, 1, 3}));
+}
+
+TEST(TransformerRewrites, LinearBiasAndErfGeluFuse) {
+  auto m = load(linearGeluModel());
+  ASSERT_TRUE(m);
+  const RewriteReport r = rewriteReport(*m);
+  EXPECT_EQ(r.fusedMatMuls, 1);
+  EXPECT_EQ(r.foldedIntoMatMul, 6);  // Add bias + Div, Erf, Add, Mul, Mul
+  std::mt19937 rng(2);
+  expectSameResults(m, {{"x", randomTensor({2, 3, 8}, rng, -2.f, 2.f)}});
+}
+
+TEST(TransformerRewrites, NearMissGeluAndBiasAreLeftAlone) {
+  std::mt19937 rng(3);
+  {  // Div by 2 is not Gelu: only the bias is absorbed
+    auto m = load(linearGeluModel(2.f));
+    ASSERT_TRUE(m);
+    const RewriteReport r = rewriteReport(*m);
+    EXPECT_EQ(r.foldedIntoMatMul, 1);
+    expectSameResults(m, {{"x", randomTensor({2, 3, 8}, rng)}});
+  }
+  {  // a [T, N] bias is not a per-column bias; Gelu then has no MatMul output to attach to
+    auto m = load(linearGeluModel(1.41421356f, true));
+    ASSERT_TRUE(m);
+    const RewriteReport r = rewriteReport(*m);
+    EXPECT_EQ(r.foldedIntoMatMul, 0);
+    expectSameResults(m, {{"x", randomTensor({2, 3, 8}, rng)}});
+  }
+  {  // an intermediate of the Gelu chain is a graph output: the chain stays
+    auto m = load(linearGeluModel(1.41421356f, false, true));
+    ASSERT_TRUE(m);
+    const RewriteReport r = rewriteReport(*m);
+    EXPECT_EQ(r.foldedIntoMatMul, 1);
+    expectSameResults(m, {{"x", randomTensor({2, 3, 8}, rng)}});
+  }
+}
+
+TEST(TransformerRewrites, DecomposedLayerNormBecomesOneOpWithTheGraphsEpsilon) {
+  auto m = load(decomposedLayerNormModel());
+  ASSERT_TRUE(m);
+  const RewriteReport r = rewriteReport(*m);
+  EXPECT_EQ(r.fusedLayerNorms, 1);
+  std::mt19937 rng(4);
+  // Small values: the variance (~1e-4) is below epsilon (1e-3), so a wrong epsilon shows.
+  expectSameResults(m, {{"x", randomTensor({2, 3, 8}, rng, -0.02f, 0.02f)}}, 1e-5);
+  expectSameResults(m, {{"x", randomTensor({2, 3, 8}, rng, -3.f, 3.f)}}, 1e-5);
+}
+
+TEST(TransformerRewrites, LayerNormWithAnotherVarianceAxisIsLeftAlone) {
+  auto m = load(decomposedLayerNormModel(1));
+  ASSERT_TRUE(m);
+  const RewriteReport r = rewriteReport(*m);
+  EXPECT_EQ(r.fusedLayerNorms, 0);
+}
+
+TEST(TransformerRewrites, SoftmaxOnAnotherAxisStillMatchesUnrewritten) {
+  // Softmax over axis 2 between the attention MatMuls: nothing fuses across it, results equal.
+  OnnxBuilder b = attentionModel();
+  for (auto& n : *b.graph().mutable_node())
+    if (n.op_type() == "Softmax") n.mutable_attribute(0)->set_i(2);
+  auto m = load(b);
+  ASSERT_TRUE(m);
+  std::mt19937 rng(6);
+  expectSameResults(m, attentionFeeds(rng));
+}
