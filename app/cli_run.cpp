@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "core/io/npy.h"
 #include "core/onnx/loader.h"
 #include "core/exec/model_info.h"
+#include "core/kernels/conv_dnnl.h"
 #include "core/util/atomic_file.h"
 #include "core/util/memory.h"
 
@@ -103,6 +105,8 @@ int runRun(const RunArgs& args) {
   ExecutorOptions eo;
   eo.threads = args.threads;
   eo.rewrites = true;  // unobserved inference: fold and fuse (docs/performance.md)
+  // and oneDNN's convolutions where they measured faster (QS_DNNL=0: ours only, for A/B runs)
+  if (const char* v = std::getenv("QS_DNNL"); !(v && std::string(v) == "0")) DnnlConv::setEnabled(true);
   auto ex = Executor::create(*model, eo);
   if (!ex) return reportError(ex.status());
   auto feeds = readFeeds(args, **model);

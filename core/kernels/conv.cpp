@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/exec/parallel.h"
+#include "core/kernels/conv_dnnl.h"
 #include "core/kernels/gemm.h"
 
 namespace qs {
@@ -476,11 +477,13 @@ void im2colBlock(const float* in, int64_t C, const WindowGeometry& g, int64_t o0
 
 class ConvKernel : public Kernel {
  public:
-  ConvKernel(WindowAttrs attrs, std::vector<FusedActivation> activations, const Tensor* constW)
+  ConvKernel(WindowAttrs attrs, std::vector<FusedActivation> activations, const Tensor* constW, const Tensor* constB)
       : m_attrs(std::move(attrs)), m_activations(std::move(activations)) {
     if (constW && constW->dtype() == DType::Float && constW->rank() >= 3) {
       m_constW = *constW;
       m_packed = packWeights(*constW);
+      if (constB) m_constB = *constB;
+      if (DnnlConv::available()) m_dnnl = DnnlConv::create(*constW, constB, m_attrs.group, m_activations);
     }
   }
 
@@ -521,6 +524,12 @@ class ConvKernel : public Kernel {
     const int64_t inSize = g.inSize(), outSize = g.outSize(), kSize = g.kSize();
     const int64_t Mg = M / G;
     if (N == 0 || M == 0 || outSize == 0) return Status::ok();
+    // oneDNN where it measured faster (conv_dnnl.h), while W and B are the constants it was
+    // prepared with; ours computes y if it refuses.
+    if (m_dnnl && DnnlConv::enabled() && W.sharesBufferWith(m_constW) && W.shape() == m_constW.shape() &&
+        (ctx.hasInput(2) ? ctx.input(2).sharesBufferWith(m_constB) : m_constB.numel() == 0) &&
+        DnnlConv::preferred(C, M, G, g) && m_dnnl->run(x, N, C, g, y, ctx.threads))
+      return Status::ok();
     auto epilogue = [&](float* row, int64_t n, int64_t channel) {
       const float bv = bias ? bias[channel] : 0.f;
       if (m_activations.empty()) {
@@ -601,8 +610,9 @@ class ConvKernel : public Kernel {
 
   WindowAttrs m_attrs;
   std::vector<FusedActivation> m_activations;
-  Tensor m_constW;
+  Tensor m_constW, m_constB;
   std::shared_ptr<const std::vector<PackedMatrix>> m_packed;
+  std::unique_ptr<DnnlConv> m_dnnl;  // null without oneDNN
 };
 
 }  // namespace
@@ -652,7 +662,8 @@ Result<std::unique_ptr<Kernel>> createConv(const KernelInit& init) {
     return kernelError(StatusCode::Unsupported,
                      "only 1-D..3-D convolutions are supported, kernel_shape has " + std::to_string(attrs.kernelShape.size()) +
                          " dims");
-  return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(std::move(attrs), std::move(acts), init.constantInput(1)));
+  return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(std::move(attrs), std::move(acts), init.constantInput(1),
+                                                                init.constantInput(2)));
 }
 
 }  // namespace qs

@@ -1,0 +1,269 @@
+// oneDNN backend of the Conv kernel (ai.onnx Conv 1..21 and ai.quantscope FusedConv, 2-D, FP32).
+#include "core/kernels/conv_dnnl.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "core/exec/parallel.h"
+
+#ifdef QS_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+
+// libgomp, the OpenMP runtime libdnnl.so.2 is built on (declared here: clang has no omp.h of its own).
+extern "C" void omp_set_num_threads(int);
+#endif
+
+namespace qs {
+
+namespace {
+// Off unless switched on (`quantscope run` does) or QS_DNNL=1 is in the environment.
+std::atomic<bool> g_dnnlEnabled{[] {
+  const char* v = std::getenv("QS_DNNL");
+  return v && std::string(v) == "1";
+}()};
+}  // namespace
+
+void DnnlConv::setEnabled(bool on) { g_dnnlEnabled.store(on, std::memory_order_relaxed); }
+bool DnnlConv::enabled() { return available() && g_dnnlEnabled.load(std::memory_order_relaxed); }
+
+bool DnnlConv::preferred(int64_t C, int64_t M, int64_t group, const WindowGeometry& g) {
+  if (g.nd != 2) return false;
+  const int64_t outPixels = g.out[1] * g.out[2];
+  const bool depthwise = group == C && M == C;
+  if (depthwise) return outPixels <= 56 * 56;
+  if (group > 1) return true;
+  if (g.kSize() == 1) return outPixels <= 28 * 28;
+  return true;
+}
+
+#ifndef QS_HAVE_DNNL
+
+struct DnnlConv::Impl {};
+bool DnnlConv::available() { return false; }
+std::unique_ptr<DnnlConv> DnnlConv::create(const Tensor&, const Tensor*, int64_t, std::vector<FusedActivation>) {
+  return nullptr;
+}
+DnnlConv::DnnlConv(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+DnnlConv::~DnnlConv() = default;
+Status DnnlConv::run(const float*, int64_t, int64_t, const WindowGeometry&, float*, int) const {
+  return unsupported("built without oneDNN");
+}
+
+#else
+
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using DT = memory::data_type;
+
+const dnnl::engine& cpuEngine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// Per-thread buffer of at least n bytes, 64-byte aligned, reused across runs (grows only).
+char* taskScratch(size_t n) {
+  struct Freer {
+    void operator()(char* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  thread_local std::unique_ptr<char[], Freer> buf;
+  thread_local size_t capacity = 0;
+  if (n > capacity || !buf) {
+    buf.reset();
+    capacity = std::max<size_t>(n, 4096);
+    buf.reset(static_cast<char*>(::operator new[](capacity, std::align_val_t(64))));
+  }
+  return buf.get();
+}
+
+// One input shape: the single-threaded primitive of one task (one image, one slice of the
+// output channels), the reorders between plain NCHW and the layout oneDNN chose, and each
+// slice's weights in that layout.
+struct Plan {
+  int64_t slices = 1, H = 0, W = 0;
+  dnnl::convolution_forward prim;
+  memory::desc userSrc, userDst, src, dst;
+  std::optional<dnnl::reorder> toSrc, fromDst;
+  std::vector<memory> weights, bias;  // per slice
+  size_t srcBytes = 0, dstBytes = 0, scratchBytes = 0;
+};
+
+}  // namespace
+
+struct DnnlConv::Impl {
+  Tensor W;
+  std::vector<float> bias;  // empty: none
+  int64_t group = 1;
+  dnnl::post_ops postOps;
+  std::vector<FusedActivation> after;  // activations oneDNN has no post-op for, applied per task
+  std::mutex mutex;
+  std::vector<std::shared_ptr<const Plan>> plans;  // newest last, at most kMaxPlans
+  static constexpr size_t kMaxPlans = 8;
+
+  // Output-channel slices per image: enough tasks for every hardware thread at batch 1, in whole
+  // groups and whole 8-channel blocks. A function of the shape alone (see the header).
+  int64_t slicesFor(int64_t N, int64_t M) const {
+    int64_t s = std::min<int64_t>((hardwareThreads() + N - 1) / N, 8);
+    for (; s > 1; --s) {
+      if (group > 1 ? group % s == 0 && (M / s) % 8 == 0 : M % s == 0 && (M / s) % 8 == 0) break;
+    }
+    return std::max<int64_t>(s, 1);
+  }
+
+  std::shared_ptr<const Plan> plan(int64_t N, int64_t C, const WindowGeometry& g) {
+    const int64_t S = slicesFor(N, W.dim(0));
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& p : plans)
+      if (p->slices == S && p->H == g.in[1] && p->W == g.in[2]) return p;
+    auto p = std::make_shared<Plan>();
+    p->slices = S;
+    p->H = g.in[1];
+    p->W = g.in[2];
+    omp_set_num_threads(1);  // a primitive made for one thread runs without an OpenMP team
+    const int64_t M = W.dim(0), KH = W.dim(2), KW = W.dim(3), Ms = M / S, Cs = group > 1 ? C / S : C;
+    const int64_t Gs = group / S;  // groups per slice (group > 1)
+    const memory::dims src{1, Cs, g.in[1], g.in[2]}, dst{1, Ms, g.out[1], g.out[2]};
+    const memory::dims wts = group > 1 ? memory::dims{Gs, Ms / Gs, C / group, KH, KW} : memory::dims{Ms, C, KH, KW};
+    p->userSrc = memory::desc(src, DT::f32, Tag::nchw);
+    p->userDst = memory::desc(dst, DT::f32, Tag::nchw);
+    const memory::desc biasMd({Ms}, DT::f32, Tag::x);
+    dnnl::convolution_forward::desc d(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, memory::desc(src, DT::f32, Tag::any),
+        memory::desc(wts, DT::f32, Tag::any), bias.empty() ? memory::desc() : biasMd, memory::desc(dst, DT::f32, Tag::any),
+        {g.s[1], g.s[2]}, {g.d[1] - 1, g.d[2] - 1}, {g.padB[1], g.padB[2]}, {g.padE[1], g.padE[2]});
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(postOps);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::convolution_forward::primitive_desc pd(d, attr, cpuEngine());
+    p->prim = dnnl::convolution_forward(pd);
+    p->src = pd.src_desc();
+    p->dst = pd.dst_desc();
+    p->srcBytes = (p->src.get_size() + 63) / 64 * 64;
+    p->dstBytes = (p->dst.get_size() + 63) / 64 * 64;
+    p->scratchBytes = pd.scratchpad_desc().get_size();
+    if (p->src != p->userSrc) p->toSrc = dnnl::reorder(memory(p->userSrc, cpuEngine(), nullptr), memory(p->src, cpuEngine(), nullptr));
+    if (p->dst != p->userDst) p->fromDst = dnnl::reorder(memory(p->dst, cpuEngine(), nullptr), memory(p->userDst, cpuEngine(), nullptr));
+    dnnl::stream stream(cpuEngine());
+    const memory::desc userW(wts, DT::f32, group > 1 ? Tag::goihw : Tag::oihw);
+    const int64_t perSlice = W.numel() / S;
+    for (int64_t s = 0; s < S; ++s) {
+      memory from(userW, cpuEngine(), const_cast<float*>(W.data<float>()) + s * perSlice);
+      memory to(pd.weights_desc(), cpuEngine());
+      dnnl::reorder(from, to).execute(stream, from, to);
+      p->weights.push_back(to);
+      if (!bias.empty()) {
+        memory b(biasMd, cpuEngine());
+        std::memcpy(b.get_data_handle(), bias.data() + s * Ms, sizeof(float) * (size_t)Ms);
+        p->bias.push_back(b);
+      }
+    }
+    stream.wait();
+    if (plans.size() >= kMaxPlans) plans.erase(plans.begin());
+    plans.push_back(p);
+    return p;
+  }
+};
+
+bool DnnlConv::available() { return true; }
+
+DnnlConv::DnnlConv(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+DnnlConv::~DnnlConv() = default;
+
+std::unique_ptr<DnnlConv> DnnlConv::create(const Tensor& W, const Tensor* B, int64_t group,
+                                           std::vector<FusedActivation> activations) {
+  if (W.dtype() != DType::Float || W.rank() != 4 || group < 1 || W.dim(0) % group != 0) return nullptr;
+  if (B && (B->dtype() != DType::Float || B->numel() != W.dim(0))) return nullptr;
+  auto impl = std::make_unique<Impl>();
+  impl->W = W;
+  impl->group = group;
+  if (B) impl->bias.assign(B->data<float>(), B->data<float>() + B->numel());
+  // The first activation becomes a oneDNN eltwise post-op when it has one (HardSigmoid and
+  // HardSwish other than x * relu6(x + 3) / 6 have none); the rest apply after the output is back
+  // in NCHW, ours, in order. One post-op only: with libdnnl 2.6, LeakyRelu, Mul, Add chained as
+  // three post-ops gave wrong values (test_conv_dnnl.cpp has the case), each alone right values.
+  using K = FusedActivation::Kind;
+  size_t i = 0;
+  for (; i < std::min<size_t>(activations.size(), 1); ++i) {
+    const FusedActivation& f = activations[i];
+    if (f.kind == K::Relu) impl->postOps.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    else if (f.kind == K::LeakyRelu) impl->postOps.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, f.a, 0.f);
+    else if (f.kind == K::Clip) impl->postOps.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, f.a, f.b);
+    else if (f.kind == K::Sigmoid) impl->postOps.append_eltwise(1.f, dnnl::algorithm::eltwise_logistic, 0.f, 0.f);
+    else if (f.kind == K::Mul) impl->postOps.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, f.a, 0.f);
+    else if (f.kind == K::Add) impl->postOps.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, 1.f, f.a);
+    else if (f.kind == K::HardSwish && f.a == 1.f / 6.f && f.b == 0.5f)
+      impl->postOps.append_eltwise(1.f, dnnl::algorithm::eltwise_hardswish, 0.f, 0.f);
+    else break;
+  }
+  impl->after.assign(activations.begin() + (std::ptrdiff_t)i, activations.end());
+  return std::unique_ptr<DnnlConv>(new DnnlConv(std::move(impl)));
+}
+
+Status DnnlConv::run(const float* x, int64_t N, int64_t C, const WindowGeometry& g, float* y, int threads) const {
+  if (g.nd != 2) return unsupported("oneDNN backend: 2-D only");
+  const int64_t M = m_impl->W.dim(0);
+  if (C != m_impl->W.dim(1) * m_impl->group)
+    return invalidArgument("oneDNN backend: " + std::to_string(C) + " input channels, weights for " +
+                           std::to_string(m_impl->W.dim(1) * m_impl->group));
+  std::shared_ptr<const Plan> plan;
+  try {
+    plan = m_impl->plan(N, C, g);
+  } catch (const std::exception& e) {
+    return unsupported(std::string("oneDNN refused the convolution: ") + e.what());
+  }
+  const Plan& p = *plan;
+  const int64_t S = p.slices, Ms = M / S, Cs = m_impl->group > 1 ? C / S : C;
+  const int64_t inSize = g.inSize(), outSize = g.outSize();
+  const double flops = 2.0 * (double)(N * M * outSize) * (double)(m_impl->W.numel() / M);
+  // No fork below ~4 MFLOP, as the GEMM (a chunk handed to another core must be worth it).
+  const int t = flops < 4e6 ? 1 : threads;
+  bool failed = false;
+  std::string error;
+  parallelFor(t, N * S, 1, [&](int64_t b, int64_t e) {
+    try {
+      omp_set_num_threads(1);
+      dnnl::stream stream(cpuEngine());
+      char* scratch = taskScratch(p.srcBytes + p.dstBytes + p.scratchBytes);
+      memory src(p.src, cpuEngine(), p.toSrc ? scratch : nullptr);
+      memory dst(p.dst, cpuEngine(), p.fromDst ? scratch + p.srcBytes : nullptr);
+      memory pad(memory::desc({(memory::dim)std::max<size_t>(p.scratchBytes, 1)}, DT::u8, Tag::x), cpuEngine(),
+                 scratch + p.srcBytes + p.dstBytes);
+      memory userSrc(p.userSrc, cpuEngine(), nullptr), userDst(p.userDst, cpuEngine(), nullptr);
+      for (int64_t task = b; task < e; ++task) {
+        const int64_t n = task / S, s = task % S;
+        userSrc.set_data_handle(const_cast<float*>(x) + (n * C + s * (Cs == C ? 0 : Cs)) * inSize);
+        float* out = y + (n * M + s * Ms) * outSize;
+        userDst.set_data_handle(out);
+        if (p.toSrc) p.toSrc->execute(stream, userSrc, src);
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.toSrc ? src : userSrc},
+                                             {DNNL_ARG_WEIGHTS, p.weights[(size_t)s]},
+                                             {DNNL_ARG_DST, p.fromDst ? dst : userDst},
+                                             {DNNL_ARG_SCRATCHPAD, pad}};
+        if (!p.bias.empty()) args.emplace(DNNL_ARG_BIAS, p.bias[(size_t)s]);
+        p.prim.execute(stream, args);
+        if (p.fromDst) p.fromDst->execute(stream, dst, userDst);
+        stream.wait();
+        if (!m_impl->after.empty())
+          for (int64_t m = 0; m < Ms; ++m) applyFusedActivations(out + m * outSize, outSize, 0.f, m_impl->after);
+      }
+    } catch (const std::exception& ex) {
+      std::lock_guard<std::mutex> lock(m_impl->mutex);
+      failed = true;
+      error = ex.what();
+    }
+  });
+  if (failed) return runtimeError("oneDNN convolution failed: " + error);
+  return Status::ok();
+}
+
+#endif
+
+}  // namespace qs

@@ -1,0 +1,53 @@
+// oneDNN's convolution as a backend of the Conv kernel (core/kernels/conv.cpp) for the 2-D shapes
+// where it measured faster than ours (issue 13; docs/performance.md, "Conv backends (issue 13)").
+// Built only where libdnnl-dev is found (QS_HAVE_DNNL); without it every shape runs our kernel.
+//
+// Threads: oneDNN's own OpenMP team collapses on a loaded machine (measured: ~36 ms for a 0.1 ms
+// conv), so each primitive is created and run single-threaded, and the work is cut into tasks
+// (images x output-channel slices) run on our pool (core/exec/parallel.h). The slices depend on the
+// shape and the machine's hardware threads only, not on the thread count of a run, so results do
+// not depend on the thread count.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/kernels/conv.h"
+
+namespace qs {
+
+class DnnlConv {
+ public:
+  /// Whether this build has oneDNN.
+  static bool available();
+  /// Process-wide switch, off unless the environment has QS_DNNL=1: off, the Conv kernel runs
+  /// every shape itself. Off by default because the analyses compare float and quantized passes
+  /// figure by figure (the report fixtures to 1e-9) and must keep one arithmetic; `quantscope run`
+  /// (unobserved inference, like the graph rewrites) switches it on. enabled() is false without
+  /// oneDNN.
+  static void setEnabled(bool on);
+  static bool enabled();
+  /// The measured rule: true when oneDNN is the faster backend for a 2-D Conv with C input and M
+  /// output channels, `group` groups and geometry g (docs/performance.md, "Conv backends").
+  static bool preferred(int64_t C, int64_t M, int64_t group, const WindowGeometry& g);
+  /// Prepares for constant weights W [M, C/group, kH, kW] (copied into oneDNN's layout per input
+  /// shape, on first use), bias B [M] (nullptr: none) and the fused activations. nullptr when this
+  /// build has no oneDNN or W is not a 2-D float filter.
+  static std::unique_ptr<DnnlConv> create(const Tensor& W, const Tensor* B, int64_t group,
+                                          std::vector<FusedActivation> activations);
+  ~DnnlConv();
+
+  /// y = activations(conv(x) + B), x [N, C, g.in] and y [N, M, g.out] plain NCHW, y allocated by
+  /// the caller; on at most `threads` threads of the pool. Primitives are made once per (N, H, W)
+  /// and kept (the newest 8). Fails when oneDNN refuses the shape or the run (y may then be
+  /// partly written): the caller then computes y itself.
+  Status run(const float* x, int64_t N, int64_t C, const WindowGeometry& g, float* y, int threads) const;
+
+ private:
+  struct Impl;
+  explicit DnnlConv(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace qs

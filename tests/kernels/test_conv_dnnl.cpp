@@ -1,0 +1,252 @@
+// The oneDNN backend of the Conv kernel (core/kernels/conv_dnnl.h): seeded random 2-D shapes of
+// every class the rule sends to it (dense, 1x1, strided stem, dilated, asymmetric pads, grouped,
+// depthwise), each fused activation, batch 1 and 3, 1 and 2 threads, against a naive reference;
+// the Conv kernel with the backend on and off (off is the default); thread-count independence;
+// several input shapes on one kernel. Skipped in a build without oneDNN.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "core/exec/kernel.h"
+#include "core/kernels/conv.h"
+#include "core/kernels/conv_dnnl.h"
+
+namespace qs {
+namespace {
+
+using K = FusedActivation::Kind;
+
+struct Case {
+  int64_t C, M, G, H, W, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+  bool bias;
+};
+
+Tensor randomTensor(const Shape& shape, std::mt19937& rng, float scale = 1.f) {
+  Tensor t(DType::Float, shape);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+  return t;
+}
+
+int64_t outDim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe) {
+  return (in + pb + pe - ((k - 1) * d + 1)) / s + 1;
+}
+
+// y = acts(conv(x, w) + b), accumulated in double.
+Tensor naive(const Case& c, const Tensor& x, const Tensor& w, const Tensor* b, const std::vector<FusedActivation>& acts) {
+  const int64_t N = x.dim(0), Cg = c.C / c.G, Mg = c.M / c.G;
+  const int64_t OH = outDim(c.H, c.kh, c.sh, c.dh, c.pt, c.pb), OW = outDim(c.W, c.kw, c.sw, c.dw, c.pl, c.pr);
+  Tensor y(DType::Float, {N, c.M, OH, OW});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < c.M; ++m) {
+      float* row = y.data<float>() + (n * c.M + m) * OH * OW;
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double acc = 0;
+          for (int64_t ci = 0; ci < Cg; ++ci)
+            for (int64_t a = 0; a < c.kh; ++a)
+              for (int64_t bb = 0; bb < c.kw; ++bb) {
+                const int64_t ih = oh * c.sh - c.pt + a * c.dh, iw = ow * c.sw - c.pl + bb * c.dw;
+                if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
+                const int64_t chan = (m / Mg) * Cg + ci;
+                acc += (double)x.data<float>()[((n * c.C + chan) * c.H + ih) * c.W + iw] *
+                       w.data<float>()[((m * Cg + ci) * c.kh + a) * c.kw + bb];
+              }
+          row[oh * OW + ow] = (float)acc;
+        }
+      applyFusedActivations(row, OH * OW, b ? b->data<float>()[m] : 0.f, acts);
+    }
+  return y;
+}
+
+// A FusedConv node with constant W (and B), as the graph rewrites make it.
+struct ConvNode {
+  Graph graph;
+  Node node;
+  std::unique_ptr<Kernel> kernel;
+  Tensor w, b;
+
+  ConvNode(const Case& c, const Tensor& W, const Tensor* B, const std::vector<FusedActivation>& acts) : w(W) {
+    node.name = "conv";
+    node.opType = kFusedConvOp;
+    node.domain = kFusedDomain;
+    auto ints = [](std::vector<int64_t> v) {
+      Attribute a;
+      a.type = Attribute::Type::Ints;
+      a.ints = std::move(v);
+      return a;
+    };
+    node.attributes["strides"] = ints({c.sh, c.sw});
+    node.attributes["dilations"] = ints({c.dh, c.dw});
+    node.attributes["pads"] = ints({c.pt, c.pl, c.pb, c.pr});
+    Attribute group, names, params;
+    group.type = Attribute::Type::Int;
+    group.i = c.G;
+    names.type = Attribute::Type::Strings;
+    params.type = Attribute::Type::Floats;
+    for (const FusedActivation& f : acts) {
+      names.strings.push_back(fusedActivationName(f.kind));
+      params.floats.push_back(f.a);
+      params.floats.push_back(f.b);
+    }
+    node.attributes["group"] = group;
+    node.attributes["activations"] = names;
+    node.attributes["activation_params"] = params;
+    node.inputs = {graph.valueId("x"), graph.valueId("w")};
+    graph.value(node.inputs[1]).constant = W;
+    if (B) {
+      b = *B;
+      node.inputs.push_back(graph.valueId("b"));
+      graph.value(node.inputs[2]).constant = *B;
+    }
+    node.outputs = {graph.valueId("y")};
+    auto k = createConv(KernelInit{node, 1, graph});
+    EXPECT_TRUE(k.isOk()) << k.status().message();
+    if (k.isOk()) kernel = std::move(k.value());
+  }
+
+  Tensor run(const Tensor& x, int threads) {
+    const Tensor* in[3] = {&x, &w, b.numel() ? &b : nullptr};
+    Tensor out[1];
+    KernelContext ctx;
+    ctx.inputs = std::span<const Tensor* const>(in, b.numel() ? 3 : 2);
+    ctx.outputs = out;
+    ctx.threads = threads;
+    Status st = kernel->run(ctx);
+    EXPECT_TRUE(st.isOk()) << st.message();
+    return out[0];
+  }
+};
+
+void expectNear(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const float g = got.data<float>()[i], w = want.data<float>()[i];
+    ASSERT_NEAR(g, w, 1e-4f * (1.f + std::fabs(w))) << what << " at flat index " << i;
+  }
+}
+
+std::vector<Case> cases() {
+  return {
+      {16, 24, 1, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true},    // dense 3x3
+      {32, 16, 1, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true},     // 1x1
+      {3, 16, 1, 23, 21, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, true},    // stem-like 7x7 s2
+      {8, 16, 1, 12, 10, 3, 3, 1, 2, 2, 1, 2, 0, 1, 2, false},   // dilated, asymmetric pads, W stride 2
+      {32, 48, 4, 10, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true},    // grouped, 8 channels a group
+      {24, 24, 3, 8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true},     // grouped, 3 groups (one slice)
+      {16, 16, 16, 13, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true},  // depthwise
+      {24, 24, 24, 15, 15, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, false}, // depthwise 5x5 s2
+      {5, 7, 1, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true},       // odd channel counts
+  };
+}
+
+std::vector<std::vector<FusedActivation>> activationSets() {
+  return {
+      {},
+      {{K::Relu, 0, 0}},
+      {{K::Clip, 0.f, 6.f}},
+      {{K::LeakyRelu, 0.1f, 0}},
+      {{K::Mul, 0.5f, 0}},
+      {{K::Add, 0.25f, 0}},
+      {{K::LeakyRelu, 0.1f, 0}, {K::Mul, 0.5f, 0}, {K::Add, 0.25f, 0}},
+      {{K::HardSwish, 1.f / 6.f, 0.5f}},
+      {{K::Sigmoid, 0, 0}},
+      {{K::Relu, 0, 0}, {K::HardSigmoid, 0.2f, 0.5f}, {K::Clip, 0.1f, 0.9f}},  // a tail applied after
+      {{K::HardSwish, 0.2f, 0.5f}},
+  };
+}
+
+class ConvDnnl : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
+  }
+  void TearDown() override { DnnlConv::setEnabled(false); }  // the default
+};
+
+TEST_F(ConvDnnl, BackendVsNaiveEveryClassAndActivation) {
+  std::mt19937 rng(13);
+  int caseIndex = 0;
+  for (const Case& c : cases()) {
+    const Tensor w = randomTensor({c.M, c.C / c.G, c.kh, c.kw}, rng, 0.5f);
+    const Tensor b = randomTensor({c.M}, rng);
+    WindowAttrs attrs;
+    attrs.strides = {c.sh, c.sw};
+    attrs.dilations = {c.dh, c.dw};
+    attrs.pads = {c.pt, c.pl, c.pb, c.pr};
+    WindowGeometry g;
+    ASSERT_TRUE(resolveWindow(attrs, {c.H, c.W}, {c.kh, c.kw}, false, g));
+    int actIndex = 0;
+    for (const auto& acts : activationSets()) {
+      auto backend = DnnlConv::create(w, c.bias ? &b : nullptr, c.G, acts);
+      ASSERT_TRUE(backend);
+      for (int64_t N : {1, 3}) {
+        const Tensor x = randomTensor({N, c.C, c.H, c.W}, rng);
+        const Tensor want = naive(c, x, w, c.bias ? &b : nullptr, acts);
+        for (int threads : {1, 2}) {
+          Tensor y(DType::Float, want.shape());
+          Status st = backend->run(x.data<float>(), N, c.C, g, y.data<float>(), threads);
+          ASSERT_TRUE(st.isOk()) << st.message();
+          expectNear(y, want, "case " + std::to_string(caseIndex) + " activations " + std::to_string(actIndex) +
+                                  " N " + std::to_string(N) + " threads " + std::to_string(threads));
+        }
+      }
+      ++actIndex;
+    }
+    ++caseIndex;
+  }
+}
+
+TEST_F(ConvDnnl, KernelWithBackendOnAndOffAgreeAndThreadCountsAreBitIdentical) {
+  std::mt19937 rng(7);
+  int caseIndex = 0;
+  for (const Case& c : cases()) {
+    const Tensor w = randomTensor({c.M, c.C / c.G, c.kh, c.kw}, rng, 0.5f);
+    const Tensor b = randomTensor({c.M}, rng);
+    const std::vector<FusedActivation> acts = {{K::Relu, 0, 0}};
+    ConvNode node(c, w, c.bias ? &b : nullptr, acts);
+    ASSERT_TRUE(node.kernel);
+    // Several input shapes on one kernel: a primitive per shape, kept.
+    for (int64_t N : {1, 2, 1}) {
+      for (int64_t grow : {0, 3}) {
+        Case cs = c;
+        cs.H += grow;
+        cs.W += grow;
+        const Tensor x = randomTensor({N, c.C, cs.H, cs.W}, rng);
+        const std::string what = "case " + std::to_string(caseIndex) + " N " + std::to_string(N) + " +" + std::to_string(grow);
+        DnnlConv::setEnabled(true);
+        const Tensor y1 = node.run(x, 1), y2 = node.run(x, 2);
+        DnnlConv::setEnabled(false);
+        const Tensor ours = node.run(x, 2);
+        expectNear(y1, naive(cs, x, w, c.bias ? &b : nullptr, acts), what);
+        expectNear(y1, ours, what);
+        ASSERT_EQ(0, std::memcmp(y1.data<float>(), y2.data<float>(), sizeof(float) * (size_t)y1.numel())) << what;
+      }
+    }
+    ++caseIndex;
+  }
+}
+
+TEST_F(ConvDnnl, RuleSendsTheMeasuredClassesToOneDnn) {
+  auto geometry = [](int64_t H, int64_t k, int64_t s, int64_t p) {
+    WindowAttrs attrs;
+    attrs.strides = {s, s};
+    attrs.pads = {p, p, p, p};
+    WindowGeometry g;
+    EXPECT_TRUE(resolveWindow(attrs, {H, H}, {k, k}, false, g));
+    return g;
+  };
+  EXPECT_TRUE(DnnlConv::preferred(512, 512, 1, geometry(7, 3, 1, 1)));        // 3x3, small spatial
+  EXPECT_TRUE(DnnlConv::preferred(3, 64, 1, geometry(224, 7, 2, 3)));         // the stem
+  EXPECT_TRUE(DnnlConv::preferred(104, 104, 13, geometry(28, 3, 1, 1)));      // grouped
+  EXPECT_TRUE(DnnlConv::preferred(384, 384, 384, geometry(14, 3, 1, 1)));     // depthwise, small
+  EXPECT_FALSE(DnnlConv::preferred(32, 32, 32, geometry(112, 3, 1, 1)));      // depthwise at 112
+  EXPECT_TRUE(DnnlConv::preferred(1024, 256, 1, geometry(14, 1, 1, 0)));      // 1x1 at 14
+  EXPECT_FALSE(DnnlConv::preferred(64, 256, 1, geometry(56, 1, 1, 0)));       // 1x1 at 56
+}
+
+}  // namespace
+}  // namespace qs
