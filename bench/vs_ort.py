@@ -14,8 +14,8 @@ needs --shape (the OCR models have theirs built in).
 
 Each round runs each engine once as a process: one warm-up run, then --runs timed runs (the engines
 time their own runs, so process start and model load are excluded). The figure is the median over
-all timed runs of all rounds. Peak RSS is the process's maximum resident set (getrusage of the
-child: model, arena and runtime included; node's own runtime is about 45 MB of ORT's figure)."""
+all timed runs of all rounds. Peak RSS is the process's maximum resident set (GNU time's %M: model, arena and runtime
+included; node's own runtime is about 45 MB of ORT's figure)."""
 import argparse
 import json
 import os
@@ -90,16 +90,18 @@ def make_inputs(path, shapes, batch, rng):
 
 
 def timed_run(cmd):
-    """Runs cmd, returns (its JSON timing line, its peak RSS in bytes)."""
+    """Runs cmd, returns (its JSON timing line, its peak RSS in bytes). The RSS comes from GNU time
+    (/usr/bin/time -f %M), whose child is forked from a small process: getrusage of a child forked
+    from this Python process would count the Python image it was forked from."""
     env = dict(os.environ, ORT_DISABLE_TELEMETRY="1")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    out, err = proc.stdout.read(), proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.strip()[-500:]}")
-    line = [l for l in out.splitlines() if l.startswith("{")][-1]
-    return json.loads(line), usage.ru_maxrss * 1024
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss_file:
+        out = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file.name] + cmd, capture_output=True, text=True,
+                             env=env)
+        if out.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()[-500:]}")
+        rss_kb = int(rss_file.read().split()[-1])
+    line = [l for l in out.stdout.splitlines() if l.startswith("{")][-1]
+    return json.loads(line), rss_kb * 1024
 
 
 def main():

@@ -23,7 +23,7 @@ packages=(build-essential cmake ninja-build ccache pkg-config git
   libpng-dev libjpeg-dev libstb-dev libre2-dev
   qt6-base-dev libqcustomplot-dev libigraph-dev libgl-dev
   xvfb xauth clang libclang-rt-14-dev
-  python3-torch python3-torchvision python3-jsonschema libdnnl-dev)
+  python3-torch python3-torchvision python3-jsonschema libdnnl-dev time)
 # Node.js may come from elsewhere than Debian; only install Debian's when there is none.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 missing=()

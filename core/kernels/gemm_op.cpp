@@ -3,12 +3,48 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/kernels/gemm.h"
 
 namespace qs {
 
 namespace {
+
+// y[m][n] = beta * y[m][n] + alpha * sum_k A[m][k] * B(k, n) for a few rows of A (a classifier's
+// Gemm at batch 1): reading B once is all the work, so B is streamed as it lies instead of being
+// packed for the micro-kernel (packing a 1000x2048 B cost 10x the product). Columns are split
+// across threads; each output is one dot product (transB: B's row n) or a sum of B's rows scaled
+// by A (no transB), in k order.
+void smallRowsGemm(bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* B, float beta,
+                   float* y, KernelContext& ctx) {
+  ctx.parallelFor(N, 64, [&](int64_t n0, int64_t n1) {
+    for (int64_t m = 0; m < M; ++m) {
+      const float* a = A + m * K;
+      float* yr = y + m * N;
+      if (transB) {
+        for (int64_t n = n0; n < n1; ++n) {
+          const float* b = B + n * K;
+          float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          int64_t k = 0;
+          for (; k + 8 <= K; k += 8)
+            for (int j = 0; j < 8; ++j) acc[j] += a[k + j] * b[k + j];
+          float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+          for (; k < K; ++k) sum += a[k] * b[k];
+          yr[n] = (beta != 0.f ? beta * yr[n] : 0.f) + alpha * sum;
+        }
+      } else {
+        std::vector<float> acc((size_t)(n1 - n0), 0.f);
+        for (int64_t k = 0; k < K; ++k) {
+          const float ak = a[k];
+          const float* b = B + k * N + n0;
+          for (int64_t n = 0; n < n1 - n0; ++n) acc[(size_t)n] += ak * b[n];
+        }
+        for (int64_t n = n0; n < n1; ++n) yr[n] = (beta != 0.f ? beta * yr[n] : 0.f) + alpha * acc[(size_t)(n - n0)];
+      }
+    }
+  });
+}
 
 class GemmKernel : public Kernel {
  public:
@@ -56,6 +92,10 @@ class GemmKernel : public Kernel {
       beta = m_beta;
     }
     if (M == 0 || N == 0) return Status::ok();
+    if (M <= 2 && !m_transA && K > 0) {
+      smallRowsGemm(m_transB, M, N, K, m_alpha, A.data<float>(), B.data<float>(), beta, y, ctx);
+      return Status::ok();
+    }
     sgemm(m_transA, m_transB, M, N, K, m_alpha, A.data<float>(), A.dim(1), B.data<float>(), B.dim(1), beta, y, N,
           ctx.threads);
     return Status::ok();
@@ -104,7 +144,8 @@ class MatMulKernel : public Kernel {
     const int64_t aNb = numelOf(aBatch), bNb = numelOf(bBatch);
     // B shared by every batch and A's batches laid out like the output: one big GEMM.
     if (bNb == 1 && aNb == nb) {
-      sgemm(false, false, nb * M, N, K, 1.f, a, K, b, N, 0.f, y, N, ctx.threads);
+      if (nb * M <= 2) smallRowsGemm(false, nb * M, N, K, 1.f, a, b, 0.f, y, ctx);
+      else sgemm(false, false, nb * M, N, K, 1.f, a, K, b, N, 0.f, y, N, ctx.threads);
       return Status::ok();
     }
     // Offsets of each output batch into A and B (broadcast batch dims).
