@@ -128,7 +128,7 @@ TEST_F(CliTest, BadInputFilesExitTwoWithOneLine) {
     EXPECT_NE(o.err.find(c.message), std::string::npos) << o.err;
     EXPECT_FALSE(fs::exists(out)) << "no output file on failure";
     // The same files as calibration data: one line naming the file, before any progress, nothing written.
-    for (const std::string cmd : {"analyze " + model + " --progress --calibration-data " + dir + "/" + c.file +
+    for (const std::string& cmd : {"analyze " + model + " --progress --calibration-data " + dir + "/" + c.file +
                                       " --report " + out,
                                   "export " + model + " --progress --calibration-data " + dir + "/" + c.file +
                                       " --output-dir " + out}) {
@@ -359,7 +359,7 @@ TEST_F(CliTest, HostileModelsExitNonZeroWithOneLine) {
   for (const auto& [file, fragment] : cases) {
     // analyze and export: the one line, before any progress or warning (random data warns), and
     // nothing written (--progress would print progress lines, were any work started).
-    for (const std::string cmd : {"analyze " + dir + "/" + file + " --progress --report " + dir + "/r.json",
+    for (const std::string& cmd : {"analyze " + dir + "/" + file + " --progress --report " + dir + "/r.json",
                                   "export " + dir + "/" + file + " --progress --output-dir " + dir + "/out"}) {
       auto o = runQuantscope(cmd, dir);
       EXPECT_EQ(o.exitCode, 2) << cmd << ": " << o.err;
@@ -423,7 +423,9 @@ TEST_F(CliTest, ExportCacheHeaderFollowsTrtVersionAndScales) {
     EXPECT_EQ(o.exitCode, 2) << bad;
     EXPECT_EQ(lineCount(o.err), 1) << o.err;
     EXPECT_NE(o.err.find("--trt-version '" + bad + "'"), std::string::npos) << o.err;
-    if (bad == "11") EXPECT_NE(o.err.find("no calibrators"), std::string::npos) << o.err;
+    if (bad == "11") {
+      EXPECT_NE(o.err.find("no calibrators"), std::string::npos) << o.err;
+    }
     EXPECT_FALSE(fs::exists(out)) << bad;
   }
   // Percentile: no TensorRT calibrator; named EntropyCalibration2, with a warning.
