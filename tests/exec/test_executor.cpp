@@ -6,19 +6,17 @@
 
 #include "core/exec/executor.h"
 #include "core/onnx/loader.h"
+#include "tests/support/model_helpers.h"
 #include "tests/support/onnx_builder.h"
 
 using namespace qs;
 using qs::test::OnnxBuilder;
+using qs::test::builtModel;
+using qs::test::randomTensor;
+using qs::test::randomValues;
+using qs::test::relativeError;
 
 namespace {
-
-std::shared_ptr<Model> load(const OnnxBuilder& b, const std::string& name = "m.onnx") {
-  std::string bytes = b.bytes();
-  auto m = loadModelFromBytes(bytes.data(), bytes.size(), name, "");
-  EXPECT_TRUE(m) << m.status().message();
-  return m ? *m : nullptr;
-}
 
 // A model with a TensorRT plugin op, like the EfficientNMS_TRT that PPQ's seed registers.
 OnnxBuilder nmsModel() {
@@ -32,7 +30,7 @@ OnnxBuilder nmsModel() {
 }  // namespace
 
 TEST(CoreExecutor, CustomOpHandlerRegisteredThroughTheApi) {
-  auto model = load(nmsModel());
+  auto model = builtModel(nmsModel());
   ASSERT_TRUE(model);
   EXPECT_EQ(Executor::create(model).status().code(), StatusCode::Unsupported);
 
@@ -69,7 +67,7 @@ TEST(CoreExecutor, ObserverSeesEveryNodeOutputAndIntermediatesAreFreed) {
   b.node("Neg", {"x"}, {"a"}, "n1");
   b.node("Abs", {"a"}, {"c"}, "n2");
   b.node("Neg", {"c"}, {"y"}, "n3");
-  auto model = load(b);
+  auto model = builtModel(b);
   auto ex = Executor::create(model);
   ASSERT_TRUE(ex) << ex.status().message();
 
@@ -106,7 +104,7 @@ TEST(CoreExecutor, InputTransformReplacesANodeInput) {
   OnnxBuilder b(13);
   b.input("x", {2}).output("y", {2});
   b.node("Neg", {"x"}, {"y"}, "neg");
-  auto model = load(b);
+  auto model = builtModel(b);
   auto ex = Executor::create(model);
   ASSERT_TRUE(ex);
   struct Doubler : InputTransform {
@@ -129,7 +127,7 @@ TEST(CoreExecutor, FeedErrorsNameTheInput) {
   OnnxBuilder b(13);
   b.input("x", {-1, 3}).output("y", {-1, 3});
   b.node("Relu", {"x"}, {"y"}, "relu");
-  auto model = load(b, "feeds.onnx");
+  auto model = builtModel(b, "feeds.onnx");
   auto ex = Executor::create(model);
   ASSERT_TRUE(ex);
   EXPECT_TRUE((*ex)->run({{"x", Tensor::zeros(DType::Float, {5, 3})}}));  // symbolic batch accepted
@@ -147,7 +145,7 @@ TEST(CoreExecutor, CancelStopsBetweenNodes) {
   OnnxBuilder b(13);
   b.input("x", {1}).output("y", {1});
   b.node("Relu", {"x"}, {"y"});
-  auto model = load(b);
+  auto model = builtModel(b);
   auto ex = Executor::create(model);
   ASSERT_TRUE(ex);
   std::atomic<bool> cancel{true};
@@ -161,7 +159,7 @@ TEST(CoreExecutor, HundredThousandNodeChainRuns) {
   OnnxBuilder b(13);
   b.input("x", {1}).output("v100000", {1});
   for (int i = 0; i < 100000; ++i) b.node("Neg", {i == 0 ? "x" : "v" + std::to_string(i)}, {"v" + std::to_string(i + 1)});
-  auto model = load(b);
+  auto model = builtModel(b);
   ExecutorOptions eo;
   eo.threads = 1;
   auto ex = Executor::create(model, eo);

@@ -11,37 +11,17 @@
 
 #include "core/exec/executor.h"
 #include "core/onnx/loader.h"
+#include "tests/support/model_helpers.h"
 #include "tests/support/onnx_builder.h"
 
 using namespace qs;
 using qs::test::OnnxBuilder;
+using qs::test::builtModel;
+using qs::test::randomTensor;
+using qs::test::randomValues;
+using qs::test::relativeError;
 
 namespace {
-
-std::shared_ptr<Model> load(const OnnxBuilder& b) {
-  std::string bytes = b.bytes();
-  auto m = loadModelFromBytes(bytes.data(), bytes.size(), "rewrites.onnx", "");
-  EXPECT_TRUE(m) << m.status().message();
-  return m ? *m : nullptr;
-}
-
-std::vector<float> randomValues(size_t n, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
-// Largest |a - b| relative to the largest |b| of the tensor.
-double relativeError(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  double maxDiff = 0, maxRef = 1e-6;
-  for (int64_t i = 0; i < a.numel() && i < b.numel(); ++i) {
-    maxDiff = std::max(maxDiff, (double)std::fabs(a.data<float>()[i] - b.data<float>()[i]));
-    maxRef = std::max(maxRef, (double)std::fabs(b.data<float>()[i]));
-  }
-  return maxDiff / maxRef;
-}
 
 std::unique_ptr<Executor> makeExecutor(std::shared_ptr<Model> m, bool rewrites, int threads) {
   ExecutorOptions eo;
@@ -144,7 +124,7 @@ struct DoubleWeights : InputTransform {
 }  // namespace
 
 TEST(CoreRewrites, SmallGraphSameOutputsWithAndWithoutRewrites) {
-  auto m = load(patternsModel());
+  auto m = builtModel(patternsModel());
   ASSERT_TRUE(m);
   std::mt19937 rng(5);
   Tensor x = Tensor::fromVector<float>(randomValues(8 * 10 * 12, rng), {1, 8, 10, 12});
@@ -183,7 +163,7 @@ TEST(CoreRewrites, SmallGraphSameOutputsWithAndWithoutRewrites) {
 }
 
 TEST(CoreRewrites, ObservedRunsSeeEveryOriginalNode) {
-  auto m = load(patternsModel());
+  auto m = builtModel(patternsModel());
   ASSERT_TRUE(m);
   auto fast = makeExecutor(m, true, 2);
   ASSERT_TRUE(fast);
@@ -197,7 +177,7 @@ TEST(CoreRewrites, ObservedRunsSeeEveryOriginalNode) {
 }
 
 TEST(CoreRewrites, TransformedWeightsAreUsedNotThePackedConstants) {
-  auto m = load(patternsModel());
+  auto m = builtModel(patternsModel());
   ASSERT_TRUE(m);
   std::mt19937 rng(8);
   Tensor x = Tensor::fromVector<float>(randomValues(8 * 10 * 12, rng), {1, 8, 10, 12});
@@ -231,7 +211,7 @@ TEST(CoreRewrites, ShapeSubgraphsAreEvaluatedPerInputShape) {
   b.node("Reshape", {"x", "shape2"}, {"r"}, "reshape");
   b.initializer("two", {}, {2.f});
   b.node("Mul", {"r", "two"}, {"y"}, "mul");
-  auto m = load(b);
+  auto m = builtModel(b);
   ASSERT_TRUE(m);
   auto plain = makeExecutor(m, false, 1);
   auto fast = makeExecutor(m, true, 2);

@@ -13,41 +13,17 @@
 #include "core/exec/kernel_registry.h"
 #include "core/kernels/fused_matmul.h"
 #include "core/onnx/loader.h"
+#include "tests/support/model_helpers.h"
 #include "tests/support/onnx_builder.h"
 
 using namespace qs;
 using qs::test::OnnxBuilder;
+using qs::test::builtModel;
+using qs::test::randomTensor;
+using qs::test::randomValues;
+using qs::test::relativeError;
 
 namespace {
-
-std::shared_ptr<Model> load(const OnnxBuilder& b) {
-  std::string bytes = b.bytes();
-  auto m = loadModelFromBytes(bytes.data(), bytes.size(), "transformer.onnx", "");
-  EXPECT_TRUE(m) << m.status().message();
-  return m ? *m : nullptr;
-}
-
-std::vector<float> randomValues(size_t n, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
-Tensor randomTensor(const Shape& s, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
-  auto v = randomValues((size_t)numelOf(s), rng, lo, hi);
-  return Tensor::fromVector<float>(v, s);
-}
-
-double relativeError(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  double maxDiff = 0, maxRef = 1e-6;
-  for (int64_t i = 0; i < a.numel() && i < b.numel(); ++i) {
-    maxDiff = std::max(maxDiff, (double)std::fabs(a.data<float>()[i] - b.data<float>()[i]));
-    maxRef = std::max(maxRef, (double)std::fabs(b.data<float>()[i]));
-  }
-  return maxDiff / maxRef;
-}
 
 RewriteReport rewriteReport(const Model& m) {
   RewriteReport r;
@@ -155,7 +131,7 @@ OnnxBuilder decomposedLayerNormModel(int64_t varAxis = -1, float eps = 1e-3f) {
 }  // namespace
 
 TEST(TransformerRewrites, AttentionTransposesAndScaleFoldIntoMatMuls) {
-  auto m = load(attentionModel());
+  auto m = builtModel(attentionModel());
   ASSERT_TRUE(m);
   const RewriteReport r = rewriteReport(*m);
   EXPECT_EQ(r.fusedMatMuls, 2);
@@ -175,7 +151,7 @@ TEST(TransformerRewrites, TransposeMovingTheLastDimIsNotFolded) {
   OnnxBuilder::attrInts(b.node("Transpose", {"k"}, {"kt"}), "perm", {0, 3, 1, 2});  // [2, 4, 5, 3]
   b.node("MatMul", {"a", "kt"}, {"y"});  // [2, 3, 5, 4] x [2, 4, 5, 3]: batch (2, 3) vs (2, 4)
   b.output("y", {-1, -1, -1, -1});
-  auto m = load(b);
+  auto m = builtModel(b);
   ASSERT_TRUE(m);
   const RewriteReport r = rewriteReport(*m);
   EXPECT_EQ(r.foldedIntoMatMul, 0);
@@ -190,7 +166,7 @@ TEST(TransformerRewrites, FoldableAndUnfoldablePerms) {
 }
 
 TEST(TransformerRewrites, LinearBiasAndErfGeluFuse) {
-  auto m = load(linearGeluModel());
+  auto m = builtModel(linearGeluModel());
   ASSERT_TRUE(m);
   const RewriteReport r = rewriteReport(*m);
   EXPECT_EQ(r.fusedMatMuls, 1);
@@ -202,21 +178,21 @@ TEST(TransformerRewrites, LinearBiasAndErfGeluFuse) {
 TEST(TransformerRewrites, NearMissGeluAndBiasAreLeftAlone) {
   std::mt19937 rng(3);
   {  // Div by 2 is not Gelu: only the bias is absorbed
-    auto m = load(linearGeluModel(2.f));
+    auto m = builtModel(linearGeluModel(2.f));
     ASSERT_TRUE(m);
     const RewriteReport r = rewriteReport(*m);
     EXPECT_EQ(r.foldedIntoMatMul, 1);
     expectSameResults(m, {{"x", randomTensor({2, 3, 8}, rng)}});
   }
   {  // a [T, N] bias is not a per-column bias; Gelu then has no MatMul output to attach to
-    auto m = load(linearGeluModel(1.41421356f, true));
+    auto m = builtModel(linearGeluModel(1.41421356f, true));
     ASSERT_TRUE(m);
     const RewriteReport r = rewriteReport(*m);
     EXPECT_EQ(r.foldedIntoMatMul, 0);
     expectSameResults(m, {{"x", randomTensor({2, 3, 8}, rng)}});
   }
   {  // an intermediate of the Gelu chain is a graph output: the chain stays
-    auto m = load(linearGeluModel(1.41421356f, false, true));
+    auto m = builtModel(linearGeluModel(1.41421356f, false, true));
     ASSERT_TRUE(m);
     const RewriteReport r = rewriteReport(*m);
     EXPECT_EQ(r.foldedIntoMatMul, 1);
@@ -225,7 +201,7 @@ TEST(TransformerRewrites, NearMissGeluAndBiasAreLeftAlone) {
 }
 
 TEST(TransformerRewrites, DecomposedLayerNormBecomesOneOpWithTheGraphsEpsilon) {
-  auto m = load(decomposedLayerNormModel());
+  auto m = builtModel(decomposedLayerNormModel());
   ASSERT_TRUE(m);
   const RewriteReport r = rewriteReport(*m);
   EXPECT_EQ(r.fusedLayerNorms, 1);
@@ -236,7 +212,7 @@ TEST(TransformerRewrites, DecomposedLayerNormBecomesOneOpWithTheGraphsEpsilon) {
 }
 
 TEST(TransformerRewrites, LayerNormWithAnotherVarianceAxisIsLeftAlone) {
-  auto m = load(decomposedLayerNormModel(1));
+  auto m = builtModel(decomposedLayerNormModel(1));
   ASSERT_TRUE(m);
   const RewriteReport r = rewriteReport(*m);
   EXPECT_EQ(r.fusedLayerNorms, 0);
@@ -247,7 +223,7 @@ TEST(TransformerRewrites, SoftmaxOnAnotherAxisStillMatchesUnrewritten) {
   OnnxBuilder b = attentionModel();
   for (auto& n : *b.graph().mutable_node())
     if (n.op_type() == "Softmax") n.mutable_attribute(0)->set_i(2);
-  auto m = load(b);
+  auto m = builtModel(b);
   ASSERT_TRUE(m);
   std::mt19937 rng(6);
   expectSameResults(m, attentionFeeds(rng));

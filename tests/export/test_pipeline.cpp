@@ -275,7 +275,9 @@ TEST_F(Pipeline, ImportedCacheKeepsItsAlgorithmAndReportsUnusedScales) {
       EXPECT_EQ(f.bytes.rfind("TRT-100000-MinMaxCalibration\n", 0), 0u) << f.bytes;
       EXPECT_NE(f.bytes.find(p.other + ": 3c010204\n"), std::string::npos) << f.bytes;
     }
-    if (f.path.ends_with("quant_cfg.json")) EXPECT_NE(f.bytes.find("\"method\": \"max\""), std::string::npos);
+    if (f.path.ends_with("quant_cfg.json")) {
+      EXPECT_NE(f.bytes.find("\"method\": \"max\""), std::string::npos);
+    }
   }
 }
 
@@ -307,12 +309,14 @@ TEST_F(Pipeline, PpqConfigTakesTheGivenMethodAndReportsUnusedRanges) {
     auto bundle = buildExportBundle(*run, {dir + "/p", ""});
     ASSERT_TRUE(bundle) << bundle.status().message();
     for (const auto& f : bundle->files) {
-      if (f.path.ends_with("calibration.cache"))
+      if (f.path.ends_with("calibration.cache")) {
         EXPECT_EQ(f.bytes.rfind(given ? "TRT-100000-EntropyCalibration2\n" : "TRT-100000-MinMaxCalibration\n", 0), 0u)
             << given << f.bytes.substr(0, 40);
-      if (f.path.ends_with("quant_cfg.json"))
+      }
+      if (f.path.ends_with("quant_cfg.json")) {
         EXPECT_NE(f.bytes.find(given ? "\"method\": \"percentile\"" : "\"method\": \"max\""), std::string::npos)
             << given;
+      }
     }
   }
 }
@@ -393,7 +397,9 @@ TEST_F(Pipeline, AllTensorRangesCoverEveryTensorOfTheQuantizedNodes) {
   auto offBundle = buildExportBundle(*off, {dir + "/off", ""});
   ASSERT_TRUE(offBundle) << offBundle.status().message();
   for (const auto& f : offBundle->files)
-    if (f.path.ends_with("quant_cfg.json")) EXPECT_EQ(nlohmann::json::parse(f.bytes)["act_quant_info"].size(), want.size());
+    if (f.path.ends_with("quant_cfg.json")) {
+      EXPECT_EQ(nlohmann::json::parse(f.bytes)["act_quant_info"].size(), want.size());
+    }
 }
 
 }  // namespace

@@ -1,0 +1,51 @@
+// Helpers of the executor and rewrite tests: load a model built in code, seeded random values,
+// and the error measure those tests compare outputs with. Header-only: the test binaries link the
+// core, qs_test_support does not.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/onnx/loader.h"
+#include "tests/support/onnx_builder.h"
+
+namespace qs::test {
+
+/// The model `b` describes, loaded as from a file called `name` (a failure is a test failure).
+inline std::shared_ptr<Model> builtModel(const OnnxBuilder& b, const std::string& name = "m.onnx") {
+  std::string bytes = b.bytes();
+  auto m = loadModelFromBytes(bytes.data(), bytes.size(), name, "");
+  EXPECT_TRUE(m) << m.status().message();
+  return m ? *m : nullptr;
+}
+
+/// n values uniform in [lo, hi).
+inline std::vector<float> randomValues(size_t n, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+inline Tensor randomTensor(const Shape& s, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
+  return Tensor::fromVector<float>(randomValues((size_t)numelOf(s), rng, lo, hi), s);
+}
+
+/// Largest |a - b| relative to the largest |b| of the tensor (float tensors of one shape).
+inline double relativeError(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  double maxDiff = 0, maxRef = 1e-6;
+  for (int64_t i = 0; i < a.numel() && i < b.numel(); ++i) {
+    maxDiff = std::max(maxDiff, (double)std::fabs(a.data<float>()[i] - b.data<float>()[i]));
+    maxRef = std::max(maxRef, (double)std::fabs(b.data<float>()[i]));
+  }
+  return maxDiff / maxRef;
+}
+
+}  // namespace qs::test
