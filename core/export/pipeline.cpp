@@ -99,6 +99,14 @@ Result<std::map<std::string, float>> cacheAmax(const CalibrationCache& cache, co
   return amax;
 }
 
+// "a, b, c and 5 more": the first `limit` items of a warning's list.
+std::string listed(const std::vector<std::string>& items, size_t limit = 8) {
+  std::string s;
+  for (size_t i = 0; i < items.size() && i < limit; ++i) s += (i ? ", " : "") + items[i];
+  if (items.size() > limit) s += " and " + std::to_string(items.size() - limit) + " more";
+  return s;
+}
+
 // Says which of the given ranges are read but not used, and why (TensorRT's caches and PPQ's
 // act_quant_info list every tensor, Conv outputs included). With all tensor ranges on, a range of a
 // tensor that is not a quantization point is used: it is written back for TensorRT's implicit INT8,
@@ -108,35 +116,21 @@ void warnUnusedRanges(const std::map<std::string, float>& amax, const Graph& g, 
   std::set<std::string> points;
   for (const ActivationPoint& a : plan.activations)
     if (isNodeQuantized(plan, a.node)) points.insert(g.value(a.value).name);
-  auto leftOut = [&](NodeId n) { return plan.nodes[(size_t)n].quantizable && !plan.nodes[(size_t)n].quantized; };
   std::vector<std::string> notPoints, ofLeftOut;
   for (const auto& [name, a] : amax) {
     const ValueId id = g.findValue(name);
     if (points.count(name) || id == kNoValue) continue;
-    const Value& v = g.value(id);
-    bool touches = v.producer >= 0 && leftOut(v.producer);
-    bool quantizedNeighbour = v.producer >= 0 && plan.nodes[(size_t)v.producer].quantized;
-    for (NodeId c : v.consumers) {
-      touches = touches || leftOut(c);
-      quantizedNeighbour = quantizedNeighbour || plan.nodes[(size_t)c].quantized;
-    }
-    if (!allTensorRanges) notPoints.push_back(name);
-    else if (touches && !quantizedNeighbour) ofLeftOut.push_back(name);  // as implicitRangeTensors()
+    if (!allTensorRanges) notPoints.push_back("'" + name + "'");
+    else if (!keepsImplicitRange(g, plan, id)) ofLeftOut.push_back("'" + name + "'");
   }
-  auto names = [](const std::vector<std::string>& v) {
-    std::string s;
-    for (size_t i = 0; i < v.size() && i < 8; ++i) s += (i ? ", '" : "'") + v[i] + "'";
-    if (v.size() > 8) s += " and " + std::to_string(v.size() - 8) + " more";
-    return s;
-  };
   if (!notPoints.empty()) {
     warn(path + ": " + std::to_string(notPoints.size()) + " " + what + " not used: not quantization points, and " +
-         "--all-tensor-ranges is off (" + names(notPoints) + ")");
+         "--all-tensor-ranges is off (" + listed(notPoints) + ")");
   }
   if (!ofLeftOut.empty()) {
     warn(path + ": " + std::to_string(ofLeftOut.size()) + " " + what +
          " not used: read or written by nodes left out of quantization, which TensorRT keeps in float only without "
-         "them (" + names(ofLeftOut) + ")");
+         "them (" + listed(ofLeftOut) + ")");
   }
 }
 
@@ -317,12 +311,11 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
     std::vector<Int8Gap> outside, inside;
     for (const Int8Gap& gap : implicitInt8Gaps(g, r)) (gap.leftOutInInt8 ? inside : outside).push_back(gap);
     auto names = [&](const std::vector<Int8Gap>& v) {
-      std::string s;
-      for (size_t i = 0; i < v.size() && i < 5; ++i) {
-        s += (i ? ", '" : "'") + g.nodes[(size_t)v[i].node].name + "'";
-        if (v[i].tensor != kNoValue) s += " ('" + g.value(v[i].tensor).name + "')";
-      }
-      return s + (v.size() > 5 ? " and " + std::to_string(v.size() - 5) + " more" : "");
+      std::vector<std::string> items;
+      for (const Int8Gap& gap : v)
+        items.push_back("'" + g.nodes[(size_t)gap.node].name + "'" +
+                        (gap.tensor != kNoValue ? " ('" + g.value(gap.tensor).name + "')" : std::string()));
+      return listed(items);
     };
     const Warner warn{run, /*buffered=*/false, callbacks};
     if (!outside.empty()) {

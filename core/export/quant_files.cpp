@@ -73,27 +73,31 @@ bool isFloatActivation(const Value& v) {
   return !v.constant && (v.dtype == DType::Float || v.dtype == DType::Undefined);
 }
 
-bool leftOut(const AnalysisResult& r, NodeId n) {
-  const NodeQuantState& st = r.plan.nodes[(size_t)n];
+bool leftOut(const QuantPlan& plan, NodeId n) {
+  const NodeQuantState& st = plan.nodes[(size_t)n];
   return st.quantizable && !st.quantized;
 }
 
 }  // namespace
+
+bool keepsImplicitRange(const Graph& g, const QuantPlan& plan, ValueId id) {
+  const Value& v = g.value(id);
+  bool touchesLeftOut = v.producer >= 0 && leftOut(plan, v.producer);
+  bool touchesQuantized = v.producer >= 0 && plan.nodes[(size_t)v.producer].quantized;
+  for (NodeId c : v.consumers) {
+    touchesLeftOut = touchesLeftOut || leftOut(plan, c);
+    touchesQuantized = touchesQuantized || plan.nodes[(size_t)c].quantized;
+  }
+  return touchesQuantized || !touchesLeftOut;
+}
 
 std::vector<std::pair<ValueId, float>> implicitRangeTensors(const Graph& g, const AnalysisResult& r) {
   std::vector<std::pair<ValueId, float>> out;
   std::set<ValueId> exported;
   for (ValueId v : exportedActivationTensors(g, r)) exported.insert(v);
   for (const auto& [id, amax] : r.tensorRanges) {
-    const Value& v = g.value(id);
-    if (!isFloatActivation(v) || exported.count(id)) continue;
-    bool touchesLeftOut = v.producer >= 0 && leftOut(r, v.producer);
-    bool touchesQuantized = v.producer >= 0 && r.plan.nodes[(size_t)v.producer].quantized;
-    for (NodeId c : v.consumers) {
-      touchesLeftOut = touchesLeftOut || leftOut(r, c);
-      touchesQuantized = touchesQuantized || r.plan.nodes[(size_t)c].quantized;
-    }
-    if (touchesQuantized || !touchesLeftOut) out.emplace_back(id, amax);
+    if (!isFloatActivation(g.value(id)) || exported.count(id)) continue;
+    if (keepsImplicitRange(g, r.plan, id)) out.emplace_back(id, amax);
   }
   return out;
 }
@@ -115,7 +119,7 @@ std::vector<Int8Gap> implicitInt8Gaps(const Graph& g, const AnalysisResult& r) {
       if (!ranged.count(v) && missing == kNoValue) missing = v;
     }
     if (r.plan.nodes[(size_t)n].quantized && missing != kNoValue) gaps.push_back({n, missing, false});
-    if (leftOut(r, n) && any && missing == kNoValue) gaps.push_back({n, kNoValue, true});
+    if (leftOut(r.plan, n) && any && missing == kNoValue) gaps.push_back({n, kNoValue, true});
   }
   return gaps;
 }

@@ -43,6 +43,9 @@ std::vector<ValueId> exportedActivationTensors(const Graph& g, const AnalysisRes
 /// quantization (quantizable, not quantized) reads or writes and no quantized node does, so that
 /// TensorRT keeps that node in float as the analysis did.
 std::vector<std::pair<ValueId, float>> implicitRangeTensors(const Graph& g, const AnalysisResult& r);
+/// The rule of implicitRangeTensors() for one tensor: false when a node left out of quantization
+/// reads or writes `v` and no quantized node does.
+bool keepsImplicitRange(const Graph& g, const QuantPlan& plan, ValueId v);
 
 /// Where TensorRT's implicit INT8, given the written ranges, would differ from the analysis: a
 /// quantized node that it runs outside INT8 because `tensor` (an activation it reads or writes) has
