@@ -13,7 +13,6 @@
 #include "core/io/npy.h"
 #include "core/onnx/loader.h"
 #include "core/exec/model_info.h"
-#include "core/kernels/conv_dnnl.h"
 #include "core/util/atomic_file.h"
 #include "core/util/memory.h"
 
@@ -106,7 +105,8 @@ int runRun(const RunArgs& args) {
   eo.threads = args.threads;
   eo.rewrites = true;  // unobserved inference: fold and fuse (docs/performance.md)
   // and oneDNN's convolutions where they measured faster (QS_DNNL=0: ours only, for A/B runs)
-  if (const char* v = std::getenv("QS_DNNL"); !(v && std::string(v) == "0")) DnnlConv::setEnabled(true);
+  const char* dnnl = std::getenv("QS_DNNL");
+  eo.libraryKernels = !(dnnl && std::string(dnnl) == "0");
   auto ex = Executor::create(*model, eo);
   if (!ex) return reportError(ex.status());
   auto feeds = readFeeds(args, **model);

@@ -2,7 +2,7 @@
 // oneDNN's convolution primitive, side by side, batch 1 and 8, 1 and 2 threads.
 //   ours   the Conv / FusedConv kernel from the registry, created the way the executor creates it
 //          (constant W and B, so the weights are packed at load), with the shape's activation
-//          fused, with the oneDNN backend switched off (DnnlConv::setEnabled(false))
+//          fused, with the oneDNN backend off (KernelInit::libraryKernels false)
 //   omp    oneDNN convolution_forward on its own OpenMP (libgomp) team, sized with
 //          omp_set_num_threads before the primitive is made and run (forward_inference,
 //          convolution_direct, src/weights/dst format_tag::any, the activation as an eltwise
@@ -140,20 +140,8 @@ class OurConv {
     group.type = Attribute::Type::Int;
     group.i = s.group;
     node.attributes["group"] = group;
-    if (s.act != Act::None) {
-      Attribute names, params;
-      names.type = Attribute::Type::Strings;
-      params.type = Attribute::Type::Floats;
-      if (s.act == Act::Relu) {
-        names.strings = {"Relu"};
-        params.floats = {0.f, 0.f};
-      } else {
-        names.strings = {"Clip"};
-        params.floats = {0.f, 6.f};
-      }
-      node.attributes["activations"] = names;
-      node.attributes["activation_params"] = params;
-    }
+    if (s.act == Act::Relu) setFusedActivations(node, {{FusedActivation::Kind::Relu, 0.f, 0.f}});
+    if (s.act == Act::Relu6) setFusedActivations(node, {{FusedActivation::Kind::Clip, 0.f, 6.f}});
     node.inputs = {m_graph.valueId("x"), m_graph.valueId("w"), m_graph.valueId("b")};
     node.outputs = {m_graph.valueId("y")};
     m_graph.value(node.inputs[1]).constant = W;
@@ -359,9 +347,7 @@ int main(int argc, char** argv) {
         std::vector<float> yd(yp.size());
 #endif
         for (int r = 0; r < rounds; ++r) {
-          DnnlConv::setEnabled(false);
           timeRuns([&] { ours.run(X, (int)threads); }, targetMs, tOurs);
-          DnnlConv::setEnabled(true);
 #ifdef QS_HAVE_DNNL
           timeRuns([&] { omp.run(X.data<float>(), yd.data(), (int)threads); }, targetMs, tOmp);
 #endif
@@ -371,9 +357,7 @@ int main(int argc, char** argv) {
             }, targetMs, tPool);
         }
         if (pool) {
-          DnnlConv::setEnabled(false);
           const Tensor& y = ours.run(X, (int)threads);
-          DnnlConv::setEnabled(true);
           double maxRef = 0, maxDiff = 0;
           for (int64_t i = 0; i < y.numel(); ++i) {
             maxRef = std::max(maxRef, (double)std::fabs(y.data<float>()[i]));

@@ -30,7 +30,7 @@ std::vector<std::string> unsupportedOps(const Model& model, const KernelRegistry
   return out;
 }
 
-Status Executor::createKernels(Plan& plan, const KernelRegistry& registry) {
+Status Executor::createKernels(Plan& plan, const KernelRegistry& registry, bool libraryKernels) {
   const Model& model = *plan.model;
   const Graph& g = model.graph;
   plan.kernels.clear();
@@ -41,7 +41,7 @@ Status Executor::createKernels(Plan& plan, const KernelRegistry& registry) {
     int64_t opset = it == model.opsets.end() ? 1 : it->second;
     const KernelEntry* entry = registry.find(n.opType, n.domain, opset);
     if (!entry) return unsupported(model.path + ": " + n.label() + ": no kernel at opset " + std::to_string(opset));
-    KernelInit init{n, opset, g};
+    KernelInit init{n, opset, g, libraryKernels};
     auto kernel = entry->create(init);
     if (!kernel) {
       // Kernels give the bare reason; the file and the node are added here, once.
@@ -127,7 +127,7 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> 
   }
   Plan original;
   original.model = model;
-  QS_RETURN_IF_ERROR(createKernels(original, *registry));
+  QS_RETURN_IF_ERROR(createKernels(original, *registry, options.libraryKernels));
   ex->m_kernels = std::move(original.kernels);
   ex->m_useCount = std::move(original.useCount);
   if (options.rewrites) {
@@ -138,7 +138,7 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> 
     plan->model = std::move(rewritten).value();
     plan->origin = std::move(report.origin);
     plan->absorbed = std::move(report.absorbed);
-    QS_RETURN_IF_ERROR(createKernels(*plan, *registry));
+    QS_RETURN_IF_ERROR(createKernels(*plan, *registry, options.libraryKernels));
     markShapeOnly(*plan);
     ex->m_fast = std::move(plan);
     ex->m_rewriteSummary = std::to_string(report.foldedConstantNodes) + " constant nodes folded, " +

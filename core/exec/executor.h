@@ -82,6 +82,10 @@ struct ExecutorOptions {
   /// Build the rewritten graph for unobserved run() calls (see the top of this file). Off by
   /// default: the analysis session keeps it off; `quantscope run` turns it on.
   bool rewrites = false;
+  /// Let kernels run shapes through a library where it measured faster (oneDNN's convolutions,
+  /// core/kernels/conv_dnnl.h). Its sums run in another order, so the analyses (whose figures
+  /// are compared to 1e-9 across versions) keep it off; `quantscope run` turns it on.
+  bool libraryKernels = false;
 };
 
 class Executor {
@@ -138,7 +142,7 @@ class Executor {
     mutable std::map<std::vector<int64_t>, std::vector<std::pair<ValueId, Tensor>>> shapeCache;
   };
   static void markShapeOnly(Plan& plan);
-  static Status createKernels(Plan& plan, const KernelRegistry& registry);
+  static Status createKernels(Plan& plan, const KernelRegistry& registry, bool libraryKernels);
   Result<std::vector<Tensor>> runPlan(const Plan& plan, const std::vector<NamedTensor>& feeds, const RunOptions& options) const;
 
   std::shared_ptr<const Model> m_model;

@@ -326,16 +326,7 @@ class Rewriter {
     if (!acts.empty()) {
       cv.opType = kFusedConvOp;
       cv.domain = kFusedDomain;
-      Attribute names, params;
-      names.type = Attribute::Type::Strings;
-      params.type = Attribute::Type::Floats;
-      for (const auto& f : acts) {
-        names.strings.push_back(fusedActivationName(f.kind));
-        params.floats.push_back(f.a);
-        params.floats.push_back(f.b);
-      }
-      cv.attributes["activations"] = names;
-      cv.attributes["activation_params"] = params;
+      setFusedActivations(cv, acts);
       ++m_report.fusedConvs;
     }
     m_absorbed[(size_t)convId] = absorbed;

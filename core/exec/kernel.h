@@ -22,6 +22,8 @@ struct KernelInit {
   const Node& node;
   int64_t opset;  // version of the node's domain
   const Graph& graph;
+  /// ExecutorOptions::libraryKernels: a kernel may hand shapes to a library (oneDNN's Conv).
+  bool libraryKernels = false;
 
   /// The constant tensor feeding input `i`, or nullptr when it is computed at run time.
   const Tensor* constantInput(size_t i) const {

@@ -223,6 +223,19 @@ const char* fusedActivationName(FusedActivation::Kind kind) {
   return "?";
 }
 
+void setFusedActivations(Node& node, const std::vector<FusedActivation>& acts) {
+  Attribute names, params;
+  names.type = Attribute::Type::Strings;
+  params.type = Attribute::Type::Floats;
+  for (const FusedActivation& f : acts) {
+    names.strings.push_back(fusedActivationName(f.kind));
+    params.floats.push_back(f.a);
+    params.floats.push_back(f.b);
+  }
+  node.attributes["activations"] = std::move(names);
+  node.attributes["activation_params"] = std::move(params);
+}
+
 bool parseFusedActivation(const std::string& name, FusedActivation::Kind& kind) {
   using K = FusedActivation::Kind;
   for (K k : {K::Relu, K::Clip, K::HardSigmoid, K::HardSwish, K::Sigmoid, K::LeakyRelu, K::Mul, K::Add}) {
@@ -477,13 +490,14 @@ void im2colBlock(const float* in, int64_t C, const WindowGeometry& g, int64_t o0
 
 class ConvKernel : public Kernel {
  public:
-  ConvKernel(WindowAttrs attrs, std::vector<FusedActivation> activations, const Tensor* constW, const Tensor* constB)
+  ConvKernel(WindowAttrs attrs, std::vector<FusedActivation> activations, const Tensor* constW, const Tensor* constB,
+             bool library)
       : m_attrs(std::move(attrs)), m_activations(std::move(activations)) {
     if (constW && constW->dtype() == DType::Float && constW->rank() >= 3) {
       m_constW = *constW;
       m_packed = packWeights(*constW);
       if (constB) m_constB = *constB;
-      if (DnnlConv::available()) m_dnnl = DnnlConv::create(*constW, constB, m_attrs.group, m_activations);
+      if (library) m_dnnl = DnnlConv::create(*constW, constB, m_attrs.group, m_activations);
     }
   }
 
@@ -526,7 +540,7 @@ class ConvKernel : public Kernel {
     if (N == 0 || M == 0 || outSize == 0) return Status::ok();
     // oneDNN where it measured faster (conv_dnnl.h), while W and B are the constants it was
     // prepared with; ours computes y if it refuses.
-    if (m_dnnl && DnnlConv::enabled() && W.sharesBufferWith(m_constW) && W.shape() == m_constW.shape() &&
+    if (m_dnnl && W.sharesBufferWith(m_constW) && W.shape() == m_constW.shape() &&
         (ctx.hasInput(2) ? ctx.input(2).sharesBufferWith(m_constB) : m_constB.numel() == 0) &&
         DnnlConv::preferred(C, M, G, g) && m_dnnl->run(x, N, C, g, y, ctx.threads))
       return Status::ok();
@@ -663,7 +677,7 @@ Result<std::unique_ptr<Kernel>> createConv(const KernelInit& init) {
                      "only 1-D..3-D convolutions are supported, kernel_shape has " + std::to_string(attrs.kernelShape.size()) +
                          " dims");
   return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(std::move(attrs), std::move(acts), init.constantInput(1),
-                                                                init.constantInput(2)));
+                                                                init.constantInput(2), init.libraryKernels));
 }
 
 }  // namespace qs

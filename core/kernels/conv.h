@@ -92,6 +92,8 @@ void applyFusedActivations(float* y, int64_t n, float bias, const std::vector<Fu
 /// (floats, two per activation: a, b).
 inline constexpr const char* kFusedDomain = "ai.quantscope";
 inline constexpr const char* kFusedConvOp = "FusedConv";
+/// Writes `acts` as the node's "activations" and "activation_params" (what createConv reads back).
+void setFusedActivations(Node& node, const std::vector<FusedActivation>& acts);
 
 /// Conv, opsets 1..21: X [N, C, spatial...] (1-D..3-D), W [M, C/group, k...], optional B [M].
 /// A constant W is packed once here; ai.quantscope FusedConv (opset 1) also applies activations.

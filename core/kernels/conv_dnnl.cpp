@@ -2,8 +2,6 @@
 #include "core/kernels/conv_dnnl.h"
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -21,17 +19,6 @@ extern "C" void omp_set_num_threads(int);
 #endif
 
 namespace qs {
-
-namespace {
-// Off unless switched on (`quantscope run` does) or QS_DNNL=1 is in the environment.
-std::atomic<bool> g_dnnlEnabled{[] {
-  const char* v = std::getenv("QS_DNNL");
-  return v && std::string(v) == "1";
-}()};
-}  // namespace
-
-void DnnlConv::setEnabled(bool on) { g_dnnlEnabled.store(on, std::memory_order_relaxed); }
-bool DnnlConv::enabled() { return available() && g_dnnlEnabled.load(std::memory_order_relaxed); }
 
 bool DnnlConv::preferred(int64_t C, int64_t M, int64_t group, const WindowGeometry& g) {
   if (g.nd != 2) return false;

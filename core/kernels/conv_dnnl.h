@@ -21,13 +21,6 @@ class DnnlConv {
  public:
   /// Whether this build has oneDNN.
   static bool available();
-  /// Process-wide switch, off unless the environment has QS_DNNL=1: off, the Conv kernel runs
-  /// every shape itself. Off by default because the analyses compare float and quantized passes
-  /// figure by figure (the report fixtures to 1e-9) and must keep one arithmetic; `quantscope run`
-  /// (unobserved inference, like the graph rewrites) switches it on. enabled() is false without
-  /// oneDNN.
-  static void setEnabled(bool on);
-  static bool enabled();
   /// The measured rule: true when oneDNN is the faster backend for a 2-D Conv with C input and M
   /// output channels, `group` groups and geometry g (docs/performance.md, "Conv backends").
   static bool preferred(int64_t C, int64_t M, int64_t group, const WindowGeometry& g);

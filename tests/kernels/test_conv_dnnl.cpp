@@ -13,23 +13,18 @@
 #include "core/exec/kernel.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/conv_dnnl.h"
+#include "tests/support/model_helpers.h"
 
 namespace qs {
 namespace {
 
 using K = FusedActivation::Kind;
+using qs::test::randomTensor;
 
 struct Case {
   int64_t C, M, G, H, W, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
   bool bias;
 };
-
-Tensor randomTensor(const Shape& shape, std::mt19937& rng, float scale = 1.f) {
-  Tensor t(DType::Float, shape);
-  std::uniform_real_distribution<float> u(-scale, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
 
 int64_t outDim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe) {
   return (in + pb + pe - ((k - 1) * d + 1)) / s + 1;
@@ -69,7 +64,8 @@ struct ConvNode {
   std::unique_ptr<Kernel> kernel;
   Tensor w, b;
 
-  ConvNode(const Case& c, const Tensor& W, const Tensor* B, const std::vector<FusedActivation>& acts) : w(W) {
+  ConvNode(const Case& c, const Tensor& W, const Tensor* B, const std::vector<FusedActivation>& acts, bool library)
+      : w(W) {
     node.name = "conv";
     node.opType = kFusedConvOp;
     node.domain = kFusedDomain;
@@ -82,19 +78,11 @@ struct ConvNode {
     node.attributes["strides"] = ints({c.sh, c.sw});
     node.attributes["dilations"] = ints({c.dh, c.dw});
     node.attributes["pads"] = ints({c.pt, c.pl, c.pb, c.pr});
-    Attribute group, names, params;
+    Attribute group;
     group.type = Attribute::Type::Int;
     group.i = c.G;
-    names.type = Attribute::Type::Strings;
-    params.type = Attribute::Type::Floats;
-    for (const FusedActivation& f : acts) {
-      names.strings.push_back(fusedActivationName(f.kind));
-      params.floats.push_back(f.a);
-      params.floats.push_back(f.b);
-    }
     node.attributes["group"] = group;
-    node.attributes["activations"] = names;
-    node.attributes["activation_params"] = params;
+    setFusedActivations(node, acts);
     node.inputs = {graph.valueId("x"), graph.valueId("w")};
     graph.value(node.inputs[1]).constant = W;
     if (B) {
@@ -103,7 +91,7 @@ struct ConvNode {
       graph.value(node.inputs[2]).constant = *B;
     }
     node.outputs = {graph.valueId("y")};
-    auto k = createConv(KernelInit{node, 1, graph});
+    auto k = createConv(KernelInit{node, 1, graph, library});
     EXPECT_TRUE(k.isOk()) << k.status().message();
     if (k.isOk()) kernel = std::move(k.value());
   }
@@ -164,14 +152,13 @@ class ConvDnnl : public ::testing::Test {
   void SetUp() override {
     if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
   }
-  void TearDown() override { DnnlConv::setEnabled(false); }  // the default
 };
 
 TEST_F(ConvDnnl, BackendVsNaiveEveryClassAndActivation) {
   std::mt19937 rng(13);
   int caseIndex = 0;
   for (const Case& c : cases()) {
-    const Tensor w = randomTensor({c.M, c.C / c.G, c.kh, c.kw}, rng, 0.5f);
+    const Tensor w = randomTensor({c.M, c.C / c.G, c.kh, c.kw}, rng, -0.5f, 0.5f);
     const Tensor b = randomTensor({c.M}, rng);
     WindowAttrs attrs;
     attrs.strides = {c.sh, c.sw};
@@ -204,11 +191,13 @@ TEST_F(ConvDnnl, KernelWithBackendOnAndOffAgreeAndThreadCountsAreBitIdentical) {
   std::mt19937 rng(7);
   int caseIndex = 0;
   for (const Case& c : cases()) {
-    const Tensor w = randomTensor({c.M, c.C / c.G, c.kh, c.kw}, rng, 0.5f);
+    const Tensor w = randomTensor({c.M, c.C / c.G, c.kh, c.kw}, rng, -0.5f, 0.5f);
     const Tensor b = randomTensor({c.M}, rng);
     const std::vector<FusedActivation> acts = {{K::Relu, 0, 0}};
-    ConvNode node(c, w, c.bias ? &b : nullptr, acts);
+    ConvNode node(c, w, c.bias ? &b : nullptr, acts, /*library=*/true);
+    ConvNode plain(c, w, c.bias ? &b : nullptr, acts, /*library=*/false);
     ASSERT_TRUE(node.kernel);
+    ASSERT_TRUE(plain.kernel);
     // Several input shapes on one kernel: a primitive per shape, kept.
     for (int64_t N : {1, 2, 1}) {
       for (int64_t grow : {0, 3}) {
@@ -217,10 +206,8 @@ TEST_F(ConvDnnl, KernelWithBackendOnAndOffAgreeAndThreadCountsAreBitIdentical) {
         cs.W += grow;
         const Tensor x = randomTensor({N, c.C, cs.H, cs.W}, rng);
         const std::string what = "case " + std::to_string(caseIndex) + " N " + std::to_string(N) + " +" + std::to_string(grow);
-        DnnlConv::setEnabled(true);
         const Tensor y1 = node.run(x, 1), y2 = node.run(x, 2);
-        DnnlConv::setEnabled(false);
-        const Tensor ours = node.run(x, 2);
+        const Tensor ours = plain.run(x, 2);
         expectNear(y1, naive(cs, x, w, c.bias ? &b : nullptr, acts), what);
         expectNear(y1, ours, what);
         ASSERT_EQ(0, std::memcmp(y1.data<float>(), y2.data<float>(), sizeof(float) * (size_t)y1.numel())) << what;
