@@ -4,7 +4,8 @@ namespace qs {
 
 KernelRegistry KernelRegistry::builtin() {
   KernelRegistry r;
-  for (auto* group : {&nnKernels, &elementwiseKernels, &tensorKernels, &reduceKernels})
+  for (auto* group : {&nnKernels, &elementwiseKernels, &tensorKernels, &reduceKernels, &recurrentKernels,
+                      &visionKernels, &signalKernels})
     for (auto& e : (*group)()) r.m_entries.push_back(std::move(e));
   return r;
 }

@@ -15,6 +15,9 @@ std::vector<KernelEntry> nnKernels();          // Conv, ConvTranspose, Gemm, Mat
 std::vector<KernelEntry> elementwiseKernels(); // unary, binary, activations, logic, Cast, Softmax, Q/DQ
 std::vector<KernelEntry> tensorKernels();      // shape and data movement ops
 std::vector<KernelEntry> reduceKernels();      // Reduce*, ArgMax/ArgMin, Resize/Upsample
+std::vector<KernelEntry> recurrentKernels();   // LSTM, GRU, RNN
+std::vector<KernelEntry> visionKernels();      // detection and vision: NonMaxSuppression, RoiAlign, GridSample, ...
+std::vector<KernelEntry> signalKernels();      // DFT, STFT, window functions, MelWeightMatrix and other inference ops
 
 class KernelRegistry {
  public:
