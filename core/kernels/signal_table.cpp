@@ -1,5 +1,6 @@
 // Kernel table of the 'signal' group: one row per (op, opset range).
 #include "core/exec/kernel_registry.h"
+#include "core/kernels/integer_ops.h"
 #include "core/kernels/linalg.h"
 #include "core/kernels/signal.h"
 
@@ -14,6 +15,10 @@ std::vector<KernelEntry> signalKernels() {
       {"BlackmanWindow", "", 17, 21, createBlackmanWindow},
       {"MelWeightMatrix", "", 17, 21, createMelWeightMatrix},
       {"Det", "", 11, 21, createDet},
+      {"ConvInteger", "", 10, 21, createConvInteger},
+      {"MatMulInteger", "", 10, 21, createMatMulInteger},
+      {"QLinearConv", "", 10, 21, createQLinearConv},
+      {"QLinearMatMul", "", 10, 21, createQLinearMatMul},
   };
 }
 
