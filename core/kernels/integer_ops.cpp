@@ -18,6 +18,25 @@ using ew::Tag;
 
 Status invalid(std::string m) { return kernelError(StatusCode::InvalidArgument, std::move(m)); }
 
+/// Most elements an integer op may produce (2^28: 1 GiB of int32). Quantized layers stay far
+/// below it; fuzzed pads or dims beyond it are refused rather than allocated.
+constexpr int64_t kMaxIntegerOutput = int64_t(1) << 28;
+
+Status checkOutput(const char* op, const Shape& s) {
+  if (checkedNumel(s, kMaxIntegerOutput) < 0)
+    return invalid(std::string(op) + ": output shape " + shapeToString(s) + " has more than " +
+                   std::to_string(kMaxIntegerOutput) + " elements");
+  return Status::ok();
+}
+
+/// x_scale * w_scale / y_scale (or a's and b's) must stay finite: an infinite multiplier times a
+/// zero sum is NaN, which has no integer to saturate to.
+Status checkMultiplier(const char* op, float k) {
+  if (!std::isfinite(k))
+    return invalid(std::string(op) + ": the requantization multiplier (input scales / y_scale) is " + std::to_string(k));
+  return Status::ok();
+}
+
 /// fn(Tag<T>{}) for uint8 and int8; false for other dtypes.
 template <class Fn>
 bool dispatchInt8(DType t, Fn&& fn) {
@@ -112,9 +131,7 @@ Status resolveIntConv(const char* op, const WindowAttrs& attrs, const Tensor& x,
   QS_RETURN_IF_ERROR(resolveWindow(attrs, inSp, kSp, false, s.g));
   s.out = {s.N, s.M};
   for (int64_t d : s.g.outShape()) s.out.push_back(d);
-  if (checkedNumel(s.out, int64_t(1) << 40) < 0)
-    return invalid(std::string(op) + ": output shape " + shapeToString(s.out) + " is too large");
-  return Status::ok();
+  return checkOutput(op, s.out);
 }
 
 /// For each image n and output channel m, emit(n, m, acc) with acc[o] = the sum over the group's
@@ -227,7 +244,10 @@ class ConvIntegerKernel : public Kernel {
     }
     // ONNX Runtime's multiplier: x_scale * w_scale / y_scale, in float.
     std::vector<float> mult((size_t)s.M);
-    for (int64_t m = 0; m < s.M; ++m) mult[(size_t)m] = xs[0] * at(ws, m) / ys[0];
+    for (int64_t m = 0; m < s.M; ++m) {
+      mult[(size_t)m] = xs[0] * at(ws, m) / ys[0];
+      QS_RETURN_IF_ERROR(checkMultiplier("QLinearConv", mult[(size_t)m]));
+    }
     Tensor y(yt, s.out);
     const int64_t outSize = s.g.outSize();
     dispatchInt8(yt, [&](auto ty) {
@@ -290,8 +310,7 @@ Status resolveMatMul(const char* op, const Tensor& A, const Tensor& B, MatMulSha
   s.out = batch;
   if (!aVec) s.out.push_back(s.M);
   if (!bVec) s.out.push_back(s.N);
-  if (checkedNumel(s.out, int64_t(1) << 40) < 0)
-    return invalid(std::string(op) + ": output shape " + shapeToString(s.out) + " is too large");
+  QS_RETURN_IF_ERROR(checkOutput(op, s.out));
   const int64_t nb = numelOf(batch);
   const size_t r = batch.size();
   std::vector<int64_t> aStride(r, 0), bStride(r, 0), idx(r, 0);
@@ -403,6 +422,10 @@ Result<std::unique_ptr<Kernel>> createQLinearMatMulKernel() {
     if (yt != DType::UInt8 && yt != DType::Int8)
       return kernelError(StatusCode::Unsupported, "QLinearMatMul: y_zero_point must be uint8 or int8, got " + dtypeName(yt));
     QS_RETURN_IF_ERROR(readZeroPoints(&ctx.input(7), yt, s.M, "y_zero_point", yzp));
+    // Checked up front: the sums run in parallel and cannot return an error.
+    for (int64_t i = 0; i < (int64_t)std::max(as.size(), ys.size()); ++i)
+      for (int64_t j = 0; j < (int64_t)bs.size(); ++j)
+        QS_RETURN_IF_ERROR(checkMultiplier("QLinearMatMul", at(as, i) * at(bs, j) / at(ys, i)));
     Tensor y(yt, s.out);
     const int64_t M = s.M, N = s.N;
     dispatchInt8(yt, [&](auto ty) {

@@ -442,6 +442,27 @@ TEST(SignalErrors, QLinearConvZeroPointOfWrongShape) {
                  "w_zero_point has shape [2], expected a scalar or [3]");
 }
 
+TEST(SignalErrors, ConvIntegerHugePadsRefused) {
+  std::mt19937 rng(1);
+  std::vector<Feed> feeds{{"x", kU8, randomInts<uint8_t>({1, 1, 4, 4}, rng, 0, 255)},
+                          {"w", kU8, randomInts<uint8_t>({2, 1, 1, 1}, rng, 0, 255)}};
+  onnx::NodeProto* node = nullptr;
+  OnnxBuilder b = singleOp(13, "ConvInteger", feeds, kI32, 4, &node);
+  OnnxBuilder::attrInts(*node, "pads", {100000, 100000, 100000, 100000});
+  expectRunError(b, feeds, "ConvInteger: output shape [1,2,200004,200004] has more than 268435456 elements");
+}
+
+TEST(SignalErrors, QLinearConvInfiniteMultiplier) {
+  std::mt19937 rng(1);
+  std::vector<Feed> feeds{
+      {"x", kU8, randomInts<uint8_t>({1, 1, 3, 3}, rng, 0, 255)}, {"xs", kF, Tensor::scalar<float>(1e30f)},
+      {"xz", kU8, Tensor::scalar<uint8_t>(0)},                    {"w", kU8, randomInts<uint8_t>({1, 1, 1, 1}, rng, 0, 255)},
+      {"ws", kF, Tensor::scalar<float>(1e30f)},                   {"wz", kU8, Tensor::scalar<uint8_t>(0)},
+      {"ys", kF, Tensor::scalar<float>(1e-30f)},                  {"yz", kU8, Tensor::scalar<uint8_t>(0)},
+  };
+  expectRunError(singleOp(13, "QLinearConv", feeds, kU8, 4), feeds, "requantization multiplier");
+}
+
 TEST(SignalErrors, QLinearMatMulZeroScale) {
   std::mt19937 rng(1);
   std::vector<Feed> feeds{
