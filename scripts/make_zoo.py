@@ -10,7 +10,9 @@ so that activations have the scales of a trained network instead of the identity
 fresh one. Transformers (opset 17): swin_t from torchvision, and two written here with torch.nn:
 a BERT-style encoder (6 layers, d=384, 12 heads, sequence 128, int64 token ids and an attention
 mask) and a GPT-style decoder (8 layers, d=512, 8 heads, causal mask, sequence 128, logits over an
-8192-token vocabulary). Every model has a dynamic batch axis. Fixed seeds: the same files every time.
+8192-token vocabulary). Issue 19's models (opset 13): lstm_speech (2-layer bidirectional LSTM over
+40 mel features), scripted_control (torch.jit.script: a data-dependent If and a Loop whose trip
+count comes from the input) and nms_detector (a small conv detector ending in NonMaxSuppression). Every model has a dynamic batch axis. Fixed seeds: the same files every time.
 Files already present are kept (delete one to rebuild it); each is written to a temporary name and
 renamed, so an interrupted run leaves no half-written model.
 """
@@ -23,6 +25,7 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torchvision
 
 SEQ = 128
 VOCAB = 8192
@@ -178,6 +181,83 @@ def gpt():
     return model, (ids,), ["input_ids"], ["logits"], {"input_ids": {0: "batch"}, "logits": {0: "batch"}}, 17
 
 
+class LstmSpeech(nn.Module):
+    """Speech-style (issue 19): 40 mel features -> conv front end -> 2-layer bidirectional LSTM ->
+    per-frame log-probabilities over 32 classes."""
+    def __init__(self, feats=40, hidden=96, classes=32):
+        super().__init__()
+        self.front = nn.Conv1d(feats, 64, 3, padding=1)
+        self.lstm = nn.LSTM(64, hidden, num_layers=2, bidirectional=True, batch_first=True)
+        self.head = nn.Linear(2 * hidden, classes)
+    def forward(self, x):  # [N, T, 40]
+        h = F.relu(self.front(x.transpose(1, 2))).transpose(1, 2)
+        y, _ = self.lstm(h)
+        return self.head(y).log_softmax(-1)
+
+class ScriptedControl(nn.Module):
+    """Data-dependent control flow as torch.jit.script exports it: If on a statistic of the
+    activations, a Loop whose trip count is computed from the input, and a while-style early exit."""
+    def __init__(self, d=64):
+        super().__init__()
+        self.inp = nn.Linear(16, d)
+        self.a = nn.Linear(d, d)
+        self.b = nn.Linear(d, d)
+        self.step = nn.Linear(d, d)
+        self.out = nn.Linear(d, 10)
+    def forward(self, x):
+        h = torch.relu(self.inp(x))
+        if bool(h.mean() > 0.25):
+            h = torch.relu(self.a(h))
+        else:
+            h = torch.tanh(self.b(h))
+        steps = int((x[:, 0] > 0).sum()) + 1
+        for i in range(steps):
+            h = h + 0.5 * torch.tanh(self.step(h))
+        return self.out(h)
+
+class NmsDetector(nn.Module):
+    """A small single-scale detector: conv backbone, per-cell boxes and class scores, then
+    torchvision's NMS (exported as NonMaxSuppression)."""
+    def __init__(self, classes=4, cells=16):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1), nn.ReLU(), nn.Conv2d(16, 32, 3, 2, 1), nn.ReLU(),
+                                      nn.Conv2d(32, 32, 3, 2, 1), nn.ReLU())
+        self.box = nn.Conv2d(32, 4, 1)
+        self.cls = nn.Conv2d(32, classes, 1)
+    def forward(self, x):  # [1, 3, 128, 128]
+        f = self.backbone(x)
+        n, _, h, w = f.shape
+        d = self.box(f).permute(0, 2, 3, 1).reshape(-1, 4)
+        s = self.cls(f).sigmoid().permute(0, 2, 3, 1).reshape(-1, self.cls.out_channels)
+        ys = torch.arange(h, dtype=torch.float32).view(h, 1).expand(h, w).reshape(-1)
+        xs = torch.arange(w, dtype=torch.float32).view(1, w).expand(h, w).reshape(-1)
+        cx = (xs + 0.5 + d[:, 0].tanh()) * 8
+        cy = (ys + 0.5 + d[:, 1].tanh()) * 8
+        bw = 16 * d[:, 2].exp()
+        bh = 16 * d[:, 3].exp()
+        boxes = torch.stack([cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2], 1)
+        score, label = s.max(1)
+        keep = torchvision.ops.batched_nms(boxes, score, label, 0.5)
+        keep = keep[:50]
+        return boxes[keep], score[keep], label[keep], keep
+
+
+def lstm_speech():
+    model = LstmSpeech().eval()
+    axes = {"features": {0: "batch", 1: "frames"}, "log_probs": {0: "batch", 1: "frames"}}
+    return model, (torch.randn(1, 50, 40),), ["features"], ["log_probs"], axes, 13
+
+
+def scripted_control():
+    model = torch.jit.script(ScriptedControl().eval())
+    return model, (torch.randn(4, 16),), ["x"], ["y"], {"x": {0: "batch"}, "y": {0: "batch"}}, 13
+
+
+def nms_detector():
+    model = NmsDetector().eval()
+    return model, (torch.randn(1, 3, 128, 128),), ["image"], ["boxes", "scores", "labels", "keep"], {}, 13
+
+
 # name -> builder; the small ones first (tests use those).
 ZOO = {
     "mobilenet_v2": cnn("mobilenet_v2"),
@@ -185,6 +265,10 @@ ZOO = {
     "regnet_y_400mf": cnn("regnet_y_400mf"),
     "bert_encoder": bert,
     "gpt_decoder": gpt,
+    # Issue 19: recurrent, control flow (torch.jit.script: If and Loop) and NonMaxSuppression.
+    "lstm_speech": lstm_speech,
+    "scripted_control": scripted_control,
+    "nms_detector": nms_detector,
     "resnet50": cnn("resnet50"),
     "densenet121": cnn("densenet121"),
     "swin_t": swin,

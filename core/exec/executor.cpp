@@ -11,13 +11,23 @@ namespace qs {
 
 std::vector<std::string> unsupportedOps(const Model& model, const KernelRegistry& registry) {
   std::map<std::string, std::vector<std::string>> missing;
-  for (const Node& n : model.graph.nodes) {
-    auto it = model.opsets.find(n.domain);
-    int64_t opset = it == model.opsets.end() ? 1 : it->second;
-    if (!registry.find(n.opType, n.domain, opset)) {
-      std::string key = n.domain.empty() ? n.opType : n.domain + "::" + n.opType;
-      if (registry.knowsOp(n.opType, n.domain)) key += " (opset " + std::to_string(opset) + ")";
-      missing[key].push_back(n.name);
+  // Subgraphs' nodes too (an explicit stack: nesting depth is bounded by the loader anyway).
+  std::vector<const Graph*> pending{&model.graph};
+  while (!pending.empty()) {
+    const Graph* g = pending.back();
+    pending.pop_back();
+    for (const Node& n : g->nodes) {
+      auto it = model.opsets.find(n.domain);
+      int64_t opset = it == model.opsets.end() ? 1 : it->second;
+      if (!registry.find(n.opType, n.domain, opset)) {
+        std::string key = n.domain.empty() ? n.opType : n.domain + "::" + n.opType;
+        if (registry.knowsOp(n.opType, n.domain)) key += " (opset " + std::to_string(opset) + ")";
+        missing[key].push_back(n.name);
+      }
+      for (const auto& [key, a] : n.attributes) {
+        if (a.g) pending.push_back(a.g.get());
+        for (const auto& sg : a.graphs) pending.push_back(sg.get());
+      }
     }
   }
   std::vector<std::string> out;
@@ -30,7 +40,7 @@ std::vector<std::string> unsupportedOps(const Model& model, const KernelRegistry
   return out;
 }
 
-Status Executor::createKernels(Plan& plan, const KernelRegistry& registry, bool libraryKernels) {
+Status Executor::createKernels(Plan& plan, const KernelRegistry& registry, bool libraryKernels, int threads) {
   const Model& model = *plan.model;
   const Graph& g = model.graph;
   plan.kernels.clear();
@@ -41,7 +51,7 @@ Status Executor::createKernels(Plan& plan, const KernelRegistry& registry, bool 
     int64_t opset = it == model.opsets.end() ? 1 : it->second;
     const KernelEntry* entry = registry.find(n.opType, n.domain, opset);
     if (!entry) return unsupported(model.path + ": " + n.label() + ": no kernel at opset " + std::to_string(opset));
-    KernelInit init{n, opset, g, libraryKernels};
+    KernelInit init{n, opset, g, libraryKernels, &model, &registry, threads};
     auto kernel = entry->create(init);
     if (!kernel) {
       // Kernels give the bare reason; the file and the node are added here, once.
@@ -127,7 +137,7 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> 
   }
   Plan original;
   original.model = model;
-  QS_RETURN_IF_ERROR(createKernels(original, *registry, options.libraryKernels));
+  QS_RETURN_IF_ERROR(createKernels(original, *registry, options.libraryKernels, ex->m_threads));
   ex->m_kernels = std::move(original.kernels);
   ex->m_useCount = std::move(original.useCount);
   if (options.rewrites) {
@@ -138,7 +148,7 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> 
     plan->model = std::move(rewritten).value();
     plan->origin = std::move(report.origin);
     plan->absorbed = std::move(report.absorbed);
-    QS_RETURN_IF_ERROR(createKernels(*plan, *registry, options.libraryKernels));
+    QS_RETURN_IF_ERROR(createKernels(*plan, *registry, options.libraryKernels, ex->m_threads));
     markShapeOnly(*plan);
     ex->m_fast = std::move(plan);
     ex->m_rewriteSummary = std::to_string(report.foldedConstantNodes) + " constant nodes folded, " +
@@ -157,7 +167,7 @@ Status Executor::checkFeeds(const std::vector<NamedTensor>& feeds, std::vector<c
   const std::string& where = m_model->path;
   for (const NamedTensor& f : feeds) {
     ValueId id = g.findValue(f.name);
-    if (id == kNoValue || (!g.value(id).isGraphInput && !g.value(id).isOverridable)) {
+    if (id == kNoValue || (!g.value(id).isGraphInput && !g.value(id).isOverridable && !g.value(id).isOuterRef)) {
       std::string names;
       for (ValueId in : g.inputs) names += (names.empty() ? "'" : ", '") + g.value(in).name + "'";
       return invalidArgument(where + ": input '" + f.name + "' is not an input of the model (inputs: " + names + ")");
@@ -185,6 +195,9 @@ Status Executor::checkFeeds(const std::vector<NamedTensor>& feeds, std::vector<c
   }
   for (ValueId in : g.inputs) {
     if (!byValue[(size_t)in]) return invalidArgument(where + ": input '" + g.value(in).name + "' is missing");
+  }
+  for (ValueId in : g.outerRefs) {
+    if (!byValue[(size_t)in]) return invalidArgument(where + ": outer-scope value '" + g.value(in).name + "' is missing");
   }
   return Status::ok();
 }
@@ -369,7 +382,7 @@ Result<std::vector<Tensor>> Executor::runPlan(const Plan& plan, const std::vecto
         const Tensor* t = options.inputTransform->transform(id, i, *inputs[i], transformed[i]);
         if (t) inputs[i] = t;
       }
-      KernelContext ctx{std::span<const Tensor* const>(inputs), std::span<Tensor>(outputs), m_threads};
+      KernelContext ctx{std::span<const Tensor* const>(inputs), std::span<Tensor>(outputs), m_threads, options.cancel};
       st = kernels[(size_t)id]->run(ctx);
     }
     if (!st.isOk()) {

@@ -142,7 +142,7 @@ class Executor {
     mutable std::map<std::vector<int64_t>, std::vector<std::pair<ValueId, Tensor>>> shapeCache;
   };
   static void markShapeOnly(Plan& plan);
-  static Status createKernels(Plan& plan, const KernelRegistry& registry, bool libraryKernels);
+  static Status createKernels(Plan& plan, const KernelRegistry& registry, bool libraryKernels, int threads);
   Result<std::vector<Tensor>> runPlan(const Plan& plan, const std::vector<NamedTensor>& feeds, const RunOptions& options) const;
 
   std::shared_ptr<const Model> m_model;

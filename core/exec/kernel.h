@@ -3,6 +3,7 @@
 // Kernels never know about calibration or analysis: those observe the executor.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -16,6 +17,8 @@
 
 namespace qs {
 
+class KernelRegistry;
+
 /// What a kernel's factory sees: the node, the opset it is used under, and the graph
 /// (to read constant inputs at load time where that helps, e.g. packing weights).
 struct KernelInit {
@@ -24,6 +27,11 @@ struct KernelInit {
   const Graph& graph;
   /// ExecutorOptions::libraryKernels: a kernel may hand shapes to a library (oneDNN's Conv).
   bool libraryKernels = false;
+  /// The model and registry the executor runs (null outside an executor, e.g. constant folding):
+  /// control-flow kernels build executors for their subgraphs from them.
+  const Model* model = nullptr;
+  const KernelRegistry* registry = nullptr;
+  int threads = 1;
 
   /// The constant tensor feeding input `i`, or nullptr when it is computed at run time.
   const Tensor* constantInput(size_t i) const {
@@ -44,6 +52,8 @@ struct KernelContext {
   std::span<Tensor> outputs;
   /// Intra-op threads available to this kernel (>= 1).
   int threads = 1;
+  /// The run's cancel token (may be null); kernels that loop long (Loop, Scan) check it.
+  const std::atomic<bool>* cancel = nullptr;
 
   size_t inputCount() const { return inputs.size(); }
   bool hasInput(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }

@@ -17,6 +17,7 @@ std::vector<KernelEntry> tensorKernels();      // shape and data movement ops
 std::vector<KernelEntry> reduceKernels();      // Reduce*, ArgMax/ArgMin, Resize/Upsample
 std::vector<KernelEntry> recurrentKernels();   // LSTM, GRU, RNN
 std::vector<KernelEntry> visionKernels();      // detection and vision: NonMaxSuppression, RoiAlign, GridSample, ...
+std::vector<KernelEntry> controlFlowKernels(); // If, Loop, Scan (core/kernels/control_flow.cpp)
 std::vector<KernelEntry> signalKernels();      // DFT, STFT, window functions, MelWeightMatrix and other inference ops
 
 class KernelRegistry {

@@ -1,5 +1,7 @@
 #include "core/export/report.h"
 
+#include "core/quant/placement.h"
+
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -100,6 +102,14 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
     layers.push_back(l);
   }
   j["layers"] = layers;
+  // Nodes inside If branches and Loop/Scan bodies: listed, never quantized (the analysis observes
+  // main-graph values only; docs/report.schema.json).
+  Json nested = Json::array();
+  for (const NestedNode& nn : nestedNodes(g)) {
+    nested.push_back({{"node", nn.node->name}, {"op_type", nn.node->opType}, {"scope", nn.scope},
+                      {"quantized", false}, {"reason", kInsideSubgraph}});
+  }
+  j["subgraph_nodes"] = nested;
   Json tensors = Json::array();
   for (const auto& [id, a] : r.activations) {
     Json methods = Json::object();

@@ -20,6 +20,40 @@ std::string attributeTypeName(Attribute::Type t) {
   }
 }
 
+std::vector<NestedNode> nestedNodes(const Graph& g) {
+  std::vector<NestedNode> out;
+  // An explicit stack of (graph, scope, top-level node); the loader bounds the nesting depth.
+  struct Frame {
+    const Graph* graph;
+    std::string scope;
+    NodeId top;
+  };
+  auto push = [](std::vector<Frame>& stack, const Node& n, const std::string& scope, NodeId top) {
+    std::vector<Frame> mine;
+    for (const auto& [key, a] : n.attributes) {
+      const std::string where = (scope.empty() ? "" : scope + "/") + n.name + "/" + key;
+      if (a.g) mine.push_back({a.g.get(), where, top});
+      for (size_t k = 0; k < a.graphs.size(); ++k) mine.push_back({a.graphs[k].get(), where + "[" + std::to_string(k) + "]", top});
+    }
+    stack.insert(stack.end(), mine.rbegin(), mine.rend());
+  };
+  for (NodeId id = 0; id < (NodeId)g.nodes.size(); ++id) {
+    std::vector<Frame> stack;
+    push(stack, g.nodes[(size_t)id], "", id);
+    while (!stack.empty()) {
+      Frame f = std::move(stack.back());
+      stack.pop_back();
+      std::vector<Frame> inner;
+      for (const Node& n : f.graph->nodes) {
+        out.push_back({f.scope, &n, f.top});
+        push(inner, n, f.scope, f.top);
+      }
+      stack.insert(stack.end(), inner.rbegin(), inner.rend());
+    }
+  }
+  return out;
+}
+
 std::string Node::label() const { return "node '" + name + "' (" + opType + ")"; }
 
 ValueId Graph::valueId(const std::string& n) {
@@ -50,7 +84,7 @@ Status Graph::finalize(const std::string& where) {
         return invalidModel(where + ": " + nodes[(size_t)n].label() + ": output '" + v.name +
                             "' is already produced by " + nodes[(size_t)v.producer].label());
       }
-      if (v.isGraphInput || v.constant) {
+      if (v.isGraphInput || v.constant || v.isOuterRef) {
         return invalidModel(where + ": " + nodes[(size_t)n].label() + ": output '" + v.name +
                             "' is also a graph input or initializer");
       }
@@ -59,11 +93,16 @@ Status Graph::finalize(const std::string& where) {
   }
   std::vector<int32_t> pending(nodes.size(), 0);
   for (NodeId n = 0; n < (NodeId)nodes.size(); ++n) {
-    for (ValueId in : nodes[(size_t)n].inputs) {
+    for (const ValueId& in : nodes[(size_t)n].inputs) {
       if (in == kNoValue) continue;
       Value& v = values[(size_t)in];
-      if (v.producer < 0 && !v.isGraphInput && !v.constant) {
-        return invalidModel(where + ": " + nodes[(size_t)n].label() + ": input '" + v.name +
+      if (v.producer < 0 && !v.isGraphInput && !v.constant && !v.isOuterRef) {
+        const Node& node = nodes[(size_t)n];
+        if (&in - node.inputs.data() >= (ptrdiff_t)node.explicitInputCount()) {
+          return invalidModel(where + ": " + node.label() + ": its subgraph reads '" + v.name +
+                              "', which no node, input or initializer of an enclosing scope defines");
+        }
+        return invalidModel(where + ": " + node.label() + ": input '" + v.name +
                             "' is not produced by any node, graph input or initializer");
       }
       v.consumers.push_back(n);
@@ -72,7 +111,7 @@ Status Graph::finalize(const std::string& where) {
   }
   for (ValueId out : outputs) {
     const Value& v = values[(size_t)out];
-    if (v.producer < 0 && !v.isGraphInput && !v.constant) {
+    if (v.producer < 0 && !v.isGraphInput && !v.constant && !v.isOuterRef) {
       return invalidModel(where + ": graph output '" + v.name + "' is not produced by any node");
     }
   }

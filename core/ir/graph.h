@@ -38,6 +38,7 @@ struct Value {
   std::optional<Tensor> constant;   // initializer data
   bool isOverridable = false;       // an initializer also listed as a graph input: may be fed
   bool fromConstantNode = false;    // the constant came from a folded Constant node
+  bool isOuterRef = false;          // subgraphs: read from an enclosing scope (fed by the control-flow node)
 };
 
 struct Graph;
@@ -54,6 +55,7 @@ struct Attribute {
   std::vector<std::string> strings;
   std::vector<Tensor> tensors;
   std::shared_ptr<const Graph> g;
+  std::vector<std::shared_ptr<const Graph>> graphs;
 };
 
 std::string attributeTypeName(Attribute::Type t);
@@ -65,6 +67,12 @@ struct Node {
   std::vector<ValueId> inputs;   // kNoValue for an omitted optional input
   std::vector<ValueId> outputs;  // kNoValue for an omitted optional output
   std::map<std::string, Attribute> attributes;
+  /// Control-flow nodes (If, Loop, Scan): the last `implicitInputs` entries of `inputs` are the
+  /// values their subgraphs read from this or an enclosing scope (as ONNX Runtime's implicit
+  /// inputs), so that ordering, lifetimes and analysis cones see the dependency. They are not
+  /// in the file's node; the kernel feeds them to the subgraphs by name.
+  int32_t implicitInputs = 0;
+  size_t explicitInputCount() const { return inputs.size() - (size_t)implicitInputs; }
 
   const Attribute* attr(const std::string& key) const {
     auto it = attributes.find(key);
@@ -80,6 +88,8 @@ struct Graph {
   std::vector<Node> nodes;
   std::vector<ValueId> inputs;   // real graph inputs, in declaration order
   std::vector<ValueId> outputs;  // graph outputs, in declaration order
+  /// Subgraphs only: values read from an enclosing scope (Value::isOuterRef), in first-use order.
+  std::vector<ValueId> outerRefs;
   std::unordered_map<std::string, ValueId> valueByName;
   std::vector<NodeId> topoOrder;  // filled by finalize()
 
@@ -95,6 +105,17 @@ struct Graph {
   /// or the nodes form a cycle. `where` prefixes messages (usually the file path).
   Status finalize(const std::string& where);
 };
+
+/// A node inside a subgraph (If branches, Loop and Scan bodies), found by nestedNodes().
+struct NestedNode {
+  std::string scope;  // where it sits: "loop/body", "loop/body/branch/then_branch"
+  const Node* node = nullptr;
+  NodeId topNode = -1;  // the control-flow node of the main graph that holds it
+};
+
+/// Every node inside the subgraphs of `g`: per main-graph node, its subgraphs' nodes in order, each
+/// subgraph followed by the subgraphs nested in it.
+std::vector<NestedNode> nestedNodes(const Graph& g);
 
 struct Model {
   std::string path;  // file it was loaded from, for messages

@@ -53,7 +53,9 @@ class Converter {
   Status fail(const std::string& msg) const { return invalidModel(m_where + ": " + msg); }
   Status readExternal(const onnx::TensorProto& tp, DType dt, const Shape& shape, uint64_t need, Tensor& out,
                       const std::string& context);
-  Status convertAttribute(const onnx::AttributeProto& ap, Attribute& out, const std::string& context);
+  Status convertAttribute(const onnx::AttributeProto& ap, Attribute& out, const std::string& context, Model& model);
+  // The graph of the model (sub = false) or of a control-flow node's attribute (sub = true).
+  Status convertGraph(const onnx::GraphProto& gp, Graph& g, Model& model, bool sub);
   void applyValueInfo(Graph& g, const onnx::ValueInfoProto& vi);
   Status checkElemType(const onnx::ValueInfoProto& vi, const char* what) const;
 
@@ -61,6 +63,7 @@ class Converter {
   std::string m_baseDir;
   LoadOptions m_opt;
   uint64_t m_maxBytes = 0;
+  int m_depth = 0;  // subgraph nesting while converting
 };
 
 Result<Tensor> Converter::convertTensor(const onnx::TensorProto& tp, const std::string& context) {
@@ -210,7 +213,8 @@ Status Converter::readExternal(const onnx::TensorProto& tp, DType dt, const Shap
   return Status::ok();
 }
 
-Status Converter::convertAttribute(const onnx::AttributeProto& ap, Attribute& out, const std::string& context) {
+Status Converter::convertAttribute(const onnx::AttributeProto& ap, Attribute& out, const std::string& context,
+                                   Model& model) {
   using A = onnx::AttributeProto;
   int type = ap.type();
   if (type == A::UNDEFINED) {  // very old exporters: infer from the field that is set
@@ -248,8 +252,28 @@ Status Converter::convertAttribute(const onnx::AttributeProto& ap, Attribute& ou
         out.tensors.push_back(std::move(t).value());
       }
       break;
-    case A::GRAPH: out.type = Attribute::Type::Graph; break;    // subgraphs (If/Loop/Scan) are not executed
-    case A::GRAPHS: out.type = Attribute::Type::Graphs; break;
+    case A::GRAPH:
+    case A::GRAPHS: {
+      // Subgraphs (If, Loop, Scan bodies) are converted and validated like the main graph.
+      out.type = type == A::GRAPH ? Attribute::Type::Graph : Attribute::Type::Graphs;
+      if (m_depth >= kMaxSubgraphDepth) {
+        return unsupported(m_where + ": " + attrCtx + ": subgraphs are nested deeper than " +
+                           std::to_string(kMaxSubgraphDepth) + " levels");
+      }
+      std::vector<const onnx::GraphProto*> protos;
+      if (type == A::GRAPH) protos.push_back(&ap.g());
+      for (const auto& gp : ap.graphs()) protos.push_back(&gp);
+      for (const onnx::GraphProto* gp : protos) {
+        auto sg = std::make_shared<Graph>();
+        ++m_depth;
+        Status st = convertGraph(*gp, *sg, model, true);
+        --m_depth;
+        if (!st.isOk()) return st;
+        if (type == A::GRAPH) out.g = sg;
+        else out.graphs.push_back(sg);
+      }
+      break;
+    }
     case A::SPARSE_TENSOR: case A::SPARSE_TENSORS: case A::TYPE_PROTO: case A::TYPE_PROTOS:
       out.type = Attribute::Type::Undefined;  // kept for display only; kernels that need them refuse at load
       break;
@@ -291,44 +315,7 @@ void Converter::applyValueInfo(Graph& g, const onnx::ValueInfoProto& vi) {
   }
 }
 
-Result<std::shared_ptr<Model>> Converter::convert(onnx::ModelProto& proto) {
-  auto model = std::make_shared<Model>();
-  model->path = m_where;
-  model->irVersion = proto.ir_version();
-  model->producerName = proto.producer_name();
-  model->producerVersion = proto.producer_version();
-  model->domain = proto.domain();
-  model->docString = proto.doc_string();
-  for (const auto& kv : proto.metadata_props()) model->metadata.emplace_back(kv.key(), kv.value());
-  for (const auto& os : proto.opset_import()) {
-    std::string d = os.domain() == "ai.onnx" ? "" : os.domain();
-    model->opsets[d] = os.version();
-  }
-  if (!proto.has_graph()) return fail("the file holds no graph (not an ONNX model?)");
-  int64_t opset = model->defaultOpset();
-  if (model->opsets.find("") == model->opsets.end()) {
-    if (proto.opset_import_size() == 0) return fail("no opset_import: the default-domain opset is unknown");
-  } else if (opset < kMinOpset || opset > kMaxOpset) {
-    return unsupported(m_where + ": default-domain opset " + std::to_string(opset) + " is not supported (" +
-                       std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");
-  }
-  // Declared element types, checked as the file gives them (shape inference would fill an
-  // UNDEFINED output type in).
-  for (const auto& vi : proto.graph().input())
-    if (vi.type().has_tensor_type()) QS_RETURN_IF_ERROR(checkElemType(vi, "graph input"));
-  for (const auto& vi : proto.graph().output())
-    if (vi.type().has_tensor_type()) QS_RETURN_IF_ERROR(checkElemType(vi, "graph output"));
-  // Shapes missing after this come from execution; inference is a convenience for display.
-  if (!m_opt.inferShapes) {
-    model->shapeInference = "not run (turned off)";
-  } else if (opset > 17) {
-    model->shapeInference = "not run (libonnx 1.12 knows opsets up to 17)";
-  } else {
-    std::string why;
-    model->shapeInference = inferShapesIsolated(proto, kShapeInferenceTimeoutMs, &why) ? "done" : why;
-  }
-  const onnx::GraphProto& gp = proto.graph();
-  Graph& g = model->graph;
+Status Converter::convertGraph(const onnx::GraphProto& gp, Graph& g, Model& model, bool sub) {
   g.name = gp.name();
   std::unordered_set<std::string> initNames;
   for (const auto& tp : gp.initializer()) {
@@ -355,8 +342,11 @@ Result<std::shared_ptr<Model>> Converter::convert(onnx::ModelProto& proto) {
       continue;
     }
     applyValueInfo(g, vi);
-    if (!vi.type().has_tensor_type()) {
-      return unsupported(m_where + ": graph input '" + vi.name() + "' is not a tensor (sequences/maps are not supported)");
+    // Subgraph inputs may leave their type out (Loop bodies often do); a declared non-tensor type
+    // is refused everywhere.
+    if (vi.type().value_case() != onnx::TypeProto::VALUE_NOT_SET ? !vi.type().has_tensor_type() : !sub) {
+      return unsupported(m_where + ": " + (sub ? "subgraph '" + gp.name() + "' input '" : std::string("graph input '")) +
+                         vi.name() + "' is not a tensor (sequences/maps are not supported)");
     }
     v.isGraphInput = true;
     g.inputs.push_back(id);
@@ -378,13 +368,26 @@ Result<std::shared_ptr<Model>> Converter::convert(onnx::ModelProto& proto) {
     for (const auto& ap : np.attribute()) {
       if (ap.name().empty()) return fail(node.label() + ": an attribute has no name");
       Attribute a;
-      QS_RETURN_IF_ERROR(convertAttribute(ap, a, node.label()));
+      QS_RETURN_IF_ERROR(convertAttribute(ap, a, node.label(), model));
       if (!node.attributes.emplace(ap.name(), std::move(a)).second) {
         return fail(node.label() + ": attribute '" + ap.name() + "' is given twice");
       }
     }
-    if (!node.domain.empty() && model->opsets.find(node.domain) == model->opsets.end()) {
-      model->opsets[node.domain] = 1;  // custom domains without an opset_import entry (common in TensorRT plugins)
+    // What the node's subgraphs read from outside themselves becomes its implicit inputs.
+    std::unordered_set<std::string> implicitNames;
+    for (const auto& [key, a] : node.attributes) {
+      std::vector<const Graph*> subs;
+      if (a.type == Attribute::Type::Graph && a.g) subs.push_back(a.g.get());
+      for (const auto& sg : a.graphs) subs.push_back(sg.get());
+      for (const Graph* sg : subs)
+        for (ValueId r : sg->outerRefs)
+          if (implicitNames.insert(sg->value(r).name).second) {
+            node.inputs.push_back(g.valueId(sg->value(r).name));
+            ++node.implicitInputs;
+          }
+    }
+    if (!node.domain.empty() && model.opsets.find(node.domain) == model.opsets.end()) {
+      model.opsets[node.domain] = 1;  // custom domains without an opset_import entry (common in TensorRT plugins)
     }
     g.nodes.push_back(std::move(node));
   }
@@ -426,7 +429,64 @@ Result<std::shared_ptr<Model>> Converter::convert(onnx::ModelProto& proto) {
     }
     g.nodes = std::move(kept);
   }
-  QS_RETURN_IF_ERROR(g.finalize(m_where));
+  if (sub) {
+    // Names that nothing in this graph defines are read from an enclosing scope; the enclosing
+    // graph's finalize() reports any that no scope defines.
+    std::unordered_set<ValueId> produced;
+    for (const Node& n : g.nodes)
+      for (ValueId o : n.outputs)
+        if (o != kNoValue) produced.insert(o);
+    auto markOuter = [&](ValueId id) {
+      Value& v = g.value(id);
+      if (v.isOuterRef || v.isGraphInput || v.constant || produced.count(id)) return;
+      v.isOuterRef = true;
+      g.outerRefs.push_back(id);
+    };
+    for (const Node& n : g.nodes)
+      for (ValueId in : n.inputs)
+        if (in != kNoValue) markOuter(in);
+    for (ValueId out : g.outputs) markOuter(out);
+  }
+  return g.finalize(sub ? m_where + ": subgraph '" + gp.name() + "'" : m_where);
+}
+
+Result<std::shared_ptr<Model>> Converter::convert(onnx::ModelProto& proto) {
+  auto model = std::make_shared<Model>();
+  model->path = m_where;
+  model->irVersion = proto.ir_version();
+  model->producerName = proto.producer_name();
+  model->producerVersion = proto.producer_version();
+  model->domain = proto.domain();
+  model->docString = proto.doc_string();
+  for (const auto& kv : proto.metadata_props()) model->metadata.emplace_back(kv.key(), kv.value());
+  for (const auto& os : proto.opset_import()) {
+    std::string d = os.domain() == "ai.onnx" ? "" : os.domain();
+    model->opsets[d] = os.version();
+  }
+  if (!proto.has_graph()) return fail("the file holds no graph (not an ONNX model?)");
+  int64_t opset = model->defaultOpset();
+  if (model->opsets.find("") == model->opsets.end()) {
+    if (proto.opset_import_size() == 0) return fail("no opset_import: the default-domain opset is unknown");
+  } else if (opset < kMinOpset || opset > kMaxOpset) {
+    return unsupported(m_where + ": default-domain opset " + std::to_string(opset) + " is not supported (" +
+                       std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");
+  }
+  // Declared element types, checked as the file gives them (shape inference would fill an
+  // UNDEFINED output type in).
+  for (const auto& vi : proto.graph().input())
+    if (vi.type().has_tensor_type()) QS_RETURN_IF_ERROR(checkElemType(vi, "graph input"));
+  for (const auto& vi : proto.graph().output())
+    if (vi.type().has_tensor_type()) QS_RETURN_IF_ERROR(checkElemType(vi, "graph output"));
+  // Shapes missing after this come from execution; inference is a convenience for display.
+  if (!m_opt.inferShapes) {
+    model->shapeInference = "not run (turned off)";
+  } else if (opset > 17) {
+    model->shapeInference = "not run (libonnx 1.12 knows opsets up to 17)";
+  } else {
+    std::string why;
+    model->shapeInference = inferShapesIsolated(proto, kShapeInferenceTimeoutMs, &why) ? "done" : why;
+  }
+  QS_RETURN_IF_ERROR(convertGraph(proto.graph(), model->graph, *model, false));
   return model;
 }
 
@@ -442,7 +502,7 @@ Result<std::shared_ptr<Model>> parseAndConvert(const void* data, size_t size, co
   stream.SetTotalBytesLimit(INT_MAX);
   stream.SetRecursionLimit(64);
   if (!proto.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
-    return invalidModel(where + ": not a valid ONNX model (protobuf parsing failed: truncated or not ONNX)");
+    return invalidModel(where + ": not a valid ONNX model (protobuf parsing failed: truncated, not ONNX, or messages nested over 64 deep)");
   }
   Converter conv(where, baseDir, options);
   return conv.convert(proto);

@@ -42,6 +42,8 @@ constexpr int64_t kMinOpset = 7;
 /// the child is killed and the model loads without inferred shapes.
 constexpr int kShapeInferenceTimeoutMs = 20000;
 constexpr int64_t kMaxOpset = 21;
+/// Deepest nesting of subgraphs (If inside Loop inside ...) the loader accepts.
+constexpr int kMaxSubgraphDepth = 16;
 
 /// Physical memory of this machine in bytes (the default tensor size limit).
 uint64_t physicalMemoryBytes();

@@ -67,6 +67,9 @@ namespace qs {
 inline constexpr const char* kNoQuantizedNeighbour = "no quantized neighbour";
 /// The reason of the output-node rule.
 inline constexpr const char* kOutputNode = "output node";
+/// The reason of every node inside a subgraph (If branches, Loop and Scan bodies): the analysis
+/// observes and quantizes main-graph values only, so these run in float.
+inline constexpr const char* kInsideSubgraph = "inside a subgraph, kept in float";
 
 /// The quantization points of `g` (finalized: producers, consumers and topoOrder filled) under the
 /// TensorRT rules above, before any user configuration: `nodes` has one entry per node, every

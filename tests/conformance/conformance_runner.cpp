@@ -166,10 +166,14 @@ int main(int argc, char** argv) {
       }
       failure = "load: " + model.status().message();
     } else if (!ops.empty()) {
-      for (const Node& n : (*model)->graph.nodes) {
-        if (!n.domain.empty() || !ops.count(n.opType)) {
+      // The ops of the main graph and of every subgraph (If branches, Loop and Scan bodies).
+      std::vector<const Node*> all;
+      for (const Node& n : (*model)->graph.nodes) all.push_back(&n);
+      for (const NestedNode& nn : nestedNodes((*model)->graph)) all.push_back(nn.node);
+      for (const Node* n : all) {
+        if (!n->domain.empty() || !ops.count(n->opType)) {
           inScope = false;
-          if (verbose) std::printf("SKIP %s: op %s not in the supported list\n", name.c_str(), n.opType.c_str());
+          if (verbose) std::printf("SKIP %s: op %s not in the supported list\n", name.c_str(), n->opType.c_str());
           break;
         }
       }

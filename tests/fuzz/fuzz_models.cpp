@@ -1,5 +1,6 @@
 #include "tests/fuzz/fuzz_models.h"
 
+#include "tests/support/control_flow_models.h"
 #include "tests/support/onnx_builder.h"
 
 namespace qs::fuzz {
@@ -120,6 +121,10 @@ std::vector<std::pair<std::string, std::string>> seedModels() {
     OnnxBuilder::attrFloat(cl, "max", 6.f);
     out.emplace_back("ir3_opset9.onnx", b.bytes());
   }
+  // Control flow: subgraphs reading outer scopes, an If nested in a Loop body, a Scan.
+  out.emplace_back("if_outer_scope.onnx", test::ifModel().bytes());
+  out.emplace_back("loop_nested_if.onnx", test::loopModel().bytes());
+  out.emplace_back("scan_axes.onnx", test::scanModel().bytes());
   return out;
 }
 

@@ -61,6 +61,12 @@ class OnnxBuilder {
     a->set_type(onnx::AttributeProto::INTS);
     for (auto x : v) a->add_ints(x);
   }
+  static void attrGraph(onnx::NodeProto& n, const std::string& key, const onnx::GraphProto& g) {
+    auto* a = n.add_attribute();
+    a->set_name(key);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = g;
+  }
   static void attrFloat(onnx::NodeProto& n, const std::string& key, float v) {
     auto* a = n.add_attribute();
     a->set_name(key);
