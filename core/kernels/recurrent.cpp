@@ -1,12 +1,14 @@
 // LSTM, GRU, RNN (ai.onnx opsets 7..21), FP32.
 //
-// Per direction, one GEMM projects the inputs of every time step at once (X W^T, with the biases
-// that do not depend on the state folded in), then each step multiplies the previous hidden state
-// by R and applies the gates row by row. In the per-step product R is the GEMM's packed operand
-// (packed once per direction and run) and the hidden state the streamed one: at the batch sizes
-// recurrent models run at (1..a few), a step is then one pass over R with nothing re-packed,
-// where sgemm would re-pack R^T at every step. The product comes out gate-major ([gates*H, batch]).
+// Per direction, one GEMM projects the inputs of a chunk of time steps at once (X W^T, with the
+// biases that do not depend on the state folded in), then each step multiplies the previous hidden
+// state by R and applies the gates row by row. The per-step product keeps R as it lies and takes
+// dot products at small batches (1..8, where recurrent models run, and where the GEMM's 16-column
+// micro-kernel would mostly multiply padding), and packs R once per direction and run for the
+// micro-kernel at larger ones. It comes out gate-major ([gates*H, batch]).
 #include "core/kernels/recurrent.h"
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cctype>
@@ -70,6 +72,61 @@ constexpr ActInfo kActivations[] = {
     {"Softplus", ActFn::Softplus, false, false, 0.f, 0.f},
 };
 
+// e^x for 8 floats (Cephes' expf: range reduction by ln 2 in two parts, degree-5 polynomial, about
+// 1 ulp); x is clamped to where e^x is a finite float. Sigmoid and tanh dominate a recurrent
+// step once the product is small, and glibc's scalar expf/tanhf cost several times this.
+inline __m256 expAvx(__m256 x) {
+  // Bound first: maxps/minps return their second operand for a NaN, so NaN passes through.
+  x = _mm256_min_ps(_mm256_set1_ps(88.3f), _mm256_max_ps(_mm256_set1_ps(-87.3f), x));
+  const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+void sigmoidInPlace(float* x, int64_t n) {
+  int64_t i = 0;
+  const __m256 one = _mm256_set1_ps(1.f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = expAvx(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_loadu_ps(x + i)));
+    _mm256_storeu_ps(x + i, _mm256_div_ps(one, _mm256_add_ps(one, e)));
+  }
+  for (; i < n; ++i) x[i] = 1.f / (1.f + std::exp(-x[i]));
+}
+
+// tanh: an odd polynomial below |x| = 0.625 (Cephes' tanhf), where 1 - 2 / (e^2|x| + 1) would
+// lose the small values to cancellation; that form above, with the sign put back.
+void tanhInPlace(float* x, int64_t n) {
+  int64_t i = 0;
+  const __m256 one = _mm256_set1_ps(1.f), two = _mm256_set1_ps(2.f);
+  const __m256 signMask = _mm256_set1_ps(-0.f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 a = _mm256_andnot_ps(signMask, v);
+    const __m256 big = _mm256_sub_ps(one, _mm256_div_ps(two, _mm256_add_ps(expAvx(_mm256_add_ps(a, a)), one)));
+    const __m256 z = _mm256_mul_ps(v, v);
+    __m256 p = _mm256_set1_ps(-5.70498872745e-3f);
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(2.06390887954e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-5.37397155531e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(1.33314422036e-1f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-3.33332819422e-1f));
+    const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), v, v);
+    const __m256 isSmall = _mm256_cmp_ps(a, _mm256_set1_ps(0.625f), _CMP_LT_OQ);
+    const __m256 large = _mm256_or_ps(big, _mm256_and_ps(signMask, v));
+    _mm256_storeu_ps(x + i, _mm256_blendv_ps(large, small, isSmall));
+  }
+  for (; i < n; ++i) x[i] = std::tanh(x[i]);
+}
+
 struct Activation {
   ActFn fn = ActFn::Sigmoid;
   float alpha = 0.f, beta = 0.f;
@@ -78,10 +135,10 @@ struct Activation {
   void apply(float* x, int64_t n) const {
     switch (fn) {
       case ActFn::Sigmoid:
-        for (int64_t i = 0; i < n; ++i) x[i] = 1.f / (1.f + std::exp(-x[i]));
+        sigmoidInPlace(x, n);
         break;
       case ActFn::Tanh:
-        for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
+        tanhInPlace(x, n);
         break;
       case ActFn::Relu:
         for (int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], 0.f);
@@ -139,25 +196,101 @@ void clipValues(float* x, int64_t n, float c) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::min(std::max(x[i], -c), c);
 }
 
-// out[M, batch] = A[M, K] * h[batch, K]^T, with A packed. Split by rows of A across threads when
-// the product is worth it: a step at batch 1 is often a few microseconds, less than a hand-off.
-void recurrentProduct(const PackedMatrix& A, const float* h, int64_t batch, float* out, int threads) {
-  const int64_t M = A.rows(), K = A.cols();
-  const double flops = 2.0 * (double)M * (double)K * (double)batch;
-  const int64_t panels = (M + PackedMatrix::kRowsPerPanel - 1) / PackedMatrix::kRowsPerPanel;
-  if (threads <= 1 || flops < 2e6 || panels < 2) {
-    gemmBlock(A, 0, M, h, K, true, batch, out, batch, false);
-    return;
-  }
-  const int64_t blocks = std::min<int64_t>(panels, 2 * (int64_t)threads);
-  const int64_t rowsPerBlock = ((panels + blocks - 1) / blocks) * PackedMatrix::kRowsPerPanel;
-  parallelFor(threads, blocks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t blk = b; blk < e; ++blk) {
-      const int64_t m0 = blk * rowsPerBlock, m1 = std::min(M, m0 + rowsPerBlock);
-      if (m0 < m1) gemmBlock(A, m0, m1, h, K, true, batch, out + m0 * batch, batch, false);
+// out[i * ldo + j] = dot(r row i, h row j) for RB rows of r and NB rows of h (both of stride K).
+// RB * NB independent accumulators keep the FMA pipeline busy; each r vector loaded once.
+template <int RB, int NB>
+void dotBlock(const float* r, const float* h, int64_t K, float* out, int64_t ldo) {
+  __m256 acc[RB][NB];
+  for (int i = 0; i < RB; ++i)
+    for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    __m256 hv[NB];
+    for (int j = 0; j < NB; ++j) hv[j] = _mm256_loadu_ps(h + j * K + k);
+    for (int i = 0; i < RB; ++i) {
+      const __m256 rv = _mm256_loadu_ps(r + i * K + k);
+      for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_fmadd_ps(rv, hv[j], acc[i][j]);
     }
-  });
+  }
+  for (int i = 0; i < RB; ++i)
+    for (int j = 0; j < NB; ++j) {
+      __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc[i][j]), _mm256_extractf128_ps(acc[i][j], 1));
+      v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+      v = _mm_add_ss(v, _mm_movehdup_ps(v));
+      float sum = _mm_cvtss_f32(v);
+      for (int64_t kk = k; kk < K; ++kk) sum += r[i * K + kk] * h[j * K + kk];
+      out[i * ldo + j] = sum;
+    }
 }
+
+template <int RB, int NB>
+void dotRows(const float* R, int64_t K, int64_t m0, int64_t m1, const float* h, float* out, int64_t ldo) {
+  int64_t m = m0;
+  for (; m + RB <= m1; m += RB) dotBlock<RB, NB>(R + m * K, h, K, out + m * ldo, ldo);
+  for (; m < m1; ++m) dotBlock<1, NB>(R + m * K, h, K, out + m * ldo, ldo);
+}
+
+// The per-step product out[M, batch] = R[M, K] * h[batch, K]^T. Up to kDotBatch rows of h, R is
+// read as it lies by dot products: the GEMM micro-kernel computes 16 columns whatever the batch,
+// so at batch 1 it would do 16 times the work. Past that, R is packed once for the micro-kernel.
+class StepMatrix {
+ public:
+  static constexpr int64_t kDotBatch = 8;
+
+  StepMatrix(const float* rows, int64_t M, int64_t K, int64_t batch) : m_rows(rows), m_M(M), m_K(K) {
+    if (batch > kDotBatch) m_packed = PackedMatrix(rows, K, M, K);
+  }
+
+  // Rows are split across threads when the product is worth it: a step at batch 1 is often a few
+  // microseconds, less than a hand-off. Each output is summed the same way whatever the split.
+  void multiply(const float* h, int64_t batch, float* out, int threads) const {
+    const double flops = 2.0 * (double)m_M * (double)m_K * (double)batch;
+    const int64_t unit = m_packed.empty() ? 4 : PackedMatrix::kRowsPerPanel;
+    const int64_t units = (m_M + unit - 1) / unit;
+    if (threads <= 1 || flops < 2e6 || units < 2) {
+      rowRange(0, m_M, h, batch, out);
+      return;
+    }
+    const int64_t blocks = std::min<int64_t>(units, 2 * (int64_t)threads);
+    const int64_t rowsPerBlock = ((units + blocks - 1) / blocks) * unit;
+    parallelFor(threads, blocks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t blk = b; blk < e; ++blk) {
+        const int64_t m0 = blk * rowsPerBlock, m1 = std::min(m_M, m0 + rowsPerBlock);
+        if (m0 < m1) rowRange(m0, m1, h, batch, out);
+      }
+    });
+  }
+
+ private:
+  void rowRange(int64_t m0, int64_t m1, const float* h, int64_t batch, float* out) const {
+    if (!m_packed.empty()) {
+      gemmBlock(m_packed, m0, m1, h, m_K, true, batch, out + m0 * batch, batch, false);
+      return;
+    }
+    for (int64_t b0 = 0; b0 < batch; b0 += 4) {
+      const float* hb = h + b0 * m_K;
+      float* ob = out + b0;
+      switch (std::min<int64_t>(4, batch - b0)) {
+        case 1:
+          dotRows<4, 1>(m_rows, m_K, m0, m1, hb, ob, batch);
+          break;
+        case 2:
+          dotRows<4, 2>(m_rows, m_K, m0, m1, hb, ob, batch);
+          break;
+        case 3:
+          dotRows<2, 3>(m_rows, m_K, m0, m1, hb, ob, batch);
+          break;
+        default:
+          dotRows<2, 4>(m_rows, m_K, m0, m1, hb, ob, batch);
+          break;
+      }
+    }
+  }
+
+  const float* m_rows;
+  int64_t m_M, m_K;
+  PackedMatrix m_packed;
+};
 
 class RecurrentKernel : public Kernel {
  public:
@@ -240,7 +373,8 @@ class RecurrentKernel : public Kernel {
                      std::to_string(S) + "] (seq_length)");
       }
     }
-    if (checkedNumel({S, N, GH}, (int64_t)1 << 40) < 0 || checkedNumel({S, N, D, H}, (int64_t)1 << 40) < 0)
+    // With an empty batch there are no steps to run, whatever seq_length says.
+    if (N > 0 && (checkedNumel({S, N, GH}, (int64_t)1 << 40) < 0 || checkedNumel({S, N, D, H}, (int64_t)1 << 40) < 0))
       return bad("X " + shapeToString(X.shape()) + " with hidden_size " + std::to_string(H) + " is too large");
 
     // Outputs (zeros: steps past a sequence's length stay zero in Y).
@@ -267,7 +401,13 @@ class RecurrentKernel : public Kernel {
 
     if (N > 0) {
       const int64_t maxLen = *std::max_element(lens.begin(), lens.end());
-      std::vector<float> xw((size_t)(S * N * GH));
+      // The input projection runs on chunks of steps, so that its buffer stays near
+      // kProjectionFloats however large seq_length * batch * gates * hidden_size is. A chunk first
+      // gathers the X rows its steps read: running backwards, each sequence starts at its own length.
+      // 1 MiB: at hidden_size 256 and batch 1 a chunk still multiplies 256 rows at once.
+      constexpr int64_t kProjectionFloats = (int64_t)1 << 18;
+      const int64_t chunk = std::max<int64_t>(1, std::min(maxLen, kProjectionFloats / (N * GH)));
+      std::vector<float> xs((size_t)(chunk * N * I)), xw((size_t)(chunk * N * GH));
       std::vector<float> hr((size_t)(GH * N));
       // GRU: the activated z and r per row, r * H(t-1) (linear_before_reset=0) and its product by Rh.
       std::vector<float> zr, rh, hrH;
@@ -280,43 +420,56 @@ class RecurrentKernel : public Kernel {
         const bool backward = m_p.reverse || d == 1;
         const float* wd = W.data<float>() + d * GH * I;
         const float* rd = R.data<float>() + d * GH * H;
-        // Rows of X in memory order: (t, b) for layout 0, (b, t) for layout 1.
-        sgemm(false, true, S * N, GH, I, 1.f, X.data<float>(), I, wd, I, 0.f, xw.data(), GH, ctx.threads);
-        const float* rbH = nullptr;  // GRU with linear_before_reset: Rbh stays inside r * (...)
+        // Biases that do not depend on the state, added to the projection; GRU with
+        // linear_before_reset keeps Rbh apart, it goes inside r * (...).
+        std::vector<float> bias;
+        const float* rbH = nullptr;
         if (B) {
           const float* wb = B->data<float>() + d * 2 * GH;
           const float* rb = wb + GH;
-          std::vector<float> bias(wb, wb + GH);
+          bias.assign(wb, wb + GH);
           const bool keepRbH = cell == Cell::Gru && m_p.linearBeforeReset;
           for (int64_t k = 0; k < (keepRbH ? 2 * H : GH); ++k) bias[(size_t)k] += rb[k];
           if (keepRbH) rbH = rb + 2 * H;
-          ctx.parallelFor(S * N, std::max<int64_t>(1, 16384 / GH), [&](int64_t r0, int64_t r1) {
-            for (int64_t r = r0; r < r1; ++r) {
-              float* row = xw.data() + r * GH;
-              for (int64_t k = 0; k < GH; ++k) row[k] += bias[(size_t)k];
-            }
-          });
         }
         const float* pd = P ? P->data<float>() + d * 3 * H : nullptr;
         const Activation* act = &m_p.acts[(size_t)d * activationsPerDirection(cell)];
         float* h = hState.data() + d * N * H;
         float* c = cell == Cell::Lstm ? cState.data() + d * N * H : nullptr;
         // GRU's candidate gate uses its own slice of R (after z and r), multiplied separately.
-        const PackedMatrix rMain(rd, H, cell == Cell::Gru ? 2 * H : GH, H);
-        const PackedMatrix rCand = cell == Cell::Gru ? PackedMatrix(rd + 2 * H * H, H, H, H) : PackedMatrix();
+        const StepMatrix rMain(rd, cell == Cell::Gru ? 2 * H : GH, H, N);
+        const StepMatrix rCand(rd + (cell == Cell::Gru ? 2 * H * H : 0), cell == Cell::Gru ? H : 0, H, N);
         const int64_t grain = std::max<int64_t>(1, 8192 / GH);
 
         for (int64_t s = 0; s < maxLen; ++s) {
           auto timeOf = [&](int64_t b) { return backward ? lens[(size_t)b] - 1 - s : s; };
-          auto xwRow = [&](int64_t b) {
-            const int64_t t = timeOf(b);
-            return xw.data() + (batchFirst ? b * S + t : t * N + b) * GH;
-          };
+          if (s % chunk == 0) {
+            const int64_t rows = std::min(chunk, maxLen - s) * N;
+            for (int64_t r = 0; r < rows; ++r) {
+              const int64_t step = s + r / N, b = r % N;
+              float* dst = xs.data() + r * I;
+              if (step >= lens[(size_t)b]) {
+                std::fill_n(dst, I, 0.f);  // past the sequence: computed, never read
+                continue;
+              }
+              const int64_t t = backward ? lens[(size_t)b] - 1 - step : step;
+              std::memcpy(dst, X.data<float>() + (batchFirst ? b * S + t : t * N + b) * I, sizeof(float) * (size_t)I);
+            }
+            sgemm(false, true, rows, GH, I, 1.f, xs.data(), I, wd, I, 0.f, xw.data(), GH, ctx.threads);
+            if (!bias.empty())
+              ctx.parallelFor(rows, std::max<int64_t>(1, 16384 / GH), [&](int64_t r0, int64_t r1) {
+                for (int64_t r = r0; r < r1; ++r) {
+                  float* row = xw.data() + r * GH;
+                  for (int64_t k = 0; k < GH; ++k) row[k] += bias[(size_t)k];
+                }
+              });
+          }
+          auto xwRow = [&](int64_t b) { return xw.data() + ((s % chunk) * N + b) * GH; };
           auto emit = [&](int64_t b) {
             if (y) std::memcpy(y + yOffset(timeOf(b), d, b), h + b * H, sizeof(float) * (size_t)H);
           };
-          recurrentProduct(rMain, h, N, hr.data(), ctx.threads);
-          if (cell == Cell::Gru && m_p.linearBeforeReset) recurrentProduct(rCand, h, N, hrH.data(), ctx.threads);
+          rMain.multiply(h, N, hr.data(), ctx.threads);
+          if (cell == Cell::Gru && m_p.linearBeforeReset) rCand.multiply(h, N, hrH.data(), ctx.threads);
 
           if (cell == Cell::Rnn) {
             ctx.parallelFor(N, grain, [&](int64_t b0, int64_t b1) {
@@ -390,7 +543,7 @@ class RecurrentKernel : public Kernel {
                 }
               }
             });
-            if (!m_p.linearBeforeReset) recurrentProduct(rCand, rh.data(), N, hrH.data(), ctx.threads);
+            if (!m_p.linearBeforeReset) rCand.multiply(rh.data(), N, hrH.data(), ctx.threads);
             ctx.parallelFor(N, grain, [&](int64_t b0, int64_t b1) {
               float* cand = gemmScratch(1, (size_t)H);
               for (int64_t b = b0; b < b1; ++b) {
@@ -413,6 +566,16 @@ class RecurrentKernel : public Kernel {
             });
           }
         }
+      }
+    }
+
+    // A sequence of length 0 has no last step: its final states are zero, as ONNX Runtime makes
+    // them (the spec says nothing), rather than the initial state passed through.
+    for (int64_t b = 0; b < N; ++b) {
+      if (lens[(size_t)b] != 0) continue;
+      for (int64_t d = 0; d < D; ++d) {
+        std::fill_n(hState.begin() + (d * N + b) * H, H, 0.f);
+        if (cell == Cell::Lstm) std::fill_n(cState.begin() + (d * N + b) * H, H, 0.f);
       }
     }
 
