@@ -373,27 +373,33 @@ TEST(RecurrentOrtParity, RnnLayout1ClipOpset14) {
   expectOrtParity(s);
 }
 
-// Large enough that the per-step product is split across threads: the result must not depend on
-// the thread count (each hidden unit is summed in the same order either way).
+// Large enough that the per-step product is split across threads, at a batch that takes dot
+// products (8) and one that takes the packed GEMM (12): the result must not depend on the thread
+// count (each hidden unit is summed in the same order either way).
 TEST(RecurrentOrtParity, LstmThreadCountIndependent) {
-  Spec s;
-  s.direction = "bidirectional";
-  s.seq = 3;
-  s.batch = 8;
-  s.input = 16;
-  s.hidden = 192;
-  s.seqLens = {3, 1, 2, 3, 3, 2, 1, 3};
-  s.initialH = s.initialC = true;
-  Built b = build(s);
-  auto one = runOurs(b, 1), two = runOurs(b, 2);
-  ASSERT_TRUE(one) << one.status().message();
-  ASSERT_TRUE(two) << two.status().message();
-  ASSERT_EQ(one->size(), 3u);
-  for (size_t i = 0; i < one->size(); ++i) {
-    ASSERT_EQ((*one)[i].shape(), (*two)[i].shape());
-    EXPECT_EQ(std::memcmp((*one)[i].raw(), (*two)[i].raw(), (*one)[i].byteSize()), 0) << b.outputNames[i];
+  for (int64_t batch : {8, 12}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    Spec s;
+    s.direction = "bidirectional";
+    s.seq = 3;
+    s.batch = batch;
+    s.input = 16;
+    s.hidden = 192;
+    s.seqLens.assign((size_t)batch, 3);
+    s.seqLens[1] = 1;
+    s.seqLens[2] = 2;
+    s.initialH = s.initialC = true;
+    Built b = build(s);
+    auto one = runOurs(b, 1), two = runOurs(b, 2);
+    ASSERT_TRUE(one) << one.status().message();
+    ASSERT_TRUE(two) << two.status().message();
+    ASSERT_EQ(one->size(), 3u);
+    for (size_t i = 0; i < one->size(); ++i) {
+      ASSERT_EQ((*one)[i].shape(), (*two)[i].shape());
+      EXPECT_EQ(std::memcmp((*one)[i].raw(), (*two)[i].raw(), (*one)[i].byteSize()), 0) << b.outputNames[i];
+    }
+    expectOrtParity(s);
   }
-  expectOrtParity(s);
 }
 
 // Long enough that the input projection runs in several chunks of steps (at batch 16 and 4*64
