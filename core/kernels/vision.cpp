@@ -237,7 +237,10 @@ class RoiAlignKernel : public Kernel {
       const T binH = rh / (T)m_oh, binW = rw / (T)m_ow;
       double gh = m_sr > 0 ? (double)m_sr : std::ceil((double)(rh / (T)m_oh));
       double gw = m_sr > 0 ? (double)m_sr : std::ceil((double)(rw / (T)m_ow));
-      // An inverted half-pixel ROI gives no samples (ORT divides by a zero count there).
+      // An inverted half-pixel ROI at adaptive sampling gets no samples, so its bins are 0 (ORT
+      // computes a negative sample count there and sizes a buffer with it).
+      gh = std::max(gh, 0.0);
+      gw = std::max(gw, 0.0);
       if (!(gh >= 0 && gw >= 0 && gh <= kMaxRoiSamplesPerBin && gw <= kMaxRoiSamplesPerBin &&
             gh * gw <= kMaxRoiSamplesPerBin))
         return kernelError(StatusCode::InvalidArgument,
