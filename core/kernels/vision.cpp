@@ -22,6 +22,10 @@ bool dispatchReal(DType t, Fn&& fn) {
   }
 }
 
+// Outputs whose size the inputs do not bound (RoiAlign's bins times ROIs, GridSample's grid
+// times channels) are refused beyond 2^32 elements rather than attempted.
+constexpr int64_t kMaxOutputElements = int64_t(1) << 32;
+
 // ---------------------------------------------------------------- NonMaxSuppression
 // A candidate box as ORT keeps it: corners normalised to (y_min, x_min, y_max, x_max) once, and
 // its area computed from the input form (for centre boxes, width * height as given).
@@ -248,6 +252,10 @@ class RoiAlignKernel : public Kernel {
                                " samples per bin, more than the limit of " + std::to_string(kMaxRoiSamplesPerBin));
       geo[(size_t)r] = {sh, sw, binH, binW, (int64_t)gh, (int64_t)gw};
     }
+    if (checkedNumel({R, C, m_oh, m_ow}, kMaxOutputElements) < 0)
+      return kernelError(StatusCode::InvalidArgument, "output [" + std::to_string(R) + "," + std::to_string(C) + "," +
+                                                          std::to_string(m_oh) + "," + std::to_string(m_ow) +
+                                                          "] has too many elements");
     Tensor y(x.dtype(), {R, C, m_oh, m_ow});
     if (H == 0 || W == 0) {  // nothing to sample: every bin is empty
       std::memset(y.raw(), 0, y.byteSize());
@@ -410,6 +418,10 @@ class GridSampleKernel : public Kernel {
                          "grid dtype " + dtypeName(grid.dtype()) + " differs from X's " + dtypeName(x.dtype()));
     if (m_mode == GsMode::Cubic && r != 2)
       return kernelError(StatusCode::Unsupported, "cubic mode needs 4-D X, got " + shapeToString(x.shape()));
+    Shape yShape{x.dim(0), x.dim(1)};
+    yShape.insert(yShape.end(), grid.shape().begin() + 1, grid.shape().end() - 1);
+    if (checkedNumel(yShape, kMaxOutputElements) < 0)
+      return kernelError(StatusCode::InvalidArgument, "output " + shapeToString(yShape) + " has too many elements");
     bool ok = dispatchReal(x.dtype(), [&]<class T>() { compute<T>(ctx, x, grid); });
     if (!ok) return kernelError(StatusCode::Unsupported, "X dtype " + dtypeName(x.dtype()) + " (float or double)");
     return Status::ok();

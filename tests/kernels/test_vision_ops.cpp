@@ -401,6 +401,13 @@ TEST(VisionBadInput, RoiAlignHugeRoiIsRefusedNotSampled) {
   EXPECT_NE(e.find("samples per bin, more than the limit"), std::string::npos) << e;
 }
 
+TEST(VisionBadInput, GridSampleOutputBeyondTheLimitIsRefused) {
+  // Small inputs, 70000 channels x a 256 x 256 grid: 4.6e9 output elements.
+  std::vector<Tensor> feeds = {Tensor::zeros(DType::Float, {1, 70000, 1, 1}), Tensor::zeros(DType::Float, {1, 256, 256, 2})};
+  const std::string e = errorOf(singleOp(16, "GridSample", feeds, {{kFloat, 4}}), feeds);
+  EXPECT_NE(e.find("output [1,70000,256,256] has too many elements"), std::string::npos) << e;
+}
+
 TEST(VisionBadInput, AttributesCheckedAtLoad) {
   std::vector<Tensor> feeds = {Tensor::zeros(DType::Float, {1, 1, 4, 4}), Tensor::zeros(DType::Float, {1, 2, 2, 2})};
   OnnxBuilder b = singleOp(16, "GridSample", feeds, {{kFloat, 4}});
