@@ -81,7 +81,7 @@ void Executor::markShapeOnly(Plan& plan) {
       {"Squeeze", {1}}, {"Split", {1}}, {"TopK", {1}}, {"OneHot", {1}}, {"ReduceSum", {1}}, {"ReduceMean", {1}},
       {"ReduceMax", {1}}, {"ReduceMin", {1}}, {"ReduceProd", {1}}, {"ReduceL1", {1}}, {"ReduceL2", {1}},
       {"ReduceLogSum", {1}}, {"ReduceLogSumExp", {1}}, {"ReduceSumSquare", {1}}, {"CenterCropPad", {1}},
-      {"Col2Im", {1, 2}}, {"DFT", {1}}, {"STFT", {1, 2, 3}}};
+      {"Col2Im", {1, 2}}, {"DFT", {1}}, {"STFT", {1, 2, 3}}, {"MaxUnpool", {2}}};
   const Graph& g = plan.model->graph;
   std::vector<char> shapeKnown(g.values.size(), 0), valueKnown(g.values.size(), 0);
   for (ValueId v = 0; v < (ValueId)g.values.size(); ++v) {
