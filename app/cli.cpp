@@ -157,7 +157,7 @@ int runCli(int argc, char** argv) {
   anCmd->add_option("--csv", an.csv, "Write the per-layer table as CSV");
 
   ExportArgs ex;
-  auto* exCmd = app.add_subcommand("export", "Write quantized.onnx, quant_cfg.json, calibration.cache and report.json");
+  auto* exCmd = app.add_subcommand("export", "Write quantized.onnx, quant_cfg.json, calibration.cache (int8) and report.json");
   addAnalysisOptions(*exCmd, ex.request);
   exCmd->add_option("--output-dir,--output_dir", ex.target.outputDir, "Folder for the four files (created if needed)");
   exCmd->add_flag("--progress", ex.progress, "Progress on stderr even when it is not a terminal");
@@ -167,7 +167,8 @@ int runCli(int argc, char** argv) {
   exCmd->add_option("--calibration-cache-path,--calibration_cache_path", ex.request.calibrationCache,
                     "Take activation scales from a TensorRT calibration cache instead of calibrating");
   g_text.dqOnlyOption = exCmd->add_flag("--dq-only,!--no-dq-only", g_text.dqOnly,
-                                        "Weights as int8 initializers + DequantizeLinear (default) or float + Q/DQ");
+                                        "Weights as int8/fp8 initializers + DequantizeLinear (default for int8) or float + Q/DQ "
+                                        "(default for fp8, as ModelOpt writes it)");
   exCmd->add_flag("--use-external-data-format,--use_external_data_format", ex.request.externalData,
                   "Write the initializers to quantized.onnx.data");
   exCmd->add_option("--trt-version,--trt_version", g_text.trtVersion,

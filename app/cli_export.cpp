@@ -11,13 +11,9 @@ int runExport(const ExportArgs& args) {
   if (args.target.outputDir.empty() && args.target.outputPath.empty()) {
     return reportError(invalidArgument("export: give --output-dir DIR (all files) or --output_path FILE (the model alone)"));
   }
-  if (args.request.loadConfig.empty()) {  // a loaded config brings its own mode, checked below
-    if (Status st = checkExportable(args.request.calibration.mode, args.request.modelPath); !st) return reportError(st);
-  }
   RunCallbacks cb = terminalCallbacks(args.progress);
   auto run = prepareRun(args.request, cb);
   if (!run) return reportError(run.status());
-  if (Status st = checkExportable(run->request.calibration.mode, args.request.modelPath); !st) return reportError(st);
   if (Status st = executeRun(*run, cb); !st) return reportError(st);
   if (!std::isnan(args.request.targetSnrDb)) {
     std::fprintf(stderr, "auto fallback to %.1f dB: %zu node(s) excluded\n", args.request.targetSnrDb, run->fallback.size());
@@ -28,10 +24,19 @@ int runExport(const ExportArgs& args) {
     std::printf("output %-32s predicted SNR %8.2f dB  cosine %.6f\n", o.name.c_str(), o.metrics.snrDb, o.metrics.cosine);
   }
   if (Status st = writeBundle(*bundle); !st) return reportError(st);
-  std::fprintf(stderr, "wrote %s (opset %lld -> %lld, %zu activation Q/DQ pairs, %zu weights)%s\n",
-               bundle->files.front().path.c_str(), (long long)bundle->opsetBefore, (long long)bundle->opsetAfter,
-               bundle->activationPairs, bundle->weightPoints,
-               args.target.outputDir.empty() ? "" : ", quant_cfg.json, calibration.cache, report.json");
+  const QuantMode mode = run->result()->plan.mode;
+  const bool cache = writesCalibrationCache(mode);
+  std::fprintf(stderr, "wrote %s (%s, opset %lld -> %lld, %zu activation Q/DQ pairs, %zu weights)%s\n",
+               bundle->files.front().path.c_str(), quantModeName(mode).c_str(), (long long)bundle->opsetBefore,
+               (long long)bundle->opsetAfter, bundle->activationPairs, bundle->weightPoints,
+               args.target.outputDir.empty() ? ""
+               : cache                       ? ", quant_cfg.json, calibration.cache, report.json"
+                                             : ", quant_cfg.json, report.json");
+  if (!args.target.outputDir.empty() && !cache) {
+    std::fprintf(stderr, "note: no calibration.cache for %s: TensorRT's calibration cache holds INT8 scales only; "
+                         "quantized.onnx carries the %s Q/DQ for TensorRT's explicit quantization\n",
+                 quantModeName(mode).c_str(), quantModeName(mode).c_str());
+  }
   return kExitOk;
 }
 

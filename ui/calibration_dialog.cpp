@@ -17,6 +17,7 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "core/export/pipeline.h"
 #include "ui/input_shape_fields.h"
 
 namespace qs::ui {
@@ -167,6 +168,12 @@ CalibrationDialog::CalibrationDialog(AnalysisController* controller, QWidget* pa
 
   connect(m_source, &QComboBox::currentIndexChanged, this, &CalibrationDialog::updateEnabled);
   connect(m_method, &QComboBox::currentIndexChanged, this, &CalibrationDialog::updateEnabled);
+  // Picking a mode picks its default method, as the command line does without --calibration-method
+  // (entropy for int8, max for fp8). `activated`: only the user's choice, not setRequest's.
+  connect(m_mode, &QComboBox::activated, this, [this] {
+    const auto mode = (QuantMode)m_mode->currentData().toInt();
+    m_method->setCurrentIndex(m_method->findData((int)defaultCalibrationMethod(mode)));
+  });
   connect(m_preset, &QComboBox::activated, this, &CalibrationDialog::applyPreset);
   connect(m_browse, &QPushButton::clicked, this, &CalibrationDialog::browse);
   connect(m_path, &QLineEdit::textEdited, this, [this] { m_error->clear(); });

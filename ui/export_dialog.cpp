@@ -44,7 +44,7 @@ ExportDialog::ExportDialog(const AnalysisController* controller, QWidget* parent
   auto* top = new QVBoxLayout(this);
   auto* intro = new QLabel(QStringLiteral("Writes <b>quantized.onnx</b> with QuantizeLinear/DequantizeLinear at the points and with "
                                           "the scales of the current analysis, plus <b>quant_cfg.json</b>, "
-                                          "<b>calibration.cache</b> (TensorRT) and <b>report.json</b>."),
+                                          "<b>calibration.cache</b> (TensorRT, int8 only) and <b>report.json</b>."),
                            this);
   intro->setWordWrap(true);
   top->addWidget(intro);
@@ -63,9 +63,15 @@ ExportDialog::ExportDialog(const AnalysisController* controller, QWidget* parent
   row->addWidget(m_folder, 1);
   row->addWidget(browse);
   form->addRow(QStringLiteral("Folder"), row);
-  m_dqOnly = new QCheckBox(QStringLiteral("Weights as int8 initializers with DequantizeLinear (what TensorRT prefers)"), this);
+  // The command line's defaults: int8 initializers for int8; for fp8 the float weights with a Q/DQ
+  // pair, as ModelOpt writes them (checked: FLOAT8E4M3FN initializers).
+  const bool fp8 = run && run->request.calibration.mode == QuantMode::Fp8;
+  m_dqOnly = new QCheckBox(fp8 ? QStringLiteral("Weights as fp8 initializers with DequantizeLinear (unchecked: float weights "
+                                                "with QuantizeLinear/DequantizeLinear, as ModelOpt writes fp8)")
+                               : QStringLiteral("Weights as int8 initializers with DequantizeLinear (what TensorRT prefers)"),
+                           this);
   m_dqOnly->setObjectName(QStringLiteral("dqOnly"));
-  m_dqOnly->setChecked(true);
+  m_dqOnly->setChecked(!fp8);
   form->addRow(QString(), m_dqOnly);
   top->addLayout(form);
   m_status = new QLabel(this);

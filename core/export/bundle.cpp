@@ -35,7 +35,6 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
   const AnalysisRequest& rq = run.request;
   const auto result = run.result();
   if (!run.model || !result) return invalidArgument("nothing to export: calibrate first");
-  QS_RETURN_IF_ERROR(checkExportable(result->plan.mode, rq.modelPath));
   if (target.outputDir.empty() && target.outputPath.empty()) {
     return invalidArgument("export: give --output-dir DIR (all files) or --output_path FILE (the model alone)");
   }
@@ -83,7 +82,10 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
     qc.trtAlgorithm = run.trtAlgorithm;
     const fs::path dir(target.outputDir);
     b.files.push_back({(dir / "quant_cfg.json").string(), quantConfigJson(*run.model, r, qc)});
-    b.files.push_back({(dir / "calibration.cache").string(), calibrationCacheText(*run.model, r, calibrationCacheHeader(r.calibration.method, run.trtVersion, run.trtAlgorithm))});
+    if (writesCalibrationCache(r.plan.mode)) {
+      b.files.push_back({(dir / "calibration.cache").string(),
+                         calibrationCacheText(*run.model, r, calibrationCacheHeader(r.calibration.method, run.trtVersion, run.trtAlgorithm))});
+    }
     b.files.push_back({(dir / "report.json").string(), reportJson(*run.model, r, reportContext(run))});
   }
   for (const BundleFile& f : b.files) {

@@ -32,8 +32,9 @@ struct ExportBundle {
 /// The report context of a run: its settings, warnings and fallback steps.
 ReportContext reportContext(const AnalysisRun& run);
 
-/// Builds every file of `target` from the run's current result (toggles included). Fails before
-/// anything is written: FP8 (checkExportable), no result yet, an output that would overwrite the
+/// Builds every file of `target` from the run's current result (toggles included); an fp8 run
+/// has no calibration.cache (writesCalibrationCache). Fails before
+/// anything is written: no result yet, an output that would overwrite the
 /// input model, or what buildQuantizedModel refuses.
 Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarget& target);
 

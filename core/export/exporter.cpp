@@ -24,7 +24,16 @@ namespace qs {
 
 namespace {
 
-constexpr int64_t kTargetOpset = 13;
+// Opsets the export needs: 13 for the per-channel `axis` (int8), 19 for FLOAT8E4M3FN (fp8).
+constexpr int64_t kInt8Opset = 13;
+constexpr int64_t kFp8Opset = 19;
+// The newest opset libonnx 1.12's version converter and checker know; fp8 goes past it by hand.
+constexpr int64_t kConverterMaxOpset = 17;
+// TensorProto.DataType FLOAT8E4M3FN: data_type is a plain int32 field, so libonnx 1.12's classes
+// carry it although their enum predates it.
+constexpr int kFloat8E4M3FN = 17;
+// IR version 9 (ONNX 1.14) introduced the float 8 types.
+constexpr int64_t kFp8IrVersion = 9;
 
 bool isDefaultDomain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
@@ -134,7 +143,9 @@ bool knownRank(const onnx::GraphProto& g, const std::string& name) {
   return false;
 }
 
-Status raiseOpset(onnx::ModelProto& proto, const Model& model, const ExportOptions& options, const std::string& where) {
+// Raises the default-domain opset to `target` (at most kConverterMaxOpset) with libonnx's converter.
+Status raiseOpset(onnx::ModelProto& proto, const Model& model, const ExportOptions& options, const std::string& where,
+                  int64_t target, const char* why) {
   onnx::OperatorSetIdProto* os = defaultOpsetImport(proto);
   const int64_t from = os->version();
   // Softmax, LogSoftmax and Hardmax changed meaning at 13 (one axis instead of a 2-D coercion):
@@ -166,17 +177,79 @@ Status raiseOpset(onnx::ModelProto& proto, const Model& model, const ExportOptio
     }
   }
   try {
-    proto = onnx::version_conversion::ConvertVersion(proto, (int)kTargetOpset);
+    proto = onnx::version_conversion::ConvertVersion(proto, (int)target);
   } catch (const std::exception& e) {
     std::string what = e.what();
     std::replace(what.begin(), what.end(), '\n', ' ');
-    return unsupported(where + ": cannot convert opset " + std::to_string(from) +
-                       " to 13 (needed for per-channel DequantizeLinear) with ONNX's version converter: " + what);
+    return unsupported(where + ": cannot convert opset " + std::to_string(from) + " to " + std::to_string(target) + " (" +
+                       why + ") with ONNX's version converter: " + what);
   }
   if (!temporary.empty()) {
     auto* vis = proto.mutable_graph()->mutable_value_info();
     for (int i = vis->size() - 1; i >= 0; --i) {
       if (std::find(temporary.begin(), temporary.end(), vis->Get(i).name()) != temporary.end()) vis->DeleteSubrange(i, 1);
+    }
+  }
+  return Status::ok();
+}
+
+// The Reduce ops whose `axes` attribute became an input at opset 18 (ReduceSum's moved at 13,
+// which the converter handles).
+bool axesBecameInputAt18(const std::string& op) {
+  static const std::set<std::string> ops = {"ReduceL1",  "ReduceL2",  "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
+                                            "ReduceMean", "ReduceMin", "ReduceProd",   "ReduceSumSquare"};
+  return ops.count(op) > 0;
+}
+
+// Raises a graph (and its subgraphs) from opset `from` (17 or 18) to 19, which libonnx 1.12's
+// converter does not know. Of the default-domain ops whose schema changed at 18 or 19, these need
+// a rewrite:
+//   - ReduceL1/L2/LogSum/LogSumExp/Max/Mean/Min/Prod/SumSquare (18): the `axes` attribute becomes
+//     an int64 input (an initializer of the top graph, visible in subgraphs); no attribute stays
+//     no input (all axes, as before: noop_with_empty_axes defaults to 0).
+//   - Split (18): without a `split` input, `num_outputs` is required: the number of outputs (an
+//     even split, as opset 13 meant).
+// The others keep every opset-17 node valid with its meaning (new optional inputs or attributes
+// whose defaults are the old behaviour, or more types): Pad (axes input 18, wrap mode 19), Resize
+// (antialias, axes, keep_aspect_ratio_policy 18; half_pixel_symmetric 19), ScatterElements and
+// ScatterND (reduction max/min 18), LpPool (ceil_mode 18), OptionalHasElement and
+// OptionalGetElement (18), AveragePool (dilations 19), Cast and CastLike (saturate 19), Constant,
+// DequantizeLinear, QuantizeLinear, Equal, Identity, If, Loop, Reshape, Scan, Shape, Size (types, 19).
+Status upgradePast17(onnx::GraphProto& top, onnx::GraphProto& g, int64_t from, NameAllocator& names,
+                     const std::string& where) {
+  for (auto& n : *g.mutable_node()) {
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) QS_RETURN_IF_ERROR(upgradePast17(top, *a.mutable_g(), from, names, where));
+      for (auto& sg : *a.mutable_graphs()) QS_RETURN_IF_ERROR(upgradePast17(top, sg, from, names, where));
+    }
+    if (!isDefaultDomain(n.domain()) || from >= 18) continue;
+    if (axesBecameInputAt18(n.op_type())) {
+      auto* attrs = n.mutable_attribute();
+      for (int i = 0; i < attrs->size(); ++i) {
+        if (attrs->Get(i).name() != "axes") continue;
+        if (n.input_size() != 1) {
+          return unsupported(where + ": node '" + n.name() + "' (" + n.op_type() + "): has " +
+                             std::to_string(n.input_size()) + " inputs and an axes attribute; cannot move its axes to "
+                             "an input for opset 19 (FLOAT8E4M3FN)");
+        }
+        std::vector<int64_t> axes(attrs->Get(i).ints().begin(), attrs->Get(i).ints().end());
+        attrs->DeleteSubrange(i, 1);
+        if (!axes.empty()) {
+          std::string name = names.take((n.name().empty() ? n.output(0) : n.name()) + "_axes");
+          addInitializer(top, name, onnx::TensorProto::INT64, {(int64_t)axes.size()}, axes.data(), axes.size() * 8);
+          n.add_input(name);
+        }
+        break;
+      }
+    } else if (n.op_type() == "Split" && (n.input_size() < 2 || n.input(1).empty())) {
+      bool has = false;
+      for (const auto& a : n.attribute()) has |= a.name() == "num_outputs";
+      if (!has) {
+        auto* a = n.add_attribute();
+        a->set_name("num_outputs");
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(n.output_size());
+      }
     }
   }
   return Status::ok();
@@ -230,11 +303,8 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
                                           const ExportOptions& options) {
   const std::string& where = sourcePath;
   const Graph& g = model.graph;
-  if (r.plan.mode == QuantMode::Fp8) {
-    return unsupported(where +
-                       ": fp8 export needs FLOAT8E4M3FN and opset 19, which the ONNX library of this build (1.12, "
-                       "opset 17) does not know; analyse fp8 with 'quantscope analyze --quantize-mode fp8' or export int8");
-  }
+  const bool fp8 = r.plan.mode == QuantMode::Fp8;
+  const int zeroPointType = fp8 ? kFloat8E4M3FN : (int)onnx::TensorProto::INT8;
   if (r.plan.nodes.size() != g.nodes.size()) {
     return invalidArgument(where + ": the analysis has " + std::to_string(r.plan.nodes.size()) +
                            " nodes, the model " + std::to_string(g.nodes.size()) + ": it belongs to another model");
@@ -279,8 +349,13 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
     os->set_version(model.defaultOpset());
   }
   out.opsetBefore = os->version();
-  if (out.opsetBefore < kTargetOpset) QS_RETURN_IF_ERROR(raiseOpset(proto, model, options, where));
-  out.opsetAfter = defaultOpsetImport(proto)->version();
+  // fp8: the converter raises to 17, the rest (17 -> 19) is done by hand after the checker ran.
+  const int64_t convertTo = fp8 ? kConverterMaxOpset : kInt8Opset;
+  if (out.opsetBefore < convertTo) {
+    QS_RETURN_IF_ERROR(raiseOpset(proto, model, options, where, convertTo,
+                                  fp8 ? "on the way to opset 19, which FLOAT8E4M3FN needs"
+                                      : "needed for per-channel DequantizeLinear"));
+  }
   if (proto.ir_version() < 7) proto.set_ir_version(7);  // opset 13 needs IR 7
 
   onnx::GraphProto& gp = *proto.mutable_graph();
@@ -318,9 +393,9 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
       Pair p;
       std::string scale = names.take(t + "_scale"), zp = names.take(t + "_zero_point");
       float s = q.scale;
-      int8_t z = 0;
+      uint8_t z = 0;  // int8 0, or FLOAT8E4M3FN +0
       addInitializer(gp, scale, onnx::TensorProto::FLOAT, {}, &s, 4);
-      addInitializer(gp, zp, onnx::TensorProto::INT8, {}, &z, 1);
+      addInitializer(gp, zp, zeroPointType, {}, &z, 1);
       std::string qOut = names.take(t + "_QuantizeLinear_Output");
       p.output = names.take(t + "_DequantizeLinear_Output");
       p.nodes.push_back(makeNode("QuantizeLinear", names.take(t + "_QuantizeLinear"), {t, scale, zp}, qOut));
@@ -356,11 +431,12 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
       std::string scale = names.take(v.name + "_scale"), zp = names.take(v.name + "_zero_point");
       std::vector<int8_t> zeros((size_t)channels, 0);
       addInitializer(gp, scale, onnx::TensorProto::FLOAT, {channels}, w.scale.data(), w.scale.size() * 4);
-      addInitializer(gp, zp, onnx::TensorProto::INT8, {channels}, zeros.data(), zeros.size());
+      addInitializer(gp, zp, zeroPointType, {channels}, zeros.data(), zeros.size());
       p.output = names.take(v.name + "_DequantizeLinear_Output");
       std::string dqInput;
       if (options.dqOnly) {
-        // The int8 values the simulation used: clamp(rne(w / scale), -127, 127) per channel.
+        // The values the simulation used, per channel: int8 clamp(rne(w / scale), -127, 127), or
+        // fp8 roundToFp8E4M3(w / scale) as FLOAT8E4M3FN bytes.
         std::vector<int8_t> q((size_t)wt.numel());
         int64_t outer = 1, inner = 1;
         for (int i = 0; i < w.axis; ++i) outer *= wt.dim(i);
@@ -370,6 +446,10 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
           for (int64_t c = 0; c < channels; ++c) {
             const float sc = w.scale[(size_t)c];
             const int64_t off = (o * channels + c) * inner;
+            if (fp8) {
+              for (int64_t i = 0; i < inner; ++i) q[(size_t)(off + i)] = (int8_t)fp8E4M3Bits(src[off + i] / sc);
+              continue;
+            }
             for (int64_t i = 0; i < inner; ++i) {
               float x = std::nearbyint(src[off + i] / sc);
               x = std::min(std::max(x, (float)kWeightQmin), (float)kWeightQmax);
@@ -378,7 +458,7 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
           }
         }
         dqInput = names.take(v.name + "_quantized");
-        addInitializer(gp, dqInput, onnx::TensorProto::INT8, dims, q.data(), q.size());
+        addInitializer(gp, dqInput, fp8 ? kFloat8E4M3FN : (int)onnx::TensorProto::INT8, dims, q.data(), q.size());
         replacedWeights.insert(v.name);
       } else {
         dqInput = names.take(v.name + "_QuantizeLinear_Output");
@@ -451,13 +531,36 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
     }
   }
 
-  try {
-    onnx::checker::check_model(proto);
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    std::replace(what.begin(), what.end(), '\n', ' ');
-    return runtimeError(where + ": the exported model fails the ONNX checker (a bug in the exporter): " + what);
+  // libonnx 1.12's checker knows neither FLOAT8E4M3FN nor opset 19: an fp8 export is checked as
+  // its int8 twin (the same graph at opset 17, each 1-byte FLOAT8E4M3FN initializer read as int8),
+  // then raised to 19. ONNX Runtime 1.30 checks the real file in the tests.
+  const int64_t checkedOpset = defaultOpsetImport(proto)->version();
+  if (checkedOpset <= kConverterMaxOpset) {
+    const onnx::ModelProto* checked = &proto;
+    onnx::ModelProto twin;
+    if (fp8) {
+      twin = proto;
+      for (auto& t : *twin.mutable_graph()->mutable_initializer())
+        if (t.data_type() == kFloat8E4M3FN) t.set_data_type(onnx::TensorProto::INT8);
+      checked = &twin;
+    }
+    try {
+      onnx::checker::check_model(*checked);
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      std::replace(what.begin(), what.end(), '\n', ' ');
+      return runtimeError(where + ": the exported model fails the ONNX checker (a bug in the exporter): " + what);
+    }
   }
+  if (fp8) {
+    onnx::OperatorSetIdProto* dos = defaultOpsetImport(proto);
+    if (dos->version() < kFp8Opset) {
+      QS_RETURN_IF_ERROR(upgradePast17(gp, gp, dos->version(), names, where));
+      dos->set_version(kFp8Opset);
+    }
+    if (proto.ir_version() < kFp8IrVersion) proto.set_ir_version(kFp8IrVersion);
+  }
+  out.opsetAfter = defaultOpsetImport(proto)->version();
 
   if (options.externalData || proto.ByteSizeLong() > options.externalDataThresholdBytes) {
     externalize(proto, model, options, out);

@@ -3,22 +3,26 @@
 // analysis simulated, using that analysis's scales, so that ONNX Runtime and TensorRT compute what
 // the workbench predicted.
 //
-//  - Activations: per tensor, int8, zero point 0; one Q/DQ pair per quantized tensor, shared by
+//  - Activations: per tensor, int8 or FLOAT8E4M3FN (fp8), zero point 0; one Q/DQ pair per quantized tensor, shared by
 //    all its quantized consumers (only their input edges are rewired: a value that is also a graph
 //    output keeps the float tensor on the output edge, and float consumers keep the float tensor).
 //  - Weights: per channel along the plan's axis, either an int8 initializer `<w>_quantized` with a
 //    DequantizeLinear (dqOnly, the default: what TensorRT and ModelOpt prefer), or the float weight
 //    with a Q/DQ pair. The int8 values are computed exactly as the simulation does
-//    (clamp(rne(w / scale), -127, 127)). A float weight left without consumers is removed.
+//    (clamp(rne(w / scale), -127, 127); fp8: roundToFp8E4M3(w / scale) as FLOAT8E4M3FN bytes).
+//    A float weight left without consumers is removed.
 //  - Names: `<tensor>_QuantizeLinear`, `<tensor>_DequantizeLinear` (nodes), `<tensor>_scale`,
 //    `<tensor>_zero_point`, `<weight>_quantized` (initializers), `<tensor>_QuantizeLinear_Output`,
 //    `<tensor>_DequantizeLinear_Output` (values); a name already taken gets `_1`, `_2`, ...
 //  - Opset: raised to 13 (per-channel `axis`) with libonnx's version converter when lower; the
 //    converter needs the rank of Softmax inputs, taken from ExportOptions::observedRanks when the
 //    file does not declare it. A model it cannot convert is refused naming the op.
-//  - FP8 (FLOAT8E4M3FN, opset 19) is refused: libonnx 1.12, which this build uses, predates both.
+//  - FP8: FLOAT8E4M3FN (data type 17) zero points and weights, opset 19, IR 9. libonnx 1.12
+//    predates both, but TensorProto.data_type is a plain int: the converter raises to 17, the
+//    checker checks the graph with int8 stand-ins, and the 17 -> 19 step is done here (Reduce*
+//    axes to an input, Split's num_outputs). ONNX Runtime 1.30 runs the result (tests/export).
 //  - External data when the model would exceed protobuf's 2 GB or on request.
-//  - The result passes onnx::checker::check_model before it is returned.
+//  - The result passes onnx::checker::check_model before it is returned (fp8: its int8 twin).
 //
 // Deterministic: equal inputs give byte-identical files (a reloaded quant_cfg.json reproduces the
 // export). Beside core/onnx (the loader), this is the only place that includes protobuf headers.
@@ -38,7 +42,7 @@ namespace qs {
 class Executor;
 
 struct ExportOptions {
-  bool dqOnly = true;          // weights as int8 initializers + DequantizeLinear
+  bool dqOnly = true;          // weights as int8 (fp8) initializers + DequantizeLinear
   bool externalData = false;   // always write initializers as external data
   /// File name of the external data, relative to the model file.
   std::string externalDataName = "quantized.onnx.data";
@@ -63,8 +67,8 @@ struct ExportedModel {
 };
 
 /// Builds quantized.onnx from the model file `sourcePath` (the file `model` was loaded from) and
-/// the analysis `r` (its plan, activation scales and weight scales). Fails with Unsupported for
-/// fp8, an opset the converter cannot raise to 13, or a non-float weight; InvalidModel when the
+/// the analysis `r` (its plan, mode, activation scales and weight scales). Fails with Unsupported
+/// for an opset that cannot be raised to 13 (int8) or 19 (fp8), naming the op, or a non-float weight; InvalidModel when the
 /// file cannot be parsed or does not match `model`; RuntimeError when the result fails the ONNX
 /// checker (a bug). Messages name the file and the node.
 Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const Model& model, const AnalysisResult& r,

@@ -21,6 +21,8 @@ CalibMethod defaultCalibrationMethod(QuantMode mode) {
   return mode == QuantMode::Fp8 ? CalibMethod::Max : CalibMethod::Entropy;
 }
 
+bool writesCalibrationCache(QuantMode mode) { return mode == QuantMode::Int8; }
+
 Status validateRequest(const AnalysisRequest& r) {
   if (!r.loadConfig.empty() && !r.calibrationCache.empty()) {
     return invalidArgument("--load-config and --calibration-cache-path both give the scales; use one");
@@ -35,13 +37,6 @@ Status validateRequest(const AnalysisRequest& r) {
                            "': expected EntropyCalibration2, MinMaxCalibration, EntropyCalibration or LegacyCalibration");
   }
   return Status::ok();
-}
-
-Status checkExportable(QuantMode mode, const std::string& modelPath) {
-  if (mode != QuantMode::Fp8) return Status::ok();
-  return unsupported(modelPath + ": fp8 export needs FLOAT8E4M3FN and opset 19, which the ONNX library of this build "
-                                 "(1.12) does not know; use 'quantscope analyze --quantize-mode fp8' to study fp8, or "
-                                 "export int8");
 }
 
 namespace {
@@ -169,7 +164,9 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
     if (!run.request.dqOnly) run.request.dqOnly = run.loadedConfig->dqOnly;
     run.request.externalData = request.externalData || run.loadedConfig->externalData;
   }
-  if (!run.request.dqOnly) run.request.dqOnly = true;
+  // Weights: int8 initializers + DequantizeLinear; fp8 as ModelOpt writes it, the float weight with
+  // a Q/DQ pair (--dq-only gives FLOAT8E4M3FN initializers + DequantizeLinear).
+  if (!run.request.dqOnly) run.request.dqOnly = run.request.calibration.mode != QuantMode::Fp8;
   // A TensorRT cache: read before anything else is loaded too; its header's algorithm names the
   // method its scales came from, unless the request names one.
   std::optional<CalibrationCache> cache;

@@ -43,7 +43,7 @@ struct AnalysisRequest {
   std::string loadConfig;           // quant_cfg.json: scales, node states and settings
   std::string calibrationCache;     // TensorRT calibration cache: activation scales
   // What an export writes.
-  std::optional<bool> dqOnly;       // unset: a loaded config's choice, else true
+  std::optional<bool> dqOnly;       // unset: a loaded config's choice, else true for int8, false for fp8
   bool externalData = false;        // initializers in quantized.onnx.data
   std::optional<TrtVersion> trtVersion;  // calibration.cache's header; unset: a loaded config's, else 10
   std::string trtAlgorithm;         // its algorithm ("" = the scales': a loaded cache's, the method's)
@@ -65,9 +65,9 @@ CalibMethod defaultCalibrationMethod(QuantMode mode);
 /// [0, 100], a negative thread count, a target that is not finite, an unknown --trt-calibrator).
 Status validateRequest(const AnalysisRequest& request);
 
-/// Unsupported when the files of `mode` cannot be written (FP8: FLOAT8E4M3FN and opset 19 are
-/// newer than this build's ONNX library), naming `modelPath`. The one wording of that refusal.
-Status checkExportable(QuantMode mode, const std::string& modelPath);
+/// Whether an export in `mode` writes calibration.cache: TensorRT's calibration cache holds INT8
+/// scales (amax / 127) for its implicit INT8 only, so an fp8 export writes none.
+bool writesCalibrationCache(QuantMode mode);
 
 /// What a run tells its caller while it works. All optional.
 struct RunCallbacks {

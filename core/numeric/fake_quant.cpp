@@ -35,6 +35,27 @@ void fakeQuantFp8(const float* x, float* y, int64_t n, float scale) {
   for (int64_t i = 0; i < n; ++i) y[i] = roundToFp8E4M3(x[i] / scale) * scale;
 }
 
+uint8_t fp8E4M3Bits(float v) {
+  const uint8_t sign = std::signbit(v) ? 0x80 : 0x00;
+  if (std::isnan(v)) return sign | 0x7F;
+  const float a = std::fabs(roundToFp8E4M3(v));
+  if (a == 0.f) return sign;
+  int e;
+  std::frexp(a, &e);
+  const int exp = e - 1;  // a = 2^exp * 1.mmm (normal) or 2^-6 * 0.mmm (subnormal)
+  if (exp < -6) return sign | (uint8_t)std::lround(std::ldexp(a, 9));  // multiples of 2^-9
+  const int mantissa = (int)std::lround((std::ldexp(a, -exp) - 1.f) * 8.f);
+  return sign | (uint8_t)((exp + 7) << 3) | (uint8_t)mantissa;
+}
+
+float fp8E4M3Value(uint8_t bits) {
+  const float sign = (bits & 0x80) ? -1.f : 1.f;
+  const int exp = (bits >> 3) & 0xF, mantissa = bits & 0x7;
+  if (exp == 0xF && mantissa == 0x7) return std::nanf("");
+  if (exp == 0) return sign * std::ldexp((float)mantissa, -9);
+  return sign * std::ldexp(1.f + (float)mantissa / 8.f, exp - 7);
+}
+
 Tensor fakeQuantize(const Tensor& x, const std::vector<float>& scales, int axis, QuantMode mode, int qmin, int qmax,
                     int threads) {
   Tensor y(DType::Float, x.shape());

@@ -25,6 +25,11 @@ void fakeQuantInt8(const float* x, float* y, int64_t n, float scale, int qmin, i
 float roundToFp8E4M3(float v);
 /// y[i] = roundToFp8E4M3(x[i] / scale) * scale.
 void fakeQuantFp8(const float* x, float* y, int64_t n, float scale);
+/// The FLOAT8E4M3FN byte (ONNX TensorProto data type 17) of roundToFp8E4M3(v): 1 sign bit,
+/// 4 exponent bits (bias 7), 3 mantissa bits; NaN is 0x7F (sign kept).
+uint8_t fp8E4M3Bits(float v);
+/// The value of a FLOAT8E4M3FN byte (0x7F and 0xFF are NaN).
+float fp8E4M3Value(uint8_t bits);
 
 /// Fake-quantizes a float tensor per tensor (scales.size() == 1) or along `axis`
 /// (scales.size() == dim(axis)), returning a new tensor. A large per-tensor case is split over

@@ -87,10 +87,8 @@ TEST_F(Pipeline, NamesParseInOnePlaceWithOneMessage) {
   EXPECT_FALSE(parseQuantizeMode("int4", q));
   EXPECT_EQ(defaultCalibrationMethod(QuantMode::Int8), CalibMethod::Entropy);
   EXPECT_EQ(defaultCalibrationMethod(QuantMode::Fp8), CalibMethod::Max);
-  EXPECT_TRUE(checkExportable(QuantMode::Int8, "m.onnx"));
-  Status fp8 = checkExportable(QuantMode::Fp8, "m.onnx");
-  EXPECT_EQ(fp8.code(), StatusCode::Unsupported);
-  EXPECT_EQ(fp8.message().rfind("m.onnx: fp8 export", 0), 0u) << fp8.message();
+  EXPECT_TRUE(writesCalibrationCache(QuantMode::Int8));
+  EXPECT_FALSE(writesCalibrationCache(QuantMode::Fp8));  // TensorRT's cache is INT8-only
 }
 
 TEST_F(Pipeline, RandomDataWarnsLoudlyOnceAndCancelStopsTheRun) {
@@ -150,18 +148,23 @@ TEST_F(Pipeline, BundleIsWrittenAllOrNone) {
   ASSERT_FALSE(st);
   EXPECT_NE(st.message().find("blocker"), std::string::npos) << st.message();
   EXPECT_FALSE(fs::exists(dir + "/out")) << "the folders it created are removed with the files";
-  // Refusals before anything is written: the input model as output, FP8.
+  // Refusal before anything is written: the input model as output.
   auto over = buildExportBundle(*run, {"", kCls});
   ASSERT_FALSE(over);
   EXPECT_NE(over.status().message().find("is the input model"), std::string::npos);
+  // FP8: quantized.onnx, quant_cfg.json and report.json, no calibration.cache (INT8-only);
+  // weights default to float + Q/DQ (ModelOpt's fp8 layout).
   AnalysisRequest fp8 = request;
   fp8.calibration.mode = QuantMode::Fp8;
   auto fp8Run = runAnalysis(fp8);
   ASSERT_TRUE(fp8Run) << fp8Run.status().message();
-  auto refused = buildExportBundle(*fp8Run, {dir + "/fp8", ""});
-  ASSERT_FALSE(refused);
-  EXPECT_EQ(refused.status().message(), checkExportable(QuantMode::Fp8, kCls).message());
-  EXPECT_FALSE(fs::exists(dir + "/fp8"));
+  EXPECT_EQ(fp8Run->request.dqOnly, std::optional<bool>(false));
+  auto fp8Bundle = buildExportBundle(*fp8Run, {dir + "/fp8", ""});
+  ASSERT_TRUE(fp8Bundle) << fp8Bundle.status().message();
+  std::vector<std::string> names;
+  for (const auto& f : fp8Bundle->files) names.push_back(fs::path(f.path).filename().string());
+  EXPECT_EQ(names, (std::vector<std::string>{"quantized.onnx", "quant_cfg.json", "report.json"}));
+  EXPECT_EQ(fp8Bundle->opsetAfter, 19);
 }
 
 TEST_F(Pipeline, SettingsOfTheReportComeFromTheRequest) {

@@ -2,6 +2,7 @@
 // conformance cases of those ops, and here the fake quant must equal running the two kernels.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "core/exec/executor.h"
@@ -33,6 +34,26 @@ TEST(FakeQuant, Fp8E4M3Grid) {
   EXPECT_EQ(roundToFp8E4M3(0.001953125f), 0.001953125f);  // smallest subnormal 2^-9
   EXPECT_EQ(roundToFp8E4M3(0.0009765625f), 0.f);          // 2^-10 ties to even -> 0
   EXPECT_EQ(roundToFp8E4M3(232.f), 224.f);                // 232 is halfway between 224 and 240 -> 224 (even)
+}
+
+TEST(FakeQuant, Fp8E4M3BitsRoundTripEveryByte) {
+  // Every finite byte decodes to a grid value that rounds to itself and encodes back to that byte
+  // (the bytes of quantized.onnx's FLOAT8E4M3FN weights are exactly the simulated values).
+  for (int b = 0; b < 256; ++b) {
+    const uint8_t bits = (uint8_t)b;
+    const float v = fp8E4M3Value(bits);
+    if ((bits & 0x7F) == 0x7F) {
+      EXPECT_TRUE(std::isnan(v)) << b;
+      continue;
+    }
+    EXPECT_EQ(roundToFp8E4M3(v), v) << b;
+    EXPECT_EQ(fp8E4M3Bits(v), bits) << b << " value " << v;
+  }
+  EXPECT_EQ(fp8E4M3Value(0x7E), 448.f);
+  EXPECT_EQ(fp8E4M3Value(0x01), 0.001953125f);
+  EXPECT_EQ(fp8E4M3Bits(1000.f), 0x7E);   // saturates, no infinity
+  EXPECT_EQ(fp8E4M3Bits(-1000.f), 0xFE);
+  EXPECT_EQ(fp8E4M3Bits(1.0625f), 0x38);  // ties to even: 1.0
 }
 
 namespace {
