@@ -368,7 +368,7 @@ std::string int4ReportJson(const Model &model, const Int4Result &r,
                            const std::vector<std::string> &warnings) {
   Json j;
   j["tool"] = {{"name", "quantscope"}, {"version", kVersion}};
-  j["model"] = {{"path", model.path}, {"opset", model.defaultOpset()}};
+  j["model"] = model.path;
   j["settings"] = {{"quantize_mode", "int4"},
                    {"calibration_method", int4MethodName(r.method)},
                    {"block_size", r.blockSize},

@@ -336,7 +336,49 @@ TEST(Int4Cli, BadInputsGiveOneLineErrorsAndWriteNothing) {
   EXPECT_EQ(ok.rc, 0) << ok.err;
   EXPECT_TRUE(fs::exists(out + "/quantized.onnx"));
   EXPECT_TRUE(fs::exists(out + "/report.json"));
+  // report.json follows docs/report.schema.json (its int4 branch), and the schema rejects an int4
+  // report with an int8-only key.
+  const std::string validator = "/usr/bin/python3 " + std::string(QS_SOURCE_DIR) + "/tests/support/validate_json.py " +
+                                std::string(QS_SOURCE_DIR) + "/docs/report.schema.json ";
+  EXPECT_EQ(runCommand(validator + out + "/report.json 2> " + dir + "/v.txt"), 0) << readFile(dir + "/v.txt");
+  std::string bad = readFile(out + "/report.json");
+  bad.insert(bad.find('{') + 1, "\"tensors\": [],");
+  qs::test::writeBytes(dir + "/bad.json", bad);
+  EXPECT_EQ(runCommand(validator + dir + "/bad.json 2> " + dir + "/v.txt"), 1);
   fs::remove_all(dir);
 }
 
 } // namespace
+
+namespace {
+
+// The table of docs/export.md ("INT4 weight-only"): run by hand with
+// qs_test_export --gtest_also_run_disabled_tests --gtest_filter='*Int4Table*'.
+TEST(Int4Table, DISABLED_PrintsTheDocsTable) {
+  for (const std::string name : {"gpt_decoder", "bert_encoder"}) {
+    const std::string path = kZoo + name + ".onnx";
+    if (!fs::exists(path)) continue;
+    auto m = loadModel(path);
+    ASSERT_TRUE(m);
+    auto data = randomData(**m, 4);
+    const std::string dir = qs::test::makeTempDir("int4table");
+    for (int64_t block : {32, 128}) {
+      for (Int4Method method : {Int4Method::RtnDq, Int4Method::AwqLite, Int4Method::AwqClip}) {
+        const Int4Result r = analyse(*m, *data, method, block);
+        auto q = buildInt4Model(**m, r);
+        ASSERT_TRUE(q);
+        const auto ort = ortSnr(*m, *data, q->bytes, dir + "/" + int4MethodName(method) + std::to_string(block));
+        for (size_t o = 0; o < r.outputs.size(); ++o) {
+          std::printf("| %s | %s | %s | %lld | %.2f | %.2f | %s | %.3f |\n", name.c_str(), r.outputs[o].name.c_str(),
+                      int4MethodName(method).c_str(), (long long)block, r.outputs[o].metrics.snrDb, ort[o],
+                      std::isnan(r.outputs[o].top1Agreement) ? "n/a"
+                                                              : (std::to_string(r.outputs[o].top1Agreement * 100).substr(0, 5) + " %").c_str(),
+                      (double)r.bytesAfter / (double)r.bytesBefore);
+        }
+      }
+    }
+    fs::remove_all(dir);
+  }
+}
+
+}  // namespace
