@@ -42,8 +42,11 @@ struct TextFlags {
   std::vector<std::string> shapes;
   bool dqOnly = true;
   CLI::Option* dqOnlyOption = nullptr;
+  int64_t blockSize = 128;
+  CLI::Option* blockSizeOption = nullptr;
 };
 TextFlags g_text;
+Int4Args g_int4;
 
 }  // namespace
 
@@ -75,7 +78,9 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_option("--calibration-method,--calibration_method", g_text.method,
                  "max, entropy, percentile or mse (default: entropy for int8, max for fp8)");
   cmd.add_option("--percentile", a.calibration.percentile, "Percentile of the percentile method")->check(CLI::Range(0.0, 100.0));
-  cmd.add_option("--quantize-mode,--quantize_mode", g_text.mode, "int8 or fp8");
+  cmd.add_option("--quantize-mode,--quantize_mode", g_text.mode, "int8, fp8 or int4 (weight-only MatMul/Gemm)");
+  g_text.blockSizeOption = cmd.add_option("--block-size,--block_size", g_text.blockSize,
+                                          "int4: block along K, a power of two >= 16 (default 128)");
   cmd.add_option("--target-snr", a.targetSnrDb, "Exclude the most sensitive nodes until every output reaches this SNR (dB)");
   cmd.add_flag("!--no-layerwise", a.layerwise, "Skip the layer-wise analysis");
   cmd.add_flag("!--no-sensitivity", a.sensitivity, "Skip the sensitivity sweep");
@@ -107,6 +112,8 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
     QS_RETURN_IF_ERROR(parseShapeSpec(spec, name, shape));
     a.data.shapes[name] = shape;
   }
+  if (g_text.mode == "int4") return finishInt4Options(a, g_text.method, g_text.blockSize, g_int4);
+  if (g_text.blockSizeOption && g_text.blockSizeOption->count() > 0) return invalidArgument("--block-size needs --quantize-mode int4");
   QS_RETURN_IF_ERROR(parseQuantizeMode(g_text.mode, a.calibration.mode));
   a.calibration.method = defaultCalibrationMethod(a.calibration.mode);
   if (!g_text.method.empty()) QS_RETURN_IF_ERROR(parseCalibrationMethod(g_text.method, a.calibration.method));
@@ -188,11 +195,13 @@ int runCli(int argc, char** argv) {
   if (*anCmd) {
     Status st = finishAnalysisOptions(*anCmd, an.request);
     if (!st) return reportError(st);
+    if (g_int4.on) return runAnalyzeInt4(an, g_int4.options);
     return runAnalyze(an);
   }
   if (*exCmd) {
     Status st = finishAnalysisOptions(*exCmd, ex.request);
     if (!st) return reportError(st);
+    if (g_int4.on) return runExportInt4(ex, g_int4.options);
     if (g_text.dqOnlyOption->count() > 0) ex.request.dqOnly = g_text.dqOnly;
     ex.request.writesCache = !ex.target.outputDir.empty();
     return runExport(ex);

@@ -11,6 +11,7 @@
 
 #include "core/export/bundle.h"
 #include "core/export/pipeline.h"
+#include "core/analysis/int4_analysis.h"
 #include "core/util/status.h"
 
 namespace qs::cli {
@@ -60,6 +61,16 @@ struct ExportArgs {
   bool progress = false;
 };
 int runExport(const ExportArgs& args);
+
+/// --quantize-mode int4 (app/cli_int4.cpp): the INT4 options taken from the flags.
+struct Int4Args {
+  bool on = false;
+  Int4Options options;
+};
+/// Checks the int4 method, block size and the flags that do not apply to int4.
+Status finishInt4Options(const AnalysisRequest& a, const std::string& method, int64_t blockSize, Int4Args& out);
+int runAnalyzeInt4(const AnalyzeArgs& args, const Int4Options& options);
+int runExportInt4(const ExportArgs& args, const Int4Options& options);
 
 /// Progress with an ETA on stderr, redrawn in place, when stderr is a terminal; elsewhere nothing,
 /// or with `force` (--progress) one line per stage and per tenth of a stage.
