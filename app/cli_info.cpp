@@ -43,6 +43,8 @@ int runInfo(const InfoArgs& args) {
     j["outputs"] = values(info.outputs);
     j["node_count"] = info.nodeCount;
     j["op_histogram"] = info.opHistogram;
+    j["subgraph_node_count"] = info.subgraphNodeCount;
+    j["subgraph_op_histogram"] = info.subgraphOpHistogram;
     j["parameter_count"] = info.parameterCount;
     j["parameter_bytes"] = info.parameterBytes;
     j["unsupported_ops"] = info.unsupported;
@@ -64,6 +66,10 @@ int runInfo(const InfoArgs& args) {
     std::printf("parameters:  %lld (%.2f MB)\n", (long long)info.parameterCount, (double)info.parameterBytes / 1e6);
     std::printf("ops:\n");
     for (auto& [op, n] : info.opHistogram) std::printf("  %-24s %lld\n", op.c_str(), (long long)n);
+    if (info.subgraphNodeCount > 0) {
+      std::printf("inside subgraphs (If/Loop/Scan): %lld nodes\n", (long long)info.subgraphNodeCount);
+      for (auto& [op, n] : info.subgraphOpHistogram) std::printf("  %-24s %lld\n", op.c_str(), (long long)n);
+    }
     if (info.unsupported.empty()) {
       std::printf("unsupported: none\n");
     } else {

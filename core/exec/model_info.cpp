@@ -39,6 +39,10 @@ ModelInfo describeModel(const Model& model, const KernelRegistry& registry) {
   for (ValueId id : g.outputs) info.outputs.push_back({g.value(id).name, g.value(id).dtype, g.value(id).shape});
   for (const Node& n : g.nodes) ++info.opHistogram[n.domain.empty() ? n.opType : n.domain + "::" + n.opType];
   info.nodeCount = (int64_t)g.nodes.size();
+  for (const NestedNode& nn : nestedNodes(g)) {
+    ++info.subgraphNodeCount;
+    ++info.subgraphOpHistogram[nn.node->domain.empty() ? nn.node->opType : nn.node->domain + "::" + nn.node->opType];
+  }
   for (const Value& v : g.values) {
     if (!v.constant) continue;
     info.parameterCount += v.constant->numel();

@@ -26,6 +26,9 @@ struct ModelInfo {
   std::vector<ValueDesc> inputs, outputs;
   std::map<std::string, int64_t> opHistogram;  // op type -> node count
   int64_t nodeCount = 0;
+  /// Nodes inside If branches and Loop/Scan bodies (not in nodeCount), by op type.
+  int64_t subgraphNodeCount = 0;
+  std::map<std::string, int64_t> subgraphOpHistogram;
   int64_t parameterCount = 0;   // elements of all initializers (including folded Constant nodes)
   uint64_t parameterBytes = 0;
   std::vector<std::string> unsupported;  // "Op (nodes 'a', 'b')"

@@ -345,6 +345,8 @@ QuantPlan planQuantization(const Graph& g, QuantMode mode) {
     NodeQuantState& st = plan.nodes[(size_t)n];
     if (!isDefaultDomain(node)) {
       st.reason = "op type " + node.domain + "::" + op + " has no INT8 implementation in TensorRT's rules";
+    } else if (op == "LSTM" || op == "GRU" || op == "RNN") {
+      st.reason = op + ": recurrent, kept in float (TensorRT's explicit quantization has no INT8 recurrent layers)";
     } else if (node.implicitInputs > 0 || op == "If" || op == "Loop" || op == "Scan") {
       st.reason = op + ": control flow; the nodes of its subgraphs run in float (" + std::string(kInsideSubgraph) + ")";
     } else if (op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul") {

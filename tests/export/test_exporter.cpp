@@ -217,7 +217,9 @@ void expectFidelity(const std::string& file, CalibMethod method, const QuantConf
                 shortName(file), quantModeName(mode).c_str(), calibMethodName(method).c_str(), tag.c_str(), r->outputs[i].name.c_str(),
                 predicted, exact[i], exact[i] - predicted, all[i], all[i] - predicted);
     EXPECT_NEAR(exact[i], predicted, 0.5) << file << " " << tag << " output " << r->outputs[i].name;
-    if (checkAll) EXPECT_NEAR(all[i], predicted, 0.5) << file << " " << tag << " output " << r->outputs[i].name;
+    if (checkAll) {
+      EXPECT_NEAR(all[i], predicted, 0.5) << file << " " << tag << " output " << r->outputs[i].name;
+    }
   }
   fs::remove(qPath);
 }

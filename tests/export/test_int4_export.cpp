@@ -177,9 +177,11 @@ TEST_P(Int4Model, ExportRunsInOrtWithThePredictedSnrAndFewBytes) {
       if (n.op_type() != "DequantizeLinear")
         continue;
       ++dq;
-      for (const auto &a : n.attribute())
-        if (a.name() == "block_size")
+      for (const auto &a : n.attribute()) {
+        if (a.name() == "block_size") {
           EXPECT_EQ(a.i(), block);
+        }
+      }
     }
     EXPECT_EQ(dq, (int)r.layers.size());
     int int4 = 0;

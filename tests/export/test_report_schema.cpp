@@ -91,6 +91,9 @@ TEST(ReportSchemaCheck, RejectsReportsThatDoNotFollowTheSchema) {
        {{{"node", "conv"}, {"op_type", "Conv"}, {"quantizable", true}, {"quantized", true}, {"reason", ""},
          {"graphwise", {{"snr_db", "inf"}, {"cosine", 1.0}, {"mse", 0.0}, {"max_abs", 0.0}}}, {"layerwise", nullptr},
          {"weight_snr_db", 40.0}, {"activation_snr_db", nullptr}, {"sensitivity_snr_db", nullptr}}}},
+      {"subgraph_nodes",
+       {{{"node", "add"}, {"op_type", "Add"}, {"scope", "loop/body"}, {"quantized", false},
+         {"reason", "inside a subgraph, kept in float"}}}},
       {"tensors", Json::array()},
       {"warnings", Json::array()}};
   std::ofstream(dir + "/good.json") << good.dump();
@@ -115,6 +118,9 @@ TEST(ReportSchemaCheck, RejectsReportsThatDoNotFollowTheSchema) {
   j = good;
   j["layers"][0]["quantized"] = false;
   bad.emplace_back("not quantized without a reason", j);
+  j = good;
+  j["subgraph_nodes"][0]["quantized"] = true;
+  bad.emplace_back("a subgraph node quantized", j);
   for (size_t i = 0; i < bad.size(); ++i) {
     const std::string f = dir + "/bad" + std::to_string(i) + ".json";
     std::ofstream(f) << bad[i].second.dump();

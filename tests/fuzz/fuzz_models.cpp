@@ -121,6 +121,24 @@ std::vector<std::pair<std::string, std::string>> seedModels() {
     OnnxBuilder::attrFloat(cl, "max", 6.f);
     out.emplace_back("ir3_opset9.onnx", b.bytes());
   }
+  {
+    // A bidirectional LSTM with sequence_lens and initial states (the recurrent kernels' checks).
+    OnnxBuilder b(14);
+    b.input("x", {5, 2, 3}).input("lens", {2}, onnx::TensorProto::INT32).output("y", {5, 2, 2, 4});
+    std::vector<float> w(2 * 16 * 3), r(2 * 16 * 4), bias(2 * 32);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = 0.05f * (float)(i % 7) - 0.15f;
+    for (size_t i = 0; i < r.size(); ++i) r[i] = 0.04f * (float)(i % 5) - 0.1f;
+    b.initializer("W", {2, 16, 3}, w);
+    b.initializer("R", {2, 16, 4}, r);
+    b.initializer("B", {2, 32}, bias);
+    auto& n = b.node("LSTM", {"x", "W", "R", "B", "lens"}, {"y"}, "lstm");
+    OnnxBuilder::attrInt(n, "hidden_size", 4);
+    auto* dir = n.add_attribute();
+    dir->set_name("direction");
+    dir->set_type(onnx::AttributeProto::STRING);
+    dir->set_s("bidirectional");
+    out.emplace_back("lstm_bidirectional.onnx", b.bytes());
+  }
   // Control flow: subgraphs reading outer scopes, an If nested in a Loop body, a Scan.
   out.emplace_back("if_outer_scope.onnx", test::ifModel().bytes());
   out.emplace_back("loop_nested_if.onnx", test::loopModel().bytes());
