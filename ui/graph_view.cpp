@@ -12,6 +12,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <tuple>
 
 #include "core/exec/model_info.h"
 
@@ -27,6 +28,10 @@ const QColor kIoBorder(0x7d, 0x87, 0x91);
 const QColor kIoText(0x24, 0x29, 0x2f);
 const QColor kQuantPoint(0x5b, 0x3f, 0xa8);
 const QColor kHighlight(0xd0, 0x1c, 0x8b);
+const QColor kFrameBorder(0x9a, 0xa4, 0xb0);
+const QColor kFrameFill(0xf3, 0xf5, 0xf8);
+const QColor kFrameText(0x3d, 0x45, 0x4e);
+const QColor kMarker(0x30, 0x36, 0x3d);
 constexpr double kMinZoom = 1e-4;
 constexpr double kMaxZoom = 6.0;
 constexpr double kArrowLength = 7.0;
@@ -78,6 +83,9 @@ LayoutOptions GraphView::layoutOptions() const {
 
 void GraphView::setGraphLayout(std::shared_ptr<const GraphLayout> layout) {
   m_layout = std::move(layout);
+  m_baseLayout = m_layout;
+  m_expanded.clear();
+  m_skeletons.clear();
   m_selected = m_hover = -1;
   m_result.reset();
   m_highlightNodes.clear();
@@ -104,13 +112,13 @@ void GraphView::prepareLabels() {
   m_names.clear();
   m_elidedNames.clear();
   if (!m_layout) return;
-  const Graph& g = m_layout->model->graph;
   const size_t n = m_layout->items.size();
   m_titles.resize(n);
   m_names.resize(n);
   m_elidedNames.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const LayoutItem& it = m_layout->items[i];
+    const Graph& g = m_layout->graphOf((int32_t)i);
     if (it.kind == LayoutItem::Kind::Node) {
       const Node& node = g.nodes[(size_t)it.id];
       m_titles[i] = QString::fromStdString(node.opType);
@@ -179,6 +187,10 @@ void GraphView::recolour() {
       m_fill[i] = kIoFill;
       continue;
     }
+    if (it.frame >= 0) {  // inside a subgraph: runs in float, no SNR of its own
+      m_fill[i] = bySnr ? SnrScale::noValue() : opCategoryColor(it.category);
+      continue;
+    }
     if (!bySnr) {
       m_fill[i] = opCategoryColor(it.category);
     } else {
@@ -202,7 +214,7 @@ void GraphView::recolour() {
     for (size_t e = 0; e < m_layout->edges.size(); ++e) {
       const LayoutEdge& edge = m_layout->edges[e];
       const LayoutItem& to = m_layout->items[(size_t)edge.to];
-      if (to.kind == LayoutItem::Kind::Node)
+      if (to.kind == LayoutItem::Kind::Node && to.frame < 0)
         m_quantEdge[e] = std::binary_search(points.begin(), points.end(), std::make_pair((NodeId)to.id, edge.value));
     }
   }
@@ -230,9 +242,9 @@ std::vector<int32_t> GraphView::findItems(const QString& text) const {
     std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return (char)std::tolower(c); });
     return r;
   };
-  const Graph& g = m_layout->model->graph;
   for (int32_t i = 0; i < (int32_t)m_layout->items.size(); ++i) {
     const LayoutItem& it = m_layout->items[(size_t)i];
+    const Graph& g = m_layout->graphOf(i);
     std::vector<const std::string*> names;
     if (it.kind == LayoutItem::Kind::Node) {
       const Node& node = g.nodes[(size_t)it.id];
@@ -328,6 +340,11 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
     return m_selected >= 0 && (e.from == m_selected || e.to == m_selected);
   };
 
+  // Expanded control-flow nodes first: their frames lie under the edges and boxes inside them.
+  if (!L.frames.empty())
+    for (int32_t ii : items)
+      if (L.items[(size_t)ii].expanded) paintExpanded(p, ii, detailed);
+
   // Edges.
   if (curved) {
     p.setRenderHint(QPainter::Antialiasing, true);
@@ -336,6 +353,7 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
     for (int32_t ei : edges) {
       const LayoutEdge& e = L.edges[(size_t)ei];
       if (touchesSelection(e)) continue;
+      pen.setStyle(e.outerScope ? Qt::DashLine : Qt::SolidLine);
       p.setPen(pen);
       p.setBrush(Qt::NoBrush);
       p.drawPath(edgePath(e.points));
@@ -369,7 +387,7 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
     for (int32_t ei : edges) {
       const LayoutEdge& e = L.edges[(size_t)ei];
       if (!touchesSelection(e)) continue;
-      p.setPen(QPen(kAccent, curved ? 2.0 : 0));
+      p.setPen(QPen(kAccent, curved ? 2.0 : 0, e.outerScope ? Qt::DashLine : Qt::SolidLine));
       p.setBrush(Qt::NoBrush);
       p.drawPath(edgePath(e.points));
       if (curved) drawArrowHead(p, e.points.back(), kAccent);
@@ -399,6 +417,7 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
     std::vector<uint8_t> taken(subPixel ? (size_t)devW * (size_t)devH : 0, 0);
     for (int32_t ii : items) {
       const LayoutItem& it = L.items[(size_t)ii];
+      if (it.expanded) continue;
       const QRgb slot = it.kind == LayoutItem::Kind::Node ? m_fill[(size_t)ii].rgb() : kIoBorder.rgb();
       if (subPixel) {
         // Draw in device pixels, once per pixel: a 50,000-node overview stays a few milliseconds.
@@ -429,6 +448,7 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
     const bool showNames = zoom >= kTextZoom * 1.5;
     for (int32_t ii : items) {
       const LayoutItem& it = L.items[(size_t)ii];
+      if (it.expanded) continue;
       const QRectF& r = it.rect;
       const bool hover = ii == m_hover;
       if (it.kind == LayoutItem::Kind::Node) {
@@ -465,8 +485,11 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
         } else {
           p.drawText(r, Qt::AlignCenter, m_titles[(size_t)ii]);
         }
+        if (it.subgraphNodes > 0) paintMarker(p, ii);
       } else {
-        p.setPen(QPen(hover ? kIoBorder.darker(130) : kIoBorder, 1.0));
+        // A value read from an outer scope: a dashed pill.
+        const Qt::PenStyle style = it.kind == LayoutItem::Kind::OuterRef ? Qt::DashLine : Qt::SolidLine;
+        p.setPen(QPen(hover ? kIoBorder.darker(130) : kIoBorder, 1.0, style));
         p.setBrush(hover ? kIoFill.darker(104) : kIoFill);
         p.drawRoundedRect(r, r.height() / 2, r.height() / 2);
         p.setPen(kIoText);
@@ -490,6 +513,117 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
     if (detailed) p.drawRoundedRect(r, radius, radius);
     else p.drawRect(r.adjusted(-3 / zoom, -3 / zoom, 3 / zoom, 3 / zoom));
   }
+}
+
+static double frameHeaderHeight() {
+  static const double h = LayoutOptions().frameHeader;
+  return h;
+}
+
+bool GraphView::isExpandable(int item) const {
+  return m_layout && item >= 0 && (size_t)item < m_layout->items.size() &&
+         m_layout->items[(size_t)item].kind == LayoutItem::Kind::Node && m_layout->items[(size_t)item].subgraphNodes > 0;
+}
+
+bool GraphView::isExpanded(int item) const { return isExpandable(item) && m_layout->items[(size_t)item].expanded; }
+
+void GraphView::setExpanded(int item, bool expanded) {
+  if (!isExpandable(item) || isExpanded(item) == expanded || !m_baseLayout) return;
+  // Items are matched across layouts by (graph, kind, id): each subgraph appears once in a model.
+  using Key = std::tuple<const Graph*, LayoutItem::Kind, int32_t>;
+  auto keyOf = [](const GraphLayout& L, int i) -> Key {
+    return {&L.graphOf(i), L.items[(size_t)i].kind, L.items[(size_t)i].id};
+  };
+  const Key anchor = keyOf(*m_layout, item);
+  const QPointF anchorOnScreen = mapFromScene(m_layout->items[(size_t)item].rect.topLeft());
+  const bool hadSelection = m_selected >= 0;
+  const Key selected = hadSelection ? keyOf(*m_layout, m_selected) : Key{};
+  const Node* node = m_layout->nodeOf(item);
+  // A collapsed node keeps the expansions inside it, so that expanding it again shows them again.
+  if (expanded) m_expanded.insert(node);
+  else m_expanded.erase(node);
+  auto next = expandGraphLayout(m_baseLayout, m_expanded, layoutOptions(), &m_skeletons);
+  if (!next) {
+    if (expanded) m_expanded.erase(node);
+    else m_expanded.insert(node);
+    return;
+  }
+  m_layout = std::move(next.value());
+  int newAnchor = -1;
+  m_selected = m_hover = -1;
+  for (int i = 0; i < (int)m_layout->items.size(); ++i) {
+    const Key k = keyOf(*m_layout, i);
+    if (k == anchor) newAnchor = i;
+    if (hadSelection && k == selected) m_selected = i;
+  }
+  prepareLabels();
+  recolour();
+  if (newAnchor >= 0) m_origin = m_layout->items[(size_t)newAnchor].rect.topLeft() - anchorOnScreen / m_scale;
+  update();
+  emit graphLayoutChanged();
+}
+
+void GraphView::paintExpanded(QPainter& p, int ii, bool detailed) const {
+  const GraphLayout& L = *m_layout;
+  const LayoutItem& it = L.items[(size_t)ii];
+  const QRectF& r = it.rect;
+  const QColor fill = m_fill[(size_t)ii];
+  const double header = frameHeaderHeight();
+  p.setRenderHint(QPainter::Antialiasing, true);
+  p.setPen(Qt::NoPen);
+  p.setBrush(Qt::white);
+  p.drawRoundedRect(r, 7, 7);
+  // The title strip in the node's colour, square at the bottom.
+  const QRectF head(r.left(), r.top(), r.width(), header);
+  p.setBrush(fill);
+  p.drawRoundedRect(head, 7, 7);
+  p.drawRect(head.adjusted(0, header / 2, 0, 0));
+  p.setBrush(Qt::NoBrush);
+  p.setPen(QPen(fill.darker(135), ii == m_hover ? 2.2 : 1.4));
+  p.drawRoundedRect(r, 7, 7);
+  if (detailed) {
+    const QColor text = textColorOn(fill);
+    p.setPen(text);
+    p.setFont(m_opFont);
+    const QRectF titleRect = head.adjusted(10, 0, -60, 0);
+    p.drawText(titleRect, Qt::AlignLeft | Qt::AlignVCenter, m_titles[(size_t)ii]);
+    const double opWidth = QFontMetricsF(m_opFont).horizontalAdvance(m_titles[(size_t)ii]);
+    p.setFont(m_nameFont);
+    p.drawText(titleRect.adjusted(opWidth + 10, 0, 0, 0), Qt::AlignLeft | Qt::AlignVCenter,
+               QFontMetricsF(m_nameFont).elidedText(m_names[(size_t)ii], Qt::ElideMiddle, titleRect.width() - opWidth - 10));
+    p.drawText(head.adjusted(0, 0, -10, 0), Qt::AlignRight | Qt::AlignVCenter, QStringLiteral("− collapse"));
+  }
+  for (const SubgraphFrame& f : L.frames) {
+    if (f.owner != ii) continue;
+    p.setPen(QPen(kFrameBorder, 1.0));
+    p.setBrush(kFrameFill);
+    p.drawRoundedRect(f.rect, 4, 4);
+    if (!detailed) continue;
+    p.setPen(kFrameText);
+    QFont label = m_nameFont;
+    label.setBold(true);
+    p.setFont(label);
+    const QString text = QStringLiteral("%1 · %2 nodes · float")
+                             .arg(QString::fromStdString(f.attribute))
+                             .arg(f.graph->nodes.size());
+    p.drawText(f.rect.adjusted(8, 2, -8, 0).topLeft() + QPointF(0, 14), text);
+  }
+}
+
+void GraphView::paintMarker(QPainter& p, int ii) const {
+  const QRectF& r = m_layout->items[(size_t)ii].rect;
+  QFont f = m_nameFont;
+  f.setBold(true);
+  f.setPixelSize(10);
+  const QString text = QStringLiteral("+%1").arg(m_layout->items[(size_t)ii].subgraphNodes);
+  const double w = QFontMetricsF(f).horizontalAdvance(text) + 10, h = 15;
+  const QRectF badge(r.right() - w + 6, r.top() - h / 2, w, h);
+  p.setPen(QPen(Qt::white, 1.2));
+  p.setBrush(kMarker);
+  p.drawRoundedRect(badge, h / 2, h / 2);
+  p.setPen(Qt::white);
+  p.setFont(f);
+  p.drawText(badge, Qt::AlignCenter, text);
 }
 
 void GraphView::paintLegend(QPainter& p) const {
@@ -670,8 +804,17 @@ void GraphView::mouseReleaseEvent(QMouseEvent* event) {
 
 void GraphView::mouseDoubleClickEvent(QMouseEvent* event) {
   if (!m_layout) return;
-  const int hit = m_layout->itemAt(mapToScene(event->position()));
+  const QPointF scenePos = mapToScene(event->position());
+  const int hit = m_layout->itemAt(scenePos);
   if (hit < 0) return;
+  // A control-flow node: expand it, or collapse it from its title strip.
+  if (isExpandable(hit) &&
+      (!isExpanded(hit) || scenePos.y() < m_layout->items[(size_t)hit].rect.top() + frameHeaderHeight())) {
+    setSelectedItem(hit, false);
+    setExpanded(hit, !isExpanded(hit));
+    emit itemSelected(m_selected);
+    return;
+  }
   setScale(std::max(m_scale, 1.0));
   setSelectedItem(hit, true);
   emit itemSelected(hit);
@@ -705,11 +848,21 @@ void GraphView::contextMenuEvent(QContextMenuEvent* event) {
     setSelectedItem(hit, false);
     emit itemSelected(hit);
     const bool isNode = m_layout->items[(size_t)hit].kind == LayoutItem::Kind::Node;
+    const bool nested = m_layout->items[(size_t)hit].frame >= 0;
     const QString name = isNode ? itemName(hit) : itemTitle(hit);
+    if (isExpandable(hit)) {
+      const bool open = isExpanded(hit);
+      menu.addAction(open ? QStringLiteral("Collapse subgraphs") : QStringLiteral("Expand subgraphs"), this,
+                     [this, hit, open] { setExpanded(hit, !open); });
+      menu.addSeparator();
+    }
     menu.addAction(QStringLiteral("Copy name"), this, [name] { QApplication::clipboard()->setText(name); });
     QAction* show = menu.addAction(QStringLiteral("Show in table"), this, [this, hit] { emit showInTableRequested(hit); });
-    show->setEnabled(isNode);
-    if (isNode && m_result) {
+    show->setEnabled(isNode && !nested);
+    if (isNode && nested) {
+      menu.addSeparator();
+      menu.addAction(QStringLiteral("Inside a subgraph: kept in float"))->setEnabled(false);
+    } else if (isNode && m_result) {
       const NodeId node = m_layout->items[(size_t)hit].id;
       const NodeQuantState& st = m_result->plan.nodes[(size_t)node];
       const QString op = itemTitle(hit);
