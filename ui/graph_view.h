@@ -121,6 +121,7 @@ class GraphView : public QWidget {
   void paintEmpty(QPainter& p) const;
   void paintExpanded(QPainter& p, int item, bool detailed) const;
   void paintMarker(QPainter& p, int item) const;
+  static double frameHeaderHeight();  // an expanded node's title strip (graph_view_control_flow.cpp)
 
   std::shared_ptr<const GraphLayout> m_layout;
   std::shared_ptr<const GraphLayout> m_baseLayout;  // as loaded, nothing expanded
