@@ -161,30 +161,84 @@ int32_t GraphLayout::itemAt(const QPointF& p) const {
   return -1;
 }
 
-Result<std::shared_ptr<const GraphLayout>> computeGraphLayout(std::shared_ptr<const Model> modelPtr,
-                                                              const LayoutOptions& opt,
-                                                              const LayoutProgress& progress,
-                                                              const std::atomic<bool>* cancel) {
-  auto report = [&](int p) {
-    if (progress) progress(p);
-  };
-  if (!modelPtr) return invalidArgument("layout: no model");
-  auto layout = std::make_shared<GraphLayout>();
-  layout->model = modelPtr;
-  const Graph& g = modelPtr->graph;
+const Graph& GraphLayout::graphOf(int32_t item) const {
+  const int32_t f = items[(size_t)item].frame;
+  return f < 0 ? model->graph : *frames[(size_t)f].graph;
+}
 
+const Node* GraphLayout::nodeOf(int32_t item) const {
+  if (item < 0 || (size_t)item >= items.size() || items[(size_t)item].kind != LayoutItem::Kind::Node) return nullptr;
+  return &graphOf(item).nodes[(size_t)items[(size_t)item].id];
+}
+
+std::string GraphLayout::scopeOf(int32_t item) const {
+  const int32_t f = items[(size_t)item].frame;
+  return f < 0 ? std::string() : frames[(size_t)f].scope;
+}
+
+std::vector<std::pair<std::string, const Graph*>> subgraphsOf(const Node& node) {
+  std::vector<std::pair<std::string, const Graph*>> out;
+  for (const auto& [key, a] : node.attributes) {
+    if (a.g) out.emplace_back(key, a.g.get());
+    for (size_t k = 0; k < a.graphs.size(); ++k)
+      if (a.graphs[k]) out.emplace_back(key + "[" + std::to_string(k) + "]", a.graphs[k].get());
+  }
+  return out;
+}
+
+int32_t subgraphNodeCount(const Node& node) {
+  int32_t count = 0;
+  for (const auto& [key, sub] : subgraphsOf(node)) {
+    count += (int32_t)sub->nodes.size();
+    for (const Node& n : sub->nodes) count += subgraphNodeCount(n);  // depth bounded by the loader
+  }
+  return count;
+}
+
+// Everything about a graph's drawing that does not depend on box sizes: items, edges, layers and
+// igraph's crossing-reduced order with the dummy vertices of long edges.
+struct LayoutSkeleton {
+  const Graph* graph = nullptr;
+  std::vector<LayoutItem> items;  // rect: the item's own size at (0, 0)
+  std::vector<LayoutEdge> edges;  // without points
+  std::vector<int32_t> itemOfNode, itemOfValue;
+  int32_t layerCount = 0;
+  std::vector<double> gridX;      // per vertex of igraph's extended graph, in grid units
+  std::vector<int32_t> vlayer;    // per extended vertex
+  std::vector<int32_t> dummyNext; // per extended vertex: the next vertex of a dummy chain
+  std::vector<int32_t> chainStart;  // per edge: its first dummy vertex, or its target
+  double unit = 120;              // grid unit in scene coordinates
+};
+
+namespace {
+
+using Report = std::function<void(int)>;
+
+// `subgraph`: values read from enclosing scopes get boxes of their own (Kind::OuterRef).
+Result<std::shared_ptr<LayoutSkeleton>> buildSkeleton(const Graph& g, bool subgraph, const LayoutOptions& opt,
+                                                      const Report& report, const std::atomic<bool>* cancel) {
+  auto sk = std::make_shared<LayoutSkeleton>();
+  sk->graph = &g;
   // --- Items: graph inputs, nodes in topological order, graph outputs.
-  std::vector<LayoutItem>& items = layout->items;
-  layout->itemOfNode.assign(g.nodes.size(), -1);
-  layout->itemOfValue.assign(g.values.size(), -1);
+  std::vector<LayoutItem>& items = sk->items;
+  sk->itemOfNode.assign(g.nodes.size(), -1);
+  sk->itemOfValue.assign(g.values.size(), -1);
   for (ValueId v : g.inputs) {
     if (g.value(v).constant) continue;  // an overridable initializer is a weight, not an input box
-    layout->itemOfValue[(size_t)v] = (int32_t)items.size();
+    sk->itemOfValue[(size_t)v] = (int32_t)items.size();
     items.push_back({LayoutItem::Kind::GraphInput, v, 0, OpCategory::Other, {}});
   }
+  if (subgraph)
+    for (ValueId v : g.outerRefs) {
+      if (g.value(v).constant || sk->itemOfValue[(size_t)v] >= 0) continue;
+      sk->itemOfValue[(size_t)v] = (int32_t)items.size();
+      items.push_back({LayoutItem::Kind::OuterRef, v, 0, OpCategory::Other, {}});
+    }
   for (NodeId n : g.topoOrder) {
-    layout->itemOfNode[(size_t)n] = (int32_t)items.size();
-    items.push_back({LayoutItem::Kind::Node, n, 0, opCategory(g.nodes[(size_t)n].opType), {}});
+    sk->itemOfNode[(size_t)n] = (int32_t)items.size();
+    LayoutItem it{LayoutItem::Kind::Node, n, 0, opCategory(g.nodes[(size_t)n].opType), {}};
+    it.subgraphNodes = subgraphNodeCount(g.nodes[(size_t)n]);
+    items.push_back(it);
   }
   std::vector<int32_t> outputItemOfValue(g.values.size(), -1);
   for (ValueId v : g.outputs) {
@@ -193,20 +247,20 @@ Result<std::shared_ptr<const GraphLayout>> computeGraphLayout(std::shared_ptr<co
     items.push_back({LayoutItem::Kind::GraphOutput, v, 0, OpCategory::Other, {}});
   }
   for (ValueId v : g.outputs)
-    if (layout->itemOfValue[(size_t)v] < 0) layout->itemOfValue[(size_t)v] = outputItemOfValue[(size_t)v];
+    if (sk->itemOfValue[(size_t)v] < 0) sk->itemOfValue[(size_t)v] = outputItemOfValue[(size_t)v];
   const size_t itemCount = items.size();
 
   // --- Edges: one per (tensor, consumer); weights are not drawn.
-  std::vector<LayoutEdge>& edges = layout->edges;
+  std::vector<LayoutEdge>& edges = sk->edges;
   auto sourceItem = [&](ValueId v) -> int32_t {
     const Value& val = g.value(v);
-    if (val.producer >= 0) return layout->itemOfNode[(size_t)val.producer];
-    if (val.isGraphInput && !val.constant) return layout->itemOfValue[(size_t)v];
+    if (val.producer >= 0) return sk->itemOfNode[(size_t)val.producer];
+    if ((val.isGraphInput || val.isOuterRef) && !val.constant) return sk->itemOfValue[(size_t)v];
     return -1;
   };
   for (NodeId n : g.topoOrder) {
     const Node& node = g.nodes[(size_t)n];
-    const int32_t to = layout->itemOfNode[(size_t)n];
+    const int32_t to = sk->itemOfNode[(size_t)n];
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const ValueId v = node.inputs[k];
       if (v == kNoValue) continue;
@@ -214,7 +268,9 @@ Result<std::shared_ptr<const GraphLayout>> computeGraphLayout(std::shared_ptr<co
       for (size_t j = 0; j < k; ++j) repeated |= node.inputs[j] == v;
       const int32_t from = sourceItem(v);
       if (from < 0 || repeated) continue;
-      edges.push_back({from, to, v, {}});
+      LayoutEdge e{from, to, v, {}};
+      e.outerScope = k >= node.explicitInputCount() || items[(size_t)from].kind == LayoutItem::Kind::OuterRef;
+      edges.push_back(std::move(e));
     }
   }
   for (ValueId v : g.outputs) {
@@ -255,7 +311,7 @@ Result<std::shared_ptr<const GraphLayout>> computeGraphLayout(std::shared_ptr<co
     items[i].layer = layer[i];
     layerCount = std::max(layerCount, layer[i] + 1);
   }
-  layout->layerCount = layerCount;
+  sk->layerCount = layerCount;
 
   // --- Box sizes from the fonts.
   {
@@ -320,24 +376,62 @@ Result<std::shared_ptr<const GraphLayout>> computeGraphLayout(std::shared_ptr<co
   if (cancelled(cancel)) return cancelledStatus();
   report(70);
 
-  // --- Coordinates: scale igraph's unit grid, then remove overlaps within each layer in order.
   const size_t vcount = (size_t)extendedVertexCount;
-  std::vector<double> cx(vcount), width(vcount, 14.0), weight(vcount, 0.25);
-  std::vector<int32_t> vlayer(vcount);
+  sk->gridX.resize(vcount);
+  sk->vlayer.resize(vcount);
+  for (size_t v = 0; v < vcount; ++v) {
+    sk->gridX[v] = MATRIX(res.m, (igraph_integer_t)v, 0);
+    sk->vlayer[v] = v < itemCount ? layer[v] : (int32_t)std::lround(MATRIX(res.m, (igraph_integer_t)v, 1));
+  }
   std::vector<double> widths;
   for (size_t i = 0; i < itemCount; ++i) widths.push_back(items[i].rect.width());
-  double unit = 120;
   if (!widths.empty()) {
     std::nth_element(widths.begin(), widths.begin() + (ptrdiff_t)widths.size() / 2, widths.end());
-    unit = widths[widths.size() / 2] + opt.horizontalGap;
+    sk->unit = widths[widths.size() / 2] + opt.horizontalGap;
   }
+  sk->dummyNext.assign(vcount, -1);
+  for (const auto& [a, b] : extendedEdges)
+    if ((size_t)a >= itemCount) sk->dummyNext[(size_t)a] = b;
+  // Map (from item, first hop) back to the original edge; igraph keeps one chain per original edge.
+  sk->chainStart.assign(edges.size(), -1);
+  for (igraph_integer_t e = 0; e < (igraph_integer_t)extendedEdges.size(); ++e) {
+    const auto& [a, b] = extendedEdges[(size_t)e];
+    if ((size_t)a < itemCount) {
+      const igraph_integer_t orig = VECTOR(extendedToOrig.v)[e];
+      if (orig >= 0 && (size_t)orig < edges.size()) sk->chainStart[(size_t)orig] = b;
+    }
+  }
+  return sk;
+}
+
+struct Placed {
+  std::vector<LayoutItem> items;
+  std::vector<LayoutEdge> edges;
+  int64_t bends = 0;
+};
+
+// Coordinates for a skeleton, with the box sizes in `sizes` (null: the skeleton's own). A layer is
+// as tall as its tallest box (an expanded node), so that nothing overlaps the next layer.
+Placed place(const LayoutSkeleton& sk, const LayoutOptions& opt, const std::vector<QSizeF>* sizes) {
+  Placed out;
+  out.items = sk.items;
+  out.edges = sk.edges;
+  std::vector<LayoutItem>& items = out.items;
+  std::vector<LayoutEdge>& edges = out.edges;
+  const size_t itemCount = items.size();
+  if (sizes)
+    for (size_t i = 0; i < itemCount; ++i) items[i].rect = QRectF(QPointF(0, 0), (*sizes)[i]);
+  const int32_t layerCount = sk.layerCount;
+
+  // --- Coordinates: scale igraph's unit grid, then remove overlaps within each layer in order.
+  const size_t vcount = sk.gridX.size();
+  std::vector<double> cx(vcount), width(vcount, 14.0), weight(vcount, 0.25);
+  const std::vector<int32_t>& vlayer = sk.vlayer;
   for (size_t v = 0; v < vcount; ++v) {
-    cx[v] = MATRIX(res.m, (igraph_integer_t)v, 0) * unit;
-    vlayer[v] = (int32_t)std::lround(MATRIX(res.m, (igraph_integer_t)v, 1));
+    cx[v] = sk.gridX[v] * sk.unit;
     if (v < itemCount) {
       width[v] = items[v].rect.width();
       weight[v] = 1.0;
-      vlayer[v] = layer[v];
     }
   }
   std::vector<std::vector<int32_t>> byLayer((size_t)layerCount);
@@ -360,44 +454,37 @@ Result<std::shared_ptr<const GraphLayout>> computeGraphLayout(std::shared_ptr<co
     separateInOrder(xs, seps, ws);
     for (size_t k = 0; k < row.size(); ++k) cx[(size_t)row[k]] = xs[k];
   }
-  if (cancelled(cancel)) return cancelledStatus();
 
+  std::vector<double> rowHeight((size_t)layerCount, opt.nodeHeight), rowTop((size_t)layerCount + 1, 0.0);
+  for (size_t i = 0; i < itemCount; ++i)
+    rowHeight[(size_t)items[i].layer] = std::max(rowHeight[(size_t)items[i].layer], items[i].rect.height());
+  for (size_t l = 0; l < (size_t)layerCount; ++l) rowTop[l + 1] = rowTop[l] + rowHeight[l] + opt.layerGap;
   const double rowPitch = opt.nodeHeight + opt.layerGap;
-  auto rowCenterY = [&](int32_t l) { return l * rowPitch + opt.nodeHeight / 2; };
+  auto rowCenterY = [&](int32_t l) {
+    if (l < 0 || l >= layerCount) return l * rowPitch + opt.nodeHeight / 2;  // never for igraph's layers
+    return rowTop[(size_t)l] + rowHeight[(size_t)l] / 2;
+  };
   for (size_t i = 0; i < itemCount; ++i) {
     QRectF& r = items[i].rect;
-    r.moveCenter(QPointF(cx[i], rowCenterY(layer[i])));
+    r.moveCenter(QPointF(cx[i], rowCenterY(items[i].layer)));
   }
 
   // --- Edge polylines: follow each original edge through its dummy vertices.
-  std::vector<int32_t> dummyNext(vcount, -1);
-  for (const auto& [a, b] : extendedEdges)
-    if ((size_t)a >= itemCount) dummyNext[(size_t)a] = b;
-  // Map (from item, first hop) back to the original edge; igraph keeps one chain per original edge.
-  std::vector<int32_t> chainStart(edges.size(), -1);
-  for (igraph_integer_t e = 0; e < (igraph_integer_t)extendedEdges.size(); ++e) {
-    const auto& [a, b] = extendedEdges[(size_t)e];
-    if ((size_t)a < itemCount) {
-      const igraph_integer_t orig = VECTOR(extendedToOrig.v)[e];
-      if (orig >= 0 && (size_t)orig < edges.size()) chainStart[(size_t)orig] = b;
-    }
-  }
-  int64_t bends = 0;
   for (size_t e = 0; e < edges.size(); ++e) {
     LayoutEdge& edge = edges[e];
     const QRectF& fr = items[(size_t)edge.from].rect;
     edge.points.push_back(QPointF(fr.center().x(), fr.bottom()));
-    int32_t v = chainStart[e];
+    int32_t v = sk.chainStart[e];
     while (v >= 0 && (size_t)v >= itemCount) {
       edge.points.push_back(QPointF(cx[(size_t)v], rowCenterY(vlayer[(size_t)v])));
-      ++bends;
-      v = dummyNext[(size_t)v];
+      ++out.bends;
+      v = sk.dummyNext[(size_t)v];
     }
     edge.points.push_back(QPointF(items[(size_t)edge.to].rect.center().x(), items[(size_t)edge.to].rect.top()));
   }
-  layout->bendPointCount = bends;
   // Spread the arrowheads of several inputs across the top of their target box, ordered by where
-  // each edge comes from, so that they do not pile up on one point.
+  // each edge comes from, so that they do not pile up on one point. An expanded node's top is wide:
+  // the spread stays that of the widest plain box.
   std::vector<std::vector<int32_t>> incoming(itemCount);
   for (size_t e = 0; e < edges.size(); ++e) incoming[(size_t)edges[e].to].push_back((int32_t)e);
   for (size_t i = 0; i < itemCount; ++i) {
@@ -409,22 +496,185 @@ Result<std::shared_ptr<const GraphLayout>> computeGraphLayout(std::shared_ptr<co
     };
     std::stable_sort(in.begin(), in.end(), [&](int32_t a, int32_t b) { return approachX(a) < approachX(b); });
     const QRectF& r = items[i].rect;
-    const double span = r.width() * 0.6;
+    const double span = std::min(r.width(), opt.maxNodeWidth) * 0.6;
     for (size_t k = 0; k < in.size(); ++k) {
       const double x = r.center().x() - span / 2 + span * (double)(k + 1) / (double)(in.size() + 1);
       edges[(size_t)in[k]].points.back().setX(x);
     }
   }
-  report(90);
+  return out;
+}
 
+QRectF boundsOf(const std::vector<LayoutItem>& items, const std::vector<LayoutEdge>& edges) {
   QRectF bounds;
   for (const LayoutItem& it : items) bounds = bounds.united(it.rect);
   for (const LayoutEdge& e : edges)
     for (const QPointF& p : e.points) bounds = bounds.united(QRectF(p, QSizeF(1, 1)));
-  layout->bounds = bounds;
-  layout->index.build(bounds, items, edges);
+  return bounds;
+}
+
+// A graph laid out with its expanded nodes' subgraphs inside them. The skeleton's own items come
+// first (frame -1); the frames and items of subgraphs follow (frame indices local to the block).
+struct Block {
+  std::vector<LayoutItem> items;
+  std::vector<LayoutEdge> edges;
+  std::vector<SubgraphFrame> frames;
+  size_t ownItems = 0;
+  int64_t bends = 0;
+  QRectF bounds;
+};
+
+Result<Block> layoutBlock(const LayoutSkeleton& sk, const std::string& scope, const std::set<const Node*>& expanded,
+                          const LayoutOptions& opt, SkeletonCache* cache) {
+  const Graph& g = *sk.graph;
+  struct Child {
+    std::string attribute;
+    const Graph* graph;
+    Block block;
+  };
+  std::map<size_t, std::vector<Child>> children;  // by item
+  std::vector<QSizeF> sizes;
+  for (const LayoutItem& it : sk.items) sizes.push_back(it.rect.size());
+  const double pad = opt.framePadding;
+  QFont bold = opt.opFont;
+  bold.setBold(true);
+  for (size_t i = 0; i < sk.items.size(); ++i) {
+    const LayoutItem& it = sk.items[i];
+    if (it.kind != LayoutItem::Kind::Node || it.subgraphNodes == 0) continue;
+    const Node& node = g.nodes[(size_t)it.id];
+    if (!expanded.count(&node)) continue;
+    std::vector<Child>& mine = children[i];
+    double w = 0, h = 0;
+    for (const auto& [attribute, sub] : subgraphsOf(node)) {
+      std::shared_ptr<const LayoutSkeleton>& subSk = (*cache)[sub];
+      if (!subSk) {
+        auto built = buildSkeleton(*sub, true, opt, [](int) {}, nullptr);
+        if (!built) return built.status();
+        subSk = std::move(built.value());
+      }
+      const std::string subScope = (scope.empty() ? "" : scope + "/") + node.name + "/" + attribute;
+      auto block = layoutBlock(*subSk, subScope, expanded, opt, cache);
+      if (!block) return block.status();
+      Block b = std::move(block.value());
+      if (b.bounds.isEmpty()) b.bounds = QRectF(0, 0, 80, 24);
+      w += b.bounds.width() + 2 * pad + (mine.empty() ? 0 : pad);
+      h = std::max(h, opt.frameLabel + b.bounds.height() + 2 * pad);
+      mine.push_back({attribute, sub, std::move(b)});
+    }
+    const double title = QFontMetricsF(bold).horizontalAdvance(QString::fromStdString(node.opType + "  " + node.name)) + 60;
+    sizes[i] = QSizeF(std::max(w + 2 * pad, title), opt.frameHeader + h + pad);
+  }
+
+  Placed placed = place(sk, opt, children.empty() ? nullptr : &sizes);
+  Block out;
+  out.items = std::move(placed.items);
+  out.edges = std::move(placed.edges);
+  out.bends = placed.bends;
+  out.ownItems = out.items.size();
+  for (auto& [item, list] : children) {
+    out.items[item].expanded = true;
+    const QRectF container = out.items[item].rect;
+    double x = container.left() + pad;
+    const double y = container.top() + opt.frameHeader;
+    for (Child& c : list) {
+      const Block& b = c.block;
+      const QRectF frameRect(x, y, b.bounds.width() + 2 * pad, opt.frameLabel + b.bounds.height() + 2 * pad);
+      const QPointF shift = QPointF(x + pad, y + opt.frameLabel + pad) - b.bounds.topLeft();
+      const int32_t itemBase = (int32_t)out.items.size();
+      const int32_t frameIndex = (int32_t)out.frames.size();
+      SubgraphFrame f;
+      f.graph = c.graph;
+      f.owner = (int32_t)item;
+      f.attribute = c.attribute;
+      f.scope = (scope.empty() ? "" : scope + "/") + g.nodes[(size_t)out.items[item].id].name + "/" + c.attribute;
+      f.rect = frameRect;
+      f.firstItem = itemBase;
+      f.endItem = itemBase + (int32_t)b.ownItems;
+      out.frames.push_back(std::move(f));
+      const int32_t frameBase = (int32_t)out.frames.size();
+      for (LayoutItem it : b.items) {
+        it.rect.translate(shift);
+        it.frame = it.frame < 0 ? frameIndex : it.frame + frameBase;
+        out.items.push_back(it);
+      }
+      for (LayoutEdge e : b.edges) {
+        e.from += itemBase;
+        e.to += itemBase;
+        for (QPointF& p : e.points) p += shift;
+        out.edges.push_back(std::move(e));
+      }
+      for (SubgraphFrame sf : b.frames) {
+        sf.owner += itemBase;
+        sf.firstItem += itemBase;
+        sf.endItem += itemBase;
+        sf.rect.translate(shift);
+        out.frames.push_back(std::move(sf));
+      }
+      out.bends += b.bends;
+      x += frameRect.width() + pad;
+    }
+  }
+  out.bounds = boundsOf(out.items, out.edges);
+  return out;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const GraphLayout>> computeGraphLayout(std::shared_ptr<const Model> modelPtr,
+                                                              const LayoutOptions& opt,
+                                                              const LayoutProgress& progress,
+                                                              const std::atomic<bool>* cancel) {
+  auto report = [&](int p) {
+    if (progress) progress(p);
+  };
+  if (!modelPtr) return invalidArgument("layout: no model");
+  auto skeleton = buildSkeleton(modelPtr->graph, false, opt, report, cancel);
+  if (!skeleton) return skeleton.status();
+  if (cancelled(cancel)) return cancelledStatus();
+  const LayoutSkeleton& sk = *skeleton.value();
+  Placed placed = place(sk, opt, nullptr);
+  if (cancelled(cancel)) return cancelledStatus();
+  report(90);
+
+  auto layout = std::make_shared<GraphLayout>();
+  layout->model = modelPtr;
+  layout->items = std::move(placed.items);
+  layout->edges = std::move(placed.edges);
+  layout->mainItemCount = layout->items.size();
+  layout->itemOfNode = sk.itemOfNode;
+  layout->itemOfValue = sk.itemOfValue;
+  layout->layerCount = sk.layerCount;
+  layout->bendPointCount = placed.bends;
+  layout->bounds = boundsOf(layout->items, layout->edges);
+  layout->index.build(layout->bounds, layout->items, layout->edges);
+  layout->skeleton = std::move(skeleton.value());
   if (cancelled(cancel)) return cancelledStatus();
   report(100);
+  return std::shared_ptr<const GraphLayout>(std::move(layout));
+}
+
+Result<std::shared_ptr<const GraphLayout>> expandGraphLayout(const std::shared_ptr<const GraphLayout>& base,
+                                                             const std::set<const Node*>& expanded,
+                                                             const LayoutOptions& opt, SkeletonCache* cache) {
+  if (!base || !base->skeleton) return invalidArgument("layout: no base layout to expand");
+  if (expanded.empty()) return base;
+  SkeletonCache local;
+  auto block = layoutBlock(*base->skeleton, "", expanded, opt, cache ? cache : &local);
+  if (!block) return block.status();
+  Block& b = block.value();
+  auto layout = std::make_shared<GraphLayout>();
+  layout->model = base->model;
+  layout->skeleton = base->skeleton;
+  layout->mainItemCount = b.ownItems;
+  layout->items = std::move(b.items);
+  layout->edges = std::move(b.edges);
+  layout->frames = std::move(b.frames);
+  layout->itemOfNode = base->itemOfNode;
+  layout->itemOfValue = base->itemOfValue;
+  layout->layerCount = base->layerCount;
+  layout->bendPointCount = b.bends;
+  layout->bounds = b.bounds;
+  layout->index.build(layout->bounds, layout->items, layout->edges);
   return std::shared_ptr<const GraphLayout>(std::move(layout));
 }
 

@@ -78,6 +78,9 @@ LayoutOptions GraphView::layoutOptions() const {
 
 void GraphView::setGraphLayout(std::shared_ptr<const GraphLayout> layout) {
   m_layout = std::move(layout);
+  m_baseLayout = m_layout;
+  m_expanded.clear();
+  m_skeletons.clear();
   m_selected = m_hover = -1;
   m_result.reset();
   m_highlightNodes.clear();
@@ -104,13 +107,13 @@ void GraphView::prepareLabels() {
   m_names.clear();
   m_elidedNames.clear();
   if (!m_layout) return;
-  const Graph& g = m_layout->model->graph;
   const size_t n = m_layout->items.size();
   m_titles.resize(n);
   m_names.resize(n);
   m_elidedNames.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const LayoutItem& it = m_layout->items[i];
+    const Graph& g = m_layout->graphOf((int32_t)i);
     if (it.kind == LayoutItem::Kind::Node) {
       const Node& node = g.nodes[(size_t)it.id];
       m_titles[i] = QString::fromStdString(node.opType);
@@ -179,6 +182,10 @@ void GraphView::recolour() {
       m_fill[i] = kIoFill;
       continue;
     }
+    if (it.frame >= 0) {  // inside a subgraph: runs in float, no SNR of its own
+      m_fill[i] = bySnr ? SnrScale::noValue() : opCategoryColor(it.category);
+      continue;
+    }
     if (!bySnr) {
       m_fill[i] = opCategoryColor(it.category);
     } else {
@@ -202,7 +209,7 @@ void GraphView::recolour() {
     for (size_t e = 0; e < m_layout->edges.size(); ++e) {
       const LayoutEdge& edge = m_layout->edges[e];
       const LayoutItem& to = m_layout->items[(size_t)edge.to];
-      if (to.kind == LayoutItem::Kind::Node)
+      if (to.kind == LayoutItem::Kind::Node && to.frame < 0)
         m_quantEdge[e] = std::binary_search(points.begin(), points.end(), std::make_pair((NodeId)to.id, edge.value));
     }
   }
@@ -230,9 +237,9 @@ std::vector<int32_t> GraphView::findItems(const QString& text) const {
     std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return (char)std::tolower(c); });
     return r;
   };
-  const Graph& g = m_layout->model->graph;
   for (int32_t i = 0; i < (int32_t)m_layout->items.size(); ++i) {
     const LayoutItem& it = m_layout->items[(size_t)i];
+    const Graph& g = m_layout->graphOf(i);
     std::vector<const std::string*> names;
     if (it.kind == LayoutItem::Kind::Node) {
       const Node& node = g.nodes[(size_t)it.id];
@@ -328,6 +335,11 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
     return m_selected >= 0 && (e.from == m_selected || e.to == m_selected);
   };
 
+  // Expanded control-flow nodes first: their frames lie under the edges and boxes inside them.
+  if (!L.frames.empty())
+    for (int32_t ii : items)
+      if (L.items[(size_t)ii].expanded) paintExpanded(p, ii, detailed);
+
   // Edges.
   if (curved) {
     p.setRenderHint(QPainter::Antialiasing, true);
@@ -336,6 +348,7 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
     for (int32_t ei : edges) {
       const LayoutEdge& e = L.edges[(size_t)ei];
       if (touchesSelection(e)) continue;
+      pen.setStyle(e.outerScope ? Qt::DashLine : Qt::SolidLine);
       p.setPen(pen);
       p.setBrush(Qt::NoBrush);
       p.drawPath(edgePath(e.points));
@@ -369,7 +382,7 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
     for (int32_t ei : edges) {
       const LayoutEdge& e = L.edges[(size_t)ei];
       if (!touchesSelection(e)) continue;
-      p.setPen(QPen(kAccent, curved ? 2.0 : 0));
+      p.setPen(QPen(kAccent, curved ? 2.0 : 0, e.outerScope ? Qt::DashLine : Qt::SolidLine));
       p.setBrush(Qt::NoBrush);
       p.drawPath(edgePath(e.points));
       if (curved) drawArrowHead(p, e.points.back(), kAccent);
@@ -399,6 +412,7 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
     std::vector<uint8_t> taken(subPixel ? (size_t)devW * (size_t)devH : 0, 0);
     for (int32_t ii : items) {
       const LayoutItem& it = L.items[(size_t)ii];
+      if (it.expanded) continue;
       const QRgb slot = it.kind == LayoutItem::Kind::Node ? m_fill[(size_t)ii].rgb() : kIoBorder.rgb();
       if (subPixel) {
         // Draw in device pixels, once per pixel: a 50,000-node overview stays a few milliseconds.
@@ -429,6 +443,7 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
     const bool showNames = zoom >= kTextZoom * 1.5;
     for (int32_t ii : items) {
       const LayoutItem& it = L.items[(size_t)ii];
+      if (it.expanded) continue;
       const QRectF& r = it.rect;
       const bool hover = ii == m_hover;
       if (it.kind == LayoutItem::Kind::Node) {
@@ -465,8 +480,11 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
         } else {
           p.drawText(r, Qt::AlignCenter, m_titles[(size_t)ii]);
         }
+        if (it.subgraphNodes > 0) paintMarker(p, ii);
       } else {
-        p.setPen(QPen(hover ? kIoBorder.darker(130) : kIoBorder, 1.0));
+        // A value read from an outer scope: a dashed pill.
+        const Qt::PenStyle style = it.kind == LayoutItem::Kind::OuterRef ? Qt::DashLine : Qt::SolidLine;
+        p.setPen(QPen(hover ? kIoBorder.darker(130) : kIoBorder, 1.0, style));
         p.setBrush(hover ? kIoFill.darker(104) : kIoFill);
         p.drawRoundedRect(r, r.height() / 2, r.height() / 2);
         p.setPen(kIoText);
@@ -670,8 +688,17 @@ void GraphView::mouseReleaseEvent(QMouseEvent* event) {
 
 void GraphView::mouseDoubleClickEvent(QMouseEvent* event) {
   if (!m_layout) return;
-  const int hit = m_layout->itemAt(mapToScene(event->position()));
+  const QPointF scenePos = mapToScene(event->position());
+  const int hit = m_layout->itemAt(scenePos);
   if (hit < 0) return;
+  // A control-flow node: expand it, or collapse it from its title strip.
+  if (isExpandable(hit) &&
+      (!isExpanded(hit) || scenePos.y() < m_layout->items[(size_t)hit].rect.top() + frameHeaderHeight())) {
+    setSelectedItem(hit, false);
+    setExpanded(hit, !isExpanded(hit));
+    emit itemSelected(m_selected);
+    return;
+  }
   setScale(std::max(m_scale, 1.0));
   setSelectedItem(hit, true);
   emit itemSelected(hit);
@@ -705,11 +732,21 @@ void GraphView::contextMenuEvent(QContextMenuEvent* event) {
     setSelectedItem(hit, false);
     emit itemSelected(hit);
     const bool isNode = m_layout->items[(size_t)hit].kind == LayoutItem::Kind::Node;
+    const bool nested = m_layout->items[(size_t)hit].frame >= 0;
     const QString name = isNode ? itemName(hit) : itemTitle(hit);
+    if (isExpandable(hit)) {
+      const bool open = isExpanded(hit);
+      menu.addAction(open ? QStringLiteral("Collapse subgraphs") : QStringLiteral("Expand subgraphs"), this,
+                     [this, hit, open] { setExpanded(hit, !open); });
+      menu.addSeparator();
+    }
     menu.addAction(QStringLiteral("Copy name"), this, [name] { QApplication::clipboard()->setText(name); });
     QAction* show = menu.addAction(QStringLiteral("Show in table"), this, [this, hit] { emit showInTableRequested(hit); });
-    show->setEnabled(isNode);
-    if (isNode && m_result) {
+    show->setEnabled(isNode && !nested);
+    if (isNode && nested) {
+      menu.addSeparator();
+      menu.addAction(QStringLiteral("Inside a subgraph: kept in float"))->setEnabled(false);
+    } else if (isNode && m_result) {
       const NodeId node = m_layout->items[(size_t)hit].id;
       const NodeQuantState& st = m_result->plan.nodes[(size_t)node];
       const QString op = itemTitle(hit);

@@ -3,11 +3,16 @@
 // dragging pans, F fits the graph to the window. With an analysis, boxes are coloured by SNR (the
 // user's choice of metric, with a colour scale), excluded nodes are hatched with a dashed outline and
 // quantization points are drawn as diamonds on the input edges of quantized nodes.
+// Control-flow nodes carry a "+N" marker (N: nodes inside their subgraphs); double-clicking one, or
+// its context menu, draws its subgraphs inside it, one labelled frame per graph attribute. Edges of
+// outer-scope reads (implicit inputs) are dashed. Subgraph nodes run in float: they are never
+// coloured by SNR.
 #pragma once
 
 #include <QFont>
 #include <QWidget>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "core/analysis/results.h"
@@ -21,9 +26,18 @@ class GraphView : public QWidget {
  public:
   explicit GraphView(QWidget* parent = nullptr);
 
-  /// Shows `layout` (may be null: empty view) and frames its top.
+  /// Shows `layout` (may be null: empty view) and frames its top; everything collapsed.
   void setGraphLayout(std::shared_ptr<const GraphLayout> layout);
+  /// The layout shown now: the one set, or that one with subgraphs expanded. Items below its
+  /// mainItemCount keep their indices across expansions.
   const std::shared_ptr<const GraphLayout>& graphLayout() const { return m_layout; }
+
+  /// Whether `item` is a control-flow node (has subgraphs), and whether they are drawn inside it.
+  bool isExpandable(int item) const;
+  bool isExpanded(int item) const;
+  /// Draws (or hides) a control-flow node's subgraphs inside it. Only coordinates are recomputed;
+  /// the item stays where it is on screen and the selection follows its item.
+  void setExpanded(int item, bool expanded);
 
   /// Fonts the layout was measured with; pass the same to computeGraphLayout.
   LayoutOptions layoutOptions() const;
@@ -81,6 +95,8 @@ class GraphView : public QWidget {
   void opTypeQuantizeRequested(const QString& opType, bool on);
   /// Context menu: "Show histogram".
   void histogramRequested(qs::NodeId node);
+  /// A control-flow node was expanded or collapsed: graphLayout() is a new layout.
+  void graphLayoutChanged();
 
  protected:
   void paintEvent(QPaintEvent* event) override;
@@ -103,8 +119,14 @@ class GraphView : public QWidget {
   void paintSnrLegend(QPainter& p) const;
   void recolour();
   void paintEmpty(QPainter& p) const;
+  void paintExpanded(QPainter& p, int item, bool detailed) const;
+  void paintMarker(QPainter& p, int item) const;
+  static double frameHeaderHeight();  // an expanded node's title strip (graph_view_control_flow.cpp)
 
   std::shared_ptr<const GraphLayout> m_layout;
+  std::shared_ptr<const GraphLayout> m_baseLayout;  // as loaded, nothing expanded
+  std::set<const Node*> m_expanded;                 // control-flow nodes drawn expanded
+  SkeletonCache m_skeletons;                        // subgraph orderings, built on first expansion
   std::shared_ptr<const AnalysisResult> m_result;
   Colouring m_colouring = Colouring::GraphwiseSnr;
   SnrScale m_snrScale;

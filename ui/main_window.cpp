@@ -418,19 +418,24 @@ void MainWindow::log(const QString& line) {
 }
 
 void MainWindow::selectNode(NodeId node) {
-  if (!m_current || node < 0 || (size_t)node >= m_current->layout->itemOfNode.size()) return;
-  selectItem(m_current->layout->itemOfNode[(size_t)node]);
+  const GraphLayout* layout = m_current ? m_view->graphLayout().get() : nullptr;
+  if (!layout || node < 0 || (size_t)node >= layout->itemOfNode.size()) return;
+  selectItem(layout->itemOfNode[(size_t)node]);
 }
 
 void MainWindow::selectItem(int item, bool centerInView) {
   if (m_syncing) return;
   m_syncing = true;
-  const GraphLayout* layout = m_current ? m_current->layout.get() : nullptr;
+  // The view's layout: it has the items of expanded subgraphs (main-graph items keep their indices).
+  const GraphLayout* layout = m_current ? m_view->graphLayout().get() : nullptr;
   if (!layout || item >= (int)layout->items.size()) item = -1;
+  // Nodes inside subgraphs have no table row, no analysis and no plots.
+  const bool mainNode = item >= 0 && layout->items[(size_t)item].kind == LayoutItem::Kind::Node &&
+                        layout->items[(size_t)item].frame < 0;
   if (m_view->selectedItem() != item || centerInView) m_view->setSelectedItem(item, centerInView);
   // The table row of a node; boxes of graph inputs and outputs have none.
   QModelIndex proxyIndex;
-  if (item >= 0 && layout->items[(size_t)item].kind == LayoutItem::Kind::Node) {
+  if (mainNode) {
     const int row = m_tableModel->rowOfNode(layout->items[(size_t)item].id);
     proxyIndex = m_proxy->mapFromSource(m_tableModel->index(row, NodeTableModel::NameColumn));
   }
@@ -442,7 +447,7 @@ void MainWindow::selectItem(int item, bool centerInView) {
     m_table->selectionModel()->setCurrentIndex(QModelIndex(), QItemSelectionModel::NoUpdate);
   }
   showInspectorFor(item);
-  m_plots->setSelectedNode(item >= 0 && layout->items[(size_t)item].kind == LayoutItem::Kind::Node ? layout->items[(size_t)item].id : -1);
+  m_plots->setSelectedNode(mainNode ? layout->items[(size_t)item].id : -1);
   m_syncing = false;
 }
 
@@ -450,7 +455,7 @@ void MainWindow::onTableCurrentChanged(const QModelIndex& current) {
   if (m_syncing || !current.isValid() || !m_current) return;
   const NodeId node = current.data(NodeTableModel::NodeIdRole).toInt();
   m_syncing = true;
-  const int item = m_current->layout->itemOfNode[(size_t)node];
+  const int item = m_view->graphLayout()->itemOfNode[(size_t)node];
   m_view->setSelectedItem(item, true);
   showInspectorFor(item);
   m_plots->setSelectedNode(node);
@@ -473,8 +478,19 @@ void MainWindow::showInspectorFor(int item) {
     m_inspectorModel->setEntries(entries);
     m_inspectorDock->setWindowTitle(QStringLiteral("Inspector — model"));
   } else {
-    const LayoutItem& it = m_current->layout->items[(size_t)item];
-    if (it.kind == LayoutItem::Kind::Node) {
+    const GraphLayout& layout = *m_view->graphLayout();
+    const LayoutItem& it = layout.items[(size_t)item];
+    if (it.frame >= 0) {
+      const Graph& sub = layout.graphOf(item);
+      if (it.kind == LayoutItem::Kind::Node)
+        m_inspectorModel->setEntries(subgraphNodeProperties(sub, it.id, layout.scopeOf(item)));
+      else
+        m_inspectorModel->setEntries(subgraphValueProperties(sub, it.id, layout.scopeOf(item)));
+      m_inspectorDock->setWindowTitle(
+          QStringLiteral("Inspector — %1 (subgraph)")
+              .arg(it.kind == LayoutItem::Kind::Node ? QString::fromStdString(sub.nodes[(size_t)it.id].opType)
+                                                     : QStringLiteral("tensor")));
+    } else if (it.kind == LayoutItem::Kind::Node) {
       std::vector<PropertyEntry> entries = nodeProperties(model, it.id);
       if (result) {
         // Quantization first after the node's identity: it is what one looks at with results.
@@ -499,8 +515,10 @@ void MainWindow::showInspectorFor(int item) {
 
 void MainWindow::showInTable(int item) {
   if (!m_current || item < 0) return;
-  const LayoutItem& it = m_current->layout->items[(size_t)item];
-  if (it.kind != LayoutItem::Kind::Node) return;
+  const GraphLayout& layout = *m_view->graphLayout();
+  if ((size_t)item >= layout.items.size()) return;
+  const LayoutItem& it = layout.items[(size_t)item];
+  if (it.kind != LayoutItem::Kind::Node || it.frame >= 0) return;
   m_tableDock->show();
   m_tableDock->raise();
   const QModelIndex src = m_tableModel->index(m_tableModel->rowOfNode(it.id), NodeTableModel::NameColumn);

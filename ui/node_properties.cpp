@@ -4,6 +4,9 @@
 #include <QLocale>
 #include <algorithm>
 #include <cmath>
+#include <map>
+
+#include "ui/graph_layout.h"
 
 namespace qs::ui {
 
@@ -119,15 +122,50 @@ QString valueTypeString(const Value& v) {
   return type + QStringLiteral(" ") + qstr(dimsToString(v.shape));
 }
 
-std::vector<PropertyEntry> nodeProperties(const Model& model, NodeId id) {
-  const Graph& g = model.graph;
+namespace {
+
+const QString kFloatNote = QStringLiteral("inside a subgraph, kept in float");
+
+// "Subgraphs": what a control-flow node holds. Empty children when it holds none.
+PropertyEntry subgraphSection(const Node& node) {
+  PropertyEntry section{QStringLiteral("Subgraphs"), QString(), {}, true};
+  const auto subs = subgraphsOf(node);
+  for (const auto& [attribute, sub] : subs) {
+    PropertyEntry e{qstr(attribute), QStringLiteral("%1 nodes").arg(sub->nodes.size()), {}};
+    std::map<std::string, int> ops;
+    for (const Node& n : sub->nodes) ++ops[n.opType];
+    PropertyEntry opRows{QStringLiteral("Op types"), QString::number(ops.size()), {}};
+    for (const auto& [op, count] : ops) opRows.children.push_back({qstr(op), QString::number(count), {}});
+    e.children.push_back(std::move(opRows));
+    QStringList reads;
+    for (ValueId v : sub->outerRefs) reads << qstr(sub->value(v).name);
+    PropertyEntry outer{QStringLiteral("Reads from outer scope"), reads.isEmpty() ? QStringLiteral("none") : QString::number(reads.size()), {}};
+    for (const QString& r : reads) outer.children.push_back({r, QString(), {}});
+    e.children.push_back(std::move(outer));
+    if (const int nested = subgraphNodeCount(node) - (int)sub->nodes.size(); nested > 0 && subs.size() == 1)
+      e.children.push_back({QStringLiteral("Nested subgraph nodes"), QString::number(nested), {}});
+    section.children.push_back(std::move(e));
+  }
+  section.value = QStringLiteral("%1 · %2 nodes, run in float").arg(subs.size()).arg(subgraphNodeCount(node));
+  section.children.push_back({QStringLiteral("Quantization"),
+                              QStringLiteral("the nodes of its subgraphs run in float (not quantized)"), {}});
+  return section;
+}
+
+// Identity, attributes, inputs, outputs and weights of a node of `g`; `scope` non-empty in subgraphs.
+std::vector<PropertyEntry> nodeRows(const Graph& g, NodeId id, const std::string& scope) {
   const Node& node = g.nodes[(size_t)id];
   std::vector<PropertyEntry> out;
   PropertyEntry head{QStringLiteral("Node"), qstr(node.name), {}, true};
   head.children.push_back({QStringLiteral("Name"), qstr(node.name), {}});
   head.children.push_back({QStringLiteral("Op type"), qstr(node.opType), {}});
   head.children.push_back({QStringLiteral("Domain"), node.domain.empty() ? QStringLiteral("ai.onnx") : qstr(node.domain), {}});
+  if (!scope.empty()) {
+    head.children.push_back({QStringLiteral("Scope"), qstr(scope), {}});
+    head.children.push_back({QStringLiteral("Quantization"), kFloatNote, {}});
+  }
   out.push_back(std::move(head));
+  if (!subgraphsOf(node).empty()) out.push_back(subgraphSection(node));
 
   PropertyEntry attrs{QStringLiteral("Attributes"), QString::number(node.attributes.size()), {}, true};
   for (const auto& [key, a] : node.attributes) attrs.children.push_back({qstr(key), attributeValue(a), {}});
@@ -149,8 +187,11 @@ std::vector<PropertyEntry> nodeProperties(const Model& model, NodeId id) {
     } else if (val.producer >= 0) {
       e.children.push_back({QStringLiteral("From"), nodeRef(g, val.producer), {}});
     } else if (val.isGraphInput) {
-      e.children.push_back({QStringLiteral("From"), QStringLiteral("graph input"), {}});
+      e.children.push_back({QStringLiteral("From"), scope.empty() ? QStringLiteral("graph input") : QStringLiteral("subgraph input"), {}});
+    } else if (val.isOuterRef) {
+      e.children.push_back({QStringLiteral("From"), QStringLiteral("outer scope"), {}});
     }
+    if (k >= node.explicitInputCount()) e.value += QStringLiteral("  (implicit: read by a subgraph)");
     inputs.children.push_back(std::move(e));
   }
   out.push_back(std::move(inputs));
@@ -174,6 +215,28 @@ std::vector<PropertyEntry> nodeProperties(const Model& model, NodeId id) {
     out.push_back(std::move(weights));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<PropertyEntry> nodeProperties(const Model& model, NodeId id) { return nodeRows(model.graph, id, {}); }
+
+std::vector<PropertyEntry> subgraphNodeProperties(const Graph& sub, NodeId id, const std::string& scope) {
+  return nodeRows(sub, id, scope);
+}
+
+std::vector<PropertyEntry> subgraphValueProperties(const Graph& g, ValueId id, const std::string& scope) {
+  const Value& v = g.value(id);
+  const QString role = v.isOuterRef     ? QStringLiteral("Outer-scope value")
+                       : v.isGraphInput ? QStringLiteral("Subgraph input")
+                                        : QStringLiteral("Subgraph output");
+  PropertyEntry head{role, qstr(v.name), {}, true};
+  head.children.push_back({QStringLiteral("Name"), qstr(v.name), {}});
+  head.children.push_back({QStringLiteral("Type"), valueTypeString(v), {}});
+  head.children.push_back({QStringLiteral("Scope"), qstr(scope), {}});
+  if (v.producer >= 0) head.children.push_back({QStringLiteral("From"), nodeRef(g, v.producer), {}});
+  for (NodeId c : v.consumers) head.children.push_back({QStringLiteral("To"), nodeRef(g, c), {}});
+  return {std::move(head)};
 }
 
 std::vector<PropertyEntry> valueProperties(const Model& model, ValueId id) {

@@ -21,7 +21,13 @@ WeightStats tensorStats(const Tensor& t);
 /// "float32 [1,3,?,?]"-style description of a value's declared type and shape.
 QString valueTypeString(const Value& v);
 
+/// A main-graph node. A control-flow node also gets a "Subgraphs" section: per graph attribute its
+/// node count, op-type counts and the outer-scope values it reads, and that its nodes run in float.
 std::vector<PropertyEntry> nodeProperties(const Model& model, NodeId id);
+/// A node inside a subgraph `sub`, at `scope` (as nestedNodes() writes it: "loop/body").
+std::vector<PropertyEntry> subgraphNodeProperties(const Graph& sub, NodeId id, const std::string& scope);
+/// A subgraph's input, output or outer-scope value.
+std::vector<PropertyEntry> subgraphValueProperties(const Graph& sub, ValueId id, const std::string& scope);
 std::vector<PropertyEntry> valueProperties(const Model& model, ValueId id);
 std::vector<PropertyEntry> modelSummary(const Model& model, const ModelInfo& info);
 

@@ -3,6 +3,13 @@
 // graph-wise / layer-wise SNR, sensitivity, cosine, the weight/activation split, amax and scale.
 // Ticking a checkbox does not change the model: it emits quantizeRequested(), and the requested
 // state shows (in italics) until a result that applies it arrives.
+//
+// Nodes inside If/Loop/Scan subgraphs get no rows, by design: a row is keyed by a main-graph NodeId
+// (NodeIdRole, rowOfNode, the analysis' per-node vectors, quantizeRequested and its undo), and the
+// proxy's sort and the toggles assume every row is such a node. Subgraph nodes are never quantized,
+// so they would be rows whose every analysis cell is empty and whose checkbox does nothing. They
+// are shown where their context is: expanded in the graph view, with scope and "kept in float" in
+// the inspector, and listed in report.json's subgraph_nodes. The control-flow node itself has a row.
 #pragma once
 
 #include <QAbstractTableModel>

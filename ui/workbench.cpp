@@ -76,6 +76,19 @@ void scheduleScreenshot(MainWindow& window, const QString& path) {
     }
     const QString view = qEnvironmentVariable("QS_SCREENSHOT_VIEW");
     arrangeView(window, view);
+    // Control-flow nodes to draw expanded, by name, comma-separated (before the selection).
+    const QStringList expand = qEnvironmentVariable("QS_SCREENSHOT_EXPAND").split(QLatin1Char(','), Qt::SkipEmptyParts);
+    auto* graphView = window.findChild<GraphView*>(QStringLiteral("graphView"));
+    for (const QString& name : expand) {
+      const auto& layout = graphView->graphLayout();
+      for (int i = 0; layout && i < (int)layout->items.size(); ++i) {
+        const Node* node = layout->nodeOf(i);
+        if (node && QString::fromStdString(node->name) == name && graphView->isExpandable(i)) {
+          graphView->setExpanded(i, true);
+          break;
+        }
+      }
+    }
     const QByteArray select = qgetenv("QS_SCREENSHOT_SELECT");
     if (!select.isEmpty()) window.findNext(QString::fromUtf8(select));
     if (view == QStringLiteral("calibration")) {
