@@ -394,6 +394,7 @@ class MultiHeadAttentionKernel : public Kernel {
       biasN = ab.dim(1);
     }
     QS_RETURN_IF_ERROR(checkAllocation({B, m_heads, std::max(S, T), std::max(h, hv)}, "attention buffer"));
+    QS_RETURN_IF_ERROR(checkAllocation({S, T}, "score matrix"));
     Tensor q(DType::Float, {B, m_heads, S, h}), k(DType::Float, {B, m_heads, T, h}), v(DType::Float, {B, m_heads, T, hv});
     toBnsh(Q.data<float>(), D, 0, bias, q.data<float>(), B, S, m_heads, h);
     toBnsh(K.data<float>(), D, 0, bias ? bias + D : nullptr, k.data<float>(), B, T, m_heads, h);
@@ -504,6 +505,7 @@ class GroupQueryAttentionKernel : public Kernel {
       sn = sinT.data<float>();
     }
     QS_RETURN_IF_ERROR(checkAllocation({B, m_heads, S, std::max(S, h)}, "attention buffer"));
+    QS_RETURN_IF_ERROR(checkAllocation({S, S}, "score matrix"));
     const float* qsrc = Q.data<float>();
     const float* ksrc = packed ? qsrc : ctx.input(1).data<float>();
     const float* vsrc = packed ? qsrc : ctx.input(2).data<float>();
