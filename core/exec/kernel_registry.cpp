@@ -5,7 +5,7 @@ namespace qs {
 KernelRegistry KernelRegistry::builtin() {
   KernelRegistry r;
   for (auto* group : {&nnKernels, &elementwiseKernels, &tensorKernels, &reduceKernels, &recurrentKernels,
-                      &visionKernels, &signalKernels, &controlFlowKernels})
+                      &visionKernels, &signalKernels, &controlFlowKernels, &contribKernels})
     for (auto& e : (*group)()) r.m_entries.push_back(std::move(e));
   return r;
 }

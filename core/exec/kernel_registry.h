@@ -19,6 +19,7 @@ std::vector<KernelEntry> recurrentKernels();   // LSTM, GRU, RNN
 std::vector<KernelEntry> visionKernels();      // detection and vision: NonMaxSuppression, RoiAlign, GridSample, ...
 std::vector<KernelEntry> controlFlowKernels(); // If, Loop, Scan (core/kernels/control_flow.cpp)
 std::vector<KernelEntry> signalKernels();      // DFT, STFT, window functions, MelWeightMatrix and other inference ops
+std::vector<KernelEntry> contribKernels();     // com.microsoft ops of LLM graphs (core/kernels/contrib_llm.cpp)
 
 class KernelRegistry {
  public:
