@@ -23,6 +23,7 @@
 #include "core/io/npy.h"
 #include "core/onnx/loader.h"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/sanitizer.h"
 
 using namespace qs;
 using qs::test::OnnxBuilder;
@@ -125,14 +126,25 @@ std::vector<double> ortSnr(const std::shared_ptr<Model> &model,
   return snr;
 }
 
-class Int4Model : public ::testing::TestWithParam<std::string> {};
+class Int4Model : public ::testing::TestWithParam<std::string> {
+ protected:
+  // The zoo model of the parameter, or nullptr when the test is to be skipped (model not made,
+  // or an ASan build, where each of these runs takes minutes: the built-model tests above cover
+  // the same code under the sanitizers).
+  std::shared_ptr<Model> zooModel() {
+    if (qs::test::kUnderSanitizer) return nullptr;
+    const std::string path = kZoo + GetParam() + ".onnx";
+    if (!fs::exists(path)) return nullptr;
+    auto m = loadModel(path);
+    EXPECT_TRUE(m) << m.status().message();
+    return m ? *m : nullptr;
+  }
+};
 
 TEST_P(Int4Model, AwqLiteAndAwqClipAreAtLeastAsGoodAsRtn) {
-  const std::string path = kZoo + GetParam() + ".onnx";
-  if (!fs::exists(path))
-    GTEST_SKIP() << path << " missing";
-  auto m = loadModel(path);
-  ASSERT_TRUE(m) << m.status().message();
+  std::shared_ptr<Model> model = zooModel();
+  auto m = &model;
+  if (!model) GTEST_SKIP() << GetParam() << ": not made, or an ASan build";
   auto data = randomData(**m, 2);
   ASSERT_TRUE(data);
   const Int4Result rtn = analyse(*m, *data, Int4Method::RtnDq, 128);
@@ -153,11 +165,9 @@ TEST_P(Int4Model, AwqLiteAndAwqClipAreAtLeastAsGoodAsRtn) {
 }
 
 TEST_P(Int4Model, ExportRunsInOrtWithThePredictedSnrAndFewBytes) {
-  const std::string path = kZoo + GetParam() + ".onnx";
-  if (!fs::exists(path))
-    GTEST_SKIP() << path << " missing";
-  auto m = loadModel(path);
-  ASSERT_TRUE(m) << m.status().message();
+  std::shared_ptr<Model> model = zooModel();
+  auto m = &model;
+  if (!model) GTEST_SKIP() << GetParam() << ": not made, or an ASan build";
   auto data = randomData(**m, 2);
   ASSERT_TRUE(data);
   const std::string dir = qs::test::makeTempDir("int4");
