@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "core/ir/half.h"
+#include "core/kernels/dtype_dispatch.h"
 #include "core/kernels/shape_ops.h"
 
 namespace qs {
@@ -17,16 +18,6 @@ namespace qs {
 using namespace tensorops;
 
 namespace {
-
-// Calls fn.template operator()<T>() for float and double; false for other dtypes.
-template <class Fn>
-bool dispatchReal(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::Float: fn.template operator()<float>(); return true;
-    case DType::Double: fn.template operator()<double>(); return true;
-    default: return false;
-  }
-}
 
 Status missingInputs(const KernelContext& ctx, size_t n, const char* names) {
   for (size_t i = 0; i < n; ++i)

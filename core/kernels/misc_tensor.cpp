@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/ir/half.h"
+#include "core/kernels/dtype_dispatch.h"
 #include "core/kernels/shape_ops.h"
 #include "core/kernels/transpose.h"
 
@@ -15,25 +16,6 @@ namespace qs {
 using namespace tensorops;
 
 namespace {
-
-// Calls fn.template operator()<T>() for the arithmetic dtypes; false for others.
-// Float16/BFloat16 are not included (callers convert them through float where needed).
-template <class Fn>
-bool dispatchArith(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::Float: fn.template operator()<float>(); return true;
-    case DType::Double: fn.template operator()<double>(); return true;
-    case DType::Int64: fn.template operator()<int64_t>(); return true;
-    case DType::Int32: fn.template operator()<int32_t>(); return true;
-    case DType::Int16: fn.template operator()<int16_t>(); return true;
-    case DType::Int8: fn.template operator()<int8_t>(); return true;
-    case DType::UInt8: fn.template operator()<uint8_t>(); return true;
-    case DType::UInt16: fn.template operator()<uint16_t>(); return true;
-    case DType::UInt32: fn.template operator()<uint32_t>(); return true;
-    case DType::UInt64: fn.template operator()<uint64_t>(); return true;
-    default: return false;
-  }
-}
 
 Status scalarInput(const Node& node, const Tensor& t, const char* what) {
   if (t.numel() != 1)

@@ -8,19 +8,13 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/kernels/dtype_dispatch.h"
+
 namespace qs {
 
 namespace {
 
-// Calls fn.template operator()<T>() for float and double; false for other dtypes.
-template <class Fn>
-bool dispatchReal(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::Float: fn.template operator()<float>(); return true;
-    case DType::Double: fn.template operator()<double>(); return true;
-    default: return false;
-  }
-}
+using tensorops::dispatchReal;
 
 // Outputs whose size the inputs do not bound (RoiAlign's bins times ROIs, GridSample's grid
 // times channels) are refused beyond 2^32 elements rather than attempted.

@@ -12,6 +12,7 @@
 #include "core/kernels/control_flow.h"
 #include "core/numeric/metrics.h"
 #include "core/onnx/loader.h"
+#include "tests/support/ort_runner.h"
 #include "tests/support/sanitizer.h"
 #include "tests/support/control_flow_models.h"
 
@@ -46,23 +47,7 @@ std::vector<std::unique_ptr<Executor>> engines(const std::shared_ptr<Model>& mod
   return out;
 }
 
-// Runs the model in ONNX Runtime and returns its outputs.
-std::vector<Tensor> runOrt(const OnnxBuilder& b, const std::vector<Tensor>& inputs) {
-  std::string dir = qs::test::makeTempDir("cf");
-  b.save(dir + "/m.onnx");
-  for (size_t i = 0; i < inputs.size(); ++i) EXPECT_TRUE(writeNpy(dir + "/in_" + std::to_string(i) + ".npy", inputs[i]));
-  std::string cmd = "ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_run.mjs " + dir +
-                    "/m.onnx " + dir + " " + dir + " --threads 1";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  std::vector<Tensor> out;
-  for (int i = 0; fs::exists(dir + "/out_" + std::to_string(i) + ".npy"); ++i) {
-    auto t = readNpy(dir + "/out_" + std::to_string(i) + ".npy");
-    EXPECT_TRUE(t) << t.status().message();
-    if (t) out.push_back(std::move(t).value());
-  }
-  fs::remove_all(dir);
-  return out;
-}
+using qs::test::runOrt;
 
 void expectClose(const Tensor& got, const Tensor& want, const std::string& what) {
   ASSERT_EQ(got.shape(), want.shape()) << what;

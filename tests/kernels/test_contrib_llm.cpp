@@ -15,6 +15,7 @@
 #include "core/exec/executor.h"
 #include "core/io/npy.h"
 #include "core/numeric/metrics.h"
+#include "tests/support/ort_runner.h"
 #include "tests/support/model_helpers.h"
 
 namespace qs {
@@ -100,23 +101,13 @@ Result<std::vector<Tensor>> runOurs(const Built& b, int threads = 2) {
   return (*ex)->run(b.feeds);
 }
 
+// ONNX Runtime's outputs for the same model and feeds.
 std::vector<Tensor> runOrt(const Built& b) {
-  const std::string dir = qs::test::makeTempDir("contrib_ort");
-  b.builder.save(dir + "/model.onnx");
-  for (size_t i = 0; i < b.feeds.size(); ++i) {
-    Status st = writeNpy(dir + "/in_" + std::to_string(i) + ".npy", b.feeds[i].tensor);
-    EXPECT_TRUE(st.isOk()) << st.message();
-  }
-  const std::string cmd = "ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_run.mjs " +
-                          dir + "/model.onnx " + dir + " " + dir + " --threads 1";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  std::vector<Tensor> refs;
-  for (size_t i = 0; i < b.outputNames.size(); ++i) {
-    auto ref = readNpy(dir + "/out_" + std::to_string(i) + ".npy");
-    EXPECT_TRUE(ref) << ref.status().message();
-    refs.push_back(ref ? *ref : Tensor());
-  }
-  fs::remove_all(dir);
+  std::vector<Tensor> feeds;
+  for (const NamedTensor& f : b.feeds) feeds.push_back(f.tensor);
+  std::vector<Tensor> refs = qs::test::runOrt(b.builder, feeds);
+  EXPECT_EQ(refs.size(), b.outputNames.size());
+  refs.resize(b.outputNames.size());
   return refs;
 }
 

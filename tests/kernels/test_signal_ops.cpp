@@ -18,6 +18,7 @@
 #include "core/exec/executor.h"
 #include "core/io/npy.h"
 #include "core/kernels/signal.h"
+#include "tests/support/ort_runner.h"
 #include "tests/support/model_helpers.h"
 
 namespace qs {
@@ -89,21 +90,12 @@ Tensor runOurs(const OnnxBuilder& b, const std::vector<Feed>& feeds) {
 
 /// ONNX Runtime's output for the same model and feeds.
 Tensor runOrt(const OnnxBuilder& b, const std::vector<Feed>& feeds) {
-  const std::string dir = test::makeTempDir("signal-ort");
-  const std::string modelPath = dir + "/m.onnx";
-  test::writeBytes(modelPath, b.bytes());
-  int i = 0;
-  for (const Feed& f : feeds) {
-    if (f.name.empty()) continue;
-    EXPECT_TRUE(writeNpy(dir + "/in_" + std::to_string(i++) + ".npy", f.value));
-  }
-  const std::string cmd = "ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_run.mjs " +
-                          modelPath + " " + dir + " " + dir + " --threads 1";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  auto ref = readNpy(dir + "/out_0.npy");
-  EXPECT_TRUE(ref) << ref.status().message();
-  fs::remove_all(dir);
-  return ref ? *ref : Tensor();
+  std::vector<Tensor> inputs;
+  for (const Feed& f : feeds)
+    if (!f.name.empty()) inputs.push_back(f.value);
+  std::vector<Tensor> outs = test::runOrt(b, inputs);
+  EXPECT_FALSE(outs.empty());
+  return outs.empty() ? Tensor() : outs[0];
 }
 
 /// Our float output against ONNX Runtime's: same shape, max |diff| <= 1e-3 of the largest |ref|

@@ -13,6 +13,7 @@
 
 #include "core/exec/executor.h"
 #include "core/io/npy.h"
+#include "tests/support/ort_runner.h"
 #include "tests/support/model_helpers.h"
 #include "tests/support/onnx_builder.h"
 
@@ -82,19 +83,9 @@ Result<std::vector<Tensor>> runOurs(const OnnxBuilder& b, const std::vector<Tens
 }
 
 std::vector<Tensor> runOrt(const OnnxBuilder& b, const std::vector<Tensor>& feeds, size_t nOut) {
-  const std::string dir = qs::test::makeTempDir("vision_ort");
-  b.save(dir + "/m.onnx");
-  for (size_t i = 0; i < feeds.size(); ++i) EXPECT_TRUE(writeNpy(dir + "/in_" + std::to_string(i) + ".npy", feeds[i]));
-  const std::string cmd = "ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_run.mjs " +
-                          dir + "/m.onnx " + dir + " " + dir + " --threads 1";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  std::vector<Tensor> outs;
-  for (size_t i = 0; i < nOut; ++i) {
-    auto t = readNpy(dir + "/out_" + std::to_string(i) + ".npy");
-    EXPECT_TRUE(t) << t.status().message();
-    outs.push_back(t ? *t : Tensor());
-  }
-  fs::remove_all(dir);
+  std::vector<Tensor> outs = qs::test::runOrt(b, feeds);
+  EXPECT_EQ(outs.size(), nOut);
+  outs.resize(nOut);
   return outs;
 }
 
