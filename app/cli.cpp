@@ -178,6 +178,10 @@ int runCli(int argc, char** argv) {
                                         "(default for fp8, as ModelOpt writes it)");
   exCmd->add_flag("--use-external-data-format,--use_external_data_format", ex.request.externalData,
                   "Write the initializers to quantized.onnx.data");
+  exCmd->add_option("--external-data-threshold", ex.request.externalDataThresholdBytes,
+                    "Write the initializers to quantized.onnx.data when the model would pass this many bytes "
+                    "(default: 2 GB - 64 MB, protobuf's limit)")
+      ->check(CLI::PositiveNumber);
   exCmd->add_option("--trt-version,--trt_version", g_text.trtVersion,
                     "TensorRT release calibration.cache is for: 8.5, 8.6, 8.6.1, 10, 10.x, 10.x.y (default 10; "
                     "11 reads quantized.onnx only)");

@@ -32,8 +32,6 @@ Status finishInt4Options(const AnalysisRequest &a, const std::string &method,
     return refuse("--calibration-cache-path");
   if (!a.analysisDataPath.empty())
     return refuse("--analysis-data");
-  if (a.externalData)
-    return refuse("--use-external-data-format");
   if (a.threads < 0)
     return invalidArgument("--threads " + std::to_string(a.threads) +
                            ": expected >= 0");
@@ -129,8 +127,12 @@ int runExportInt4(const ExportArgs &args, const Int4Options &options) {
   auto run = runInt4(args.request, options, args.progress);
   if (!run)
     return reportError(run.status());
+  Int4ExportOptions eo;
+  eo.externalData = args.request.externalData;
+  if (args.request.externalDataThresholdBytes > 0)
+    eo.externalDataThresholdBytes = args.request.externalDataThresholdBytes;
   auto bundle = buildInt4Bundle(*run->model, run->result, args.target,
-                                args.request.data.path, run->warnings);
+                                args.request.data.path, run->warnings, eo);
   if (!bundle)
     return reportError(bundle.status());
   printSummary(run->result, "predicted ");

@@ -44,6 +44,7 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
   ExportOptions eo;
   eo.dqOnly = rq.dqOnly.value_or(true);
   eo.externalData = rq.externalData;
+  if (rq.externalDataThresholdBytes > 0) eo.externalDataThresholdBytes = rq.externalDataThresholdBytes;
   eo.externalDataName = fs::path(modelOut).filename().string() + ".data";
   for (const std::string& out : {modelOut, (modelDir / eo.externalDataName).string()}) {
     if (samePath(out, rq.modelPath)) {

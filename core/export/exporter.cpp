@@ -18,6 +18,7 @@
 #include "core/exec/executor.h"
 #include "core/numeric/fake_quant.h"
 #include "core/quant/quant_config.h"
+#include "core/export/external_data.h"
 #include "core/export/quant_files.h"
 
 namespace qs {
@@ -253,48 +254,6 @@ Status upgradePast17(onnx::GraphProto& top, onnx::GraphProto& g, int64_t from, N
     }
   }
   return Status::ok();
-}
-
-// Moves initializers into one external file (offsets aligned to 64 bytes).
-void externalize(onnx::ModelProto& proto, const Model& model, const ExportOptions& options, ExportedModel& out) {
-  out.externalDataName = options.externalDataName;
-  auto* inits = proto.mutable_graph()->mutable_initializer();
-  for (auto& t : *inits) {
-    std::string bytes;
-    if (t.has_raw_data()) {
-      bytes = std::move(*t.mutable_raw_data());
-    } else {
-      // Typed fields: the loader's tensor holds the same little-endian layout as raw_data.
-      ValueId id = model.graph.findValue(t.name());
-      if (id == kNoValue || !model.graph.value(id).constant) continue;
-      const Tensor& c = *model.graph.value(id).constant;
-      if ((int)c.dtype() != t.data_type() || c.byteSize() < options.externalDataMinTensorBytes) continue;
-      bytes.assign(static_cast<const char*>(c.raw()), c.byteSize());
-    }
-    if (bytes.size() < options.externalDataMinTensorBytes) {
-      t.set_raw_data(std::move(bytes));
-      continue;
-    }
-    out.externalDataBytes.resize((out.externalDataBytes.size() + 63) / 64 * 64, '\0');
-    size_t offset = out.externalDataBytes.size();
-    out.externalDataBytes += bytes;
-    t.clear_raw_data();
-    t.clear_float_data();
-    t.clear_int32_data();
-    t.clear_int64_data();
-    t.clear_double_data();
-    t.clear_uint64_data();
-    t.clear_external_data();
-    t.set_data_location(onnx::TensorProto::EXTERNAL);
-    auto kv = [&](const char* k, const std::string& v) {
-      auto* e = t.add_external_data();
-      e->set_key(k);
-      e->set_value(v);
-    };
-    kv("location", options.externalDataName);
-    kv("offset", std::to_string(offset));
-    kv("length", std::to_string(bytes.size()));
-  }
 }
 
 }  // namespace
@@ -563,7 +522,10 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
   out.opsetAfter = defaultOpsetImport(proto)->version();
 
   if (options.externalData || proto.ByteSizeLong() > options.externalDataThresholdBytes) {
-    externalize(proto, model, options, out);
+    ExternalData ext = moveInitializersToExternal(proto, options.externalDataName,
+                                                  options.externalDataMinTensorBytes, &model.graph);
+    out.externalDataName = options.externalDataName;
+    out.externalDataBytes = std::move(ext.bytes);
     if (proto.ByteSizeLong() > (size_t)INT_MAX) {
       return unsupported(where + ": the exported model is over 2 GB even with its initializers as external data");
     }

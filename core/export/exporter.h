@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "core/analysis/results.h"
+#include "core/export/external_data.h"
 #include "core/ir/tensor.h"
 #include "core/util/status.h"
 
@@ -47,9 +48,9 @@ struct ExportOptions {
   /// File name of the external data, relative to the model file.
   std::string externalDataName = "quantized.onnx.data";
   /// Above this serialized size the initializers go to external data anyway (protobuf's limit).
-  uint64_t externalDataThresholdBytes = (uint64_t(2) << 30) - (uint64_t(64) << 20);
+  uint64_t externalDataThresholdBytes = kExternalDataThresholdBytes;
   /// Initializers at least this large go to the external file (smaller ones stay inline).
-  uint64_t externalDataMinTensorBytes = 1024;
+  uint64_t externalDataMinTensorBytes = kExternalDataMinTensorBytes;
   /// Ranks of tensors observed at run time (observeRanks), used where the version converter needs
   /// a rank the file does not declare. May be empty for models already at opset >= 13.
   std::map<std::string, int> observedRanks;

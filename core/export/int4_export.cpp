@@ -174,7 +174,8 @@ Json metricsJson(const ErrorMetrics &m) {
 } // namespace
 
 Result<Int4ExportedModel> buildInt4Model(const Model &model,
-                                         const Int4Result &result) {
+                                         const Int4Result &result,
+                                         const Int4ExportOptions &options) {
   const std::string &where = model.path;
   const Graph &g = model.graph;
   std::ifstream in(model.path, std::ios::binary);
@@ -356,8 +357,14 @@ Result<Int4ExportedModel> buildInt4Model(const Model &model,
       *inputs.Add() = std::move(v);
   gp.mutable_input()->Swap(&inputs);
 
+  if (options.externalData ||
+      proto.ByteSizeLong() > options.externalDataThresholdBytes)
+    out.externalData = moveInitializersToExternal(
+        proto, options.externalDataName, kExternalDataMinTensorBytes,
+        &model.graph);
   if (proto.ByteSizeLong() > (size_t)INT_MAX)
-    return unsupported(where + ": the INT4 model would exceed protobuf's 2 GB");
+    return unsupported(where + ": the INT4 model would exceed protobuf's 2 GB "
+                               "even with its initializers as external data");
   if (!proto.SerializeToString(&out.bytes))
     return runtimeError(where + ": serializing the INT4 model failed");
   return out;
@@ -413,7 +420,8 @@ Result<ExportBundle> buildInt4Bundle(const Model &model,
                                      const Int4Result &result,
                                      const ExportTarget &target,
                                      const std::string &calibrationData,
-                                     const std::vector<std::string> &warnings) {
+                                     const std::vector<std::string> &warnings,
+                                     Int4ExportOptions options) {
   namespace fs = std::filesystem;
   const std::string modelOut =
       target.outputDir.empty()
@@ -423,7 +431,13 @@ Result<ExportBundle> buildInt4Bundle(const Model &model,
   if (fs::exists(modelOut, ec) && fs::equivalent(modelOut, model.path, ec)) {
     return invalidArgument(modelOut + ": would overwrite the input model");
   }
-  auto m = buildInt4Model(model, result);
+  options.externalDataName = fs::path(modelOut).filename().string() + ".data";
+  const std::string dataOut =
+      (fs::path(modelOut).parent_path() / options.externalDataName).string();
+  if (fs::exists(dataOut, ec) && fs::equivalent(dataOut, model.path, ec)) {
+    return invalidArgument(dataOut + ": would overwrite the input model");
+  }
+  auto m = buildInt4Model(model, result, options);
   if (!m)
     return m.status();
   ExportBundle b;
@@ -431,6 +445,8 @@ Result<ExportBundle> buildInt4Bundle(const Model &model,
   b.opsetAfter = m->opsetAfter;
   b.weightPoints = result.layers.size();
   b.files.push_back({modelOut, std::move(m->bytes)});
+  if (!m->externalData.name.empty())
+    b.files.push_back({dataOut, std::move(m->externalData.bytes)});
   if (!target.outputDir.empty()) {
     b.files.push_back(
         {(fs::path(target.outputDir) / "report.json").string(),

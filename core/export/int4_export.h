@@ -22,32 +22,45 @@
 
 #include "core/analysis/int4_analysis.h"
 #include "core/export/bundle.h"
+#include "core/export/external_data.h"
 
 namespace qs {
 
 struct Int4ExportedModel {
   std::string bytes; // the serialized ModelProto
   int64_t opsetBefore = 0, opsetAfter = 0;
+  ExternalData externalData; // the side file, when the initializers went there
+};
+
+/// Where the initializers go (core/export/external_data.h): inline, or into
+/// `externalDataName` beside the model when asked or when the model would pass
+/// `externalDataThresholdBytes`.
+struct Int4ExportOptions {
+  bool externalData = false;
+  std::string externalDataName = "quantized.onnx.data";
+  uint64_t externalDataThresholdBytes = kExternalDataThresholdBytes;
 };
 
 /// Builds quantized.onnx for `result` from the file `model` was loaded from.
 /// Fails (nothing written by anyone) for a model whose opset cannot be raised
 /// to 21, naming the node and op.
 Result<Int4ExportedModel> buildInt4Model(const Model &model,
-                                         const Int4Result &result);
+                                         const Int4Result &result,
+                                         const Int4ExportOptions &options = {});
 
 /// report.json of an INT4 run (docs/report.schema.json, quantize_mode "int4").
 std::string int4ReportJson(const Model &model, const Int4Result &result,
                            const std::string &calibrationData,
                            const std::vector<std::string> &warnings);
 
-/// quantized.onnx (outputPath, or outputDir/quantized.onnx) and, with
-/// outputDir, report.json. Refuses an output that would overwrite the input
-/// model.
+/// quantized.onnx (outputPath, or outputDir/quantized.onnx), its external
+/// data file when there is one (`<model file>.data`), and, with outputDir,
+/// report.json. Refuses an output that would overwrite the input model.
 Result<ExportBundle> buildInt4Bundle(const Model &model,
                                      const Int4Result &result,
                                      const ExportTarget &target,
                                      const std::string &calibrationData,
-                                     const std::vector<std::string> &warnings);
+                                     const std::vector<std::string> &warnings,
+                                     Int4ExportOptions options = {});
 
 } // namespace qs

@@ -45,6 +45,7 @@ struct AnalysisRequest {
   // What an export writes.
   std::optional<bool> dqOnly;       // unset: a loaded config's choice, else true for int8, false for fp8
   bool externalData = false;        // initializers in quantized.onnx.data
+  uint64_t externalDataThresholdBytes = 0;  // above this model size, external data anyway (0: 2 GB - 64 MB)
   std::optional<TrtVersion> trtVersion;  // calibration.cache's header; unset: a loaded config's, else 10
   std::string trtAlgorithm;         // its algorithm ("" = the scales': a loaded cache's, the method's)
   bool writesCache = false;         // an export that writes calibration.cache: warn about its header

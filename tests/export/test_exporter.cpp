@@ -761,6 +761,13 @@ TEST_F(ExportCli, ExternalDataRunsTheSame) {
   ASSERT_EQ(runOrt(dir + "/in/quantized.onnx", c->dir, dir + "/o1", 1, ""), 0);
   ASSERT_EQ(runOrt(dir + "/ext/q.onnx", c->dir, dir + "/o2", 1, ""), 0);
   EXPECT_TRUE(readFile(dir + "/o1/out_0_0.npy") == readFile(dir + "/o2/out_0_0.npy"));
+  // Past --external-data-threshold (2 GB - 64 MB unless given) the side file is written unasked.
+  Outcome t = quantscope("export " + common + " --calibration-method max --external-data-threshold 100000 --output_path " +
+                             dir + "/thr/q.onnx",
+                         dir + "/t.err");
+  ASSERT_EQ(t.exitCode, 0) << t.err;
+  ASSERT_TRUE(fs::exists(dir + "/thr/q.onnx.data"));
+  EXPECT_TRUE(readFile(dir + "/thr/q.onnx.data") == readFile(dir + "/ext/q.onnx.data"));
 }
 
 TEST_F(ExportCli, BadInputsGiveOneLineAndNoFiles) {

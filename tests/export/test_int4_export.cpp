@@ -360,6 +360,73 @@ TEST(Int4Cli, BadInputsGiveOneLineErrorsAndWriteNothing) {
   fs::remove_all(dir);
 }
 
+// The "external data out": past --external-data-threshold (2 GB - 64 MB
+// by default) the initializers go to quantized.onnx.data beside the model, and
+// ONNX Runtime runs that pair exactly as the inline export.
+TEST(Int4Export, ExternalDataSideFileRunsInOrtAsTheInlineExport) {
+  const std::string dir = qs::test::makeTempDir("int4ext");
+  const std::string small = dir + "/wide.onnx";
+  {
+    // Two MatMuls whose packed INT4 weights (8 KB, 4 KB) pass the 1 KB below
+    // which initializers stay inline.
+    OnnxBuilder b(13);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    std::vector<float> w1(256 * 64), w2(64 * 128);
+    for (float &v : w1)
+      v = u(rng);
+    for (float &v : w2)
+      v = u(rng);
+    b.input("x", {-1, 256}).output("y", {-1, 128});
+    b.initializer("w1", {256, 64}, w1);
+    b.initializer("w2", {64, 128}, w2);
+    b.node("MatMul", {"x", "w1"}, {"h"}, "fc1");
+    b.node("MatMul", {"h", "w2"}, {"y"}, "fc2");
+    qs::test::writeBytes(small, b.bytes());
+  }
+  const std::string common = "export " + small +
+                             " --quantize-mode int4 --calibration-method "
+                             "rtn_dq --block-size 16 --output-dir ";
+  const Cli inl = runCli(common + dir + "/inline", dir);
+  ASSERT_EQ(inl.rc, 0) << inl.err;
+  const Cli ext = runCli(common + dir + "/ext --external-data-threshold 1", dir);
+  ASSERT_EQ(ext.rc, 0) << ext.err;
+  EXPECT_FALSE(fs::exists(dir + "/inline/quantized.onnx.data"));
+  ASSERT_TRUE(fs::exists(dir + "/ext/quantized.onnx.data"));
+  const std::string extModel = readFile(dir + "/ext/quantized.onnx");
+  EXPECT_LT(extModel.size(), readFile(dir + "/inline/quantized.onnx").size());
+  onnx::ModelProto proto;
+  ASSERT_TRUE(proto.ParseFromString(extModel));
+  int external = 0;
+  for (const auto &t : proto.graph().initializer())
+    external += t.data_location() == onnx::TensorProto::EXTERNAL;
+  EXPECT_EQ(external, 4); // fc1 and fc2: packed INT4 weights, block scales
+
+  auto m = loadModel(small);
+  ASSERT_TRUE(m) << m.status().message();
+  auto data = randomData(**m, 3);
+  ASSERT_TRUE(data);
+  fs::create_directories(dir + "/ortA");
+  fs::create_directories(dir + "/ortB");
+  fs::copy_file(dir + "/ext/quantized.onnx.data",
+                dir + "/ortB/quantized.onnx.data");
+  const auto a =
+      ortSnr(*m, *data, readFile(dir + "/inline/quantized.onnx"), dir + "/ortA");
+  const auto b = ortSnr(*m, *data, extModel, dir + "/ortB");
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_TRUE(std::isfinite(a[0]));
+  EXPECT_EQ(a[0], b[0]);
+
+  // A bad threshold is one line and nothing written.
+  const Cli bad = runCli(common + dir + "/bad --external-data-threshold 0", dir);
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.err.find("--external-data-threshold"), std::string::npos)
+      << bad.err;
+  EXPECT_FALSE(fs::exists(dir + "/bad"));
+  fs::remove_all(dir);
+}
+
 } // namespace
 
 namespace {
