@@ -26,8 +26,10 @@ namespace fs = std::filesystem;
 namespace {
 
 // What the CLI's defaults reach today (measured, docs/quality.md); the targets in brackets.
-constexpr int kRecMinLinesAlike = 0;       // of kLines [15]
-constexpr double kDetMinMaskIou = 0.85;     // [0.97]
+// rec: 5 of 16 on 2026-11-26, all five lines the float model decodes to nothing (the quantized model
+// decodes every line to nothing: CER 100%); det: mean IoU 0.909.
+constexpr int kRecMinLinesAlike = 5;       // of kLines [15]
+constexpr double kDetMinMaskIou = 0.90;    // [0.97]
 constexpr int kLines = 16;
 
 struct TaskCase {
