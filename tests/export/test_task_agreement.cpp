@@ -37,6 +37,14 @@ struct TaskCase {
   int width, height;
 };
 
+// Extra export flags for measuring other settings (docs/quality.md, "Task agreement"), e.g.
+// QS_TASK_AGREEMENT_FLAGS="--calibration-method mse": the figures are printed, the thresholds (which
+// hold for the defaults) not asserted.
+std::string extraFlags() {
+  const char* e = std::getenv("QS_TASK_AGREEMENT_FLAGS");
+  return e ? std::string(" ") + e : std::string();
+}
+
 std::string modelPath(const char* file) { return std::string(QS_SOURCE_DIR) + "/.cache/models/" + file; }
 
 std::string readText(const std::string& path) {
@@ -55,7 +63,7 @@ void prepare(const TaskCase& c, const std::string& dir) {
   const std::string size = std::to_string(c.width) + "x" + std::to_string(c.height);
   const std::string cmd = std::string(QS_BINARY) + " export " + modelPath(c.file) + " --calibration-data " + calib +
                           " --image-size " + size + " --mean 0.5,0.5,0.5 --std 0.5,0.5,0.5 --no-sensitivity" +
-                          " --no-layerwise --threads 2 --output-dir " + dir + "/q >" + dir + "/export.out 2>" + dir +
+                          " --no-layerwise --threads 2" + extraFlags() + " --output-dir " + dir + "/q >" + dir + "/export.out 2>" + dir +
                           "/export.err";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << readText(dir + "/export.err");
   auto model = loadModel(modelPath(c.file));
@@ -108,12 +116,13 @@ TEST_F(TaskAgreement, RecDecodesRenderedLinesLikeTheFloatModel) {
   ASSERT_EQ(f.rank(), 3);
   ASSERT_EQ(f.shape(), q.shape());
   const int64_t steps = f.dim(1), classes = f.dim(2);
-  int alike = 0;
+  int alike = 0, emptyFloat = 0;
   int64_t edits = 0, chars = 0;
   for (int64_t s = 0; s < kLines; ++s) {
     const auto a = ctcGreedyDecode(f.data<float>() + s * steps * classes, steps, classes);
     const auto b = ctcGreedyDecode(q.data<float>() + s * steps * classes, steps, classes);
     alike += a == b;
+    emptyFloat += a.empty();
     edits += editDistance(a, b);
     chars += (int64_t)a.size();
   }
@@ -122,15 +131,19 @@ TEST_F(TaskAgreement, RecDecodesRenderedLinesLikeTheFloatModel) {
   acc.add(f, q, OutputKind::Sequence);
   EXPECT_EQ(acc.metrics().sequences, kLines);
   EXPECT_DOUBLE_EQ(acc.metrics().sequenceAgreement, (double)alike / kLines);
-  std::printf("rec at the CLI defaults, ONNX Runtime: %d/%d lines decoded like the float model, CER %.1f%% "
-              "(%lld edits over %lld characters)\n",
-              alike, kLines, chars > 0 ? 100.0 * (double)edits / (double)chars : 0.0, (long long)edits,
-              (long long)chars);
+  std::printf("rec, export%s, ONNX Runtime: %d/%d lines decoded like the float model (%d of them empty in "
+              "float), CER %.1f%% (%lld edits over %lld characters)\n",
+              extraFlags().empty() ? " at the CLI defaults" : extraFlags().c_str(), alike, kLines, emptyFloat,
+              chars > 0 ? 100.0 * (double)edits / (double)chars : 0.0, (long long)edits, (long long)chars);
   EXPECT_GT(chars, kLines) << "the float model decodes the rendered lines to (almost) nothing";
-  EXPECT_GE(alike, kRecMinLinesAlike);
-  // The report of the same export says the same kind and a figure in range.
+  if (extraFlags().empty()) EXPECT_GE(alike, kRecMinLinesAlike);
+  // The report of the same export gives the analysis's own figure (on the calibration lines).
   const std::string report = readText(dir + "/q/report.json");
   EXPECT_NE(report.find("\"kind\": \"sequence\""), std::string::npos);
+  const size_t at = report.find("\"sequence_agreement\": ");
+  ASSERT_NE(at, std::string::npos);
+  std::printf("rec, the analysis's prediction on the %d calibration lines: sequence agreement %s\n", kLines,
+              report.substr(at + 22, report.find_first_of(",\n}", at + 22) - at - 22).c_str());
 }
 
 TEST_F(TaskAgreement, DetTextMaskOverlapsTheFloatModels) {
@@ -158,9 +171,10 @@ TEST_F(TaskAgreement, DetTextMaskOverlapsTheFloatModels) {
     worst = std::min(worst, iou);
   }
   const double meanIou = sumIou / kLines;
-  std::printf("det at the CLI defaults, ONNX Runtime: text mask (p > 0.3) IoU with the float model's: mean %.4f, "
+  std::printf("det, export%s, ONNX Runtime: text mask (p > 0.3) IoU with the float model's: mean %.4f, "
               "worst image %.4f (%lld float text pixels)\n",
-              meanIou, worst, (long long)textPixels);
+              extraFlags().empty() ? " at the CLI defaults" : extraFlags().c_str(), meanIou, worst,
+              (long long)textPixels);
   EXPECT_GT(textPixels, 100 * kLines) << "the float model finds no text in the rendered images";
-  EXPECT_GE(meanIou, kDetMinMaskIou);
+  if (extraFlags().empty()) EXPECT_GE(meanIou, kDetMinMaskIou);
 }
