@@ -214,13 +214,17 @@ std::string reportHtml(const Model& model, const AnalysisResult& r, const Report
   }
   h << "</table>";
   if (!ctx.fallback.empty()) {
-    h << "<h2>Automatic fallback (target " << fmt(ctx.targetSnrDb) << " dB)</h2><table><tr><th>step</th><th>excluded</th><th>worst output SNR dB</th></tr>";
+    const bool agreement = !std::isnan(ctx.targetAgreement);
+    std::string target = std::isnan(ctx.targetSnrDb) ? "" : fmt(ctx.targetSnrDb) + " dB";
+    if (agreement) target += (target.empty() ? "agreement " : ", agreement ") + fmt(ctx.targetAgreement, 3);
+    h << "<h2>Automatic fallback (target " << target << ")</h2><table><tr><th>step</th><th>excluded</th><th>worst output SNR dB</th>"
+      << (agreement ? "<th>worst agreement</th>" : "") << "</tr>";
     int k = 1;
     for (const auto& s : ctx.fallback) {
       double worst = INFINITY;
       for (double v : s.outputSnrDb) worst = std::min(worst, v);
       h << "<tr><td>" << k++ << "</td><td class=l>" << htmlEscape(g.nodes[(size_t)s.excluded].name) << "</td><td>"
-        << fmt(worst) << "</td></tr>";
+        << fmt(worst) << "</td>" << (agreement ? "<td>" + fmt(s.worstAgreement(), 3) + "</td>" : "") << "</tr>";
     }
     h << "</table>";
   }

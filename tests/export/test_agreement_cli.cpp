@@ -55,13 +55,18 @@ class AgreementCli : public ::testing::Test {
 TEST_F(AgreementCli, ReportCarriesAgreementAndTheFallbackToIt) {
   const std::string report = dir + "/r.json";
   const std::string cmd = common + " --target-agreement 1 --output-kind softmax_0.tmp_0=classes --report " + report +
+                          " --html " + dir + "/r.html" +
                           " >" + dir + "/out.txt 2>" + dir + "/err.txt";
   ASSERT_EQ(exitCode(cmd), 0) << cmd << "\n" << readAll(dir + "/err.txt");
   const std::string out = readAll(dir + "/out.txt");
   EXPECT_NE(out.find("agreement (classes): top-1 "), std::string::npos) << out;
   EXPECT_NE(readAll(dir + "/err.txt").find("auto fallback to agreement 1:"), std::string::npos)
       << readAll(dir + "/err.txt");
+  const std::string html = readAll(dir + "/r.html");
+  EXPECT_NE(html.find("<th>agreement with float</th>"), std::string::npos);
   const Json j = Json::parse(readAll(report));
+  if (!j.at("fallback").at("steps").empty())  // the HTML lists a fallback that excluded something
+    EXPECT_NE(html.find("Automatic fallback (target agreement 1.000)"), std::string::npos);
   const Json& a = j.at("outputs").at(0).at("agreement");
   EXPECT_EQ(a.at("kind"), "classes");
   EXPECT_EQ(a.at("positions"), 4);
