@@ -44,6 +44,7 @@ struct TextFlags {
   CLI::Option* dqOnlyOption = nullptr;
   int64_t blockSize = 128;
   CLI::Option* blockSizeOption = nullptr;
+  std::vector<std::string> outputKinds;  // NAME=classes|sequence|dense
 };
 TextFlags g_text;
 Int4Args g_int4;
@@ -82,6 +83,12 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   g_text.blockSizeOption = cmd.add_option("--block-size,--block_size", g_text.blockSize,
                                           "int4: block along K, a power of two >= 16 (default 128)");
   cmd.add_option("--target-snr", a.targetSnrDb, "Exclude the most sensitive nodes until every output reaches this SNR (dB)");
+  cmd.add_option("--target-agreement", a.targetAgreement,
+                 "Exclude the most sensitive nodes until every output with a class axis agrees with the float model "
+                 "on this fraction of top-1 classes (decoded sequences for a sequence output), in [0, 1]");
+  cmd.add_option("--output-kind", g_text.outputKinds,
+                 "NAME=classes|sequence|dense: how an output's agreement is measured (default: from its producer)")
+      ->delimiter(',');
   cmd.add_flag("!--no-layerwise", a.layerwise, "Skip the layer-wise analysis");
   cmd.add_flag("!--no-sensitivity", a.sensitivity, "Skip the sensitivity sweep");
   cmd.add_option("--threads", a.threads, "Intra-op threads (default: all cores)")->check(CLI::Range(0, 1024));
@@ -111,6 +118,13 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
     Shape shape;
     QS_RETURN_IF_ERROR(parseShapeSpec(spec, name, shape));
     a.data.shapes[name] = shape;
+  }
+  for (const std::string& spec : g_text.outputKinds) {
+    const size_t eq = spec.rfind('=');
+    OutputKind kind = OutputKind::Auto;
+    if (eq == std::string::npos || eq == 0 || !parseOutputKind(spec.substr(eq + 1), kind) || kind == OutputKind::Auto)
+      return invalidArgument("--output-kind '" + spec + "': expected NAME=classes, NAME=sequence or NAME=dense");
+    a.outputKinds[spec.substr(0, eq)] = kind;
   }
   if (g_text.mode == "int4") return finishInt4Options(a, g_text.method, g_text.blockSize, g_int4);
   if (g_text.blockSizeOption && g_text.blockSizeOption->count() > 0) return invalidArgument("--block-size needs --quantize-mode int4");

@@ -78,6 +78,8 @@ ProgressFn progressPrinter(bool force);
 /// Prints each warning of a run ("quantscope: warning: ...", "quantscope: WARNING: ..." when
 /// loud), shows progress as progressPrinter(forceProgress), and lets Ctrl-C and SIGTERM cancel it.
 RunCallbacks terminalCallbacks(bool forceProgress);
+/// "30.0 dB", "agreement 0.95" or "30.0 dB and agreement 0.95": the fallback's target(s).
+std::string fallbackTargetText(const AnalysisRequest& request);
 
 }  // namespace qs::cli
 

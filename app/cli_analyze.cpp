@@ -7,14 +7,31 @@
 
 namespace qs::cli {
 
+std::string fallbackTargetText(const AnalysisRequest& rq) {
+  char buf[96];
+  std::string s;
+  if (!std::isnan(rq.targetSnrDb)) {
+    std::snprintf(buf, sizeof buf, "%.1f dB", rq.targetSnrDb);
+    s = buf;
+  }
+  if (!std::isnan(rq.targetAgreement)) {
+    std::snprintf(buf, sizeof buf, "agreement %.3g", rq.targetAgreement);
+    s += (s.empty() ? "" : " and ") + std::string(buf);
+  }
+  return s;
+}
+
 namespace {
 
 void printFallback(const AnalysisRun& run) {
   const Graph& g = run.model->graph;
-  std::fprintf(stderr, "auto fallback to %.1f dB: %zu node(s) excluded\n", run.request.targetSnrDb, run.fallback.size());
+  std::fprintf(stderr, "auto fallback to %s: %zu node(s) excluded\n", fallbackTargetText(run.request).c_str(),
+               run.fallback.size());
   for (const FallbackStep& s : run.fallback) {
-    std::fprintf(stderr, "  exclude %-40s worst output SNR %.2f dB\n", g.nodes[(size_t)s.excluded].name.c_str(),
+    std::fprintf(stderr, "  exclude %-40s worst output SNR %.2f dB", g.nodes[(size_t)s.excluded].name.c_str(),
                  s.worstOutputSnrDb());
+    if (!std::isnan(s.worstAgreement())) std::fprintf(stderr, ", agreement %.3f", s.worstAgreement());
+    std::fprintf(stderr, "\n");
   }
 }
 
@@ -25,11 +42,13 @@ int runAnalyze(const AnalyzeArgs& args) {
   auto run = prepareRun(args.request, cb);
   if (!run) return reportError(run.status());
   if (Status st = executeRun(*run, cb); !st) return reportError(st);
-  if (!std::isnan(args.request.targetSnrDb)) printFallback(*run);
+  if (!std::isnan(args.request.targetSnrDb) || !std::isnan(args.request.targetAgreement)) printFallback(*run);
   const AnalysisResult& r = *run->result();
   for (const auto& o : r.outputs) {
     std::printf("output %-32s SNR %8.2f dB  cosine %.6f  MSE %.4g\n", o.name.c_str(), o.metrics.snrDb, o.metrics.cosine,
                 o.metrics.mse);
+    if (const std::string a = describeAgreement(o.agreement); !a.empty())
+      std::printf("       %-32s agreement (%s): %s\n", "", outputKindName(o.agreement.kind), a.c_str());
   }
   const ReportContext ctx = reportContext(*run);
   const Model& m = *run->model;

@@ -15,13 +15,16 @@ int runExport(const ExportArgs& args) {
   auto run = prepareRun(args.request, cb);
   if (!run) return reportError(run.status());
   if (Status st = executeRun(*run, cb); !st) return reportError(st);
-  if (!std::isnan(args.request.targetSnrDb)) {
-    std::fprintf(stderr, "auto fallback to %.1f dB: %zu node(s) excluded\n", args.request.targetSnrDb, run->fallback.size());
+  if (!std::isnan(args.request.targetSnrDb) || !std::isnan(args.request.targetAgreement)) {
+    std::fprintf(stderr, "auto fallback to %s: %zu node(s) excluded\n", fallbackTargetText(args.request).c_str(),
+                 run->fallback.size());
   }
   auto bundle = buildExportBundle(*run, args.target);
   if (!bundle) return reportError(bundle.status());
   for (const auto& o : run->result()->outputs) {
     std::printf("output %-32s predicted SNR %8.2f dB  cosine %.6f\n", o.name.c_str(), o.metrics.snrDb, o.metrics.cosine);
+    if (const std::string a = describeAgreement(o.agreement); !a.empty())
+      std::printf("       %-32s agreement (%s): %s\n", "", outputKindName(o.agreement.kind), a.c_str());
   }
   if (Status st = writeBundle(*bundle); !st) return reportError(st);
   const QuantMode mode = run->result()->plan.mode;

@@ -26,6 +26,10 @@ Status finishInt4Options(const AnalysisRequest &a, const std::string &method,
   };
   if (!std::isnan(a.targetSnrDb))
     return refuse("--target-snr");
+  if (!std::isnan(a.targetAgreement))
+    return refuse("--target-agreement");
+  if (!a.outputKinds.empty())
+    return refuse("--output-kind");
   if (!a.loadConfig.empty())
     return refuse("--load-config");
   if (!a.calibrationCache.empty())

@@ -101,6 +101,11 @@ std::vector<PropertyEntry> analysisSummary(const Model& model, const AnalysisRes
   for (const OutputResult& o : r.outputs)
     a.children.push_back({QStringLiteral("Output %1").arg(QString::fromStdString(o.name)),
                           QStringLiteral("SNR %1, cosine %2").arg(dbText(o.metrics.snrDb)).arg(o.metrics.cosine, 0, 'f', 6), {}, false});
+  // Agreement with the float model's decisions, for the outputs with a class axis (agreement.h).
+  for (const OutputResult& o : r.outputs)
+    if (const std::string text = describeAgreement(o.agreement); !text.empty())
+      a.children.push_back({QStringLiteral("Agreement %1").arg(QString::fromStdString(o.name)),
+                            QString::fromStdString(text), {}, false});
   (void)model;
   return {a};
 }

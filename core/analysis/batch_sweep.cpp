@@ -46,7 +46,8 @@ Result<std::vector<Tensor>> floatPass(const PassContext& c, const std::vector<Na
 
 Status quantizedPass(const PassContext& c, const std::vector<NamedTensor>& feeds, const std::vector<Tensor>& floatTable,
                      const FakeQuantTransform& transform, const std::vector<NodeId>* nodes,
-                     std::vector<ErrorAccumulator>& nodeAcc, std::vector<ErrorAccumulator>& outAcc) {
+                     std::vector<ErrorAccumulator>& nodeAcc, std::vector<ErrorAccumulator>& outAcc,
+                     std::vector<AgreementAccumulator>* outAgreement) {
   const Graph& g = c.model.graph;
   CompareOutputs compare(g, floatTable, nodes, nodeAcc, c.threads(), c.paths.affine);
   FakeQuantTransform t = transform;  // this pass's own, comparing what it takes over
@@ -62,6 +63,7 @@ Status quantizedPass(const PassContext& c, const std::vector<NamedTensor>& feeds
     const Tensor& a = floatTable[(size_t)g.outputs[i]];
     const Tensor& b = (*outs)[i];
     if (a.numel() == b.numel() && !a.empty()) outAcc[i].add(a, b, c.threads());
+    if (outAgreement && !a.empty()) accumulateAgreement(g, i, a, b, &c.outputKinds, (*outAgreement)[i]);
   }
   return Status::ok();
 }
@@ -107,7 +109,7 @@ Status sensitivityPass(const PassContext& c, const std::vector<NodeId>& cone, Fa
 Status updateCachedBatch(const PassContext& c, BatchCache& cache, const std::vector<char>& target,
                          const std::vector<NodeId>& changed, const std::vector<NodeId>& cone,
                          const FakeQuantTransform& transform, std::vector<ErrorAccumulator>& nodeAcc,
-                         std::vector<ErrorAccumulator>& outAcc) {
+                         std::vector<ErrorAccumulator>& outAcc, std::vector<AgreementAccumulator>* outAgreement) {
   const Graph& g = c.model.graph;
   const size_t N = g.nodes.size();
   CompareOutputs compare(g, cache.floatTable, &cone, nodeAcc, c.threads(), c.paths.affine);
@@ -140,7 +142,7 @@ Status updateCachedBatch(const PassContext& c, BatchCache& cache, const std::vec
     const Status st = c.executor.runNodes(rest, cache.quantTable, ro);
     if (!st) return st;
   }
-  accumulateOutputs(g, cache.floatTable, cache.quantTable, outAcc);
+  accumulateOutputs(g, cache.floatTable, cache.quantTable, outAcc, &c.outputKinds, outAgreement);
   return Status::ok();
 }
 
@@ -254,6 +256,7 @@ Status BatchSweep::run(const CalibrationData& data, int64_t b, bool keep, uint64
   const std::vector<NodeId>& order = m_g.topoOrder;
   S.node.resize(N);
   S.out.resize(m_g.outputs.size());
+  S.agree.resize(m_g.outputs.size());
   S.layer.resize(N);
   S.weight.resize(N);
   S.act.resize(N);
@@ -315,7 +318,7 @@ Status BatchSweep::run(const CalibrationData& data, int64_t b, bool keep, uint64
         if (v != kNoValue) release(v);
     }
   }
-  accumulateOutputs(m_g, floatTable, quantTable, S.out);
+  accumulateOutputs(m_g, floatTable, quantTable, S.out, &m_c.outputKinds, &S.agree);
   if (m_sensitivity) QS_RETURN_IF_ERROR(sensitivity(floatTable, S, report));
   if (keeping) {
     auto bc = std::make_unique<BatchCache>();

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/agreement.h"
 #include "core/analysis/node_paths.h"
 #include "core/analysis/quant_state.h"
 #include "core/io/calibration_data.h"
@@ -28,6 +29,7 @@ struct BatchCache {
 /// results do not depend on which thread ran which batch.
 struct BatchSums {
   std::vector<ErrorAccumulator> node, out, layer, weight, act, sens;
+  std::vector<AgreementAccumulator> agree;  // per graph output, as `out`
 };
 
 /// What the passes read: the session's model, executor, quantization state and paths, and its
@@ -38,6 +40,7 @@ struct PassContext {
   const QuantState& state;
   const NodePaths& paths;
   CancelToken& cancel;
+  const std::vector<OutputKind>& outputKinds;  // per graph output: the user's kind, or Auto
 
   /// Cancelled, naming the model.
   Status cancelled() const;
@@ -56,7 +59,8 @@ Result<std::vector<Tensor>> floatPass(const PassContext& c, const std::vector<Na
 /// intermediates freed as the pass goes.
 Status quantizedPass(const PassContext& c, const std::vector<NamedTensor>& feeds, const std::vector<Tensor>& floatTable,
                      const FakeQuantTransform& transform, const std::vector<NodeId>* nodes,
-                     std::vector<ErrorAccumulator>& nodeAcc, std::vector<ErrorAccumulator>& outAcc);
+                     std::vector<ErrorAccumulator>& nodeAcc, std::vector<ErrorAccumulator>& outAcc,
+                     std::vector<AgreementAccumulator>* outAgreement = nullptr);
 /// Re-runs `cone` over the float table with `transform`; adds the graph outputs to `acc`.
 Status sensitivityPass(const PassContext& c, const std::vector<NodeId>& cone, FakeQuantTransform& transform,
                        const std::vector<Tensor>& floatTable, ErrorAccumulator& acc);
@@ -65,11 +69,12 @@ Status sensitivityPass(const PassContext& c, const std::vector<NodeId>& cone, Fa
 /// cone of what differs from the state it holds (`cone`, the toggled nodes' cone, when that is
 /// what differs, i.e. unless an earlier update of this batch was interrupted), so no table is
 /// copied and replaced buffers return to the pool at once. The graph-wise sums of `cone` go to
-/// nodeAcc, the graph outputs' to outAcc.
+/// nodeAcc, the graph outputs' to outAcc (and their agreement to outAgreement).
 Status updateCachedBatch(const PassContext& c, BatchCache& cache, const std::vector<char>& target,
                          const std::vector<NodeId>& changed, const std::vector<NodeId>& cone,
                          const FakeQuantTransform& transform, std::vector<ErrorAccumulator>& nodeAcc,
-                         std::vector<ErrorAccumulator>& outAcc);
+                         std::vector<ErrorAccumulator>& outAcc,
+                         std::vector<AgreementAccumulator>* outAgreement = nullptr);
 
 /// The sweep of one batch in analyze(): float, graph-wise and layer-wise in one walk over the
 /// nodes, then the sensitivity cones. Immutable once made: batches run side by side on one.

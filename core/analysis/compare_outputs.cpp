@@ -61,12 +61,20 @@ std::vector<NodeId> CompareOutputs::remaining(const std::vector<NodeId>& nodes) 
 }
 
 void accumulateOutputs(const Graph& g, const std::vector<Tensor>& ref, const std::vector<Tensor>& got,
-                       std::vector<ErrorAccumulator>& acc) {
+                       std::vector<ErrorAccumulator>& acc, const std::vector<OutputKind>* kinds,
+                       std::vector<AgreementAccumulator>* agreement) {
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     const Tensor& a = ref[(size_t)g.outputs[i]];
     const Tensor& b = got[(size_t)g.outputs[i]];
     if (a.numel() == b.numel() && !a.empty()) acc[i].add(a, b);
+    if (agreement && !a.empty()) accumulateAgreement(g, i, a, b, kinds, (*agreement)[i]);
   }
+}
+
+void accumulateAgreement(const Graph& g, size_t output, const Tensor& ref, const Tensor& got,
+                         const std::vector<OutputKind>* kinds, AgreementAccumulator& acc) {
+  const OutputKind requested = kinds && output < kinds->size() ? (*kinds)[output] : OutputKind::Auto;
+  acc.add(ref, got, outputKind(g, g.outputs[output], ref, requested));
 }
 
 bool runChain(const Graph& g, const ElementwiseChain& ch, std::vector<Tensor>& quantTable,

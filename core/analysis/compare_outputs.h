@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "core/analysis/agreement.h"
 #include "core/analysis/node_paths.h"
 #include "core/exec/executor.h"
 #include "core/numeric/metrics.h"
@@ -54,9 +55,15 @@ class CompareOutputs : public ExecutionObserver, public NodeCompare {
   const std::vector<AffineOp>& m_affine;
 };
 
-/// Each graph output of `got` compared with `ref`'s into acc[output] (where both have values).
+/// Each graph output of `got` compared with `ref`'s into acc[output] (where both have values);
+/// with `agreement`, also its agreement (agreement.h) as kinds[output] (Auto: the rule) into
+/// (*agreement)[output].
 void accumulateOutputs(const Graph& g, const std::vector<Tensor>& ref, const std::vector<Tensor>& got,
-                       std::vector<ErrorAccumulator>& acc);
+                       std::vector<ErrorAccumulator>& acc, const std::vector<OutputKind>* kinds = nullptr,
+                       std::vector<AgreementAccumulator>* agreement = nullptr);
+/// One graph output's agreement: `ref` against `got` as `requested` (Auto: the rule) into `acc`.
+void accumulateAgreement(const Graph& g, size_t output, const Tensor& ref, const Tensor& got,
+                         const std::vector<OutputKind>* kinds, AgreementAccumulator& acc);
 
 /// The ops of `ch` over the quantized table in one pass (runElementwiseChain: the same output
 /// bits as op by op). Outputs are stored as op by op would: those read outside the chain, or

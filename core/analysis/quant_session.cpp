@@ -15,7 +15,7 @@ namespace qs {
 QuantSession::~QuantSession() = default;
 
 PassContext QuantSession::passContext() const {
-  return PassContext{*m_model, *m_executor, m_state, m_paths, *m_cancelToken};
+  return PassContext{*m_model, *m_executor, m_state, m_paths, *m_cancelToken, m_outputKinds};
 }
 
 Status QuantSession::cancelled() const { return passContext().cancelled(); }
@@ -31,6 +31,19 @@ Result<std::unique_ptr<QuantSession>> QuantSession::create(std::shared_ptr<const
   auto ex = Executor::create(model, eo);
   if (!ex) return ex.status();
   s->m_executor = std::move(ex).value();
+  const Graph& g = model->graph;
+  s->m_outputKinds.assign(g.outputs.size(), OutputKind::Auto);
+  for (const auto& [name, kind] : options.outputKinds) {
+    size_t o = 0;
+    while (o < g.outputs.size() && g.value(g.outputs[o]).name != name) ++o;
+    if (o == g.outputs.size()) {
+      std::string names;
+      for (ValueId v : g.outputs) names += (names.empty() ? "" : ", ") + g.value(v).name;
+      return invalidArgument(model->path + ": --output-kind names '" + name + "', not a graph output (outputs: " +
+                             names + ")");
+    }
+    s->m_outputKinds[o] = kind;
+  }
   s->m_plan = planQuantization(model->graph, options.calibration.mode);
   std::vector<std::string> w;
   auto summary = applyConfig(s->m_plan, model->graph, config, w);
@@ -214,6 +227,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
 
   std::vector<ErrorAccumulator> nodeAcc(N), outAcc(g.outputs.size());
   std::vector<ErrorAccumulator> layerAcc(N), weightAcc(N), actAcc(N), sensAcc(N);
+  std::vector<AgreementAccumulator> outAgree(g.outputs.size());
   for (const BatchSums& S : sums) {
     for (size_t i = 0; i < N; ++i) {
       nodeAcc[i].merge(S.node[i]);
@@ -223,6 +237,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
       sensAcc[i].merge(S.sens[i]);
     }
     for (size_t o = 0; o < g.outputs.size(); ++o) outAcc[o].merge(S.out[o]);
+    for (size_t o = 0; o < g.outputs.size() && o < S.agree.size(); ++o) outAgree[o].merge(S.agree[o]);
   }
   // Toggles use cached batches 0..k-1: the cache ends at the first batch not kept.
   std::vector<std::unique_ptr<BatchCache>> cache;
@@ -250,6 +265,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   r->samples = data->sampleCount();
   m_nodeAcc = std::move(nodeAcc);
   m_outAcc = std::move(outAcc);
+  m_outAgree = std::move(outAgree);
   m_cache = std::move(cache);
   m_cachedBytes = cachedBytes;
   m_data = std::move(data);
@@ -273,7 +289,8 @@ void QuantSession::finishResult(AnalysisResult& r, const std::vector<ErrorAccumu
   }
   r.outputs.clear();
   for (size_t i = 0; i < g.outputs.size(); ++i) {
-    r.outputs.push_back(OutputResult{g.outputs[i], g.value(g.outputs[i]).name, outAcc[i].metrics()});
+    r.outputs.push_back(OutputResult{g.outputs[i], g.value(g.outputs[i]).name, outAcc[i].metrics(),
+                                     i < m_outAgree.size() ? m_outAgree[i].metrics() : AgreementMetrics{}});
   }
 }
 
@@ -305,9 +322,11 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
   // Per-batch accumulators, merged in batch order afterwards: the sums are then bit-identical to
   // those of analyze(), which adds batch after batch, whatever thread ran which batch.
   std::vector<std::vector<ErrorAccumulator>> nodeB((size_t)batches), outB((size_t)batches);
+  std::vector<std::vector<AgreementAccumulator>> agreeB((size_t)batches);
   for (int64_t b = 0; b < batches; ++b) {
     nodeB[(size_t)b].resize(N);
     outB[(size_t)b].resize(g.outputs.size());
+    agreeB[(size_t)b].resize(g.outputs.size());
   }
   const FakeQuantTransform t(m_state, m_paths, target);  // copied per batch (each copy compares its batch)
   BatchSchedule schedule(batches, *m_cancelToken, progress);
@@ -317,14 +336,15 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
   // which suits small per-sample ops); the others, float and quantized passes in full, one at a
   // time with threaded kernels, so that two full tables of a large model are never built at once.
   schedule.run(m_executor->threads(), 0, cachedCount, [&](int64_t b) {
-    return updateCachedBatch(c, *m_cache[(size_t)b], target, changed, cone, t, nodeB[(size_t)b], outB[(size_t)b]);
+    return updateCachedBatch(c, *m_cache[(size_t)b], target, changed, cone, t, nodeB[(size_t)b], outB[(size_t)b],
+                             &agreeB[(size_t)b]);
   }, kStage);
   schedule.run(1, cachedCount, batches, [&](int64_t b) -> Status {
     auto feeds = m_data->batch(b);
     if (!feeds) return feeds.status();
     auto ft = floatPass(c, *feeds);
     if (!ft) return ft.status();
-    return quantizedPass(c, *feeds, *ft, t, &cone, nodeB[(size_t)b], outB[(size_t)b]);
+    return quantizedPass(c, *feeds, *ft, t, &cone, nodeB[(size_t)b], outB[(size_t)b], &agreeB[(size_t)b]);
   }, kStage);
   if (schedule.stopped()) {
     m_plan = previous;  // cached tables keep their own states; the next toggle brings them along
@@ -337,10 +357,15 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
     for (int64_t b = 0; b < batches; ++b) a.merge(nodeB[(size_t)b][(size_t)id]);
     nodeAcc[(size_t)id] = a;
   }
+  std::vector<AgreementAccumulator> outAgree(g.outputs.size());
   for (size_t o = 0; o < g.outputs.size(); ++o)
-    for (int64_t b = 0; b < batches; ++b) outAcc[o].merge(outB[(size_t)b][o]);
+    for (int64_t b = 0; b < batches; ++b) {
+      outAcc[o].merge(outB[(size_t)b][o]);
+      outAgree[o].merge(agreeB[(size_t)b][o]);
+    }
   m_nodeAcc = std::move(nodeAcc);
   m_outAcc = std::move(outAcc);
+  m_outAgree = std::move(outAgree);
   auto r = std::make_shared<AnalysisResult>(*m_result);
   finishResult(*r, m_nodeAcc, m_outAcc);
   m_result = r;
@@ -349,9 +374,26 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
 }
 
 Result<std::vector<FallbackStep>> QuantSession::autoFallback(double targetDb, const ProgressFn& progress) {
+  return autoFallback(targetDb, NAN, progress);
+}
+
+Result<std::vector<FallbackStep>> QuantSession::autoFallback(double targetDb, double targetAgreement,
+                                                             const ProgressFn& progress) {
   if (!m_result) return invalidArgument(m_model->path + ": auto fallback needs a prior analysis");
+  if (!std::isnan(targetAgreement) && std::isnan(m_result->worstAgreement())) {
+    std::string names;
+    for (const OutputResult& o : m_result->outputs) names += (names.empty() ? "" : ", ") + o.name;
+    return invalidArgument(m_model->path + ": --target-agreement: no graph output has a class axis (" + names +
+                           " are dense; --output-kind NAME=classes|sequence names one)");
+  }
+  // NaN targets are met; an output's agreement never gets worse than the float model's 1.
+  auto reached = [&] {
+    const bool snr = std::isnan(targetDb) || m_result->worstOutputSnrDb() >= targetDb;
+    const bool agree = std::isnan(targetAgreement) || m_result->worstAgreement() >= targetAgreement;
+    return snr && agree;
+  };
   std::vector<FallbackStep> steps;
-  while (m_result->worstOutputSnrDb() < targetDb) {
+  while (!reached()) {
     NodeId worst = -1;
     double worstSnr = std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < m_plan.nodes.size(); ++i) {
@@ -370,7 +412,10 @@ Result<std::vector<FallbackStep>> QuantSession::autoFallback(double targetDb, co
     if (!r) return r.status();
     FallbackStep step;
     step.excluded = worst;
-    for (const auto& o : m_result->outputs) step.outputSnrDb.push_back(o.metrics.snrDb);
+    for (const auto& o : m_result->outputs) {
+      step.outputSnrDb.push_back(o.metrics.snrDb);
+      step.outputAgreement.push_back(o.agreement.primary());
+    }
     steps.push_back(std::move(step));
   }
   return steps;

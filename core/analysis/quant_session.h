@@ -57,6 +57,9 @@ struct AnalysisOptions {
   /// Calibrate every float activation tensor (graph inputs and node outputs), not only the
   /// quantization points: AnalysisResult::tensorRanges, for TensorRT's implicit INT8.
   bool allTensorRanges = false;
+  /// Graph output name -> how its agreement is measured (agreement.h); outputs not named take the
+  /// rule (Auto). An unknown name fails create().
+  std::map<std::string, OutputKind> outputKinds;
 };
 
 struct BatchCache;
@@ -92,6 +95,10 @@ class QuantSession {
   /// Excludes the most sensitive quantized node, one at a time, until every graph output reaches
   /// `targetDb` or no quantized node is left. Needs a prior analyze() with sensitivity.
   Result<std::vector<FallbackStep>> autoFallback(double targetDb, const ProgressFn& progress = {});
+  /// The same, until every output reaches `targetDb` (NaN: no SNR target) and every output with an
+  /// agreement (AnalysisResult::worstAgreement) reaches `targetAgreement` (a fraction; NaN: none).
+  /// An agreement target on a model none of whose outputs has one fails, naming the outputs.
+  Result<std::vector<FallbackStep>> autoFallback(double targetDb, double targetAgreement, const ProgressFn& progress = {});
 
   /// Statistics of an activation tensor (histogram and per-method amax), or nullptr.
   const TensorStats* stats(ValueId value) const;
@@ -134,6 +141,8 @@ class QuantSession {
   std::shared_ptr<const AnalysisResult> m_result;
   // Per-node accumulators of the last analysis, kept for incremental updates.
   std::vector<ErrorAccumulator> m_nodeAcc, m_outAcc;
+  std::vector<AgreementAccumulator> m_outAgree;  // per graph output, with m_outAcc
+  std::vector<OutputKind> m_outputKinds;         // per graph output, from AnalysisOptions::outputKinds
   std::vector<std::unique_ptr<BatchCache>> m_cache;  // per analysed batch, when within budget
   uint64_t m_cachedBytes = 0;
   uint64_t m_batchBytes = 0;  // float and quantized activations of one batch (0: not known yet)

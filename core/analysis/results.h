@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/agreement.h"
 #include "core/numeric/metrics.h"
 #include "core/quant/calibrator.h"
 #include "core/quant/quant_types.h"
@@ -49,6 +50,7 @@ struct OutputResult {
   ValueId value = kNoValue;
   std::string name;
   ErrorMetrics metrics;
+  AgreementMetrics agreement;  // top-1/top-5 or decoded-sequence agreement (agreement.h); Dense: none
 };
 
 struct AnalysisResult {
@@ -66,15 +68,20 @@ struct AnalysisResult {
 
   /// Lowest SNR over the graph outputs (the figure targets are checked against).
   double worstOutputSnrDb() const;
+  /// Lowest AgreementMetrics::primary() over the outputs that have one; NaN when none has.
+  double worstAgreement() const;
 };
 
 /// One step of the automatic fallback.
 struct FallbackStep {
   NodeId excluded = -1;
   std::vector<double> outputSnrDb;  // per graph output after this exclusion
+  std::vector<double> outputAgreement;  // per graph output: AgreementMetrics::primary() (NaN: dense)
 
   /// Lowest SNR over the graph outputs after this exclusion.
   double worstOutputSnrDb() const;
+  /// Lowest agreement over the graph outputs that have one; NaN when none has.
+  double worstAgreement() const;
 };
 
 }  // namespace qs

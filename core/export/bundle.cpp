@@ -28,6 +28,7 @@ ReportContext reportContext(const AnalysisRun& run) {
   ctx.warnings = run.warnings;
   ctx.fallback = run.fallback;
   ctx.targetSnrDb = run.request.targetSnrDb;
+  ctx.targetAgreement = run.request.targetAgreement;
   return ctx;
 }
 

@@ -32,6 +32,9 @@ Status validateRequest(const AnalysisRequest& r) {
   }
   if (r.threads < 0) return invalidArgument("--threads " + std::to_string(r.threads) + ": expected 0 (all cores) or more");
   if (std::isinf(r.targetSnrDb)) return invalidArgument("--target-snr: expected a finite number of dB");
+  if (!std::isnan(r.targetAgreement) && !(r.targetAgreement >= 0 && r.targetAgreement <= 1)) {
+    return invalidArgument("--target-agreement " + std::to_string(r.targetAgreement) + ": expected a fraction in [0, 1]");
+  }
   if (!r.trtAlgorithm.empty() && !isTrtCalibrationAlgorithm(r.trtAlgorithm)) {
     return invalidArgument("--trt-calibrator '" + r.trtAlgorithm +
                            "': expected EntropyCalibration2, MinMaxCalibration, EntropyCalibration or LegacyCalibration");
@@ -238,7 +241,8 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   AnalysisOptions ao;
   ao.threads = rq.threads;
   ao.layerwise = rq.layerwise;
-  ao.sensitivity = rq.sensitivity || !std::isnan(rq.targetSnrDb);
+  ao.sensitivity = rq.sensitivity || !std::isnan(rq.targetSnrDb) || !std::isnan(rq.targetAgreement);
+  ao.outputKinds = rq.outputKinds;
   ao.calibration = rq.calibration;
   ao.allTensorRanges = rq.allTensorRanges.value_or(true);  // every TensorRT that reads caches (8.5-10.x) needs them
   std::vector<std::string> configWarnings;
@@ -296,8 +300,8 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
   if (!scalesGiven) QS_RETURN_IF_ERROR(run.session->calibrate(*run.calibrationData, phase(0.02, 0.35)));
   auto result = run.session->analyze(run.analysisData, phase(0.35, 0.97));
   if (!result) return result.status();
-  if (!std::isnan(rq.targetSnrDb)) {
-    auto steps = run.session->autoFallback(rq.targetSnrDb, phase(0.97, 1.0));
+  if (!std::isnan(rq.targetSnrDb) || !std::isnan(rq.targetAgreement)) {
+    auto steps = run.session->autoFallback(rq.targetSnrDb, rq.targetAgreement, phase(0.97, 1.0));
     if (!steps) return steps.status();
     run.fallback = std::move(steps).value();
   }
@@ -367,6 +371,12 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   list("op_types_to_exclude", run.exportedConfig.opTypesToExclude);
   list("op_types_to_quantize", run.exportedConfig.opTypesToQuantize);
   if (!std::isnan(rq.targetSnrDb)) s["target_snr_db"] = std::to_string(rq.targetSnrDb);
+  if (!std::isnan(rq.targetAgreement)) s["target_agreement"] = std::to_string(rq.targetAgreement);
+  if (!rq.outputKinds.empty()) {
+    std::string kinds;
+    for (const auto& [name, kind] : rq.outputKinds) kinds += (kinds.empty() ? "" : ",") + name + "=" + outputKindName(kind);
+    s["output_kind"] = kinds;
+  }
   if (!rq.layerwise) s["layerwise"] = "off";
   if (!rq.sensitivity && std::isnan(rq.targetSnrDb)) s["sensitivity"] = "off";
   if (!rq.loadConfig.empty()) s["load_config"] = rq.loadConfig;

@@ -39,6 +39,8 @@ struct AnalysisRequest {
   bool sensitivity = true;          // the fallback target turns it on
   int threads = 0;                  // executor threads (0 = all cores)
   double targetSnrDb = NAN;         // automatic fallback to this output SNR (NaN: none)
+  double targetAgreement = NAN;     // ... and/or to this top-1 / sequence agreement, a fraction (NaN: none)
+  std::map<std::string, OutputKind> outputKinds;  // --output-kind: graph output -> agreement kind
   // Scales from a file instead of calibrating; at most one of the two.
   std::string loadConfig;           // quant_cfg.json: scales, node states and settings
   std::string calibrationCache;     // TensorRT calibration cache: activation scales

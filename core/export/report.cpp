@@ -20,6 +20,18 @@ Json num(double v) {
   return v;
 }
 
+// An output's agreement with the float model (core/analysis/agreement.h); null for a dense output.
+Json agreementJson(const AgreementMetrics& a) {
+  if (a.kind == OutputKind::Dense || a.positions == 0) return nullptr;
+  Json j{{"kind", outputKindName(a.kind)}, {"positions", a.positions}, {"top1", num(a.top1)}, {"top5", num(a.top5)}};
+  if (a.kind == OutputKind::Sequence) {
+    j["sequences"] = a.sequences;
+    j["sequence_agreement"] = num(a.sequenceAgreement);
+    j["char_error_rate"] = num(a.charErrorRate);
+  }
+  return j;
+}
+
 Json metricsJson(const ErrorMetrics& m) {
   return Json{{"snr_db", num(m.snrDb)}, {"cosine", num(m.cosine)}, {"mse", num(m.mse)}, {"max_abs", num(m.maxAbs)}};
 }
@@ -76,11 +88,14 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
   for (const auto& [k, v] : ctx.settings) settings[k] = v;
   // Settings arrive as text; the target is a number, as in "fallback" (docs/report.schema.json).
   if (settings.contains("target_snr_db")) settings["target_snr_db"] = num(std::stod(ctx.settings.at("target_snr_db")));
+  if (settings.contains("target_agreement"))
+    settings["target_agreement"] = num(std::stod(ctx.settings.at("target_agreement")));
   j["settings"] = settings;
   Json outputs = Json::array();
   for (const auto& o : r.outputs) {
     outputs.push_back({{"name", o.name}, {"snr_db", num(o.metrics.snrDb)}, {"cosine", num(o.metrics.cosine)},
-                       {"mse", num(o.metrics.mse)}, {"max_abs", num(o.metrics.maxAbs)}});
+                       {"mse", num(o.metrics.mse)}, {"max_abs", num(o.metrics.maxAbs)},
+                       {"agreement", agreementJson(o.agreement)}});
   }
   j["outputs"] = outputs;
   Json layers = Json::array();
@@ -129,15 +144,24 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
   }
   j["tensors"] = tensors;
   j["warnings"] = ctx.warnings;
-  if (!ctx.fallback.empty() || !std::isnan(ctx.targetSnrDb)) {
+  if (!ctx.fallback.empty() || !std::isnan(ctx.targetSnrDb) || !std::isnan(ctx.targetAgreement)) {
+    const bool agreement = !std::isnan(ctx.targetAgreement);
     Json steps = Json::array();
     for (const auto& s : ctx.fallback) {
       Json snr = Json::array();
       for (double v : s.outputSnrDb) snr.push_back(num(v));
-      steps.push_back({{"excluded", g.nodes[(size_t)s.excluded].name}, {"outputs_snr_db", snr}});
+      Json step{{"excluded", g.nodes[(size_t)s.excluded].name}, {"outputs_snr_db", snr}};
+      if (agreement) {
+        Json agree = Json::array();
+        for (double v : s.outputAgreement) agree.push_back(num(v));
+        step["outputs_agreement"] = agree;
+      }
+      steps.push_back(step);
     }
-    j["fallback"] = {{"target_snr_db", num(ctx.targetSnrDb)}, {"steps", steps},
-                     {"reached", r.worstOutputSnrDb() >= ctx.targetSnrDb}};
+    const bool snrReached = std::isnan(ctx.targetSnrDb) || r.worstOutputSnrDb() >= ctx.targetSnrDb;
+    const bool agreementReached = !agreement || r.worstAgreement() >= ctx.targetAgreement;
+    j["fallback"] = {{"target_snr_db", num(ctx.targetSnrDb)}, {"steps", steps}, {"reached", snrReached && agreementReached}};
+    if (agreement) j["fallback"]["target_agreement"] = num(ctx.targetAgreement);
   }
   return j.dump(2) + "\n";
 }
@@ -182,21 +206,25 @@ std::string reportHtml(const Model& model, const AnalysisResult& r, const Report
     if (std::isnan(snr)) return "";
     return snr < 10 ? "bad" : snr < 25 ? "mid" : "good";
   };
-  h << "<h2>Outputs</h2><table class=\"sortable\"><tr><th>output</th><th>SNR dB</th><th>cosine</th><th>MSE</th><th>max abs</th></tr>";
+  h << "<h2>Outputs</h2><table class=\"sortable\"><tr><th>output</th><th>SNR dB</th><th>cosine</th><th>MSE</th><th>max abs</th><th>agreement with float</th></tr>";
   for (const auto& o : r.outputs) {
     h << "<tr><td class=l>" << htmlEscape(o.name) << "</td><td class=\"" << cls(o.metrics.snrDb) << "\">"
       << fmt(o.metrics.snrDb) << "</td><td>" << fmtG(o.metrics.cosine) << "</td><td>" << fmtG(o.metrics.mse) << "</td><td>"
-      << fmtG(o.metrics.maxAbs) << "</td></tr>";
+      << fmtG(o.metrics.maxAbs) << "</td><td class=l>" << htmlEscape(describeAgreement(o.agreement)) << "</td></tr>";
   }
   h << "</table>";
   if (!ctx.fallback.empty()) {
-    h << "<h2>Automatic fallback (target " << fmt(ctx.targetSnrDb) << " dB)</h2><table><tr><th>step</th><th>excluded</th><th>worst output SNR dB</th></tr>";
+    const bool agreement = !std::isnan(ctx.targetAgreement);
+    std::string target = std::isnan(ctx.targetSnrDb) ? "" : fmt(ctx.targetSnrDb) + " dB";
+    if (agreement) target += (target.empty() ? "agreement " : ", agreement ") + fmt(ctx.targetAgreement, 3);
+    h << "<h2>Automatic fallback (target " << target << ")</h2><table><tr><th>step</th><th>excluded</th><th>worst output SNR dB</th>"
+      << (agreement ? "<th>worst agreement</th>" : "") << "</tr>";
     int k = 1;
     for (const auto& s : ctx.fallback) {
       double worst = INFINITY;
       for (double v : s.outputSnrDb) worst = std::min(worst, v);
       h << "<tr><td>" << k++ << "</td><td class=l>" << htmlEscape(g.nodes[(size_t)s.excluded].name) << "</td><td>"
-        << fmt(worst) << "</td></tr>";
+        << fmt(worst) << "</td>" << (agreement ? "<td>" + fmt(s.worstAgreement(), 3) + "</td>" : "") << "</tr>";
     }
     h << "</table>";
   }

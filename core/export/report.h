@@ -17,6 +17,7 @@ struct ReportContext {
   std::vector<std::string> warnings;
   std::vector<FallbackStep> fallback;           // empty unless --target-snr ran
   double targetSnrDb = NAN;
+  double targetAgreement = NAN;                 // --target-agreement (NaN: none)
   std::string toolVersion = kVersion;
 };
 
