@@ -28,6 +28,7 @@ ReportContext reportContext(const AnalysisRun& run) {
   ctx.warnings = run.warnings;
   ctx.fallback = run.fallback;
   ctx.targetSnrDb = run.request.targetSnrDb;
+  if (!run.remedies.empty()) ctx.remedies = run.remedies;
   return ctx;
 }
 
@@ -44,6 +45,7 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
   ExportOptions eo;
   eo.dqOnly = rq.dqOnly.value_or(true);
   eo.externalData = rq.externalData;
+  eo.replacedInitializers = run.remedies.changedInitializers;
   eo.externalDataName = fs::path(modelOut).filename().string() + ".data";
   for (const std::string& out : {modelOut, (modelDir / eo.externalDataName).string()}) {
     if (samePath(out, rq.modelPath)) {

@@ -341,6 +341,29 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
     setRaw(&t, c.raw(), c.byteSize());
   }
 
+  // Initializers a remedy changed (cross-layer equalization, bias correction): the values of
+  // `model`, not of the file.
+  if (!options.replacedInitializers.empty()) {
+    const std::set<std::string> replaced(options.replacedInitializers.begin(), options.replacedInitializers.end());
+    size_t found = 0;
+    for (auto& t : *proto.mutable_graph()->mutable_initializer()) {
+      if (!replaced.count(t.name())) continue;
+      ValueId id = g.findValue(t.name());
+      if (id == kNoValue || !g.value(id).constant || g.value(id).constant->dtype() != DType::Float ||
+          t.data_type() != onnx::TensorProto::FLOAT) {
+        return invalidArgument(where + ": initializer '" + t.name() + "' was changed by a remedy but is not a float32 constant");
+      }
+      const Tensor& c = *g.value(id).constant;
+      t.clear_float_data();
+      setRaw(&t, c.raw(), c.byteSize());
+      ++found;
+    }
+    if (found != replaced.size()) {
+      return invalidArgument(where + ": " + std::to_string(replaced.size() - found) +
+                             " initializer(s) changed by a remedy are not initializers of the file");
+    }
+  }
+
   ExportedModel out;
   onnx::OperatorSetIdProto* os = defaultOpsetImport(proto);
   if (!os) {

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "core/analysis/remedies.h"
 #include "core/analysis/results.h"
 #include "qs_version.h"
 
@@ -18,6 +21,7 @@ struct ReportContext {
   std::vector<FallbackStep> fallback;           // empty unless --target-snr ran
   double targetSnrDb = NAN;
   std::string toolVersion = kVersion;
+  std::optional<RemedySummary> remedies;        // --equalize / --bias-correction: what they did, and before
 };
 
 /// report.json: model, settings, outputs, layers, tensors, weights, warnings, fallback.
