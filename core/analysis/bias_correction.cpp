@@ -18,8 +18,7 @@ ValueId correctableBias(const Graph& g, const Node& n) {
   const ValueId b = n.inputs[2];
   if (b == kNoValue) return kNoValue;
   const Value& v = g.value(b);
-  if (!v.constant || v.constant->dtype() != DType::Float || v.constant->rank() != 1 || v.isOverridable ||
-      v.fromConstantNode || v.consumers.size() != 1)
+  if (!v.constant || v.constant->dtype() != DType::Float || v.constant->rank() != 1 || v.isOverridable || v.consumers.size() != 1)
     return kNoValue;
   return b;
 }
@@ -36,8 +35,7 @@ ValueId correctableBnMean(const Graph& g, const Node& n) {
   if (bn.opType != "BatchNormalization" || !bn.domain.empty() || bn.inputs.size() < 5 || bn.inputs[0] != n.outputs[0])
     return kNoValue;
   const Value& mean = g.value(bn.inputs[3]);
-  if (!mean.constant || mean.constant->dtype() != DType::Float || mean.constant->rank() != 1 || mean.isOverridable ||
-      mean.fromConstantNode || mean.consumers.size() != 1)
+  if (!mean.constant || mean.constant->dtype() != DType::Float || mean.constant->rank() != 1 || mean.isOverridable || mean.consumers.size() != 1)
     return kNoValue;
   return bn.inputs[3];
 }

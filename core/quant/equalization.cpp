@@ -22,7 +22,7 @@ struct Layer {
 bool ownConstant(const Graph& g, ValueId id) {
   if (id == kNoValue) return false;
   const Value& v = g.value(id);
-  return v.constant && v.constant->dtype() == DType::Float && !v.isOverridable && !v.fromConstantNode &&
+  return v.constant && v.constant->dtype() == DType::Float && !v.isOverridable &&
          v.consumers.size() == 1;
 }
 
