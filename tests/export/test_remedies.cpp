@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <random>
 
 #include "core/export/bundle.h"
@@ -161,6 +163,14 @@ TEST(Remedies, EqualizedWeightsReachTheExportAndKeepTheFloatFunction) {
   ErrorAccumulator got;
   got.add(ref, runFile(q, x));
   EXPECT_NEAR(got.metrics().snrDb, run->result()->outputs[0].metrics.snrDb, 0.5);
+  // report.json's remedies object follows docs/report.schema.json.
+  EXPECT_EQ(runCommand("/usr/bin/python3 " + std::string(QS_SOURCE_DIR) + "/tests/support/validate_json.py " +
+                       std::string(QS_SOURCE_DIR) + "/docs/report.schema.json " + dir + "/out/report.json"),
+            0);
+  std::ifstream rj(dir + "/out/report.json");
+  std::stringstream text;
+  text << rj.rdbuf();
+  EXPECT_NE(text.str().find("\"equalized_pairs\": [\n      {\n        \"first\": \"conv1\""), std::string::npos);
   fs::remove_all(dir);
 }
 
