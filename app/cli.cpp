@@ -95,6 +95,10 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_option("--all-tensor-ranges", g_text.allTensorRanges,
                  "on|off: ranges for every activation tensor in quant_cfg.json and calibration.cache, as TensorRT's "
                  "implicit INT8 needs (default on), or for the Q/DQ points only");
+  cmd.add_flag("--equalize", a.equalize,
+               "Cross-layer equalization of Conv/Gemm pairs (through Relu or nothing) before calibration");
+  cmd.add_flag("--bias-correction,--bias_correction", a.biasCorrection,
+               "Empirical bias correction of quantized Conv/Gemm after calibration");
 }
 
 Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {

@@ -29,6 +29,7 @@ ReportContext reportContext(const AnalysisRun& run) {
   ctx.fallback = run.fallback;
   ctx.targetSnrDb = run.request.targetSnrDb;
   ctx.targetAgreement = run.request.targetAgreement;
+  if (!run.remedies.empty()) ctx.remedies = run.remedies;
   return ctx;
 }
 
@@ -46,6 +47,7 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
   eo.dqOnly = rq.dqOnly.value_or(true);
   eo.externalData = rq.externalData;
   if (rq.externalDataThresholdBytes > 0) eo.externalDataThresholdBytes = rq.externalDataThresholdBytes;
+  eo.replacedInitializers = run.remedies.changedInitializers;
   eo.externalDataName = fs::path(modelOut).filename().string() + ".data";
   for (const std::string& out : {modelOut, (modelDir / eo.externalDataName).string()}) {
     if (samePath(out, rq.modelPath)) {

@@ -300,6 +300,43 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
     setRaw(&t, c.raw(), c.byteSize());
   }
 
+  // Initializers a remedy changed (cross-layer equalization, bias correction): the values of
+  // `model`, not of the file.
+  if (!options.replacedInitializers.empty()) {
+    const std::set<std::string> replaced(options.replacedInitializers.begin(), options.replacedInitializers.end());
+    size_t found = 0;
+    for (auto& t : *proto.mutable_graph()->mutable_initializer()) {
+      if (!replaced.count(t.name())) continue;
+      ValueId id = g.findValue(t.name());
+      if (id == kNoValue || !g.value(id).constant || g.value(id).constant->dtype() != DType::Float ||
+          t.data_type() != onnx::TensorProto::FLOAT) {
+        return invalidArgument(where + ": initializer '" + t.name() + "' was changed by a remedy but is not a float32 constant");
+      }
+      const Tensor& c = *g.value(id).constant;
+      t.clear_float_data();
+      setRaw(&t, c.raw(), c.byteSize());
+      ++found;
+    }
+    // Weights held in Constant nodes (the loader folds them; PaddleOCR's exports have all theirs there).
+    for (auto& n : *proto.mutable_graph()->mutable_node()) {
+      if (n.op_type() != "Constant" || n.output_size() != 1 || !replaced.count(n.output(0))) continue;
+      ValueId id = g.findValue(n.output(0));
+      for (auto& a : *n.mutable_attribute()) {
+        if (a.name() != "value" || !a.has_t() || a.t().data_type() != onnx::TensorProto::FLOAT || id == kNoValue ||
+            !g.value(id).constant || g.value(id).constant->dtype() != DType::Float)
+          continue;
+        const Tensor& c = *g.value(id).constant;
+        a.mutable_t()->clear_float_data();
+        setRaw(a.mutable_t(), c.raw(), c.byteSize());
+        ++found;
+      }
+    }
+    if (found != replaced.size()) {
+      return invalidArgument(where + ": " + std::to_string(replaced.size() - found) +
+                             " initializer(s) changed by a remedy are neither initializers nor Constant nodes of the file");
+    }
+  }
+
   ExportedModel out;
   onnx::OperatorSetIdProto* os = defaultOpsetImport(proto);
   if (!os) {

@@ -54,6 +54,9 @@ struct ExportOptions {
   /// Ranks of tensors observed at run time (observeRanks), used where the version converter needs
   /// a rank the file does not declare. May be empty for models already at opset >= 13.
   std::map<std::string, int> observedRanks;
+  /// Float initializers whose values come from `model` instead of the file (the weights and biases
+  /// a remedy changed: core/analysis/remedies.h).
+  std::vector<std::string> replacedInitializers;
 };
 
 /// An exported model in memory, ready to be written.

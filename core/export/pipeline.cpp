@@ -3,6 +3,7 @@
 #include <cstring>
 #include <set>
 
+#include "core/export/remedy_run.h"
 #include "core/onnx/loader.h"
 
 namespace qs {
@@ -38,6 +39,11 @@ Status validateRequest(const AnalysisRequest& r) {
   if (!r.trtAlgorithm.empty() && !isTrtCalibrationAlgorithm(r.trtAlgorithm)) {
     return invalidArgument("--trt-calibrator '" + r.trtAlgorithm +
                            "': expected EntropyCalibration2, MinMaxCalibration, EntropyCalibration or LegacyCalibration");
+  }
+  if ((r.equalize || r.biasCorrection) && (!r.loadConfig.empty() || !r.calibrationCache.empty())) {
+    return invalidArgument(std::string(r.equalize ? "--equalize" : "--bias-correction") +
+                           " changes the weights the scales are calibrated for: it needs calibration, not " +
+                           (r.loadConfig.empty() ? "--calibration-cache-path" : "--load-config"));
   }
   return Status::ok();
 }
@@ -198,6 +204,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
     if (!model) return model.status();
     run.model = std::move(model).value();
   }
+  QS_RETURN_IF_ERROR(equalizeRunModel(run));
   // A model built in code has no file: no fingerprint (exporting it fails, naming the path).
   if (auto fingerprint = fileFingerprint(rq.modelPath)) run.modelFingerprint = *fingerprint;
   else if (!loaded) return fingerprint.status();
@@ -251,6 +258,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   run.session = std::shared_ptr<QuantSession>(std::move(session).value());
   if (callbacks.cancel) run.session->setCancelToken(callbacks.cancel);
   for (const auto& w : configWarnings) warn(w);
+  QS_RETURN_IF_ERROR(createBaselineSession(run, config, ao, callbacks.cancel));
   if (saved) QS_RETURN_IF_ERROR(checkSavedStates(*saved, *run.model, run.session->plan(), hasLists(rq.config), rq.loadConfig));
 
   if (saved) {
@@ -297,7 +305,9 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
     if (!callbacks.progress || !callbacks.overallProgress) return callbacks.progress;
     return [&callbacks, lo, hi](double f, const std::string& stage) { return callbacks.progress(lo + (hi - lo) * f, stage); };
   };
-  if (!scalesGiven) QS_RETURN_IF_ERROR(run.session->calibrate(*run.calibrationData, phase(0.02, 0.35)));
+  const bool remedies = run.baselineSession != nullptr;
+  if (!scalesGiven) QS_RETURN_IF_ERROR(run.session->calibrate(*run.calibrationData, phase(0.02, remedies ? 0.15 : 0.35)));
+  if (remedies) QS_RETURN_IF_ERROR(runRemedies(run, phase(0.15, 0.35), callbacks.cancel));
   auto result = run.session->analyze(run.analysisData, phase(0.35, 0.97));
   if (!result) return result.status();
   if (!std::isnan(rq.targetSnrDb) || !std::isnan(rq.targetAgreement)) {
@@ -384,6 +394,8 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   s["trt_version"] = trtVersionName(run.trtVersion);
   s["trt_calibrator"] = run.trtAlgorithm;
   s["all_tensor_ranges"] = rq.allTensorRanges.value_or(true) ? "on" : "off";
+  if (rq.equalize) s["equalize"] = "on";
+  if (rq.biasCorrection) s["bias_correction"] = "on";
   return s;
 }
 

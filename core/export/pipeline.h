@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/analysis/quant_session.h"
+#include "core/analysis/remedies.h"
 #include "core/export/quant_files.h"
 #include "core/io/calibration_data.h"
 #include "core/quant/calibrator.h"
@@ -54,6 +55,9 @@ struct AnalysisRequest {
   /// Ranges for every float activation tensor in quant_cfg.json and calibration.cache, not only the
   /// Q/DQ points (what TensorRT's implicit INT8 needs); unset: on (every --trt-version reads caches).
   std::optional<bool> allTensorRanges;
+  // PTQ remedies (core/export/remedy_run.h); neither combines with scales from a file.
+  bool equalize = false;            // cross-layer equalization of the weights before calibration
+  bool biasCorrection = false;      // empirical bias correction after calibration
 };
 
 /// The calibration method named `name` (max, entropy, percentile, mse). The one parser of method
@@ -101,6 +105,11 @@ struct AnalysisRun {
   std::optional<SavedQuantConfig> loadedConfig;
   TrtVersion trtVersion;               // calibration.cache's header: the request's, a loaded config's, or 10
   std::string trtAlgorithm;            // and its algorithm, resolved by prepareRun
+  // Remedies: what they did and the analysis without them; `model` is then the remedied copy.
+  RemedySummary remedies;
+  std::shared_ptr<const Model> originalModel;      // the model as loaded
+  std::shared_ptr<QuantSession> baselineSession;   // on originalModel, until executeRun analysed it
+  QuantConfig sessionConfig;                       // what the session was created with
 
   /// The latest result (after toggles too); null before executeRun().
   std::shared_ptr<const AnalysisResult> result() const { return session ? session->result() : nullptr; }

@@ -1,4 +1,5 @@
 #include "core/export/report.h"
+#include "core/export/remedy_report.h"
 
 #include "core/quant/placement.h"
 
@@ -163,6 +164,7 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
     j["fallback"] = {{"target_snr_db", num(ctx.targetSnrDb)}, {"steps", steps}, {"reached", snrReached && agreementReached}};
     if (agreement) j["fallback"]["target_agreement"] = num(ctx.targetAgreement);
   }
+  if (ctx.remedies) j["remedies"] = remediesJson(g, r, *ctx.remedies);
   return j.dump(2) + "\n";
 }
 
@@ -228,6 +230,7 @@ std::string reportHtml(const Model& model, const AnalysisResult& r, const Report
     }
     h << "</table>";
   }
+  if (ctx.remedies) h << remediesHtml(g, r, *ctx.remedies);
   // Per-layer SNR chart in topological order: graph-wise (blue) and layer-wise (orange), quantized nodes only.
   std::vector<NodeId> q;
   for (NodeId id : g.topoOrder)

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "core/analysis/remedies.h"
 #include "core/analysis/results.h"
 #include "qs_version.h"
 
@@ -19,6 +22,7 @@ struct ReportContext {
   double targetSnrDb = NAN;
   double targetAgreement = NAN;                 // --target-agreement (NaN: none)
   std::string toolVersion = kVersion;
+  std::optional<RemedySummary> remedies;        // --equalize / --bias-correction: what they did, and before
 };
 
 /// report.json: model, settings, outputs, layers, tensors, weights, warnings, fallback.

@@ -1,0 +1,25 @@
+// What the PTQ remedies of a run did (cross-layer equalization, bias correction), and the
+// analysis of the same model and data without them, for the report's before/after.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/analysis/bias_correction.h"
+#include "core/analysis/results.h"
+#include "core/quant/equalization.h"
+
+namespace qs {
+
+struct RemedySummary {
+  std::vector<std::string> applied;               // "equalize", "bias_correction", in the order applied
+  std::vector<EqualizedPair> pairs;               // cross-layer equalization
+  std::vector<BiasShift> biasShifts;              // bias correction
+  std::vector<std::string> biasSkipped;           // quantized Conv/Gemm/MatMul without a correctable bias
+  std::vector<std::string> changedInitializers;   // sorted: what quantized.onnx takes from the remedied model
+  std::shared_ptr<const AnalysisResult> before;   // the analysis without remedies (no sensitivity)
+  bool empty() const { return applied.empty(); }
+};
+
+}  // namespace qs

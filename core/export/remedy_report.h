@@ -1,0 +1,18 @@
+// The "remedies" part of report.json and of the HTML report (docs/report-schema.md): what
+// cross-layer equalization and bias correction changed, and per output and per node the SNR
+// before (the analysis without remedies) and after (the run's result).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/analysis/remedies.h"
+
+namespace qs {
+
+/// report.json's "remedies" object.
+nlohmann::ordered_json remediesJson(const Graph& g, const AnalysisResult& after, const RemedySummary& s);
+/// An HTML section (heading and tables) for the report page.
+std::string remediesHtml(const Graph& g, const AnalysisResult& after, const RemedySummary& s);
+
+}  // namespace qs

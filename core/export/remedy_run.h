@@ -1,0 +1,26 @@
+// The PTQ remedies inside one run of the pipeline (core/export/pipeline.h): cross-layer
+// equalization of the loaded model (prepareRun), the analysis of the model without remedies for
+// the report's before/after, and empirical bias correction after calibration (executeRun). Each
+// remedy replaces the run's model by a copy with changed initializers; quantized.onnx writes them
+// (ExportOptions::replacedInitializers).
+#pragma once
+
+#include "core/export/pipeline.h"
+
+namespace qs {
+
+/// --equalize: replaces run.model by its cross-layer equalized copy (run.remedies records the
+/// pairs) and keeps the original in run.originalModel. Nothing when the request asks no remedy.
+Status equalizeRunModel(AnalysisRun& run);
+
+/// When the request asks for a remedy: a session on run.originalModel with the same
+/// configuration and options (no sensitivity), analysed by runRemedies() for remedies.before.
+Status createBaselineSession(AnalysisRun& run, const QuantConfig& config, const AnalysisOptions& options,
+                             const std::shared_ptr<CancelToken>& cancel);
+
+/// executeRun's remedies, after run.session was calibrated: the baseline's calibration and
+/// analysis, then --bias-correction (measured with the calibrated session, folded into a new
+/// model, whose new session is calibrated again). `progress` gets the fraction of this step.
+Status runRemedies(AnalysisRun& run, const ProgressFn& progress, const std::shared_ptr<CancelToken>& cancel);
+
+}  // namespace qs
