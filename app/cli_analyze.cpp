@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "app/cli.h"
+#include "core/export/model_explorer.h"
 #include "core/util/atomic_file.h"
 
 namespace qs::cli {
@@ -41,6 +42,9 @@ int runAnalyze(const AnalyzeArgs& args) {
   }
   if (!args.csv.empty()) {
     if (Status w = writeFileAtomic(args.csv, layersCsv(m, r)); !w) return reportError(w);
+  }
+  if (!args.modelExplorer.empty()) {
+    if (Status w = writeModelExplorerOverlays(m, r, args.modelExplorer); !w) return reportError(w);
   }
   return kExitOk;
 }
