@@ -15,12 +15,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
+struct CliRun {
   int exitCode = -1;
   std::string err;
 };
 
-Run quantscope(const std::string& args, const std::string& dir) {
+CliRun quantscope(const std::string& args, const std::string& dir) {
   const std::string cmd = std::string(QS_BINARY) + " " + args + " >" + dir + "/out.txt 2>" + dir + "/err.txt";
   const int st = std::system(cmd.c_str());
   std::ifstream e(dir + "/err.txt");
@@ -63,7 +63,7 @@ TEST(CliSensitivity, ModesAndModelExplorerOverlays) {
   const std::string common = "analyze " + model + " --calibration-size 2 --calibration-method max --threads 1 ";
   for (const char* mode : {"exact", "fast", "off"}) {
     const std::string report = dir + "/" + mode + ".json";
-    Run r = quantscope(common + "--sensitivity " + mode + " --report " + report, dir);
+    CliRun r = quantscope(common + "--sensitivity " + mode + " --report " + report, dir);
     ASSERT_EQ(r.exitCode, 0) << mode << ": " << r.err;
     const nlohmann::json j = readJson(report);
     EXPECT_EQ(j["settings"]["sensitivity"], mode);
@@ -74,7 +74,7 @@ TEST(CliSensitivity, ModesAndModelExplorerOverlays) {
       EXPECT_EQ(l["sensitivity_exact"].get<bool>(), std::string(mode) == "exact") << mode << " " << l["node"];
     }
   }
-  Run me = quantscope(common + "--model-explorer " + dir + "/me.json", dir);
+  CliRun me = quantscope(common + "--model-explorer " + dir + "/me.json", dir);
   ASSERT_EQ(me.exitCode, 0) << me.err;
   for (const char* f : {"me.json", "me-layerwise.json", "me-sensitivity.json"}) {
     const nlohmann::json j = readJson(dir + "/" + f);
@@ -82,7 +82,7 @@ TEST(CliSensitivity, ModesAndModelExplorerOverlays) {
     const nlohmann::json& results = j.begin().value()["results"];
     for (const char* key : {"h1", "h2", "y"}) EXPECT_TRUE(results.contains(key)) << f << " " << key;
   }
-  Run bad = quantscope(common + "--sensitivity sometimes", dir);
+  CliRun bad = quantscope(common + "--sensitivity sometimes", dir);
   EXPECT_EQ(bad.exitCode, 2);
   EXPECT_NE(bad.err.find("--sensitivity 'sometimes'"), std::string::npos) << bad.err;
   fs::remove_all(dir);
