@@ -32,7 +32,8 @@ int runAnalyze(const AnalyzeArgs& args) {
     std::printf("output %-32s SNR %8.2f dB  cosine %.6f  MSE %.4g\n", o.name.c_str(), o.metrics.snrDb, o.metrics.cosine,
                 o.metrics.mse);
   }
-  const ReportContext ctx = reportContext(*run);
+  ReportContext ctx = reportContext(*run);
+  ctx.peakRss = true;
   const Model& m = *run->model;
   if (!args.report.empty()) {
     if (Status w = writeFileAtomic(args.report, reportJson(m, r, ctx)); !w) return reportError(w);

@@ -130,7 +130,7 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
   }
   j["tensors"] = tensors;
   j["warnings"] = ctx.warnings;
-  if (r.peakRssBytes > 0) j["peak_rss_bytes"] = r.peakRssBytes;
+  if (ctx.peakRss && r.peakRssBytes > 0) j["peak_rss_bytes"] = r.peakRssBytes;
   if (!ctx.fallback.empty() || !std::isnan(ctx.targetSnrDb)) {
     Json steps = Json::array();
     for (const auto& s : ctx.fallback) {

@@ -18,6 +18,9 @@ struct ReportContext {
   std::vector<FallbackStep> fallback;           // empty unless --target-snr ran
   double targetSnrDb = NAN;
   std::string toolVersion = kVersion;
+  /// Write the analysis's peak RSS ("peak_rss_bytes"): `analyze --report` does; an export bundle's
+  /// report.json does not, so that it stays the same bytes from run to run and front end to front end.
+  bool peakRss = false;
 };
 
 /// report.json: model, settings, outputs, layers, tensors, weights, warnings, fallback.

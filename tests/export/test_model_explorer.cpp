@@ -100,7 +100,10 @@ TEST(ModelExplorer, ReportCarriesPeakRssAndHowSensitivityWasComputed) {
   ASSERT_TRUE(model);
   auto r = analysed(model);
   ASSERT_TRUE(r);
-  const nlohmann::json j = nlohmann::json::parse(reportJson(*model, *r, ReportContext{}));
+  ReportContext ctx;
+  ctx.peakRss = true;
+  const nlohmann::json j = nlohmann::json::parse(reportJson(*model, *r, ctx));
+  EXPECT_FALSE(nlohmann::json::parse(reportJson(*model, *r, ReportContext{})).contains("peak_rss_bytes"));
   ASSERT_TRUE(j.contains("peak_rss_bytes"));
   EXPECT_GT(j["peak_rss_bytes"].get<uint64_t>(), 1u << 20);  // a process holding the executor: over 1 MiB
   for (const auto& l : j["layers"]) {
