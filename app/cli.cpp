@@ -38,7 +38,7 @@ bool parseTriple(const std::string& s, std::array<float, 3>& out) {
 
 // What CLI11 keeps as text until finishAnalysisOptions() converts it.
 struct TextFlags {
-  std::string size, mean, stdev, method, mode = "int8", trtVersion, allTensorRanges;
+  std::string size, mean, stdev, method, mode = "int8", trtVersion, allTensorRanges, sensitivity;
   std::vector<std::string> shapes;
   bool dqOnly = true;
   CLI::Option* dqOnlyOption = nullptr;
@@ -91,6 +91,9 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
       ->delimiter(',');
   cmd.add_flag("!--no-layerwise", a.layerwise, "Skip the layer-wise analysis");
   cmd.add_flag("!--no-sensitivity", a.sensitivity, "Skip the sensitivity sweep");
+  cmd.add_option("--sensitivity", g_text.sensitivity,
+                 "exact|fast|off: output sensitivity per node by re-running each node's downstream cone (default), "
+                 "by the first-order estimate (the fallback re-runs its top candidates exactly), or not at all");
   cmd.add_option("--threads", a.threads, "Intra-op threads (default: all cores)")->check(CLI::Range(0, 1024));
   cmd.add_option("--all-tensor-ranges", g_text.allTensorRanges,
                  "on|off: ranges for every activation tensor in quant_cfg.json and calibration.cache, as TensorRT's "
@@ -147,6 +150,12 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
     }
     a.allTensorRanges = g_text.allTensorRanges == "on";
   }
+  if (!g_text.sensitivity.empty()) {
+    if (g_text.sensitivity == "off") a.sensitivity = false;
+    else if (g_text.sensitivity == "fast") a.sensitivityMethod = SensitivityMethod::Fast;
+    else if (g_text.sensitivity == "exact") a.sensitivityMethod = SensitivityMethod::Exact;
+    else return invalidArgument("--sensitivity '" + g_text.sensitivity + "': expected exact, fast or off");
+  }
   return validateRequest(a);
 }
 
@@ -180,6 +189,9 @@ int runCli(int argc, char** argv) {
   anCmd->add_flag("--progress", an.progress, "Progress on stderr even when it is not a terminal");
   anCmd->add_option("--html", an.html, "Write a self-contained HTML report");
   anCmd->add_option("--csv", an.csv, "Write the per-layer table as CSV");
+  anCmd->add_option("--model-explorer", an.modelExplorer,
+                    "Write per-node SNR overlays for Google Model Explorer (FILE.json: graph-wise; FILE-layerwise.json, "
+                    "FILE-sensitivity.json)");
 
   ExportArgs ex;
   auto* exCmd = app.add_subcommand("export", "Write quantized.onnx, quant_cfg.json, calibration.cache (int8) and report.json");

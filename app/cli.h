@@ -51,6 +51,7 @@ int runRun(const RunArgs& args);
 struct AnalyzeArgs {
   AnalysisRequest request;
   std::string report, html, csv;  // analyze
+  std::string modelExplorer;      // --model-explorer: node-data overlays (core/export/model_explorer.h)
   bool progress = false;          // --progress: progress lines on stderr even when it is not a terminal
 };
 int runAnalyze(const AnalyzeArgs& args);

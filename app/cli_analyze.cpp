@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "app/cli.h"
+#include "core/export/model_explorer.h"
 #include "core/util/atomic_file.h"
 
 namespace qs::cli {
@@ -50,7 +51,8 @@ int runAnalyze(const AnalyzeArgs& args) {
     if (const std::string a = describeAgreement(o.agreement); !a.empty())
       std::printf("       %-32s agreement (%s): %s\n", "", outputKindName(o.agreement.kind), a.c_str());
   }
-  const ReportContext ctx = reportContext(*run);
+  ReportContext ctx = reportContext(*run);
+  ctx.peakRss = true;
   const Model& m = *run->model;
   if (!args.report.empty()) {
     if (Status w = writeFileAtomic(args.report, reportJson(m, r, ctx)); !w) return reportError(w);
@@ -60,6 +62,9 @@ int runAnalyze(const AnalyzeArgs& args) {
   }
   if (!args.csv.empty()) {
     if (Status w = writeFileAtomic(args.csv, layersCsv(m, r)); !w) return reportError(w);
+  }
+  if (!args.modelExplorer.empty()) {
+    if (Status w = writeModelExplorerOverlays(m, r, args.modelExplorer); !w) return reportError(w);
   }
   return kExitOk;
 }

@@ -14,6 +14,7 @@
 // Every part works on the images decoded once beforehand (DecodedData): decoding PNGs is neither
 // analysis nor float-pass cost.
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include <string>
 #include <unistd.h>
 
+#include "core/analysis/fast_sensitivity.h"
 #include "core/analysis/quant_session.h"
 #include "core/onnx/loader.h"
 #include "core/numeric/fake_quant.h"
@@ -55,9 +57,16 @@ Setup open(const Args& a) {
   }
   s.model = *m;
   s.dir = qs::test::makeTempDir("bench-analysis");
-  qs::test::writeTextImages(s.dir, a.samples, a.w, a.h, 7);
   CalibrationDataOptions co;
-  co.path = s.dir;
+  if (a.w == 0) {
+    // Random inputs (the zoo's token-id and image models alike), one sample per batch.
+    co.maxSamples = a.samples;
+    co.batchSize = 1;
+    co.seed = 7;
+  } else {
+    qs::test::writeTextImages(s.dir, a.samples, a.w, a.h, 7);
+    co.path = s.dir;
+  }
   co.image.width = a.w;
   co.image.height = a.h;
   co.image.mean = {0.485f, 0.456f, 0.406f};
@@ -161,7 +170,8 @@ int runPart(const std::string& part, const Args& a) {
     ao.threads = a.threads;
     ao.calibration.method = CalibMethod::Max;
     ao.layerwise = part == "analysis" || part == "full";  // "graphwise" (for profiles): neither
-    ao.sensitivity = part == "full";
+    ao.sensitivity = part == "full" || part == "fast";
+    if (part == "fast") ao.sensitivityMethod = SensitivityMethod::Fast;
     auto session = QuantSession::create(s.model, {}, ao);
     if (!session) {
       std::fprintf(stderr, "%s\n", session.status().message().c_str());
@@ -183,6 +193,31 @@ int runPart(const std::string& part, const Args& a) {
     emit("quantized", quantized);
     emit("cached_bytes", (double)qs.cachedBytes());
     emit("cached_batches", (double)qs.cachedBatches());
+    if (part == "full") {
+      // The estimate against the exact sweep, over the quantizable nodes.
+      std::vector<double> exact, fast;
+      for (const NodeResult& nr : (*r)->nodes) {
+        if (std::isnan(nr.sensitivitySnrDb)) continue;
+        exact.push_back(nr.sensitivitySnrDb);
+        fast.push_back(nr.sensitivityEstimateDb);
+      }
+      emit("spearman", spearmanCorrelation(fast, exact));
+      emit("top10", lowestOverlap(fast, exact, 10));
+      emit("ranked", (double)exact.size());
+    }
+    if (part == "fast") {
+      // The exact figure of the node the estimate ranks worst, on demand.
+      NodeId worst = -1;
+      for (size_t i = 0; i < (*r)->nodes.size(); ++i) {
+        const double v = (*r)->nodes[i].sensitivitySnrDb;
+        if (!std::isnan(v) && (worst < 0 || v < (*r)->nodes[(size_t)worst].sensitivitySnrDb)) worst = (NodeId)i;
+      }
+      if (worst >= 0) {
+        double e0 = bench::cpuSeconds();
+        (void)qs.exactSensitivity({worst});
+        emit("exact_one", bench::cpuSeconds() - e0);
+      }
+    }
     if (part == "ppq") {
       // PPQ's method for a few nodes spread over the graph: per node, a float pass and a pass with
       // only that node quantized, over every sample.
@@ -251,13 +286,28 @@ int main(int argc, char** argv) {
   if (n > 5) a.ppqNodes = std::atoi(v[5]);
   if (!part.empty()) return runPart(part, a);
 
+  if (a.ppqNodes < 0) {
+    // Quick: the float baseline, the exact and the fast analysis only (docs/performance.md,
+    // "Fast sensitivity"). W = H = 0 feeds random inputs (the zoo's models).
+    auto fl = child(argv[0], "float", a);
+    auto full = child(argv[0], "full", a);
+    auto fast = child(argv[0], "fast", a);
+    const double f = fl["seconds"];
+    std::printf("%s | %d nodes | Spearman %.3f | top-10 %d | float %.2f s | exact analysis %.2fx | fast analysis %.2fx"
+                " | exact one node %.2fx | peak RSS exact %.0f MB, fast %.0f MB\n",
+                std::filesystem::path(a.model).stem().c_str(), (int)full["ranked"], full["spearman"], (int)full["top10"],
+                f, full["seconds"] / f, fast["seconds"] / f, fast["exact_one"] / f, full["peak_rss"] / 1e6,
+                fast["peak_rss"] / 1e6);
+    return 0;
+  }
   auto fl = child(argv[0], "float", a);
   auto flr = child(argv[0], "float-rewritten", a);
   auto kept = child(argv[0], "float-kept", a);
   auto gw = child(argv[0], "graphwise", a);
   auto an = child(argv[0], "analysis", a);
   auto full = child(argv[0], "full", a);
-  auto ppq = a.ppqNodes > 0 ? child(argv[0], "ppq", a) : std::map<std::string, double>{};
+  auto fast = child(argv[0], "fast", a);
+  auto ppq = a.ppqNodes > 0 && a.w > 0 ? child(argv[0], "ppq", a) : std::map<std::string, double>{};
   const double f = fl["seconds"];
   const int quantized = (int)full["quantized"];
   // Batches run on both threads at once, so the sweep is told apart by difference, not by stage.
@@ -281,6 +331,11 @@ int main(int argc, char** argv) {
               full["seconds"], full["seconds"] / f, full["peak_rss"] / 1e6);
   std::printf("  of which sensitivity sweep             %8.2f s  (PPQ estimate 2 x %d x float = %.1f s; ratio %.3f; target <= 0.5)\n",
               sweep, quantized, ppqEstimate, sweep / ppqEstimate);
+  std::printf("fast analysis (graph-wise, layer-wise, split, estimated sensitivity) %8.2f s  (%.2fx float; target <= 4x; peak RSS %.0f MB)\n",
+              fast["seconds"], fast["seconds"] / f, fast["peak_rss"] / 1e6);
+  std::printf("  exact sensitivity of one node on demand %8.2f s  (%.2fx float)\n", fast["exact_one"], fast["exact_one"] / f);
+  std::printf("estimate vs exact sweep over %d nodes: Spearman %.3f, top-10 overlap %d\n", (int)full["ranked"],
+              full["spearman"], (int)full["top10"]);
   std::printf("activations kept for toggles (full run)   %8.0f MB, %d of %d batches\n", full["cached_bytes"] / 1e6,
               (int)full["cached_batches"], a.samples);
   if (!ppq.empty()) {

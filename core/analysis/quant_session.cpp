@@ -7,8 +7,10 @@
 
 #include "core/analysis/batch_schedule.h"
 #include "core/analysis/batch_sweep.h"
+#include "core/analysis/fast_sensitivity.h"
 #include "core/exec/parallel.h"
 #include "core/quant/placement.h"
+#include "core/util/memory.h"
 
 namespace qs {
 
@@ -189,7 +191,11 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   m_cachedBytes = 0;
   const Graph& g = m_model->graph;
   const size_t N = g.nodes.size();
-  const BatchSweep sweep(passContext(), m_plan, enabledMask(), m_options.layerwise, m_options.sensitivity);
+  // The cones run only for the exact method; the estimate reads the sums of the other passes.
+  const bool cones = m_options.sensitivity && m_options.sensitivityMethod == SensitivityMethod::Exact;
+  // The estimate reads the layer-wise sums: the fast method computes them even without layer-wise.
+  const bool layerwise = m_options.layerwise || (m_options.sensitivity && !cones);
+  const BatchSweep sweep(passContext(), m_plan, enabledMask(), layerwise, cones);
   const int64_t batches = data->batchCount();
   std::vector<BatchSums> sums((size_t)batches);
   std::vector<std::unique_ptr<BatchCache>> kept((size_t)batches);
@@ -215,7 +221,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   // The sensitivity cones read the whole float table (half a batch's bytes): batches run side by
   // side only as far as their tables fit the cache budget together, so that memory stays bounded.
   int batchThreads = m_executor->threads();
-  if (m_options.sensitivity && m_batchBytes > 0)
+  if (cones && m_batchBytes > 0)
     batchThreads = (int)std::max<uint64_t>(1, std::min<uint64_t>((uint64_t)batchThreads, budget / (m_batchBytes / 2 + 1)));
   schedule.run(batchThreads, first, batches, [&](int64_t b) {
     uint64_t bytes = 0;
@@ -252,14 +258,29 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   r->nodes.resize(N);
   for (size_t i = 0; i < N; ++i) {
     NodeResult& nr = r->nodes[i];
-    if (sweep.quantizable(i) && m_options.layerwise && layerAcc[i].metrics().count > 0) {
+    if (sweep.quantizable(i) && layerwise && layerAcc[i].metrics().count > 0) {
       nr.hasLayerwise = true;
       nr.layerwise = layerAcc[i].metrics();
       if (sweep.hasWeight(i)) nr.weightSnrDb = weightAcc[i].metrics().snrDb;
       if (sweep.hasActivation(i)) nr.activationSnrDb = actAcc[i].metrics().snrDb;
     }
-    if (sweep.quantizable(i) && m_options.sensitivity && sensAcc[i].metrics().count > 0) {
+    if (sweep.quantizable(i) && cones && sensAcc[i].metrics().count > 0) {
       nr.sensitivitySnrDb = sensAcc[i].metrics().snrDb;
+      nr.sensitivityExact = true;
+    }
+  }
+  if (m_options.sensitivity && layerwise) {
+    SensitivityInputs si;
+    si.graphwise = &nodeAcc;
+    si.layerwise = &layerAcc;
+    si.outputs = &outAcc;
+    si.enabled = enabledMask();
+    si.quantizable.resize(N);
+    for (size_t i = 0; i < N; ++i) si.quantizable[i] = sweep.quantizable(i);
+    const std::vector<double> estimate = estimateSensitivity(g, si);
+    for (size_t i = 0; i < N; ++i) {
+      r->nodes[i].sensitivityEstimateDb = estimate[i];
+      if (!cones) r->nodes[i].sensitivitySnrDb = estimate[i];
     }
   }
   r->samples = data->sampleCount();
@@ -270,6 +291,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   m_cachedBytes = cachedBytes;
   m_data = std::move(data);
   finishResult(*r, m_nodeAcc, m_outAcc);
+  r->peakRssBytes = peakRssBytes();
   m_result = r;
   keepGoing(*m_cancelToken, progress, 1.0, "analysed");
   return m_result;
@@ -394,6 +416,21 @@ Result<std::vector<FallbackStep>> QuantSession::autoFallback(double targetDb, do
   };
   std::vector<FallbackStep> steps;
   while (!reached()) {
+    // Estimated figures rank the candidates; the top K get their exact figure before one is chosen.
+    std::vector<NodeId> estimated;
+    for (size_t i = 0; i < m_plan.nodes.size(); ++i)
+      if (m_plan.nodes[i].quantized && !std::isnan(m_result->nodes[i].sensitivitySnrDb)) estimated.push_back((NodeId)i);
+    std::sort(estimated.begin(), estimated.end(), [&](NodeId a, NodeId b) {
+      return m_result->nodes[(size_t)a].sensitivitySnrDb < m_result->nodes[(size_t)b].sensitivitySnrDb;
+    });
+    estimated.resize(std::min<size_t>(estimated.size(), (size_t)std::max(0, m_options.fallbackExactTopK)));
+    std::erase_if(estimated, [&](NodeId id) { return m_result->nodes[(size_t)id].sensitivityExact; });
+    if (!estimated.empty()) {
+      auto refined = exactSensitivity(estimated, [&](double f, const std::string& stage) {
+        return !progress || progress(f, "fallback: " + stage);
+      });
+      if (!refined) return refined.status();
+    }
     NodeId worst = -1;
     double worstSnr = std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < m_plan.nodes.size(); ++i) {

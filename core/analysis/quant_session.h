@@ -32,10 +32,22 @@
 
 namespace qs {
 
+/// How the output sensitivity of each node is computed (AnalysisOptions::sensitivityMethod).
+enum class SensitivityMethod {
+  Exact,  // each quantizable node alone, its downstream cone re-run over every batch
+  Fast,   // first-order estimate from the analysis's own sums (fast_sensitivity.h); exact on demand
+};
+
 struct AnalysisOptions {
   CalibrationSettings calibration;    // method, percentile, mode
   bool layerwise = true;              // layer-wise error and the weight/activation split
   bool sensitivity = true;            // sensitivity of the graph outputs to each node alone
+  /// With `sensitivity`: the cone sweep, or the estimate (no pass of its own) with exactSensitivity()
+  /// on demand. Either way NodeResult::sensitivityEstimateDb carries the estimate.
+  SensitivityMethod sensitivityMethod = SensitivityMethod::Exact;
+  /// With the fast method, autoFallback() computes the exact sensitivity of this many of the
+  /// most sensitive quantized nodes (by the current figures) before excluding the worst.
+  int fallbackExactTopK = 8;
   int threads = 0;                    // executor threads (0 = all cores)
   /// Activations kept across batches so that a toggle re-runs only the affected cone. Above this
   /// budget, a toggle re-runs the whole quantized pass (results are the same, only slower).
@@ -99,6 +111,13 @@ class QuantSession {
   /// agreement (AnalysisResult::worstAgreement) reaches `targetAgreement` (a fraction; NaN: none).
   /// An agreement target on a model none of whose outputs has one fails, naming the outputs.
   Result<std::vector<FallbackStep>> autoFallback(double targetDb, double targetAgreement, const ProgressFn& progress = {});
+
+  /// The exact sensitivity of `nodes` (quantizable ones; others are refused): each node alone, its
+  /// downstream cone re-run over every analysed batch (the cached float tables where kept, else a
+  /// float pass per batch). The result's sensitivitySnrDb of those nodes becomes the exact figure
+  /// (sensitivityExact set). Needs a prior analyze().
+  Result<std::shared_ptr<const AnalysisResult>> exactSensitivity(const std::vector<NodeId>& nodes,
+                                                                 const ProgressFn& progress = {});
 
   /// Statistics of an activation tensor (histogram and per-method amax), or nullptr.
   const TensorStats* stats(ValueId value) const;

@@ -44,6 +44,8 @@ struct NodeResult {
   double weightSnrDb = NAN;      // weights quantized only (NaN: no weight)
   double activationSnrDb = NAN;  // activations quantized only (NaN: no activation point)
   double sensitivitySnrDb = NAN; // graph outputs with only this node quantized (all outputs pooled)
+  bool sensitivityExact = false; // sensitivitySnrDb from the cone re-run (else the estimate)
+  double sensitivityEstimateDb = NAN;  // the first-order estimate (fast_sensitivity.h)
 };
 
 struct OutputResult {
@@ -65,6 +67,8 @@ struct AnalysisResult {
   std::vector<WeightQuant> weights;   // every weight point (enabled or not)
   int64_t samples = 0;
   CalibrationSettings calibration;
+  /// Peak resident set size of the process when the analysis finished (bytes; 0: unknown).
+  uint64_t peakRssBytes = 0;
 
   /// Lowest SNR over the graph outputs (the figure targets are checked against).
   double worstOutputSnrDb() const;

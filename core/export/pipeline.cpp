@@ -250,6 +250,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   ao.layerwise = rq.layerwise;
   ao.sensitivity = rq.sensitivity || !std::isnan(rq.targetSnrDb) || !std::isnan(rq.targetAgreement);
   ao.outputKinds = rq.outputKinds;
+  ao.sensitivityMethod = rq.sensitivityMethod;
   ao.calibration = rq.calibration;
   ao.allTensorRanges = rq.allTensorRanges.value_or(true);  // every TensorRT that reads caches (8.5-10.x) needs them
   std::vector<std::string> configWarnings;
@@ -389,6 +390,7 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   }
   if (!rq.layerwise) s["layerwise"] = "off";
   if (!rq.sensitivity && std::isnan(rq.targetSnrDb)) s["sensitivity"] = "off";
+  else s["sensitivity"] = rq.sensitivityMethod == SensitivityMethod::Fast ? "fast" : "exact";
   if (!rq.loadConfig.empty()) s["load_config"] = rq.loadConfig;
   if (!rq.calibrationCache.empty()) s["calibration_cache"] = rq.calibrationCache;
   s["trt_version"] = trtVersionName(run.trtVersion);

@@ -115,6 +115,7 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
     l["weight_snr_db"] = num(nr.weightSnrDb);
     l["activation_snr_db"] = num(nr.activationSnrDb);
     l["sensitivity_snr_db"] = num(nr.sensitivitySnrDb);
+    l["sensitivity_exact"] = nr.sensitivityExact;
     layers.push_back(l);
   }
   j["layers"] = layers;
@@ -145,6 +146,7 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
   }
   j["tensors"] = tensors;
   j["warnings"] = ctx.warnings;
+  if (ctx.peakRss && r.peakRssBytes > 0) j["peak_rss_bytes"] = r.peakRssBytes;
   if (!ctx.fallback.empty() || !std::isnan(ctx.targetSnrDb) || !std::isnan(ctx.targetAgreement)) {
     const bool agreement = !std::isnan(ctx.targetAgreement);
     Json steps = Json::array();

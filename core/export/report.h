@@ -23,6 +23,9 @@ struct ReportContext {
   double targetAgreement = NAN;                 // --target-agreement (NaN: none)
   std::string toolVersion = kVersion;
   std::optional<RemedySummary> remedies;        // --equalize / --bias-correction: what they did, and before
+  /// Write the analysis's peak RSS ("peak_rss_bytes"): `analyze --report` does; an export bundle's
+  /// report.json does not, so that it stays the same bytes from run to run and front end to front end.
+  bool peakRss = false;
 };
 
 /// report.json: model, settings, outputs, layers, tensors, weights, warnings, fallback.

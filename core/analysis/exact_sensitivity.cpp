@@ -1,0 +1,70 @@
+// QuantSession::exactSensitivity: the cone re-run for chosen nodes after an analysis (the
+// selected node in the GUI, autoFallback's top candidates with the fast method).
+#include <algorithm>
+
+#include "core/analysis/batch_schedule.h"
+#include "core/analysis/batch_sweep.h"
+#include "core/analysis/quant_session.h"
+
+namespace qs {
+
+Result<std::shared_ptr<const AnalysisResult>> QuantSession::exactSensitivity(const std::vector<NodeId>& nodes,
+                                                                             const ProgressFn& progress) {
+  if (!m_result || !m_data) return invalidArgument(m_model->path + ": exact sensitivity needs a prior analyze()");
+  const Graph& g = m_model->graph;
+  std::vector<NodeId> todo;
+  for (NodeId id : nodes) {
+    if (id < 0 || (size_t)id >= g.nodes.size())
+      return invalidArgument(m_model->path + ": node id " + std::to_string(id) + " out of range");
+    if (!m_plan.nodes[(size_t)id].quantizable) {
+      return invalidArgument(m_model->path + ": node '" + g.nodes[(size_t)id].name + "' (" + g.nodes[(size_t)id].opType +
+                             ") is not quantizable: it has no sensitivity");
+    }
+    if (std::find(todo.begin(), todo.end(), id) == todo.end()) todo.push_back(id);
+  }
+  if (todo.empty()) return m_result;
+  std::vector<std::vector<NodeId>> cones;
+  for (NodeId id : todo) cones.push_back(coneOf(g, {id}));
+  const PassContext c = passContext();
+  const int64_t batches = m_data->batchCount();
+  // Per batch and node, merged in batch order: the figures equal those of an exact analyze().
+  std::vector<std::vector<ErrorAccumulator>> sums((size_t)batches, std::vector<ErrorAccumulator>(todo.size()));
+  BatchSchedule schedule(batches, *m_cancelToken, progress);
+  static const char* const kStage = "exact sensitivity";
+  schedule.report(0, kStage);
+  // One batch at a time with threaded kernels: a float table of a large model is held once.
+  schedule.run(1, 0, batches, [&](int64_t b) -> Status {
+    std::vector<Tensor> own;
+    const std::vector<Tensor>* table = nullptr;
+    if ((size_t)b < m_cache.size() && m_cache[(size_t)b]) {
+      table = &m_cache[(size_t)b]->floatTable;
+    } else {
+      auto feeds = m_data->batch(b);
+      if (!feeds) return feeds.status();
+      auto ft = floatPass(c, *feeds);
+      if (!ft) return ft.status();
+      own = std::move(ft).value();
+      table = &own;
+    }
+    for (size_t k = 0; k < todo.size(); ++k) {
+      FakeQuantTransform t(m_state, m_paths, todo[k]);
+      QS_RETURN_IF_ERROR(sensitivityPass(c, cones[k], t, *table, sums[(size_t)b][k]));
+      if (!schedule.report((double)(k + 1) / (double)todo.size(), kStage)) return cancelled();
+    }
+    return Status::ok();
+  }, kStage);
+  QS_RETURN_IF_ERROR(schedule.result(cancelled()));
+  auto r = std::make_shared<AnalysisResult>(*m_result);
+  for (size_t k = 0; k < todo.size(); ++k) {
+    ErrorAccumulator a;
+    for (int64_t b = 0; b < batches; ++b) a.merge(sums[(size_t)b][k]);
+    NodeResult& nr = r->nodes[(size_t)todo[k]];
+    nr.sensitivitySnrDb = a.metrics().snrDb;
+    nr.sensitivityExact = true;
+  }
+  m_result = r;
+  keepGoing(*m_cancelToken, progress, 1.0, "exact sensitivity");
+  return m_result;
+}
+
+}  // namespace qs
