@@ -449,6 +449,7 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
       p.drawRects(rects.data(), (int)rects.size());
     }
     p.restore();
+    if (L.grouping) paintGroupLabels(p, items);
   } else {
     p.setRenderHint(QPainter::Antialiasing, true);
     p.setRenderHint(QPainter::TextAntialiasing, true);

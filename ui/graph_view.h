@@ -145,6 +145,7 @@ class GraphView : public QWidget {
   double nodeMetric(NodeId node) const;
   void paintGroupBox(QPainter& p, int item, bool hover) const;
   void paintGroupFrame(QPainter& p, int item, bool detailed) const;
+  void paintGroupLabels(QPainter& p, const std::vector<int32_t>& items) const;  // far out: names only
   void placeMinimap();
 
   std::shared_ptr<const GraphLayout> m_layout;

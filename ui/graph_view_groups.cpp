@@ -3,6 +3,7 @@
 // inside collapsed groups, "go to worst node", and the minimap's place.
 #include <QFontMetricsF>
 #include <QPainter>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -188,6 +189,30 @@ void GraphView::paintGroupFrame(QPainter& p, int ii, bool detailed) const {
              QFontMetricsF(m_opFont).elidedText(title, Qt::ElideRight, head.width() - 100));
   p.setFont(m_nameFont);
   p.drawText(head.adjusted(0, 0, -10, 0), Qt::AlignRight | Qt::AlignVCenter, QStringLiteral("− collapse"));
+}
+
+void GraphView::paintGroupLabels(QPainter& p, const std::vector<int32_t>& items) const {
+  // Below the zoom that draws text, a collapsed group still shows its name while its box is tall
+  // enough for a line: that is what makes an overview of many groups readable.
+  const QTransform toDevice = p.transform();
+  const double zoom = std::sqrt(std::abs(toDevice.determinant()));
+  QFont f = m_nameFont;
+  f.setBold(true);
+  f.setPixelSize(std::clamp((int)std::lround(zoom * LayoutOptions().nodeHeight * 0.55), 7, 12));
+  const QFontMetricsF fm(f);
+  p.save();
+  p.resetTransform();
+  p.setFont(f);
+  p.setRenderHint(QPainter::TextAntialiasing, true);
+  for (int32_t ii : items) {
+    const LayoutItem& it = m_layout->items[(size_t)ii];
+    if (it.kind != LayoutItem::Kind::Group || it.expanded) continue;
+    const QRectF d = toDevice.mapRect(it.rect);
+    if (d.height() < fm.ascent() || d.width() < 24) continue;
+    p.setPen(textColorOn(m_fill[(size_t)ii]));
+    p.drawText(d, Qt::AlignCenter, fm.elidedText(m_titles[(size_t)ii], Qt::ElideMiddle, d.width() - 4));
+  }
+  p.restore();
 }
 
 void GraphView::placeMinimap() {

@@ -357,13 +357,19 @@ Result<std::shared_ptr<const GraphLayout>> computeGroupedLayout(std::shared_ptr<
 std::vector<char> initialExpansion(const NodeGrouping& grouping, int32_t topLevelNodes, int32_t budget) {
   std::vector<char> expanded(grouping.groups.size(), 0);
   int64_t visible = topLevelNodes + (int64_t)grouping.roots.size();
+  int64_t totalNodes = topLevelNodes;
+  for (int32_t r : grouping.roots) totalNodes += grouping.groups[(size_t)r].nodeCount;
   std::vector<int32_t> candidates = grouping.roots;
   while (true) {
     int32_t best = -1;
     for (int32_t c : candidates) {
       const NodeGroup& grp = grouping.groups[(size_t)c];
       const int64_t after = visible - 1 + (int64_t)grp.nodes.size() + (int64_t)grp.children.size();
-      if (!expanded[(size_t)c] && after <= budget && (best < 0 || grp.nodeCount > grouping.groups[(size_t)best].nodeCount))
+      // Only a group of groups holding most of its level (a model's "encoder", "features"): blocks
+      // stay closed, so that the model opens as its sequence of blocks.
+      const int64_t levelNodes = grp.parent < 0 ? totalNodes : grouping.groups[(size_t)grp.parent].nodeCount;
+      if (!expanded[(size_t)c] && !grp.children.empty() && 2 * (int64_t)grp.nodeCount > levelNodes && after <= budget &&
+          (best < 0 || grp.nodeCount > grouping.groups[(size_t)best].nodeCount))
         best = c;
     }
     if (best < 0) break;

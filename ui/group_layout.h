@@ -36,8 +36,10 @@ Result<std::shared_ptr<const GraphLayout>> computeGroupedLayout(std::shared_ptr<
                                                                 const LayoutProgress& progress = {},
                                                                 const std::atomic<bool>* cancel = nullptr);
 
-/// Which groups a model opens with expanded: the largest collapsed group whose members (direct
-/// nodes and child groups) fit is expanded, repeatedly, while at most `budget` boxes show.
+/// Which groups a model opens with expanded: the largest collapsed group that holds groups and more
+/// than half of its level's nodes, and whose members (direct nodes and child groups) fit, is
+/// expanded, repeatedly, while at most `budget` boxes show. So a wrapper such as "encoder" opens
+/// and the blocks inside it stay collapsed.
 std::vector<char> initialExpansion(const NodeGrouping& grouping, int32_t topLevelNodes, int32_t budget);
 
 /// The layout a model opens with: grouped (initialExpansion with options.openVisibleBudget) when it

@@ -22,7 +22,7 @@ inline std::shared_ptr<Model> blockModel(int blocks, int perBlock, bool scoped) 
   g.value(x).dtype = DType::Float;
   g.value(x).shape = std::vector<Dim>{{1, ""}, {64, ""}};
   g.inputs.push_back(x);
-  static const char* const ops[] = {"MatMul", "Add", "Relu", "Mul", "Softmax", "Transpose", "LayerNormalization", "Gelu"};
+  static const char* const ops[] = {"MatMul", "Add", "Relu", "Mul", "Softmax", "Transpose", "LayerNormalization", "Sigmoid"};
   std::vector<ValueId> produced = {x};
   int id = 0;
   for (int b = 0; b < blocks; ++b) {
