@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -133,6 +134,43 @@ Result<std::shared_ptr<LayoutSkeleton>> buildLevel(const Model& model, const Nod
   edges.erase(std::unique(edges.begin(), edges.end(),
                           [](const LayoutEdge& a, const LayoutEdge& b) { return a.from == b.from && a.to == b.to; }),
               edges.end());
+  // The engine layers items in their order, which must be topological. A group's box sits at its first
+  // node, which may come before a box it reads from (a joined Identity early in the order): order the
+  // boxes again (Kahn's algorithm, earliest first; where grouping made a cycle, the earliest waiting
+  // box goes next and its edges from later boxes point up).
+  {
+    const size_t count = items.size();
+    std::vector<int32_t> indegree(count, 0);
+    std::vector<std::vector<int32_t>> succ(count);
+    for (const LayoutEdge& e : edges) {
+      ++indegree[(size_t)e.to];
+      succ[(size_t)e.from].push_back(e.to);
+    }
+    std::vector<int32_t> order, newIndex(count, -1);
+    std::set<int32_t> ready;
+    for (size_t i = 0; i < count; ++i)
+      if (!indegree[i]) ready.insert((int32_t)i);
+    size_t next = 0;  // the earliest box not placed, for breaking cycles
+    while (order.size() < count) {
+      if (ready.empty()) {
+        while (newIndex[next] >= 0) ++next;
+        ready.insert((int32_t)next);
+        indegree[next] = 0;
+      }
+      const int32_t i = *ready.begin();
+      ready.erase(ready.begin());
+      if (newIndex[(size_t)i] >= 0) continue;
+      newIndex[(size_t)i] = (int32_t)order.size();
+      order.push_back(i);
+      for (int32_t s2 : succ[(size_t)i])
+        if (newIndex[(size_t)s2] < 0 && --indegree[(size_t)s2] == 0) ready.insert(s2);
+    }
+    std::vector<LayoutItem> sorted;
+    sorted.reserve(count);
+    for (int32_t i : order) sorted.push_back(items[(size_t)i]);
+    items = std::move(sorted);
+    for (LayoutEdge& e : edges) e.from = newIndex[(size_t)e.from], e.to = newIndex[(size_t)e.to];
+  }
   sizeItems(g, items, opt);
   if (Status st = arrangeSkeleton(*sk, opt, report ? report : LayoutProgress([](int) {}), cancel); !st.isOk()) return st;
   return sk;

@@ -94,6 +94,7 @@ bool groupByScopes(const Graph& g, const GroupingOptions& opt, NodeGrouping* out
   std::vector<int32_t> rawRoots;
   std::unordered_map<std::string, int32_t> byPath;
   size_t scoped = 0;
+  std::vector<int32_t> rawOf(g.nodes.size(), -1);
   for (NodeId n : g.topoOrder) {
     const std::vector<std::string> scope = scopeOf(g.nodes[(size_t)n].name);
     if (scope.empty()) continue;
@@ -115,7 +116,44 @@ bool groupByScopes(const Graph& g, const GroupingOptions& opt, NodeGrouping* out
       parent = it->second;
     }
     raw[(size_t)parent].nodes.push_back(n);
+    rawOf[(size_t)n] = parent;
     for (int32_t a = parent; a >= 0; a = raw[(size_t)a].parent) ++raw[(size_t)a].nodeCount;
+  }
+  // A node without a scope whose outputs are read only inside one group joins it (exporters' Identity
+  // of shared weights, shape arithmetic feeding one block); last first, so that chains of them follow.
+  auto chainOf = [&](int32_t r) {
+    std::vector<int32_t> c;
+    for (; r >= 0; r = raw[(size_t)r].parent) c.push_back(r);
+    std::reverse(c.begin(), c.end());
+    return c;
+  };
+  for (size_t k = g.topoOrder.size(); k-- > 0;) {
+    const NodeId n = g.topoOrder[k];
+    if (rawOf[(size_t)n] >= 0) continue;
+    std::vector<int32_t> common;
+    bool first = true, ok = true;
+    for (ValueId v : g.nodes[(size_t)n].outputs) {
+      if (v == kNoValue) continue;
+      if (g.value(v).isGraphOutput) ok = false;
+      for (NodeId c : g.value(v).consumers) {
+        if (rawOf[(size_t)c] < 0) ok = false;
+        if (!ok) break;
+        const std::vector<int32_t> chain = chainOf(rawOf[(size_t)c]);
+        if (first) common = chain, first = false;
+        size_t d = 0;
+        while (d < common.size() && d < chain.size() && common[d] == chain[d]) ++d;
+        common.resize(d);
+      }
+    }
+    if (!ok || common.empty()) continue;
+    int32_t joined = common.back();
+    // Not into a scope of one node (a module's own "relu"), which would then stay a group of two.
+    if (raw[(size_t)joined].children.empty() && raw[(size_t)joined].nodeCount == 1 && raw[(size_t)joined].parent >= 0)
+      joined = raw[(size_t)joined].parent;
+    raw[(size_t)joined].nodes.push_back(n);
+    rawOf[(size_t)n] = joined;
+    ++scoped;
+    for (int32_t a = joined; a >= 0; a = raw[(size_t)a].parent) ++raw[(size_t)a].nodeCount;
   }
   if (g.nodes.empty() || (double)scoped < opt.minScopedFraction * (double)g.nodes.size()) return false;
   ScopeGrouper grouper(g, std::move(raw), out);

@@ -3,7 +3,8 @@
 //  - name scopes: exporters write the module path into node names ("/encoder/layer.3/attention/
 //    MatMul", torchvision's "/layer2/layer2.1/conv1/Conv"); every path prefix is a group, a
 //    hierarchy. Groups of one node are dissolved into their parent, and a group whose only member is
-//    one other group is merged with it ("layer2/layer2.1");
+//    one other group is merged with it ("layer2/layer2.1"); a node without a scope whose outputs
+//    are read only inside one group joins that group (the Identity of a shared weight);
 //  - repeated blocks, where names carry no scopes: the op-type sequence along the topological order
 //    is searched for a period (the shift at which most op types repeat); the longest run that
 //    repeats it is cut into blocks of one period each ("block 1", "block 2", ...), one level.
