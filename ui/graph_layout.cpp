@@ -1,5 +1,7 @@
 #include "ui/graph_layout.h"
 
+#include "ui/graph_layout_engine.h"
+
 #include <igraph/igraph.h>
 
 #include <QFontMetricsF>
@@ -195,101 +197,35 @@ int32_t subgraphNodeCount(const Node& node) {
   return count;
 }
 
-// Everything about a graph's drawing that does not depend on box sizes: items, edges, layers and
-// igraph's crossing-reduced order with the dummy vertices of long edges.
-struct LayoutSkeleton {
-  const Graph* graph = nullptr;
-  std::vector<LayoutItem> items;  // rect: the item's own size at (0, 0)
-  std::vector<LayoutEdge> edges;  // without points
-  std::vector<int32_t> itemOfNode, itemOfValue;
-  int32_t layerCount = 0;
-  std::vector<double> gridX;      // per vertex of igraph's extended graph, in grid units
-  std::vector<int32_t> vlayer;    // per extended vertex
-  std::vector<int32_t> dummyNext; // per extended vertex: the next vertex of a dummy chain
-  std::vector<int32_t> chainStart;  // per edge: its first dummy vertex, or its target
-  double unit = 120;              // grid unit in scene coordinates
-};
-
-namespace {
-
-using Report = std::function<void(int)>;
-
-// `subgraph`: values read from enclosing scopes get boxes of their own (Kind::OuterRef).
-Result<std::shared_ptr<LayoutSkeleton>> buildSkeleton(const Graph& g, bool subgraph, const LayoutOptions& opt,
-                                                      const Report& report, const std::atomic<bool>* cancel) {
-  auto sk = std::make_shared<LayoutSkeleton>();
-  sk->graph = &g;
-  // --- Items: graph inputs, nodes in topological order, graph outputs.
-  std::vector<LayoutItem>& items = sk->items;
-  sk->itemOfNode.assign(g.nodes.size(), -1);
-  sk->itemOfValue.assign(g.values.size(), -1);
-  for (ValueId v : g.inputs) {
-    if (g.value(v).constant) continue;  // an overridable initializer is a weight, not an input box
-    sk->itemOfValue[(size_t)v] = (int32_t)items.size();
-    items.push_back({LayoutItem::Kind::GraphInput, v, 0, OpCategory::Other, {}});
-  }
-  if (subgraph)
-    for (ValueId v : g.outerRefs) {
-      if (g.value(v).constant || sk->itemOfValue[(size_t)v] >= 0) continue;
-      sk->itemOfValue[(size_t)v] = (int32_t)items.size();
-      items.push_back({LayoutItem::Kind::OuterRef, v, 0, OpCategory::Other, {}});
+void sizeItems(const Graph& g, std::vector<LayoutItem>& items, const LayoutOptions& opt) {
+    QFont bold = opt.opFont;
+    bold.setBold(true);
+    QFontMetricsF opMetrics(bold), nameMetrics(opt.nameFont);
+    const double pad = 2 * 12;
+    for (LayoutItem& it : items) {
+      double w = 0, h = 0;
+      if (it.kind == LayoutItem::Kind::Node) {
+        const Node& node = g.nodes[(size_t)it.id];
+        w = std::max(opMetrics.horizontalAdvance(QString::fromStdString(node.opType)),
+                     nameMetrics.horizontalAdvance(QString::fromStdString(node.name)));
+        w = std::clamp(w + pad, opt.minNodeWidth, opt.maxNodeWidth);
+        h = opt.nodeHeight;
+      } else if (it.kind == LayoutItem::Kind::Group) {
+        continue;  // sized by the grouped layout
+      } else {
+        w = nameMetrics.horizontalAdvance(QString::fromStdString(g.value(it.id).name));
+        w = std::clamp(w + pad, 48.0, opt.maxNodeWidth);
+        h = opt.ioHeight;
+      }
+      it.rect = QRectF(0, 0, w, h);
     }
-  for (NodeId n : g.topoOrder) {
-    sk->itemOfNode[(size_t)n] = (int32_t)items.size();
-    LayoutItem it{LayoutItem::Kind::Node, n, 0, opCategory(g.nodes[(size_t)n].opType), {}};
-    it.subgraphNodes = subgraphNodeCount(g.nodes[(size_t)n]);
-    items.push_back(it);
-  }
-  std::vector<int32_t> outputItemOfValue(g.values.size(), -1);
-  for (ValueId v : g.outputs) {
-    if (outputItemOfValue[(size_t)v] >= 0) continue;
-    outputItemOfValue[(size_t)v] = (int32_t)items.size();
-    items.push_back({LayoutItem::Kind::GraphOutput, v, 0, OpCategory::Other, {}});
-  }
-  for (ValueId v : g.outputs)
-    if (sk->itemOfValue[(size_t)v] < 0) sk->itemOfValue[(size_t)v] = outputItemOfValue[(size_t)v];
+}
+
+Status arrangeSkeleton(LayoutSkeleton& sk, const LayoutOptions& opt, const std::function<void(int)>& report,
+                      const std::atomic<bool>* cancel) {
+  std::vector<LayoutItem>& items = sk.items;
+  const std::vector<LayoutEdge>& edges = sk.edges;
   const size_t itemCount = items.size();
-
-  // --- Edges: one per (tensor, consumer); weights are not drawn.
-  std::vector<LayoutEdge>& edges = sk->edges;
-  auto sourceItem = [&](ValueId v) -> int32_t {
-    const Value& val = g.value(v);
-    if (val.producer >= 0) return sk->itemOfNode[(size_t)val.producer];
-    if ((val.isGraphInput || val.isOuterRef) && !val.constant) return sk->itemOfValue[(size_t)v];
-    return -1;
-  };
-  for (NodeId n : g.topoOrder) {
-    const Node& node = g.nodes[(size_t)n];
-    const int32_t to = sk->itemOfNode[(size_t)n];
-    for (size_t k = 0; k < node.inputs.size(); ++k) {
-      const ValueId v = node.inputs[k];
-      if (v == kNoValue) continue;
-      bool repeated = false;  // Mul(x, x): one edge
-      for (size_t j = 0; j < k; ++j) repeated |= node.inputs[j] == v;
-      const int32_t from = sourceItem(v);
-      if (from < 0 || repeated) continue;
-      LayoutEdge e{from, to, v, {}};
-      e.outerScope = k >= node.explicitInputCount() || items[(size_t)from].kind == LayoutItem::Kind::OuterRef;
-      edges.push_back(std::move(e));
-    }
-  }
-  for (ValueId v : g.outputs) {
-    const int32_t from = sourceItem(v);
-    const int32_t to = outputItemOfValue[(size_t)v];
-    if (from >= 0 && to >= 0 && from != to) edges.push_back({from, to, v, {}});
-  }
-  // Distinct outputs listed twice would add the same edge twice.
-  std::sort(edges.begin(), edges.end(), [](const LayoutEdge& a, const LayoutEdge& b) {
-    return std::tie(a.from, a.to, a.value) < std::tie(b.from, b.to, b.value);
-  });
-  edges.erase(std::unique(edges.begin(), edges.end(),
-                          [](const LayoutEdge& a, const LayoutEdge& b) {
-                            return a.from == b.from && a.to == b.to && a.value == b.value;
-                          }),
-              edges.end());
-  if (cancelled(cancel)) return cancelledStatus();
-  report(10);
-
   // --- Layers: longest path from the sources (items are in topological order), then sources are
   // pulled down next to their first consumer so that a late input does not sit at the very top.
   std::vector<std::vector<int32_t>> preds(itemCount), succs(itemCount);
@@ -311,31 +247,8 @@ Result<std::shared_ptr<LayoutSkeleton>> buildSkeleton(const Graph& g, bool subgr
     items[i].layer = layer[i];
     layerCount = std::max(layerCount, layer[i] + 1);
   }
-  sk->layerCount = layerCount;
+  sk.layerCount = layerCount;
 
-  // --- Box sizes from the fonts.
-  {
-    QFont bold = opt.opFont;
-    bold.setBold(true);
-    QFontMetricsF opMetrics(bold), nameMetrics(opt.nameFont);
-    const double pad = 2 * 12;
-    for (LayoutItem& it : items) {
-      double w = 0, h = 0;
-      if (it.kind == LayoutItem::Kind::Node) {
-        const Node& node = g.nodes[(size_t)it.id];
-        w = std::max(opMetrics.horizontalAdvance(QString::fromStdString(node.opType)),
-                     nameMetrics.horizontalAdvance(QString::fromStdString(node.name)));
-        w = std::clamp(w + pad, opt.minNodeWidth, opt.maxNodeWidth);
-        h = opt.nodeHeight;
-      } else {
-        w = nameMetrics.horizontalAdvance(QString::fromStdString(g.value(it.id).name));
-        w = std::clamp(w + pad, 48.0, opt.maxNodeWidth);
-        h = opt.ioHeight;
-      }
-      it.rect = QRectF(0, 0, w, h);
-    }
-  }
-  if (cancelled(cancel)) return cancelledStatus();
   report(20);
 
   // --- Sugiyama: crossing reduction and x placement by igraph, with one dummy vertex per crossed
@@ -377,41 +290,120 @@ Result<std::shared_ptr<LayoutSkeleton>> buildSkeleton(const Graph& g, bool subgr
   report(70);
 
   const size_t vcount = (size_t)extendedVertexCount;
-  sk->gridX.resize(vcount);
-  sk->vlayer.resize(vcount);
+  sk.gridX.resize(vcount);
+  sk.vlayer.resize(vcount);
   for (size_t v = 0; v < vcount; ++v) {
-    sk->gridX[v] = MATRIX(res.m, (igraph_integer_t)v, 0);
-    sk->vlayer[v] = v < itemCount ? layer[v] : (int32_t)std::lround(MATRIX(res.m, (igraph_integer_t)v, 1));
+    sk.gridX[v] = MATRIX(res.m, (igraph_integer_t)v, 0);
+    sk.vlayer[v] = v < itemCount ? layer[v] : (int32_t)std::lround(MATRIX(res.m, (igraph_integer_t)v, 1));
   }
   std::vector<double> widths;
   for (size_t i = 0; i < itemCount; ++i) widths.push_back(items[i].rect.width());
   if (!widths.empty()) {
     std::nth_element(widths.begin(), widths.begin() + (ptrdiff_t)widths.size() / 2, widths.end());
-    sk->unit = widths[widths.size() / 2] + opt.horizontalGap;
+    sk.unit = widths[widths.size() / 2] + opt.horizontalGap;
   }
-  sk->dummyNext.assign(vcount, -1);
+  sk.dummyNext.assign(vcount, -1);
   for (const auto& [a, b] : extendedEdges)
-    if ((size_t)a >= itemCount) sk->dummyNext[(size_t)a] = b;
+    if ((size_t)a >= itemCount) sk.dummyNext[(size_t)a] = b;
   // Map (from item, first hop) back to the original edge; igraph keeps one chain per original edge.
-  sk->chainStart.assign(edges.size(), -1);
+  sk.chainStart.assign(edges.size(), -1);
   for (igraph_integer_t e = 0; e < (igraph_integer_t)extendedEdges.size(); ++e) {
     const auto& [a, b] = extendedEdges[(size_t)e];
     if ((size_t)a < itemCount) {
       const igraph_integer_t orig = VECTOR(extendedToOrig.v)[e];
-      if (orig >= 0 && (size_t)orig < edges.size()) sk->chainStart[(size_t)orig] = b;
+      if (orig >= 0 && (size_t)orig < edges.size()) sk.chainStart[(size_t)orig] = b;
     }
   }
+  return Status::ok();
+}
+
+namespace {
+
+using Report = std::function<void(int)>;
+
+// `subgraph`: values read from enclosing scopes get boxes of their own (Kind::OuterRef).
+Result<std::shared_ptr<LayoutSkeleton>> buildSkeleton(const Graph& g, bool subgraph, const LayoutOptions& opt,
+                                                      const Report& report, const std::atomic<bool>* cancel) {
+  auto sk = std::make_shared<LayoutSkeleton>();
+  sk->graph = &g;
+  // --- Items: graph inputs, nodes in topological order, graph outputs.
+  std::vector<LayoutItem>& items = sk->items;
+  sk->itemOfNode.assign(g.nodes.size(), -1);
+  sk->itemOfValue.assign(g.values.size(), -1);
+  for (ValueId v : g.inputs) {
+    if (g.value(v).constant) continue;  // an overridable initializer is a weight, not an input box
+    sk->itemOfValue[(size_t)v] = (int32_t)items.size();
+    items.push_back({LayoutItem::Kind::GraphInput, v, 0, OpCategory::Other, {}});
+  }
+  if (subgraph)
+    for (ValueId v : g.outerRefs) {
+      if (g.value(v).constant || sk->itemOfValue[(size_t)v] >= 0) continue;
+      sk->itemOfValue[(size_t)v] = (int32_t)items.size();
+      items.push_back({LayoutItem::Kind::OuterRef, v, 0, OpCategory::Other, {}});
+    }
+  for (NodeId n : g.topoOrder) {
+    sk->itemOfNode[(size_t)n] = (int32_t)items.size();
+    LayoutItem it{LayoutItem::Kind::Node, n, 0, opCategory(g.nodes[(size_t)n].opType), {}};
+    it.subgraphNodes = subgraphNodeCount(g.nodes[(size_t)n]);
+    items.push_back(it);
+  }
+  std::vector<int32_t> outputItemOfValue(g.values.size(), -1);
+  for (ValueId v : g.outputs) {
+    if (outputItemOfValue[(size_t)v] >= 0) continue;
+    outputItemOfValue[(size_t)v] = (int32_t)items.size();
+    items.push_back({LayoutItem::Kind::GraphOutput, v, 0, OpCategory::Other, {}});
+  }
+  for (ValueId v : g.outputs)
+    if (sk->itemOfValue[(size_t)v] < 0) sk->itemOfValue[(size_t)v] = outputItemOfValue[(size_t)v];
+
+  // --- Edges: one per (tensor, consumer); weights are not drawn.
+  std::vector<LayoutEdge>& edges = sk->edges;
+  auto sourceItem = [&](ValueId v) -> int32_t {
+    const Value& val = g.value(v);
+    if (val.producer >= 0) return sk->itemOfNode[(size_t)val.producer];
+    if ((val.isGraphInput || val.isOuterRef) && !val.constant) return sk->itemOfValue[(size_t)v];
+    return -1;
+  };
+  for (NodeId n : g.topoOrder) {
+    const Node& node = g.nodes[(size_t)n];
+    const int32_t to = sk->itemOfNode[(size_t)n];
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const ValueId v = node.inputs[k];
+      if (v == kNoValue) continue;
+      bool repeated = false;  // Mul(x, x): one edge
+      for (size_t j = 0; j < k; ++j) repeated |= node.inputs[j] == v;
+      const int32_t from = sourceItem(v);
+      if (from < 0 || repeated) continue;
+      LayoutEdge e{from, to, v, {}};
+      e.outerScope = k >= node.explicitInputCount() || items[(size_t)from].kind == LayoutItem::Kind::OuterRef;
+      edges.push_back(std::move(e));
+    }
+  }
+  for (ValueId v : g.outputs) {
+    const int32_t from = sourceItem(v);
+    const int32_t to = outputItemOfValue[(size_t)v];
+    if (from >= 0 && to >= 0 && from != to) edges.push_back({from, to, v, {}});
+  }
+  // Distinct outputs listed twice would add the same edge twice.
+  std::sort(edges.begin(), edges.end(), [](const LayoutEdge& a, const LayoutEdge& b) {
+    return std::tie(a.from, a.to, a.value) < std::tie(b.from, b.to, b.value);
+  });
+  edges.erase(std::unique(edges.begin(), edges.end(),
+                          [](const LayoutEdge& a, const LayoutEdge& b) {
+                            return a.from == b.from && a.to == b.to && a.value == b.value;
+                          }),
+              edges.end());
+  if (cancelled(cancel)) return cancelledStatus();
+  report(10);
+
+  sizeItems(g, items, opt);
+  if (Status st = arrangeSkeleton(*sk, opt, report, cancel); !st.isOk()) return st;
   return sk;
 }
 
-struct Placed {
-  std::vector<LayoutItem> items;
-  std::vector<LayoutEdge> edges;
-  int64_t bends = 0;
-};
+}  // namespace
 
-// Coordinates for a skeleton, with the box sizes in `sizes` (null: the skeleton's own). A layer is
-// as tall as its tallest box (an expanded node), so that nothing overlaps the next layer.
+// A layer is as tall as its tallest box (an expanded node), so that nothing overlaps the next layer.
 Placed place(const LayoutSkeleton& sk, const LayoutOptions& opt, const std::vector<QSizeF>* sizes) {
   Placed out;
   out.items = sk.items;
@@ -512,6 +504,8 @@ QRectF boundsOf(const std::vector<LayoutItem>& items, const std::vector<LayoutEd
     for (const QPointF& p : e.points) bounds = bounds.united(QRectF(p, QSizeF(1, 1)));
   return bounds;
 }
+
+namespace {
 
 // A graph laid out with its expanded nodes' subgraphs inside them. The skeleton's own items come
 // first (frame -1); the frames and items of subgraphs follow (frame indices local to the block).

@@ -29,7 +29,9 @@ namespace qs::ui {
 
 struct LayoutItem {
   /// OuterRef: inside a subgraph, a value read from an enclosing scope (drawn as a dashed pill).
-  enum class Kind : uint8_t { Node, GraphInput, GraphOutput, OuterRef };
+  /// Group: a group of nodes (GraphLayout::grouping; id: the group), a box when collapsed, a frame
+  /// holding its members when expanded.
+  enum class Kind : uint8_t { Node, GraphInput, GraphOutput, OuterRef, Group };
   Kind kind = Kind::Node;
   int32_t id = -1;     // NodeId for Kind::Node, ValueId otherwise; in the graph of `frame`
   int32_t layer = 0;   // 0 at the top
@@ -57,6 +59,7 @@ struct SubgraphFrame {
   int32_t firstItem = 0, endItem = 0;  // its own items (nested frames' items follow them)
 };
 
+struct NodeGrouping;    // node_groups.h
 struct LayoutSkeleton;  // a graph's items, edges, layers and crossing-reduced order (graph_layout.cpp)
 
 /// Uniform grid over the scene: which items and edges touch a rectangle.
@@ -90,6 +93,13 @@ struct GraphLayout {
   int32_t layerCount = 0;
   int64_t bendPointCount = 0;
   SpatialIndex index;
+  /// Grouped layouts (group_layout.h) only, else null/empty: the groups, which are drawn expanded,
+  /// and GroupId -> item index (-1: inside a collapsed group). itemOfNode is -1 for nodes inside a
+  /// collapsed group; items are then main-graph nodes, groups and input/output boxes in an order
+  /// that changes with expansion, and there are no frames.
+  std::shared_ptr<const NodeGrouping> grouping;
+  std::vector<char> groupExpanded;
+  std::vector<int32_t> itemOfGroup;
 
   /// The topmost item whose box contains `scenePos`, or -1.
   int32_t itemAt(const QPointF& scenePos) const;
@@ -114,6 +124,10 @@ struct LayoutOptions {
   double frameHeader = 28;   // an expanded node's title strip
   double frameLabel = 20;    // a subgraph frame's label strip
   double framePadding = 12;
+  /// Models with more nodes than this open grouped (group_layout.h: computeModelLayout); 0: never.
+  int32_t groupAbove = 0;
+  /// When a grouped model opens, groups are expanded, largest first, while at most this many boxes show.
+  int32_t openVisibleBudget = 160;
 };
 
 /// Progress in percent [0, 100].

@@ -14,6 +14,8 @@
 #include <numeric>
 
 #include "core/exec/model_info.h"
+#include "ui/graph_minimap.h"
+#include "ui/node_groups.h"
 
 namespace qs::ui {
 
@@ -67,6 +69,8 @@ GraphView::GraphView(QWidget* parent) : QWidget(parent) {
   m_nameFont.setPixelSize(11);
   m_nameFont.setBold(false);
   setCursor(Qt::OpenHandCursor);
+  m_minimap = new GraphMinimap(this);
+  m_minimap->hide();
 }
 
 LayoutOptions GraphView::layoutOptions() const {
@@ -81,6 +85,7 @@ void GraphView::setGraphLayout(std::shared_ptr<const GraphLayout> layout) {
   m_baseLayout = m_layout;
   m_expanded.clear();
   m_skeletons.clear();
+  m_groupSkeletons.clear();
   m_selected = m_hover = -1;
   m_result.reset();
   m_highlightNodes.clear();
@@ -118,6 +123,9 @@ void GraphView::prepareLabels() {
       const Node& node = g.nodes[(size_t)it.id];
       m_titles[i] = QString::fromStdString(node.opType);
       m_names[i] = QString::fromStdString(node.name);
+    } else if (it.kind == LayoutItem::Kind::Group) {
+      m_titles[i] = QString::fromStdString(m_layout->grouping->groups[(size_t)it.id].label);
+      m_names[i] = QStringLiteral("%1 nodes").arg(m_layout->grouping->groups[(size_t)it.id].nodeCount);
     } else {
       m_titles[i] = QString::fromStdString(g.value(it.id).name);
     }
@@ -213,6 +221,7 @@ void GraphView::recolour() {
         m_quantEdge[e] = std::binary_search(points.begin(), points.end(), std::make_pair((NodeId)to.id, edge.value));
     }
   }
+  recolourGroups();
 }
 
 QString GraphView::itemTitle(int item) const { return item >= 0 && (size_t)item < m_titles.size() ? m_titles[(size_t)item] : QString(); }
@@ -248,6 +257,8 @@ std::vector<int32_t> GraphView::findItems(const QString& text) const {
         if (v != kNoValue) names.push_back(&g.value(v).name);
       for (ValueId v : node.inputs)  // weights are not drawn: a weight's name finds its consumer
         if (v != kNoValue && g.value(v).constant) names.push_back(&g.value(v).name);
+    } else if (it.kind == LayoutItem::Kind::Group) {
+      names.push_back(&m_layout->grouping->groups[(size_t)it.id].path);
     } else {
       names.push_back(&g.value(it.id).name);
     }
@@ -304,6 +315,7 @@ void GraphView::resetZoom() { zoomAround(QPointF(width(), height()) / 2, 1.0 / m
 void GraphView::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), kBackground);
+  placeMinimap();
   if (!m_layout) return;
   p.save();
   p.scale(m_scale, m_scale);
@@ -336,9 +348,9 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
   };
 
   // Expanded control-flow nodes first: their frames lie under the edges and boxes inside them.
-  if (!L.frames.empty())
+  if (!L.frames.empty() || L.grouping)
     for (int32_t ii : items)
-      if (L.items[(size_t)ii].expanded) paintExpanded(p, ii, detailed);
+      if (L.items[(size_t)ii].expanded) isGroup(ii) ? paintGroupFrame(p, ii, detailed) : paintExpanded(p, ii, detailed);
 
   // Edges.
   if (curved) {
@@ -413,7 +425,7 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
     for (int32_t ii : items) {
       const LayoutItem& it = L.items[(size_t)ii];
       if (it.expanded) continue;
-      const QRgb slot = it.kind == LayoutItem::Kind::Node ? m_fill[(size_t)ii].rgb() : kIoBorder.rgb();
+      const QRgb slot = it.kind == LayoutItem::Kind::Node || it.kind == LayoutItem::Kind::Group ? m_fill[(size_t)ii].rgb() : kIoBorder.rgb();
       if (subPixel) {
         // Draw in device pixels, once per pixel: a 50,000-node overview stays a few milliseconds.
         const QRectF d = toDevice.mapRect(it.rect);
@@ -437,6 +449,7 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
       p.drawRects(rects.data(), (int)rects.size());
     }
     p.restore();
+    if (L.grouping) paintGroupLabels(p, items);
   } else {
     p.setRenderHint(QPainter::Antialiasing, true);
     p.setRenderHint(QPainter::TextAntialiasing, true);
@@ -481,6 +494,8 @@ void GraphView::renderScene(QPainter& p, const QRectF& visible) const {
           p.drawText(r, Qt::AlignCenter, m_titles[(size_t)ii]);
         }
         if (it.subgraphNodes > 0) paintMarker(p, ii);
+      } else if (it.kind == LayoutItem::Kind::Group) {
+        paintGroupBox(p, ii, hover);
       } else {
         // A value read from an outer scope: a dashed pill.
         const Qt::PenStyle style = it.kind == LayoutItem::Kind::OuterRef ? Qt::DashLine : Qt::SolidLine;
@@ -736,7 +751,8 @@ void GraphView::contextMenuEvent(QContextMenuEvent* event) {
     const QString name = isNode ? itemName(hit) : itemTitle(hit);
     if (isExpandable(hit)) {
       const bool open = isExpanded(hit);
-      menu.addAction(open ? QStringLiteral("Collapse subgraphs") : QStringLiteral("Expand subgraphs"), this,
+      const QString what = isGroup(hit) ? QStringLiteral("group") : QStringLiteral("subgraphs");
+      menu.addAction((open ? QStringLiteral("Collapse ") : QStringLiteral("Expand ")) + what, this,
                      [this, hit, open] { setExpanded(hit, !open); });
       menu.addSeparator();
     }

@@ -17,9 +17,12 @@
 
 #include "core/analysis/results.h"
 #include "ui/graph_layout.h"
+#include "ui/group_layout.h"
 #include "ui/snr_scale.h"
 
 namespace qs::ui {
+
+class GraphMinimap;
 
 class GraphView : public QWidget {
   Q_OBJECT
@@ -38,6 +41,19 @@ class GraphView : public QWidget {
   /// Draws (or hides) a control-flow node's subgraphs inside it. Only coordinates are recomputed;
   /// the item stays where it is on screen and the selection follows its item.
   void setExpanded(int item, bool expanded);
+
+  /// Grouped layouts (graph_view_groups.cpp): double-clicking a group, or its context menu, expands it
+  /// into a frame of its members (only that group is laid out anew) or collapses it from its title.
+  bool isGroup(int item) const;
+  /// Shows `node`'s own box, expanding the groups that hide it; returns its item (-1: none).
+  int revealNode(NodeId node);
+  /// Selects and centres the node with the lowest graph-wise SNR of the analysis (quantized nodes),
+  /// expanding its groups, and emits itemSelected. Returns its item, or -1 without an analysis.
+  int goToWorstNode();
+  /// Worst and mean of the colouring's metric over a group's nodes (NaN without values).
+  std::pair<double, double> groupSnr(int32_t group) const;
+  /// The overview in the corner (shown while the graph does not fit the window).
+  GraphMinimap* minimap() const { return m_minimap; }
 
   /// Fonts the layout was measured with; pass the same to computeGraphLayout.
   LayoutOptions layoutOptions() const;
@@ -108,6 +124,7 @@ class GraphView : public QWidget {
   void keyPressEvent(QKeyEvent* event) override;
   void contextMenuEvent(QContextMenuEvent* event) override;
   void leaveEvent(QEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
 
  private:
   void zoomAround(const QPointF& widgetPos, double factor);
@@ -122,11 +139,22 @@ class GraphView : public QWidget {
   void paintExpanded(QPainter& p, int item, bool detailed) const;
   void paintMarker(QPainter& p, int item) const;
   static double frameHeaderHeight();  // an expanded node's title strip (graph_view_control_flow.cpp)
+  void setGroupExpanded(int item, bool expanded);
+  void relayoutGroups(std::vector<char> expanded, int anchorItem);
+  void recolourGroups();
+  double nodeMetric(NodeId node) const;
+  void paintGroupBox(QPainter& p, int item, bool hover) const;
+  void paintGroupFrame(QPainter& p, int item, bool detailed) const;
+  void paintGroupLabels(QPainter& p, const std::vector<int32_t>& items) const;  // far out: names only
+  void placeMinimap();
 
   std::shared_ptr<const GraphLayout> m_layout;
   std::shared_ptr<const GraphLayout> m_baseLayout;  // as loaded, nothing expanded
   std::set<const Node*> m_expanded;                 // control-flow nodes drawn expanded
   SkeletonCache m_skeletons;                        // subgraph orderings, built on first expansion
+  GroupSkeletonCache m_groupSkeletons;              // grouped layouts: each level's ordering
+  std::vector<double> m_groupWorst, m_groupMean;    // per group, in the current colouring
+  GraphMinimap* m_minimap = nullptr;
   std::shared_ptr<const AnalysisResult> m_result;
   Colouring m_colouring = Colouring::GraphwiseSnr;
   SnrScale m_snrScale;

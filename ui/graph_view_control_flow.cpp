@@ -23,6 +23,7 @@ double GraphView::frameHeaderHeight() {
 }
 
 bool GraphView::isExpandable(int item) const {
+  if (isGroup(item)) return true;
   return m_layout && item >= 0 && (size_t)item < m_layout->items.size() &&
          m_layout->items[(size_t)item].kind == LayoutItem::Kind::Node && m_layout->items[(size_t)item].subgraphNodes > 0;
 }
@@ -30,6 +31,7 @@ bool GraphView::isExpandable(int item) const {
 bool GraphView::isExpanded(int item) const { return isExpandable(item) && m_layout->items[(size_t)item].expanded; }
 
 void GraphView::setExpanded(int item, bool expanded) {
+  if (isGroup(item)) return setGroupExpanded(item, expanded);
   if (!isExpandable(item) || isExpanded(item) == expanded || !m_baseLayout) return;
   // Items are matched across layouts by (graph, kind, id): each subgraph appears once in a model.
   using Key = std::tuple<const Graph*, LayoutItem::Kind, int32_t>;

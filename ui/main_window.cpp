@@ -120,7 +120,9 @@ void MainWindow::buildCentre() {
   gl->addWidget(m_view, 1);
   m_stack->addWidget(m_graphPage);
   setCentralWidget(m_stack);
-  m_loader->setLayoutOptions(m_view->layoutOptions());
+  LayoutOptions layoutOptions = m_view->layoutOptions();
+  layoutOptions.groupAbove = kDefaultGroupAbove;  // large models open grouped (group_layout.h)
+  m_loader->setLayoutOptions(layoutOptions);
 
   connect(m_view, &GraphView::itemSelected, this, [this](int item) { selectItem(item, false); });
   connect(m_view, &GraphView::showInTableRequested, this, &MainWindow::showInTable);
@@ -264,6 +266,9 @@ void MainWindow::buildActions() {
   zout->setShortcut(QKeySequence::ZoomOut);
   QAction* actual = view->addAction(QStringLiteral("&Actual Size"), m_view, &GraphView::resetZoom);
   actual->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
+  m_goToWorst = view->addAction(QStringLiteral("Go to &Worst Node"), this, [this] { m_view->goToWorstNode(); });
+  m_goToWorst->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_W));
+  m_goToWorst->setToolTip(QStringLiteral("Select the node with the lowest graph-wise SNR, opening its groups"));
   view->addSeparator();
   for (QDockWidget* d : {m_inspectorDock, m_tableDock, m_plotsDock, m_logDock}) view->addAction(d->toggleViewAction());
 
@@ -420,7 +425,7 @@ void MainWindow::log(const QString& line) {
 void MainWindow::selectNode(NodeId node) {
   const GraphLayout* layout = m_current ? m_view->graphLayout().get() : nullptr;
   if (!layout || node < 0 || (size_t)node >= layout->itemOfNode.size()) return;
-  selectItem(layout->itemOfNode[(size_t)node]);
+  selectItem(m_view->revealNode(node));
 }
 
 void MainWindow::selectItem(int item, bool centerInView) {
@@ -455,7 +460,7 @@ void MainWindow::onTableCurrentChanged(const QModelIndex& current) {
   if (m_syncing || !current.isValid() || !m_current) return;
   const NodeId node = current.data(NodeTableModel::NodeIdRole).toInt();
   m_syncing = true;
-  const int item = m_view->graphLayout()->itemOfNode[(size_t)node];
+  const int item = m_view->revealNode(node);  // opens the groups that hide it
   m_view->setSelectedItem(item, true);
   showInspectorFor(item);
   m_plots->setSelectedNode(node);
@@ -499,6 +504,9 @@ void MainWindow::showInspectorFor(int item) {
       }
       m_inspectorModel->setEntries(entries);
       m_inspectorDock->setWindowTitle(QStringLiteral("Inspector — %1").arg(QString::fromStdString(model.graph.nodes[(size_t)it.id].opType)));
+    } else if (it.kind == LayoutItem::Kind::Group) {
+      m_inspectorModel->setEntries(groupProperties(*layout.grouping, it.id, m_view->groupSnr(it.id)));
+      m_inspectorDock->setWindowTitle(QStringLiteral("Inspector — group"));
     } else {
       m_inspectorModel->setEntries(valueProperties(model, it.id));
       m_inspectorDock->setWindowTitle(QStringLiteral("Inspector — tensor"));
@@ -698,6 +706,7 @@ void MainWindow::updateActions() {
   m_actions->updateActions();
   m_saveProjectAction->setEnabled(savable);
   m_saveProjectAsAction->setEnabled(savable);
+  m_goToWorst->setEnabled(m_current && m_analysis->result());
 }
 
 }  // namespace qs::ui

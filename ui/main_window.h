@@ -142,6 +142,7 @@ class MainWindow : public QMainWindow {
   QMenu* m_recentMenu = nullptr;
   QAction* m_saveProjectAction = nullptr;
   QAction* m_saveProjectAsAction = nullptr;
+  QAction* m_goToWorst = nullptr;  // View > Go to Worst Node
   QByteArray m_savedState;
   bool m_docksShown = false;
   bool m_syncing = false;

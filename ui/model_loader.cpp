@@ -7,6 +7,7 @@
 
 #include "core/exec/kernel_registry.h"
 #include "core/onnx/loader.h"
+#include "ui/group_layout.h"
 
 namespace qs::ui {
 
@@ -121,7 +122,7 @@ void ModelLoader::start(const QString& name, std::shared_ptr<const Model> prebui
     result->info = std::make_shared<const ModelInfo>(describeModel(*model, KernelRegistry::builtin()));
     report(0, QStringLiteral("Layout"));
     auto t1 = std::chrono::steady_clock::now();
-    auto layout = computeGraphLayout(model, options, [&](int p) { report(p, QStringLiteral("Layout")); },
+    auto layout = computeModelLayout(model, options, [&](int p) { report(p, QStringLiteral("Layout")); },
                                      cancelFlag.get());
     if (!layout) {
       outcome->status = layout.status().withContext(name.toStdString());

@@ -1,5 +1,10 @@
 #include "ui/node_properties.h"
 
+#include <cmath>
+
+#include "ui/node_groups.h"
+#include "ui/snr_scale.h"
+
 #include <QFileInfo>
 #include <QLocale>
 #include <algorithm>
@@ -300,6 +305,21 @@ std::vector<PropertyEntry> modelSummary(const Model& model, const ModelInfo& inf
                             {}, true};
   for (const std::string& u : info.unsupported) unsupported.children.push_back({qstr(u), QString(), {}});
   out.push_back(std::move(unsupported));
+  return out;
+}
+
+std::vector<PropertyEntry> groupProperties(const NodeGrouping& grouping, int32_t group, std::pair<double, double> snr) {
+  const NodeGroup& g = grouping.groups[(size_t)group];
+  std::vector<PropertyEntry> out;
+  out.push_back({QStringLiteral("Group"), QString::fromStdString(g.path), {}, true});
+  out.push_back({QStringLiteral("From"), grouping.source == NodeGrouping::Source::Scopes ? QStringLiteral("node name scopes")
+                                                                                          : QStringLiteral("repeated op sequence"), {}, false});
+  out.push_back({QStringLiteral("Nodes"), QString::number(g.nodeCount), {}, false});
+  out.push_back({QStringLiteral("Child groups"), QString::number(g.children.size()), {}, false});
+  if (!std::isnan(snr.first)) {
+    out.push_back({QStringLiteral("Worst SNR"), formatDb(snr.first) + QStringLiteral(" dB"), {}, false});
+    out.push_back({QStringLiteral("Mean SNR"), formatDb(snr.second) + QStringLiteral(" dB"), {}, false});
+  }
   return out;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/ir/graph.h"
@@ -30,5 +31,10 @@ std::vector<PropertyEntry> subgraphNodeProperties(const Graph& sub, NodeId id, c
 std::vector<PropertyEntry> subgraphValueProperties(const Graph& sub, ValueId id, const std::string& scope);
 std::vector<PropertyEntry> valueProperties(const Model& model, ValueId id);
 std::vector<PropertyEntry> modelSummary(const Model& model, const ModelInfo& info);
+
+struct NodeGrouping;
+/// A group of a grouped layout: its path, size, child groups, and the worst and mean SNR of its
+/// quantized nodes (`snr`, NaN without an analysis).
+std::vector<PropertyEntry> groupProperties(const NodeGrouping& grouping, int32_t group, std::pair<double, double> snr);
 
 }  // namespace qs::ui

@@ -1,6 +1,6 @@
 // Runs every GUI test class in one offscreen process: the workbench (loader, layout, view, table),
 // the analysis (calibration worker, toggles, undo, plots, projects, export), autosave/restore, the
-// project file reader, the first run (one click on Calibrate, random inputs with shapes) and control-flow display.
+// project file reader, the first run (one click on Calibrate, random inputs with shapes), control-flow display and grouped graphs.
 #include <QApplication>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -11,6 +11,7 @@ int runAutosaveTests(int argc, char** argv);
 int runProjectFileTests(int argc, char** argv);
 int runFirstRunTests(int argc, char** argv);
 int runControlFlowTests(int argc, char** argv);
+int runGroupsTests(int argc, char** argv);
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -18,12 +19,13 @@ int main(int argc, char** argv) {
   QTemporaryDir autosaves;
   qputenv("QS_AUTOSAVE_DIR", autosaves.path().toLocal8Bit());
   int failures = 0;
-  const QByteArray only = qgetenv("QS_UI_TESTS");  // "workbench", "analysis", "autosave", "project", "firstrun" or "controlflow": one class
+  const QByteArray only = qgetenv("QS_UI_TESTS");  // "workbench", "analysis", "autosave", "project", "firstrun", "controlflow" or "groups": one class
   if (only.isEmpty() || only == "workbench") failures += runWorkbenchTests(argc, argv);
   if (only.isEmpty() || only == "analysis") failures += runAnalysisTests(argc, argv);
   if (only.isEmpty() || only == "autosave") failures += runAutosaveTests(argc, argv);
   if (only.isEmpty() || only == "project") failures += runProjectFileTests(argc, argv);
   if (only.isEmpty() || only == "firstrun") failures += runFirstRunTests(argc, argv);
   if (only.isEmpty() || only == "controlflow") failures += runControlFlowTests(argc, argv);
+  if (only.isEmpty() || only == "groups") failures += runGroupsTests(argc, argv);
   return failures;
 }
