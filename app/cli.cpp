@@ -44,6 +44,7 @@ struct TextFlags {
   CLI::Option* dqOnlyOption = nullptr;
   int64_t blockSize = 128;
   CLI::Option* blockSizeOption = nullptr;
+  std::string highPrecision = "fp32";
 };
 TextFlags g_text;
 Int4Args g_int4;
@@ -88,6 +89,8 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_option("--all-tensor-ranges", g_text.allTensorRanges,
                  "on|off: ranges for every activation tensor in quant_cfg.json and calibration.cache, as TensorRT's "
                  "implicit INT8 needs (default on), or for the Q/DQ points only");
+  cmd.add_option("--high-precision-dtype,--high_precision_dtype", g_text.highPrecision,
+                 "fp32, fp16 or bf16: the precision of the nodes left out of quantization (default fp32)");
 }
 
 Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
@@ -111,6 +114,10 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
     Shape shape;
     QS_RETURN_IF_ERROR(parseShapeSpec(spec, name, shape));
     a.data.shapes[name] = shape;
+  }
+  QS_RETURN_IF_ERROR(parseHighPrecision(g_text.highPrecision, a.calibration.highPrecision));
+  if (g_text.mode == "int4" && a.calibration.highPrecision != HighPrecision::Fp32) {
+    return invalidArgument("--high-precision-dtype " + g_text.highPrecision + " does not apply to --quantize-mode int4");
   }
   if (g_text.mode == "int4") return finishInt4Options(a, g_text.method, g_text.blockSize, g_int4);
   if (g_text.blockSizeOption && g_text.blockSizeOption->count() > 0) return invalidArgument("--block-size needs --quantize-mode int4");
