@@ -11,8 +11,27 @@
 
 #include "core/analysis/quant_state.h"
 #include "core/numeric/fake_quant.h"
+#include "core/quant/high_precision_rules.h"
 
 namespace qs {
+
+namespace {
+
+// keptInFloat32() for an IR node: the largest |x| over its float constant inputs.
+bool nodeKeptInFloat32(const Graph& g, const Node& n, HighPrecision p) {
+  if (p != HighPrecision::Fp16) return false;
+  float amax = 0;
+  for (ValueId v : n.inputs) {
+    if (v == kNoValue) continue;
+    const auto& c = g.value(v).constant;
+    if (!c || c->dtype() != DType::Float) continue;
+    const float* d = c->data<float>();
+    for (int64_t i = 0; i < c->numel(); ++i) amax = std::max(amax, std::fabs(d[i]));
+  }
+  return keptInFloat32(n.opType, amax, p);
+}
+
+}  // namespace
 
 void roundConstants(const Graph& g, QuantState& s) {
   s.roundedConstants.clear();
@@ -41,6 +60,9 @@ const Tensor* FakeQuantTransform::transformRounded(NodeId node, size_t input, co
   const Node& n = g.nodes[(size_t)node];
   if (keepsFloat32Input(n.opType, input)) return nullptr;
   const ValueId id = n.inputs[input];
+  // A node kept in float32 reads its constants as they are (its activations were rounded by
+  // their producers, and casting them to float32 is exact).
+  if (g.value(id).constant && nodeKeptInFloat32(g, n, m_s.highPrecision)) return nullptr;
   if (enabled(node)) {
     for (const PointRef& r : m_s.pointsByNode[(size_t)node]) {
       if (r.inputIndex != input) continue;

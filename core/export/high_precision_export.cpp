@@ -1,11 +1,14 @@
 #include "core/export/high_precision_export.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "core/ir/half.h"
+#include "core/quant/high_precision_rules.h"
 
 namespace qs {
 
@@ -86,11 +89,41 @@ Status convertFloatPart(onnx::ModelProto& proto, HighPrecision p, const std::str
     return name;
   };
 
-  // Initializers read only where float32 is required stay float32.
+  // Nodes kept in float32 (high_precision_rules.h), from the largest |x| of their float constants
+  // (initializers and Constant nodes).
+  std::unordered_map<std::string, float> constantAbsMax;
+  auto absMax = [](const onnx::TensorProto& t) {
+    float m = 0;
+    if (t.has_raw_data()) {
+      std::vector<float> v(t.raw_data().size() / 4);
+      std::memcpy(v.data(), t.raw_data().data(), v.size() * 4);
+      for (float x : v) m = std::max(m, std::fabs(x));
+    } else {
+      for (float x : t.float_data()) m = std::max(m, std::fabs(x));
+    }
+    return m;
+  };
+  for (const auto& t : g.initializer())
+    if (t.data_type() == onnx::TensorProto::FLOAT) constantAbsMax[t.name()] = absMax(t);
+  for (const auto& n : g.node())
+    if (n.op_type() == "Constant" && n.output_size() == 1)
+      for (const auto& a : n.attribute())
+        if (a.name() == "value" && a.t().data_type() == onnx::TensorProto::FLOAT) constantAbsMax[n.output(0)] = absMax(a.t());
+  std::unordered_set<const onnx::NodeProto*> kept;
+  for (const auto& n : g.node()) {
+    float m = 0;
+    for (const auto& in : n.input())
+      if (auto it = constantAbsMax.find(in); it != constantAbsMax.end()) m = std::max(m, it->second);
+    if (keptInFloat32(n.op_type(), m, p)) kept.insert(&n);
+  }
+  auto float32Input = [&](const onnx::NodeProto& n, int i) {
+    return keepsFloat32Input(n.op_type(), (size_t)i) || kept.count(&n) > 0;
+  };
+
+  // Initializers (and Constant nodes) read only where float32 is required stay float32.
   std::unordered_set<std::string> readAtKeep, readElsewhere;
   for (const auto& n : g.node())
-    for (int i = 0; i < n.input_size(); ++i)
-      (keepsFloat32Input(n.op_type(), (size_t)i) ? readAtKeep : readElsewhere).insert(n.input(i));
+    for (int i = 0; i < n.input_size(); ++i) (float32Input(n, i) ? readAtKeep : readElsewhere).insert(n.input(i));
   std::unordered_set<std::string> convertedInits, float32Inits;
   for (auto& t : *g.mutable_initializer()) {
     if (t.data_type() != onnx::TensorProto::FLOAT) continue;
@@ -133,7 +166,7 @@ Status convertFloatPart(onnx::ModelProto& proto, HighPrecision p, const std::str
     for (int i = 0; i < n.input_size(); ++i) {
       if (n.input(i).empty()) continue;
       if (auto it = renamed.find(n.input(i)); it != renamed.end()) n.set_input(i, it->second);
-      if (keepsFloat32Input(n.op_type(), (size_t)i) && !float32Inits.count(n.input(i))) {
+      if (float32Input(n, i) && !float32Inits.count(n.input(i))) {
         const std::string f32 = take(n.input(i) + "_float32");
         *nodes.Add() = castNode(take(n.input(i) + "_Cast_float32"), n.input(i), f32, onnx::TensorProto::FLOAT);
         n.set_input(i, f32);
@@ -143,7 +176,9 @@ Status convertFloatPart(onnx::ModelProto& proto, HighPrecision p, const std::str
       for (auto& a : *n.mutable_attribute())
         if ((a.name() == "to" || a.name() == "dtype") && a.i() == onnx::TensorProto::FLOAT) a.set_i(target);
     } else if (n.op_type() == "Constant") {
+      const bool keep = n.output_size() == 1 && readAtKeep.count(n.output(0)) && !readElsewhere.count(n.output(0));
       for (auto& a : *n.mutable_attribute()) {
+        if (keep) break;
         if (a.name() == "value" && a.t().data_type() == onnx::TensorProto::FLOAT) {
           QS_RETURN_IF_ERROR(convertTensor(*a.mutable_t(), p, target, where));
         } else if (a.name() == "value_float" || a.name() == "value_floats") {
@@ -179,10 +214,35 @@ Status convertFloatPart(onnx::ModelProto& proto, HighPrecision p, const std::str
         QS_RETURN_IF_ERROR(convertTensor(*a->mutable_t(), p, target, where));
       }
     }
+    std::vector<onnx::NodeProto> after;
+    if (kept.count(&n)) {
+      for (int i = 0; i < n.output_size(); ++i) {
+        if (n.output(i).empty()) continue;
+        const std::string f32 = take(n.output(i) + "_float32");
+        after.push_back(castNode(take(n.output(i) + "_Cast" + suffix), f32, n.output(i), target));
+        n.set_output(i, f32);
+      }
+    }
     *nodes.Add() = std::move(n);
+    for (auto& c : after) *nodes.Add() = std::move(c);
   }
   for (auto& n : tail) *nodes.Add() = std::move(n);
   g.mutable_node()->Swap(&nodes);
+
+  // bfloat16 inputs of Conv, Gemm, MatMul, Relu, ... entered the operator set at opset 22; from 19
+  // only DFT (an input at 20) and GridSample (mode names at 20) changed meaning, the rest gained
+  // types, so the file declares 22 (IR 10) unless it holds those.
+  if (p == HighPrecision::Bf16) {
+    for (const auto& n : g.node()) {
+      if ((n.domain().empty() || n.domain() == "ai.onnx") && (n.op_type() == "DFT" || n.op_type() == "GridSample")) {
+        return unsupported(where + ": node '" + n.name() + "' (" + n.op_type() + ") changed at opset 20; bfloat16 needs "
+                           "opset 22: use --high-precision-dtype fp16 for this model");
+      }
+    }
+    for (auto& os : *proto.mutable_opset_import())
+      if ((os.domain().empty() || os.domain() == "ai.onnx") && os.version() < 22) os.set_version(22);
+    if (proto.ir_version() < 10) proto.set_ir_version(10);
+  }
 
   auto* vi = g.mutable_value_info();
   for (int i = vi->size() - 1; i >= 0; --i)

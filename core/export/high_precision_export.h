@@ -11,6 +11,8 @@
 //  - Inputs the operator set types float32 only (keepsFloat32Input: Resize's scales) stay float32
 //    (a Cast to float32 where they are computed).
 //  - value_info entries of float32 tensors are dropped (their type changed; ONNX Runtime infers).
+//  - bf16: the opset is declared 22, the first where Conv, Gemm, MatMul, Relu ... take bfloat16
+//    (DFT and GridSample, which changed meaning at 20, are refused).
 // Subgraphs (If, Loop, Scan) are refused with one line naming the node.
 #pragma once
 
