@@ -294,6 +294,63 @@ TEST(HighPrecision, Bf16ExportHoldsBfloat16) {
   fs::remove_all(m.dir);
 }
 
+// A BatchNormalization whose running variance exceeds float16's range (as det's first one does)
+// stays float32 in the analysis and the export: the prediction is that of float16 rounding around
+// it, not the zero output a float16 variance (infinity) gives, and ORT agrees.
+TEST(HighPrecision, NodeWithConstantsBeyondFloat16StaysFloat32) {
+  const std::string dir = qs::test::makeTempDir("high-precision-bn");
+  OnnxBuilder ob(13);
+  ob.input("X", {1, 4, 3, 3}).output("Y", {1, 4, 3, 3});
+  ob.initializer("scale", {4}, {300.f, 250.f, 400.f, 350.f});
+  ob.initializer("bias", {4}, {0.1f, -0.2f, 0.3f, 0.f});
+  ob.initializer("mean", {4}, {0.5f, -0.5f, 0.f, 1.f});
+  ob.initializer("var", {4}, {9.8e7f, 1e5f, 2e6f, 7e4f});
+  ob.node("BatchNormalization", {"X", "scale", "bias", "mean", "var"}, {"Y"}, "bn");
+  ob.save(dir + "/bn.onnx");
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  Tensor x(DType::Float, {1, 4, 3, 3});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 2.f * normal(rng);
+  ASSERT_TRUE(writeNpy(dir + "/calib.npy", x));
+  ASSERT_TRUE(writeNpy(dir + "/in_0_0.npy", x));
+  auto model = loadModel(dir + "/bn.onnx");
+  ASSERT_TRUE(model) << model.status().message();
+  CalibrationDataOptions co;
+  co.path = dir + "/calib.npy";
+  auto d = CalibrationData::open(**model, co);
+  ASSERT_TRUE(d) << d.status().message();
+  std::shared_ptr<const CalibrationData> data(std::move(d).value());
+  AnalysisOptions ao;
+  ao.calibration.highPrecision = HighPrecision::Fp16;
+  ao.threads = 1;
+  ao.sensitivity = false;
+  auto s = QuantSession::create(*model, {}, ao);
+  ASSERT_TRUE(s) << s.status().message();
+  ASSERT_TRUE((*s)->calibrate(*data));
+  auto r = (*s)->analyze(data);
+  ASSERT_TRUE(r) << r.status().message();
+  const double predicted = (*r)->outputs[0].metrics.snrDb;
+  EXPECT_GT(predicted, 50.0);  // a float16 variance would make Y = bias: about 0 dB
+  auto ex = buildQuantizedModel(dir + "/bn.onnx", **model, **r);
+  ASSERT_TRUE(ex) << ex.status().message();
+  onnx::ModelProto proto;
+  ASSERT_TRUE(proto.ParseFromString(ex->modelBytes));
+  for (const auto& t : proto.graph().initializer()) EXPECT_EQ(t.data_type(), onnx::TensorProto::FLOAT) << t.name();
+  int casts = 0;
+  for (const auto& n : proto.graph().node()) casts += n.op_type() == "Cast";
+  EXPECT_EQ(casts, 4);  // in, to float32 before the node, back to float16 after it, out
+  qs::test::writeBytes(dir + "/q.onnx", ex->modelBytes);
+  ASSERT_EQ(runOrt(dir + "/bn.onnx", dir, dir + "/fp32", 1), 0) << std::ifstream(dir + "/fp32.log").rdbuf();
+  ASSERT_EQ(runOrt(dir + "/q.onnx", dir, dir + "/q", 1), 0) << std::ifstream(dir + "/q.log").rdbuf();
+  auto ref = readNpy(dir + "/fp32/out_0_0.npy");
+  auto got = readNpy(dir + "/q/out_0_0.npy");
+  ASSERT_TRUE(ref && got);
+  ErrorAccumulator acc;
+  acc.add(*ref, *got);
+  EXPECT_GT(acc.metrics().snrDb, 50.0);
+  fs::remove_all(dir);
+}
+
 // PaddleOCR cls in float16 outside INT8: ORT's output SNR near the prediction (see below).
 TEST(HighPrecision, ClsFp16ExportMatchesThePredictionInOrt) {
   const std::string path = std::string(QS_MODELS_DIR) + "/ch_ppocr_mobile_v2.0_cls_infer.onnx";
