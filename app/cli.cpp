@@ -45,6 +45,7 @@ struct TextFlags {
   int64_t blockSize = 128;
   CLI::Option* blockSizeOption = nullptr;
   std::vector<std::string> outputKinds;  // NAME=classes|sequence|dense
+  std::string highPrecision = "fp32";
 };
 TextFlags g_text;
 Int4Args g_int4;
@@ -102,6 +103,8 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                "Cross-layer equalization of Conv/Gemm pairs (through Relu or nothing) before calibration");
   cmd.add_flag("--bias-correction,--bias_correction", a.biasCorrection,
                "Empirical bias correction of quantized Conv/Gemm after calibration");
+  cmd.add_option("--high-precision-dtype,--high_precision_dtype", g_text.highPrecision,
+                 "fp32, fp16 or bf16: the precision of the nodes left out of quantization (default fp32)");
 }
 
 Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
@@ -132,6 +135,10 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
     if (eq == std::string::npos || eq == 0 || !parseOutputKind(spec.substr(eq + 1), kind) || kind == OutputKind::Auto)
       return invalidArgument("--output-kind '" + spec + "': expected NAME=classes, NAME=sequence or NAME=dense");
     a.outputKinds[spec.substr(0, eq)] = kind;
+  }
+  QS_RETURN_IF_ERROR(parseHighPrecision(g_text.highPrecision, a.calibration.highPrecision));
+  if (g_text.mode == "int4" && a.calibration.highPrecision != HighPrecision::Fp32) {
+    return invalidArgument("--high-precision-dtype " + g_text.highPrecision + " does not apply to --quantize-mode int4");
   }
   if (g_text.mode == "int4") return finishInt4Options(a, g_text.method, g_text.blockSize, g_int4);
   if (g_text.blockSizeOption && g_text.blockSizeOption->count() > 0) return invalidArgument("--block-size needs --quantize-mode int4");

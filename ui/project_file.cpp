@@ -184,6 +184,8 @@ QByteArray projectToJson(const Project& p, const QString& projectPath) {
       {QStringLiteral("percentile"), c.percentile},
       {QStringLiteral("mode"), QString::fromStdString(quantModeName(c.mode))},
   };
+  // Written only when not the default, so fp32 projects stay as they were.
+  if (c.highPrecision != HighPrecision::Fp32) calib.insert(QStringLiteral("high_precision_dtype"), QString::fromLatin1(highPrecisionName(c.highPrecision)));
   QJsonObject root{
       {QStringLiteral("quantscope_project"), kVersion},
       {QStringLiteral("model"), relativeTo(p.modelPath, projectPath)},
@@ -241,10 +243,12 @@ bool projectFromJson(const QByteArray& json, const QString& projectPath, Project
   CalibrationSettings& s = p.calibration.calibration;
   const QString method = c.value(QStringLiteral("method")).toString(QStringLiteral("max"));
   const QString mode = c.value(QStringLiteral("mode")).toString(QStringLiteral("int8"));
+  const QString high = c.value(QStringLiteral("high_precision_dtype")).toString(QStringLiteral("fp32"));
   // The core's parsers and messages; a name that needs escaping is no valid name, and is echoed
   // escaped, so the message stays one line.
   for (Status st : {parseCalibrationMethod(printable(method).toStdString(), s.method),
-                    parseQuantizeMode(printable(mode).toStdString(), s.mode)}) {
+                    parseQuantizeMode(printable(mode).toStdString(), s.mode),
+                    parseHighPrecision(printable(high).toStdString(), s.highPrecision)}) {
     if (!st) {
       error = QStringLiteral("%1: %2").arg(projectPath, QString::fromStdString(st.message()));
       return false;

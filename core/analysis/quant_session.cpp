@@ -61,7 +61,19 @@ void QuantSession::indexPoints() {
   m_state.mode = m_plan.mode;
   m_state.threads = m_executor->threads();
   m_state.pointsByNode = activationPointsByNode(g, m_plan);
+  m_state.highPrecision = m_options.calibration.highPrecision;
+  m_state.executor = m_executor.get();
   quantizeWeights(g, m_plan, m_state);
+  roundConstants(g, m_state);
+  if (m_state.highPrecision != HighPrecision::Fp32) {
+    // Every node is taken over to round its outputs (high_precision_sim.cpp): no fast path, and
+    // no sums derived from a producer's, which rounding would make inexact.
+    m_paths.affine.assign(N, AffineOp{});
+    m_paths.chainAt.assign(N, nullptr);
+    m_paths.dwConv.assign(N, nullptr);
+    m_paths.intConv.assign(N, nullptr);
+    return;
+  }
   m_paths.affine = findAffineOps(g, m_state);
   m_paths.chainAt = m_options.fuseElementwise ? findElementwiseChains(g, m_state) : decltype(m_paths.chainAt)(N);
   m_paths.dwConv = m_options.planeLayerwise ? findDepthwiseConvs(g, m_plan, m_state) : decltype(m_paths.dwConv)(N);

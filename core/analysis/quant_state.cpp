@@ -37,8 +37,9 @@ void quantizeWeights(const Graph& g, const QuantPlan& plan, QuantState& s) {
     auto amax = perChannelAbsMax(t, w.axis);
     if (amax) wq.amax = std::move(amax).value();
     else wq.amax.assign((size_t)t.dim(w.axis), 0.f);  // the plan only emits valid axes
-    for (float a : wq.amax) wq.scale.push_back(scaleFromAmax(a, plan.mode));
+    for (float a : wq.amax) wq.scale.push_back(roundScale(scaleFromAmax(a, plan.mode), s.highPrecision));
     s.fakeWeights.push_back(fakeQuantize(t, wq.scale, w.axis, plan.mode, kWeightQmin, kWeightQmax));
+    roundInPlace(s.fakeWeights.back(), s.highPrecision);
     s.pointsByNode[(size_t)w.node].push_back(PointRef{w.inputIndex, w.value, (int)s.weights.size()});
     s.weights.push_back(std::move(wq));
   }
@@ -70,12 +71,13 @@ std::map<ValueId, ActivationQuant> computeScales(const Graph& g, const QuantPlan
   }
   for (auto& [id, q] : act) {
     if (q.scaleGroup >= 0) q.amax = groupAmax[q.scaleGroup];
-    q.scale = scaleFromAmax(q.amax, plan.mode);
+    q.scale = roundScale(scaleFromAmax(q.amax, plan.mode), calibration.highPrecision);
   }
   return act;
 }
 
 const Tensor* FakeQuantTransform::transform(NodeId node, size_t input, const Tensor& value, Tensor& storage) {
+  if (m_s.highPrecision != HighPrecision::Fp32) return transformRounded(node, input, value, storage);
   if (!enabled(node)) return nullptr;
   for (const PointRef& r : m_s.pointsByNode[(size_t)node]) {
     if (r.inputIndex != input) continue;
@@ -93,7 +95,8 @@ const Tensor* FakeQuantTransform::transform(NodeId node, size_t input, const Ten
 }
 
 bool FakeQuantTransform::runNode(NodeId node, std::span<const Tensor* const> inputs, std::span<Tensor> outputs,
-                                 Status&) {
+                                 Status& status) {
+  if (m_s.highPrecision != HighPrecision::Fp32) return runNodeRounded(node, inputs, outputs, status);
   if (m_parts != kBoth || outputs.empty() || !enabled(node)) return false;
   // (The integer Conv's output is compared by the observer: measured, comparing it in the
   // epilogue, row run by row run across the output planes, was slower than one pass over it.)

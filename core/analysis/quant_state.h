@@ -34,6 +34,13 @@ struct QuantState {
   std::vector<WeightQuant> weights;
   std::vector<Tensor> fakeWeights;  // per weights entry: the weight after fake quantization
   std::map<ValueId, ActivationQuant> act;
+  /// fp16/bf16: the float part of the model runs in that precision (high_precision_sim.cpp); the
+  /// scales above are rounded to it and fakeWeights hold dequantized values rounded to it.
+  HighPrecision highPrecision = HighPrecision::Fp32;
+  /// fp16/bf16: the float constants rounded to the high precision, by value, and the executor that
+  /// runs the nodes whose outputs are rounded (FakeQuantTransform takes every node over).
+  std::map<ValueId, Tensor> roundedConstants;
+  const Executor* executor = nullptr;
 
   /// The activation point on input 0 of `node` (kNoValue: none).
   ValueId inputActPoint(NodeId node) const;
@@ -45,18 +52,26 @@ struct QuantState {
 /// quantizeWeights() appends them). Weight points are left to quantizeWeights().
 std::vector<std::vector<PointRef>> activationPointsByNode(const Graph& g, const QuantPlan& plan);
 /// Per-channel amax and scales of every weight point of `plan`, its fake-quantized copy, and its
-/// PointRef on its node: appended to s.weights, s.fakeWeights and s.pointsByNode.
+/// PointRef on its node: appended to s.weights, s.fakeWeights and s.pointsByNode. With
+/// s.highPrecision fp16/bf16 the scales and the dequantized values are rounded to it.
 void quantizeWeights(const Graph& g, const QuantPlan& plan, QuantState& s);
 /// The scales of the activation points: each tensor's amax by the calibration method (or the
 /// override given for it), Concat groups sharing their largest amax. Tensors with neither stats
-/// nor an override get no entry.
+/// nor an override get no entry. Scales rounded to calibration.highPrecision (roundScale).
 std::map<ValueId, ActivationQuant> computeScales(const Graph& g, const QuantPlan& plan,
                                                  const std::map<ValueId, TensorStats>& stats,
                                                  const std::map<ValueId, float>& amaxOverride,
                                                  const CalibrationSettings& calibration);
 
+/// fp16/bf16: the float constants of `g` rounded to s.highPrecision into s.roundedConstants (the
+/// inputs keepsFloat32Input names excepted); nothing with fp32.
+void roundConstants(const Graph& g, QuantState& s);
+
 /// Fake-quantizes node inputs at the quantization points of the enabled nodes (copyable: each
-/// pass or thread that compares through it takes its own copy).
+/// pass or thread that compares through it takes its own copy). With a high precision of fp16 or
+/// bf16 it takes every node over (high_precision_sim.cpp): float inputs rounded to it (then fake
+/// quantized at the points of enabled nodes, dequantized values rounded again), the node run by
+/// QuantState::executor, its float outputs rounded.
 class FakeQuantTransform : public InputTransform {
  public:
   enum Parts { kActivations = 1, kWeights = 2, kBoth = 3 };
@@ -77,6 +92,9 @@ class FakeQuantTransform : public InputTransform {
 
  private:
   bool enabled(NodeId node) const { return m_only >= 0 ? node == m_only : m_enabled[(size_t)node] != 0; }
+  // The high-precision versions of transform() and runNode() (high_precision_sim.cpp).
+  const Tensor* transformRounded(NodeId node, size_t input, const Tensor& value, Tensor& storage);
+  bool runNodeRounded(NodeId node, std::span<const Tensor* const> inputs, std::span<Tensor> outputs, Status& status);
   const QuantState& m_s;
   const NodePaths& m_paths;
   std::vector<char> m_enabled;

@@ -16,6 +16,7 @@
 #include <unordered_set>
 
 #include "core/exec/executor.h"
+#include "core/export/high_precision_export.h"
 #include "core/numeric/fake_quant.h"
 #include "core/quant/quant_config.h"
 #include "core/export/external_data.h"
@@ -263,6 +264,9 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
   const std::string& where = sourcePath;
   const Graph& g = model.graph;
   const bool fp8 = r.plan.mode == QuantMode::Fp8;
+  // fp16/bf16 Q/DQ scales need opset 19, reached as fp8's is (high_precision_export.h).
+  const HighPrecision high = r.calibration.highPrecision;
+  const bool past17 = fp8 || high != HighPrecision::Fp32;
   const int zeroPointType = fp8 ? kFloat8E4M3FN : (int)onnx::TensorProto::INT8;
   if (r.plan.nodes.size() != g.nodes.size()) {
     return invalidArgument(where + ": the analysis has " + std::to_string(r.plan.nodes.size()) +
@@ -346,11 +350,12 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
   }
   out.opsetBefore = os->version();
   // fp8: the converter raises to 17, the rest (17 -> 19) is done by hand after the checker ran.
-  const int64_t convertTo = fp8 ? kConverterMaxOpset : kInt8Opset;
+  const int64_t convertTo = past17 ? kConverterMaxOpset : kInt8Opset;
   if (out.opsetBefore < convertTo) {
     QS_RETURN_IF_ERROR(raiseOpset(proto, model, options, where, convertTo,
                                   fp8 ? "on the way to opset 19, which FLOAT8E4M3FN needs"
-                                      : "needed for per-channel DequantizeLinear"));
+                                  : past17 ? "on the way to opset 19, which float16/bfloat16 Q/DQ scales need"
+                                           : "needed for per-channel DequantizeLinear"));
   }
   if (proto.ir_version() < 7) proto.set_ir_version(7);  // opset 13 needs IR 7
 
@@ -548,7 +553,7 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
       return runtimeError(where + ": the exported model fails the ONNX checker (a bug in the exporter): " + what);
     }
   }
-  if (fp8) {
+  if (past17) {
     onnx::OperatorSetIdProto* dos = defaultOpsetImport(proto);
     if (dos->version() < kFp8Opset) {
       QS_RETURN_IF_ERROR(upgradePast17(gp, gp, dos->version(), names, where));
@@ -556,6 +561,8 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
     }
     if (proto.ir_version() < kFp8IrVersion) proto.set_ir_version(kFp8IrVersion);
   }
+  // Checked above in float32; ONNX Runtime 1.30 checks the fp16 file in the tests.
+  QS_RETURN_IF_ERROR(convertFloatPart(proto, high, where));
   out.opsetAfter = defaultOpsetImport(proto)->version();
 
   if (options.externalData || proto.ByteSizeLong() > options.externalDataThresholdBytes) {

@@ -166,6 +166,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
     if (!saved) return saved.status();
     run.loadedConfig = std::move(saved).value();
     run.request.calibration = run.loadedConfig->calibration;
+    run.request.calibration.highPrecision = request.calibration.highPrecision;  // not in the saved file
     // PPQ's file records no method: the one asked for, else max (PPQ's amax is an observed range).
     if (!run.loadedConfig->hasQuantscope) run.request.calibration.method = request.methodGiven ? request.calibration.method : CalibMethod::Max;
     if (!run.request.trtVersion) run.request.trtVersion = run.loadedConfig->trtVersion;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/ir/tensor.h"
+#include "core/quant/high_precision.h"
 #include "core/quant/quant_types.h"
 #include "core/util/status.h"
 
@@ -44,6 +45,9 @@ struct CalibrationSettings {
   bool entropyReplaceBin0 = true;
   /// Softmax outputs get amax = kSoftmaxAmax in calibratedAmax() instead of a calibrated value.
   bool pinSoftmax = true;
+  /// The precision of the nodes left out of quantization (and of the Q/DQ scales and dequantized
+  /// values with fp16/bf16): --high-precision-dtype, core/quant/high_precision.h.
+  HighPrecision highPrecision = HighPrecision::Fp32;
 };
 
 /// Streaming statistics of one tensor over all calibration batches: count, max |x| and the
