@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/clip_search.h"
 #include "core/analysis/node_paths.h"
 #include "core/analysis/quant_state.h"
 #include "core/analysis/results.h"
@@ -57,6 +58,8 @@ struct AnalysisOptions {
   /// Calibrate every float activation tensor (graph inputs and node outputs), not only the
   /// quantization points: AnalysisResult::tensorRanges, for TensorRT's implicit INT8.
   bool allTensorRanges = false;
+  /// Method `auto`: the layer-wise clip search's sample bound (core/analysis/clip_search.h).
+  ClipSearchOptions clipSearch;
 };
 
 struct BatchCache;
@@ -93,6 +96,11 @@ class QuantSession {
   /// `targetDb` or no quantized node is left. Needs a prior analyze() with sensitivity.
   Result<std::vector<FallbackStep>> autoFallback(double targetDb, const ProgressFn& progress = {});
 
+  /// Warnings of the last calibrate(): tensors whose histograms hold too few values to be trusted.
+  const std::vector<std::string>& calibrationWarnings() const { return m_calibrationWarnings; }
+  /// Method `auto`: the clip search's choice per activation tensor after calibrate().
+  const std::map<ValueId, ClipChoice>& clipChoices() const { return m_clipChoices; }
+
   /// Statistics of an activation tensor (histogram and per-method amax), or nullptr.
   const TensorStats* stats(ValueId value) const;
   std::shared_ptr<const AnalysisResult> result() const { return m_result; }
@@ -126,8 +134,14 @@ class QuantSession {
   std::map<ValueId, TensorStats> m_stats;
   std::map<ValueId, float> m_rangeAmax;  // calibrated amax of the tensors that are not points
   void calibrateTensorRanges();
+  // After the statistics: the sparse-histogram warnings, and for method auto the clip search.
+  Status searchClips(const CalibrationData& data, const ProgressFn& progress);
   std::map<ValueId, float> tensorRanges() const;
   std::map<ValueId, float> m_amaxOverride;
+  std::map<ValueId, ClipChoice> m_clipChoices;  // method auto: the search's amax, beneath m_amaxOverride
+  std::vector<std::string> m_calibrationWarnings;
+  // The amax overrides computeScales() applies: the clip search's choices, then the explicit ones.
+  std::map<ValueId, float> scaleOverrides() const;
   QuantState m_state;  // points, weight and activation scales, fake-quantized weights
   NodePaths m_paths;   // which node takes which path
   int64_t m_calibratedSamples = 0;
