@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/analysis/batch_schedule.h"
+#include "core/analysis/quant_session.h"
 #include "core/exec/parallel.h"
 #include "core/numeric/fake_quant.h"
 #include "core/numeric/metrics.h"
@@ -302,6 +303,96 @@ Result<std::vector<double>> outputSnrOfScales(const PassContext& c, std::map<Val
     out.push_back(worst);
   }
   return out;
+}
+
+// QuantSession's step after the statistics (declared in quant_session.h, kept here with the search).
+namespace {
+
+// A tensor's own amax under a single-method table ("mse", "percentile_99.9", ...): the method's
+// amax of the tensor itself, not its Concat group's largest.
+float ownAmax(const std::string& table, const ActivationQuant& q) {
+  if (table == "max") return q.methodAmax[(size_t)CalibMethod::Max];
+  if (table == "entropy") return q.methodAmax[(size_t)CalibMethod::Entropy];
+  if (table == "mse") return q.methodAmax[(size_t)CalibMethod::Mse];
+  return q.methodAmax[(size_t)CalibMethod::Percentile];  // the table's own percentile
+}
+
+}  // namespace
+
+Status QuantSession::searchClips(const CalibrationData& data, const ProgressFn& progress) {
+  m_clipChoices.clear();
+  m_calibrationWarnings = sparseHistogramWarnings(m_model->graph, m_plan, m_stats, m_options.calibration);
+  if (m_options.calibration.method != CalibMethod::Auto) return Status::ok();
+  std::map<ValueId, ClipScores> layerScores;
+  auto choices = searchClipRanges(*m_model, *m_executor, m_plan, m_state, m_stats, m_options.calibration, data,
+                                  m_options.clipSearch, *m_cancelToken, progress, &layerScores);
+  if (!choices) return choices.status();
+  m_clipChoices = std::move(choices).value();
+  // Consumers chosen one by one can still add up badly on the outputs: the layer-wise choice is
+  // checked on the whole graph against each single method, and the best of them is kept.
+  const Graph& g = m_model->graph;
+  std::vector<std::pair<std::string, std::map<ValueId, ActivationQuant>>> tables;
+  tables.emplace_back("layerwise", computeScales(g, m_plan, m_stats, scaleOverrides(), m_options.calibration));
+  for (CalibMethod method : {CalibMethod::Mse, CalibMethod::Entropy, CalibMethod::Percentile, CalibMethod::Max}) {
+    CalibrationSettings cs = m_options.calibration;
+    cs.method = method;
+    for (double p : {99.9, 99.99, 99.999}) {
+      cs.percentile = p;
+      std::string name = calibMethodName(method);
+      if (method == CalibMethod::Percentile) name = p == 99.9 ? "percentile_99.9" : p == 99.99 ? "percentile_99.99" : "percentile_99.999";
+      tables.emplace_back(name, computeScales(g, m_plan, m_stats, m_amaxOverride, cs));
+      if (method != CalibMethod::Percentile) break;
+    }
+  }
+  std::vector<std::map<ValueId, ActivationQuant>> scales;
+  for (const auto& t : tables) scales.push_back(t.second);
+  auto snr = outputSnrOfScales(passContext(), m_state.act, scales, enabledMask(), data,
+                               m_options.clipSearch.checkSamples, progress);
+  if (!snr) return snr.status();
+  size_t single = 1;
+  for (size_t k = 2; k < snr->size(); ++k)
+    if ((*snr)[k] > (*snr)[single]) single = k;
+  // Mixed tables: the best single method, except on the tensors whose layer-wise winner beats that
+  // method's amax on its consumers by more than a margin (the clear cases only).
+  scales.clear();
+  const size_t firstMixed = tables.size();
+  for (double margin : {0.5, 2.0, 6.0}) {
+    std::map<ValueId, float> mixed = m_amaxOverride;
+    for (const auto& [id, c] : m_clipChoices) {
+      if (m_amaxOverride.count(id)) continue;
+      auto a = tables[single].second.find(id);
+      if (a == tables[single].second.end()) continue;
+      const float own = ownAmax(tables[single].first, a->second);
+      // A method's amax the search did not score (never: every method is a candidate) keeps the method.
+      const double there = clipScoreAt(layerScores[id], own);
+      mixed[id] = there < c.consumerSnrDb - margin ? c.amax : own;
+    }
+    char name[48];
+    std::snprintf(name, sizeof name, "%s+layerwise>%gdB", tables[single].first.c_str(), margin);
+    tables.emplace_back(name, computeScales(g, m_plan, m_stats, mixed, m_options.calibration));
+    scales.push_back(tables.back().second);
+  }
+  auto mixedSnr = outputSnrOfScales(passContext(), m_state.act, scales, enabledMask(), data,
+                                    m_options.clipSearch.checkSamples, progress);
+  if (!mixedSnr) return mixedSnr.status();
+  snr->insert(snr->end(), mixedSnr->begin(), mixedSnr->end());
+  size_t best = 0;
+  for (size_t k = 1; k < snr->size(); ++k)
+    if ((*snr)[k] > (*snr)[best]) best = k;
+  for (auto& [id, c] : m_clipChoices) {
+    c.layerwiseWinner = c.winner;
+    c.selection = tables[best].first;
+    c.selectionOutputSnrDb = (*snr)[best];
+    c.layerwiseOutputSnrDb = (*snr)[0];
+    if (best == 0) continue;
+    auto a = tables[best].second.find(id);
+    if (a == tables[best].second.end()) continue;
+    const bool mixedTable = best >= firstMixed;
+    const bool keepsLayerwise = mixedTable && std::fabs(a->second.amax - c.amax) <= 1e-6f * c.amax;
+    if (!keepsLayerwise) c.winner = mixedTable ? tables[single].first : tables[best].first;
+    c.amax = a->second.amax;
+  }
+  return Status::ok();
 }
 
 }  // namespace qs
