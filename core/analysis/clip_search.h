@@ -4,14 +4,16 @@
 // For each activation point value, the candidates are every histogram method's amax (max,
 // entropy, percentile 99.9 / 99.99 / 99.999, mse) and a grid of fractions of max (2^(-k/2),
 // k = 0..kClipGridSteps-1, down to ~1/32 of max), then a finer grid around the best of those
-// (best * 2^(j/8), j = -3..3). Each candidate is scored by running every consumer of the tensor
+// (best * 2^(j/8), j = -2..2). Each candidate is scored by running every consumer of the tensor
 // (every node with an activation point on it) on its float inputs with only that input
 // fake-quantized at the candidate's scale and its weights fake-quantized as the analysis does,
 // against the consumer's float output; the score is the sum over consumers of noise / signal
-// (1 / linear SNR), accumulated over the first `maxSamples` calibration samples. The smallest score
+// (1 / linear SNR), accumulated over the first `maxSamples` (4) calibration samples. The smallest score
 // wins; the histogram methods come first, so that a grid point wins only when it is strictly better.
 // Softmax outputs keep their pinned [0, 1] range; Concat scale groups take the largest chosen
-// amax of their members, as every method does.
+// amax of their members, as every method does. QuantSession::searchClips (defined in
+// clip_search.cpp) then checks the per-tensor choices on the whole graph (outputSnrOfScales)
+// against every single method and three mixes, and applies the best (docs/quality.md).
 #pragma once
 
 #include <map>
