@@ -78,7 +78,8 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_option("--op-types-to-quantize,--op_types_to_quantize", a.config.opTypesToQuantize, "Quantize only these op types")
       ->delimiter(',');
   cmd.add_option("--calibration-method,--calibration_method", g_text.method,
-                 "max, entropy, percentile or mse (default: entropy for int8, max for fp8)");
+                 "auto, max, entropy, percentile or mse (default: auto for int8, max for fp8; auto: per tensor, the "
+                 "candidate clip whose consumer's output error is least)");
   cmd.add_option("--percentile", a.calibration.percentile, "Percentile of the percentile method")->check(CLI::Range(0.0, 100.0));
   cmd.add_option("--quantize-mode,--quantize_mode", g_text.mode, "int8, fp8 or int4 (weight-only MatMul/Gemm)");
   g_text.blockSizeOption = cmd.add_option("--block-size,--block_size", g_text.blockSize,

@@ -129,6 +129,7 @@ CalibrationDialog::CalibrationDialog(AnalysisController* controller, QWidget* pa
   auto* methodBox = new QGroupBox(QStringLiteral("Quantization"), this);
   auto* mf = new QFormLayout(methodBox);
   m_method = new QComboBox(methodBox);
+  m_method->addItem(QStringLiteral("auto (least consumer error)"), (int)CalibMethod::Auto);
   m_method->addItem(QStringLiteral("max"), (int)CalibMethod::Max);
   m_method->addItem(QStringLiteral("entropy (TensorRT)"), (int)CalibMethod::Entropy);
   m_method->addItem(QStringLiteral("percentile"), (int)CalibMethod::Percentile);
@@ -169,7 +170,7 @@ CalibrationDialog::CalibrationDialog(AnalysisController* controller, QWidget* pa
   connect(m_source, &QComboBox::currentIndexChanged, this, &CalibrationDialog::updateEnabled);
   connect(m_method, &QComboBox::currentIndexChanged, this, &CalibrationDialog::updateEnabled);
   // Picking a mode picks its default method, as the command line does without --calibration-method
-  // (entropy for int8, max for fp8). `activated`: only the user's choice, not setRequest's.
+  // (auto for int8, max for fp8). `activated`: only the user's choice, not setRequest's.
   connect(m_mode, &QComboBox::activated, this, [this] {
     const auto mode = (QuantMode)m_mode->currentData().toInt();
     m_method->setCurrentIndex(m_method->findData((int)defaultCalibrationMethod(mode)));

@@ -241,7 +241,7 @@ bool projectFromJson(const QByteArray& json, const QString& projectPath, Project
   d.image.bgr = c.value(QStringLiteral("bgr")).toBool();
   d.image.nhwc = c.value(QStringLiteral("nhwc")).toBool();
   CalibrationSettings& s = p.calibration.calibration;
-  const QString method = c.value(QStringLiteral("method")).toString(QStringLiteral("max"));
+  const QString method = c.value(QStringLiteral("method")).toString(QStringLiteral("auto"));
   const QString mode = c.value(QStringLiteral("mode")).toString(QStringLiteral("int8"));
   const QString high = c.value(QStringLiteral("high_precision_dtype")).toString(QStringLiteral("fp32"));
   // The core's parsers and messages; a name that needs escaping is no valid name, and is echoed

@@ -135,7 +135,8 @@ Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& pr
   m_batchBytes = batchBytes;
   m_stats = std::move(stats);
   m_calibratedSamples = data.sampleCount();
-  m_state.act = computeScales(g, m_plan, m_stats, m_amaxOverride, m_options.calibration);
+  QS_RETURN_IF_ERROR(searchClips(data, progress));
+  m_state.act = computeScales(g, m_plan, m_stats, scaleOverrides(), m_options.calibration);
   calibrateTensorRanges();
   keepGoing(*m_cancelToken, progress, 1.0, "calibrated");
   return Status::ok();
@@ -151,9 +152,17 @@ Status QuantSession::setActivationAmax(const std::map<std::string, float>& amaxB
     }
     m_amaxOverride[id] = amax;
   }
-  m_state.act = computeScales(g, m_plan, m_stats, m_amaxOverride, m_options.calibration);
+  m_state.act = computeScales(g, m_plan, m_stats, scaleOverrides(), m_options.calibration);
   return Status::ok();
 }
+
+std::map<ValueId, float> QuantSession::scaleOverrides() const {
+  std::map<ValueId, float> out;
+  for (const auto& [id, c] : m_clipChoices) out[id] = c.amax;
+  for (const auto& [id, amax] : m_amaxOverride) out[id] = amax;
+  return out;
+}
+
 
 void QuantSession::calibrateTensorRanges() {
   m_rangeAmax.clear();
@@ -314,6 +323,7 @@ void QuantSession::finishResult(AnalysisResult& r, const std::vector<ErrorAccumu
   const Graph& g = m_model->graph;
   r.plan = m_plan;
   r.calibration = m_options.calibration;
+  r.clipChoices = m_clipChoices;
   r.activations = m_state.act;
   r.tensorRanges = tensorRanges();
   r.weights = m_state.weights;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/clip_search.h"
 #include "core/analysis/node_paths.h"
 #include "core/analysis/quant_state.h"
 #include "core/analysis/results.h"
@@ -72,6 +73,8 @@ struct AnalysisOptions {
   /// Graph output name -> how its agreement is measured (agreement.h); outputs not named take the
   /// rule (Auto). An unknown name fails create().
   std::map<std::string, OutputKind> outputKinds;
+  /// Method `auto`: the layer-wise clip search's sample bound (core/analysis/clip_search.h).
+  ClipSearchOptions clipSearch;
 };
 
 struct BatchCache;
@@ -119,6 +122,11 @@ class QuantSession {
   Result<std::shared_ptr<const AnalysisResult>> exactSensitivity(const std::vector<NodeId>& nodes,
                                                                  const ProgressFn& progress = {});
 
+  /// Warnings of the last calibrate(): tensors whose histograms hold too few values to be trusted.
+  const std::vector<std::string>& calibrationWarnings() const { return m_calibrationWarnings; }
+  /// Method `auto`: the clip search's choice per activation tensor after calibrate().
+  const std::map<ValueId, ClipChoice>& clipChoices() const { return m_clipChoices; }
+
   /// Statistics of an activation tensor (histogram and per-method amax), or nullptr.
   const TensorStats* stats(ValueId value) const;
   std::shared_ptr<const AnalysisResult> result() const { return m_result; }
@@ -152,8 +160,14 @@ class QuantSession {
   std::map<ValueId, TensorStats> m_stats;
   std::map<ValueId, float> m_rangeAmax;  // calibrated amax of the tensors that are not points
   void calibrateTensorRanges();
+  // After the statistics: the sparse-histogram warnings, and for method auto the clip search.
+  Status searchClips(const CalibrationData& data, const ProgressFn& progress);
   std::map<ValueId, float> tensorRanges() const;
   std::map<ValueId, float> m_amaxOverride;
+  std::map<ValueId, ClipChoice> m_clipChoices;  // method auto: the search's amax, beneath m_amaxOverride
+  std::vector<std::string> m_calibrationWarnings;
+  // The amax overrides computeScales() applies: the clip search's choices, then the explicit ones.
+  std::map<ValueId, float> scaleOverrides() const;
   QuantState m_state;  // points, weight and activation scales, fake-quantized weights
   NodePaths m_paths;   // which node takes which path
   int64_t m_calibratedSamples = 0;

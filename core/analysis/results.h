@@ -27,6 +27,24 @@ struct ActivationQuant {
   int scaleGroup = -1;
 };
 
+/// What the `auto` calibration (core/analysis/clip_search.h) chose for one activation tensor, and
+/// how that compared with the best histogram method on the same measure.
+struct ClipChoice {
+  std::string winner;            // the candidate's name: "mse", "percentile_99.99", "clip_0.354", ...
+  float amax = 0;                // the tensor's own choice (its Concat group may take a larger one)
+  float absMax = 0;              // the tensor's max |x| (amax / absMax is the clip fraction)
+  double consumerSnrDb = 0;      // winner: consumers' output SNR, layer-wise (pooled: 1 / sum(noise/signal))
+  std::string bestMethod;        // best of max, entropy, percentile (99.9, 99.99, 99.999), mse
+  double bestMethodSnrDb = 0;    // its consumer SNR, the same measure
+  int candidates = 0;            // how many distinct candidates were scored
+  /// The whole-graph check: "layerwise" when the per-tensor choices won on the worst output SNR,
+  /// else the single method applied to every tensor instead ("mse", "percentile_99.99", ...).
+  std::string selection;
+  std::string layerwiseWinner;       // the per-tensor (layer-wise) winner, whatever the selection
+  double selectionOutputSnrDb = 0;   // worst output SNR of the selection on the search's samples
+  double layerwiseOutputSnrDb = 0;   // the same of the per-tensor choices
+};
+
 /// Per-channel quantization of one weight.
 struct WeightQuant {
   NodeId node = -1;
@@ -69,6 +87,8 @@ struct AnalysisResult {
   CalibrationSettings calibration;
   /// Peak resident set size of the process when the analysis finished (bytes; 0: unknown).
   uint64_t peakRssBytes = 0;
+  /// Method `auto` only: per activation tensor, the winning clip candidate (empty otherwise).
+  std::map<ValueId, ClipChoice> clipChoices;
 
   /// Lowest SNR over the graph outputs (the figure targets are checked against).
   double worstOutputSnrDb() const;

@@ -10,7 +10,7 @@ namespace qs {
 
 Status parseCalibrationMethod(const std::string& name, CalibMethod& out) {
   if (parseCalibMethod(name, out)) return Status::ok();
-  return invalidArgument("--calibration-method '" + name + "': expected max, entropy, percentile or mse");
+  return invalidArgument("--calibration-method '" + name + "': expected auto, max, entropy, percentile or mse");
 }
 
 Status parseQuantizeMode(const std::string& name, QuantMode& out) {
@@ -19,7 +19,7 @@ Status parseQuantizeMode(const std::string& name, QuantMode& out) {
 }
 
 CalibMethod defaultCalibrationMethod(QuantMode mode) {
-  return mode == QuantMode::Fp8 ? CalibMethod::Max : CalibMethod::Entropy;
+  return mode == QuantMode::Fp8 ? CalibMethod::Max : CalibMethod::Auto;
 }
 
 bool writesCalibrationCache(QuantMode mode) { return mode == QuantMode::Int8; }
@@ -308,7 +308,11 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
     return [&callbacks, lo, hi](double f, const std::string& stage) { return callbacks.progress(lo + (hi - lo) * f, stage); };
   };
   const bool remedies = run.baselineSession != nullptr;
-  if (!scalesGiven) QS_RETURN_IF_ERROR(run.session->calibrate(*run.calibrationData, phase(0.02, remedies ? 0.15 : 0.35)));
+  if (!scalesGiven) {
+    QS_RETURN_IF_ERROR(run.session->calibrate(*run.calibrationData, phase(0.02, remedies ? 0.15 : 0.35)));
+    const Warner warn{run, /*buffered=*/false, callbacks};
+    for (const std::string& w : run.session->calibrationWarnings()) warn(w);
+  }
   if (remedies) QS_RETURN_IF_ERROR(runRemedies(run, phase(0.15, 0.35), callbacks.cancel));
   auto result = run.session->analyze(run.analysisData, phase(0.35, 0.97));
   if (!result) return result.status();

@@ -64,12 +64,12 @@ struct AnalysisRequest {
   bool biasCorrection = false;      // empirical bias correction after calibration
 };
 
-/// The calibration method named `name` (max, entropy, percentile, mse). The one parser of method
-/// names, and its one message: "--calibration-method 'x': expected max, entropy, percentile or mse".
+/// The calibration method named `name` (auto, max, entropy, percentile, mse). The one parser of method
+/// names, and its one message: "--calibration-method 'x': expected auto, max, entropy, percentile or mse".
 Status parseCalibrationMethod(const std::string& name, CalibMethod& out);
 /// The quantization mode named `name` (int8, fp8), with the same kind of message.
 Status parseQuantizeMode(const std::string& name, QuantMode& out);
-/// ModelOpt's default method of a mode: entropy for int8, max for fp8.
+/// The default method of a mode: auto for int8 (ModelOpt's is entropy), max for fp8 (ModelOpt's).
 CalibMethod defaultCalibrationMethod(QuantMode mode);
 
 /// InvalidArgument for combinations no run can do (two sources of scales, a percentile outside

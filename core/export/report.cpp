@@ -135,6 +135,17 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
     tensors.push_back({{"name", g.value(id).name}, {"amax", num(a.amax)}, {"scale", num(a.scale)}, {"axis", nullptr},
                        {"method", calibMethodName(r.calibration.method)}, {"scale_group", a.scaleGroup},
                        {"method_amax", methods}});
+    // Method auto: the clip search's winner (core/analysis/clip_search.h); absent for the others.
+    if (auto c = r.clipChoices.find(id); c != r.clipChoices.end()) {
+      const ClipChoice& cc = c->second;
+      tensors.back()["auto"] = {{"winner", cc.winner}, {"amax", num(cc.amax)},
+                                {"clip_fraction", num(cc.absMax > 0 ? cc.amax / cc.absMax : 0.f)},
+                                {"consumer_snr_db", num(cc.consumerSnrDb)}, {"best_method", cc.bestMethod},
+                                {"best_method_snr_db", num(cc.bestMethodSnrDb)}, {"candidates", cc.candidates},
+                                {"layerwise_winner", cc.layerwiseWinner}, {"selection", cc.selection},
+                                {"selection_output_snr_db", num(cc.selectionOutputSnrDb)},
+                                {"layerwise_output_snr_db", num(cc.layerwiseOutputSnrDb)}};
+    }
   }
   for (const auto& w : r.weights) {
     Json amax = Json::array(), scale = Json::array();

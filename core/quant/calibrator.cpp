@@ -274,6 +274,7 @@ float TensorStats::amax(CalibMethod method, const CalibrationSettings& s) const 
       a = histogramPercentile(m_hist, m_width, s.percentile);
       break;
     case CalibMethod::Mse:
+    case CalibMethod::Auto:  // the histogram's best guess; the session's layer-wise search overrides it
       a = histogramMseAmax(m_hist, m_width, s.mode, s.startBin);
       break;
   }

@@ -81,7 +81,8 @@ class TensorStats {
   double binWidth() const { return m_width; }
   int initialBins() const { return m_bins; }
 
-  /// The amax that `method` derives (settings.percentile, mode, startBin and entropyReplaceBin0
+  /// The amax that `method` derives (Auto: mse's, the histogram's guess before the layer-wise search
+  /// of core/analysis/clip_search.h; settings.percentile, mode, startBin and entropyReplaceBin0
   /// are read; settings.method and settings.bins are not). 0 for an empty or all-zero tensor.
   float amax(CalibMethod method, const CalibrationSettings& settings) const;
   /// Every method's amax, indexed by CalibMethod (Max, Entropy, Percentile, Mse).

@@ -12,9 +12,12 @@
 
 namespace qs {
 
-enum class CalibMethod { Max, Entropy, Percentile, Mse };
+/// Auto (core/analysis/clip_search.h): per activation tensor, the candidate clip (every other
+/// method's amax and a grid of fractions of max) whose consumer's output error is least. It comes
+/// last so that arrays indexed by the four histogram methods keep their layout.
+enum class CalibMethod { Max, Entropy, Percentile, Mse, Auto };
 
-std::string calibMethodName(CalibMethod m);   // "max", "entropy", "percentile", "mse"
+std::string calibMethodName(CalibMethod m);   // "max", "entropy", "percentile", "mse", "auto"
 bool parseCalibMethod(const std::string& s, CalibMethod& out);
 
 /// An activation input of a node that gets QuantizeLinear -> DequantizeLinear (per-tensor).

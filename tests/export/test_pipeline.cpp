@@ -83,9 +83,9 @@ TEST_F(Pipeline, NamesParseInOnePlaceWithOneMessage) {
   EXPECT_TRUE(parseCalibrationMethod("mse", m));
   EXPECT_EQ(m, CalibMethod::Mse);
   Status bad = parseCalibrationMethod("kl", m);
-  EXPECT_EQ(bad.message(), "--calibration-method 'kl': expected max, entropy, percentile or mse");
+  EXPECT_EQ(bad.message(), "--calibration-method 'kl': expected auto, max, entropy, percentile or mse");
   EXPECT_FALSE(parseQuantizeMode("int4", q));
-  EXPECT_EQ(defaultCalibrationMethod(QuantMode::Int8), CalibMethod::Entropy);
+  EXPECT_EQ(defaultCalibrationMethod(QuantMode::Int8), CalibMethod::Auto);
   EXPECT_EQ(defaultCalibrationMethod(QuantMode::Fp8), CalibMethod::Max);
   EXPECT_TRUE(writesCalibrationCache(QuantMode::Int8));
   EXPECT_FALSE(writesCalibrationCache(QuantMode::Fp8));  // TensorRT's cache is INT8-only

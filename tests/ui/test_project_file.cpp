@@ -22,7 +22,7 @@ class ProjectFileTest : public QObject {
   // are parsed by the core's parsers, with their messages.
   void controlCharactersStayOnOneLine() {
     const QString e = refusal(R"({"quantscope_project": 1, "model": "m.onnx", "calibration": {"method": "max\n  p3"}})");
-    QCOMPARE(e, QStringLiteral("/data/p.qsproj: --calibration-method 'max\\x0a  p3': expected max, entropy, percentile or mse"));
+    QCOMPARE(e, QStringLiteral("/data/p.qsproj: --calibration-method 'max\\x0a  p3': expected auto, max, entropy, percentile or mse"));
     const QString m = refusal(R"({"quantscope_project": 1, "model": "m.onnx", "calibration": {"mode": "int8\r"}})");
     QCOMPARE(m, QStringLiteral("/data/p.qsproj: --quantize-mode 'int8\\x0d': expected int8 or fp8"));
   }
