@@ -168,20 +168,10 @@ void GraphView::recolour() {
   m_excluded.assign(n, 0);
   m_highlighted.assign(n, 0);
   m_quantEdge.assign(m_layout->edges.size(), 0);
-  auto metric = [&](NodeId id) -> double {
-    const NodeResult& r = m_result->nodes[(size_t)id];
-    switch (m_colouring) {
-      case Colouring::GraphwiseSnr: return r.hasGraphwise ? r.graphwise.snrDb : NAN;
-      case Colouring::LayerwiseSnr: return r.hasLayerwise ? r.layerwise.snrDb : NAN;
-      case Colouring::Sensitivity: return r.sensitivitySnrDb;
-      case Colouring::OpType: break;
-    }
-    return NAN;
-  };
   const bool bySnr = m_result && m_colouring != Colouring::OpType;
   if (bySnr) {
     std::vector<double> values;
-    for (size_t id = 0; id < m_result->nodes.size(); ++id) values.push_back(metric((NodeId)id));
+    for (size_t id = 0; id < m_result->nodes.size(); ++id) values.push_back(nodeMetric((NodeId)id));
     m_snrScale = SnrScale::fromValues(std::move(values));
   }
   for (size_t i = 0; i < n; ++i) {
@@ -198,7 +188,7 @@ void GraphView::recolour() {
       m_fill[i] = opCategoryColor(it.category);
     } else {
       // 32 steps: the far-out view batches boxes by colour.
-      double v = metric(it.id);
+      double v = nodeMetric(it.id);
       if (std::isfinite(v) && m_snrScale.hi > m_snrScale.lo)
         v = m_snrScale.lo + std::round(std::clamp((v - m_snrScale.lo) / (m_snrScale.hi - m_snrScale.lo), 0.0, 1.0) * 32) / 32 * (m_snrScale.hi - m_snrScale.lo);
       m_fill[i] = m_snrScale.color(v);
