@@ -1,5 +1,7 @@
 #include "core/export/remedy_report.h"
 
+#include "core/export/report_format.h"
+
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -11,26 +13,6 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 Json num(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
-
-std::string fmt(double v) {
-  if (std::isnan(v)) return "";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2f", v);
-  return b;
-}
-
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
-  }
-  return o;
-}
 
 double snrOr(bool has, const ErrorMetrics& m) { return has ? m.snrDb : NAN; }
 
@@ -77,13 +59,13 @@ std::string remediesHtml(const Graph& g, const AnalysisResult& after, const Reme
   std::ostringstream h;
   std::string applied;
   for (const auto& a : s.applied) applied += (applied.empty() ? "" : ", ") + a;
-  h << "<h2>Remedies (" << esc(applied) << ")</h2><p>" << s.pairs.size() << " equalized pair(s), "
+  h << "<h2>Remedies (" << htmlEscape(applied) << ")</h2><p>" << s.pairs.size() << " equalized pair(s), "
     << s.biasShifts.size() << " bias-corrected node(s), " << s.changedInitializers.size()
     << " changed initializer(s).</p><table class=\"sortable\"><tr><th>output</th><th>SNR dB before</th><th>SNR dB after</th></tr>";
   for (size_t i = 0; i < after.outputs.size(); ++i) {
     const double before = s.before && i < s.before->outputs.size() ? s.before->outputs[i].metrics.snrDb : NAN;
-    h << "<tr><td class=l>" << esc(after.outputs[i].name) << "</td><td>" << fmt(before) << "</td><td>"
-      << fmt(after.outputs[i].metrics.snrDb) << "</td></tr>";
+    h << "<tr><td class=l>" << htmlEscape(after.outputs[i].name) << "</td><td>" << reportNumber(before) << "</td><td>"
+      << reportNumber(after.outputs[i].metrics.snrDb) << "</td></tr>";
   }
   h << "</table><table class=\"sortable\"><tr><th>node</th><th>graph-wise SNR dB before</th><th>after</th>"
        "<th>layer-wise SNR dB before</th><th>after</th></tr>";
@@ -91,10 +73,10 @@ std::string remediesHtml(const Graph& g, const AnalysisResult& after, const Reme
     if (!after.plan.nodes[(size_t)id].quantizable) continue;
     const NodeResult& a = after.nodes[(size_t)id];
     const NodeResult* b = s.before && (size_t)id < s.before->nodes.size() ? &s.before->nodes[(size_t)id] : nullptr;
-    h << "<tr><td class=l>" << esc(g.nodes[(size_t)id].name) << "</td><td>"
-      << fmt(b ? snrOr(b->hasGraphwise, b->graphwise) : NAN) << "</td><td>" << fmt(snrOr(a.hasGraphwise, a.graphwise))
-      << "</td><td>" << fmt(b ? snrOr(b->hasLayerwise, b->layerwise) : NAN) << "</td><td>"
-      << fmt(snrOr(a.hasLayerwise, a.layerwise)) << "</td></tr>";
+    h << "<tr><td class=l>" << htmlEscape(g.nodes[(size_t)id].name) << "</td><td>"
+      << reportNumber(b ? snrOr(b->hasGraphwise, b->graphwise) : NAN) << "</td><td>" << reportNumber(snrOr(a.hasGraphwise, a.graphwise))
+      << "</td><td>" << reportNumber(b ? snrOr(b->hasLayerwise, b->layerwise) : NAN) << "</td><td>"
+      << reportNumber(snrOr(a.hasLayerwise, a.layerwise)) << "</td></tr>";
   }
   h << "</table>";
   return h.str();

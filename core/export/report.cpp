@@ -1,5 +1,6 @@
 #include "core/export/report.h"
 #include "core/export/remedy_report.h"
+#include "core/export/report_format.h"
 
 #include "core/quant/placement.h"
 
@@ -37,34 +38,12 @@ Json metricsJson(const ErrorMetrics& m) {
   return Json{{"snr_db", num(m.snrDb)}, {"cosine", num(m.cosine)}, {"mse", num(m.mse)}, {"max_abs", num(m.maxAbs)}};
 }
 
-std::string fmt(double v, int digits = 2) {
-  if (std::isnan(v)) return "";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
 std::string fmtG(double v) {
   if (std::isnan(v)) return "";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.4g", v);
   return buf;
-}
-
-std::string htmlEscape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
 }
 
 std::string csvField(const std::string& s) {
@@ -224,14 +203,14 @@ std::string reportHtml(const Model& model, const AnalysisResult& r, const Report
   h << "<h2>Outputs</h2><table class=\"sortable\"><tr><th>output</th><th>SNR dB</th><th>cosine</th><th>MSE</th><th>max abs</th><th>agreement with float</th></tr>";
   for (const auto& o : r.outputs) {
     h << "<tr><td class=l>" << htmlEscape(o.name) << "</td><td class=\"" << cls(o.metrics.snrDb) << "\">"
-      << fmt(o.metrics.snrDb) << "</td><td>" << fmtG(o.metrics.cosine) << "</td><td>" << fmtG(o.metrics.mse) << "</td><td>"
+      << reportNumber(o.metrics.snrDb) << "</td><td>" << fmtG(o.metrics.cosine) << "</td><td>" << fmtG(o.metrics.mse) << "</td><td>"
       << fmtG(o.metrics.maxAbs) << "</td><td class=l>" << htmlEscape(describeAgreement(o.agreement)) << "</td></tr>";
   }
   h << "</table>";
   if (!ctx.fallback.empty()) {
     const bool agreement = !std::isnan(ctx.targetAgreement);
-    std::string target = std::isnan(ctx.targetSnrDb) ? "" : fmt(ctx.targetSnrDb) + " dB";
-    if (agreement) target += (target.empty() ? "agreement " : ", agreement ") + fmt(ctx.targetAgreement, 3);
+    std::string target = std::isnan(ctx.targetSnrDb) ? "" : reportNumber(ctx.targetSnrDb) + " dB";
+    if (agreement) target += (target.empty() ? "agreement " : ", agreement ") + reportNumber(ctx.targetAgreement, 3);
     h << "<h2>Automatic fallback (target " << target << ")</h2><table><tr><th>step</th><th>excluded</th><th>worst output SNR dB</th>"
       << (agreement ? "<th>worst agreement</th>" : "") << "</tr>";
     int k = 1;
@@ -239,7 +218,7 @@ std::string reportHtml(const Model& model, const AnalysisResult& r, const Report
       double worst = INFINITY;
       for (double v : s.outputSnrDb) worst = std::min(worst, v);
       h << "<tr><td>" << k++ << "</td><td class=l>" << htmlEscape(g.nodes[(size_t)s.excluded].name) << "</td><td>"
-        << fmt(worst) << "</td>" << (agreement ? "<td>" + fmt(s.worstAgreement(), 3) + "</td>" : "") << "</tr>";
+        << reportNumber(worst) << "</td>" << (agreement ? "<td>" + reportNumber(s.worstAgreement(), 3) + "</td>" : "") << "</tr>";
     }
     h << "</table>";
   }
@@ -294,10 +273,10 @@ std::string reportHtml(const Model& model, const AnalysisResult& r, const Report
     const NodeQuantState& st = r.plan.nodes[(size_t)id];
     h << "<tr" << (st.quantized ? "" : " class=off") << "><td>" << idx++ << "</td><td class=l>" << htmlEscape(n.name)
       << "</td><td class=l>" << htmlEscape(n.opType) << "</td><td>" << (st.quantized ? "yes" : "no") << "</td><td class=\""
-      << cls(nr.hasGraphwise ? nr.graphwise.snrDb : NAN) << "\">" << (nr.hasGraphwise ? fmt(nr.graphwise.snrDb) : "")
+      << cls(nr.hasGraphwise ? nr.graphwise.snrDb : NAN) << "\">" << (nr.hasGraphwise ? reportNumber(nr.graphwise.snrDb) : "")
       << "</td><td class=\"" << cls(nr.hasLayerwise ? nr.layerwise.snrDb : NAN) << "\">"
-      << (nr.hasLayerwise ? fmt(nr.layerwise.snrDb) : "") << "</td><td class=\"" << cls(nr.sensitivitySnrDb) << "\">"
-      << fmt(nr.sensitivitySnrDb) << "</td><td>" << fmt(nr.weightSnrDb) << "</td><td>" << fmt(nr.activationSnrDb)
+      << (nr.hasLayerwise ? reportNumber(nr.layerwise.snrDb) : "") << "</td><td class=\"" << cls(nr.sensitivitySnrDb) << "\">"
+      << reportNumber(nr.sensitivitySnrDb) << "</td><td>" << reportNumber(nr.weightSnrDb) << "</td><td>" << reportNumber(nr.activationSnrDb)
       << "</td><td>" << (nr.hasGraphwise ? fmtG(nr.graphwise.cosine) : "") << "</td><td class=l>"
       << htmlEscape(st.quantized ? "" : st.reason) << "</td></tr>";
   }
