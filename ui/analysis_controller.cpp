@@ -199,6 +199,32 @@ bool AnalysisController::autoFallback(double targetDb) {
   return true;
 }
 
+bool AnalysisController::exactSensitivity(const std::vector<NodeId>& nodes) {
+  if (!m_run || m_job != Job::None || nodes.empty()) return false;
+  m_debounce.stop();
+  auto session = m_run->session;
+  auto toggles = diffAgainst(session->plan());
+  m_inFlight = m_requested;
+  m_dirty = false;
+  auto token = std::make_shared<CancelToken>();
+  session->setCancelToken(token);
+  launch(Job::ExactSensitivity, token, [session, toggles, nodes](const ProgressFn& report) {
+    auto out = std::make_shared<Outcome>();
+    if (!toggles.empty()) {
+      auto r = session->setQuantized(toggles, report);
+      if (!r) {
+        out->status = r.status();
+        return out;
+      }
+    }
+    auto result = session->exactSensitivity(nodes, report);
+    if (!result) out->status = result.status();
+    else out->result = std::move(result).value();
+    return out;
+  });
+  return true;
+}
+
 void AnalysisController::cancel() {
   m_debounce.stop();
   if (m_cancel) m_cancel->cancel();

@@ -27,7 +27,7 @@ namespace qs::ui {
 class AnalysisController : public QObject {
   Q_OBJECT
  public:
-  enum class Job { None, Calibrate, Toggle, Fallback };
+  enum class Job { None, Calibrate, Toggle, Fallback, ExactSensitivity };
 
   explicit AnalysisController(QObject* parent = nullptr);
   ~AnalysisController() override;  // cancels and waits for the running job
@@ -42,6 +42,10 @@ class AnalysisController : public QObject {
   bool calibrate(const AnalysisRequest& request);
   /// Excludes the most sensitive nodes until every output reaches `targetDb`.
   bool autoFallback(double targetDb);
+  /// The exact sensitivity of `nodes` (quantizable ones), on demand: each node's downstream cone
+  /// re-run (QuantSession::exactSensitivity); the new figures arrive through resultChanged. Pending
+  /// toggles are applied first. False while a job runs or before a calibration.
+  bool exactSensitivity(const std::vector<NodeId>& nodes);
   /// Stops the running job; the previous results stay.
   void cancel();
 

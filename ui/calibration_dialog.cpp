@@ -19,6 +19,7 @@
 
 #include "core/export/pipeline.h"
 #include "ui/input_shape_fields.h"
+#include "ui/remedy_options.h"
 
 namespace qs::ui {
 
@@ -142,6 +143,8 @@ CalibrationDialog::CalibrationDialog(AnalysisController* controller, QWidget* pa
   m_mode->addItem(QStringLiteral("fp8 (E4M3)"), (int)QuantMode::Fp8);
   mf->addRow(QStringLiteral("Mode"), m_mode);
   top->addWidget(methodBox);
+  m_remedies = new RemedyOptions(this);
+  top->addWidget(m_remedies);
 
   // Progress and errors.
   m_stage = new QLabel(this);
@@ -220,6 +223,7 @@ void CalibrationDialog::updateEnabled() {
   m_path->setPlaceholderText(source == ImageFolder ? QStringLiteral("folder of images") : QStringLiteral("file.npz or file.npy"));
   const bool idle = !m_running;
   for (QWidget* w : std::initializer_list<QWidget*>{m_source, m_samples, m_method, m_mode}) w->setEnabled(idle);
+  m_remedies->setEnabled(idle);
   m_run->setEnabled(idle && m_controller->model());
 }
 
@@ -296,6 +300,7 @@ void CalibrationDialog::setRequest(const AnalysisRequest& r) {
   m_method->setCurrentIndex(m_method->findData((int)r.calibration.method));
   m_percentile->setValue(r.calibration.percentile);
   m_mode->setCurrentIndex(m_mode->findData((int)r.calibration.mode));
+  m_remedies->setRequest(r);
   updateEnabled();
 }
 
@@ -321,6 +326,7 @@ AnalysisRequest CalibrationDialog::request() const {
   r.calibration.method = (CalibMethod)m_method->currentData().toInt();
   r.calibration.percentile = m_percentile->value();
   r.calibration.mode = (QuantMode)m_mode->currentData().toInt();
+  m_remedies->apply(r);
   return r;
 }
 

@@ -23,6 +23,7 @@ class QSpinBox;
 namespace qs::ui {
 
 class InputShapeFields;
+class RemedyOptions;
 
 class CalibrationDialog : public QDialog {
   Q_OBJECT
@@ -49,6 +50,8 @@ class CalibrationDialog : public QDialog {
   QLabel* randomWarning() const { return m_randomWarning; }
   /// The inputs' shapes for random inputs (enabled with that source); object name "inputShapes".
   InputShapeFields* shapeFields() const { return m_shapes; }
+  /// Remedies, high-precision dtype and sensitivity mode (ui/remedy_options.h).
+  RemedyOptions* remedyOptions() const { return m_remedies; }
 
  private:
   Source source() const;
@@ -91,6 +94,7 @@ class CalibrationDialog : public QDialog {
   QPushButton* m_run = nullptr;
   QPushButton* m_cancel = nullptr;
   QPushButton* m_close = nullptr;
+  RemedyOptions* m_remedies = nullptr;
 };
 
 }  // namespace qs::ui

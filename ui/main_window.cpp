@@ -32,6 +32,7 @@
 #include "ui/node_properties.h"
 #include "ui/node_table_model.h"
 #include "ui/plots_panel.h"
+#include "ui/remedy_view.h"
 #include "ui/project_controller.h"
 #include "ui/property_tree_model.h"
 #include "ui/quant_properties.h"
@@ -196,6 +197,7 @@ void MainWindow::buildDocks() {
   addDockWidget(Qt::BottomDockWidgetArea, m_tableDock);
   m_tableDock->setWindowTitle(QStringLiteral("Layers"));
   for (int c = NodeTableModel::FirstAnalysisColumn; c <= NodeTableModel::LastAnalysisColumn; ++c) m_table->setColumnHidden(c, true);
+  for (int c = NodeTableModel::FirstRemedyColumn; c <= NodeTableModel::LastRemedyColumn; ++c) m_table->setColumnHidden(c, true);
 
   // Plots.
   m_plotsDock = new QDockWidget(QStringLiteral("Plots"), this);
@@ -625,6 +627,7 @@ void MainWindow::connectAnalysis() {
   });
 
   connect(m_tableModel, &NodeTableModel::quantizeRequested, m_actions, &AnalysisActions::requestNode);
+  installExactSensitivityMenu(*m_table, *m_analysis);
   connect(m_view, &GraphView::quantizeRequested, m_actions, &AnalysisActions::requestNode);
   connect(m_view, &GraphView::opTypeQuantizeRequested, m_actions, &AnalysisActions::requestOpType);
   connect(m_view, &GraphView::histogramRequested, this, [this](NodeId id) {
@@ -646,6 +649,7 @@ void MainWindow::onResultChanged(const std::shared_ptr<const AnalysisResult>& re
   m_view->setAnalysis(result);
   m_plots->setAnalysis(m_current ? m_current->model : nullptr, result, m_analysis->session(), m_analysis->data());
   m_view->setHighlightedNodes(result ? m_plots->nodesBelowThreshold() : std::vector<char>());
+  showRemedies(*m_analysis, *m_tableModel, *m_table, *m_plots);
   if (result && !had) {
     for (int c = NodeTableModel::FirstAnalysisColumn; c <= NodeTableModel::LastAnalysisColumn; ++c) {
       m_table->setColumnHidden(c, false);
@@ -674,7 +678,7 @@ void MainWindow::onResultChanged(const std::shared_ptr<const AnalysisResult>& re
 }
 
 void MainWindow::onAnalysisStarted(AnalysisController::Job job) {
-  static const char* const names[] = {"", "Calibrating", "Re-analysing", "Auto-fallback"};
+  static const char* const names[] = {"", "Calibrating", "Re-analysing", "Auto-fallback", "Exact sensitivity"};
   m_statusStage->setText(QLatin1String(names[(int)job]));
   m_progress->setRange(0, 100);
   m_progress->setValue(0);

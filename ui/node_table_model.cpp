@@ -25,6 +25,7 @@ void NodeTableModel::setModel(std::shared_ptr<const Model> model) {
   beginResetModel();
   m_model = std::move(model);
   m_result.reset();
+  m_before.reset();
   m_unapplied.clear();
   m_firstActivation.clear();
   m_weightOf.clear();
@@ -59,6 +60,7 @@ QVariant NodeTableModel::data(const QModelIndex& index, int role) const {
   const Node& node = g.nodes[(size_t)id];
   if (role == NodeIdRole) return id;
   if (index.column() >= FirstAnalysisColumn && index.column() <= LastAnalysisColumn) return analysisData(index, id, role);
+  if (index.column() >= FirstRemedyColumn && index.column() <= LastRemedyColumn) return remedyData(index.column(), id, role);
   if (role == SortRole) {
     if (index.column() == IndexColumn) return index.row();
     return data(index, Qt::DisplayRole);
@@ -103,6 +105,7 @@ QVariant NodeTableModel::headerData(int section, Qt::Orientation orientation, in
     case ActivationSnrColumn: return QStringLiteral("Act. SNR");
     case AmaxColumn: return QStringLiteral("amax");
     case ScaleColumn: return QStringLiteral("Scale");
+    default: return remedyHeader(section);
   }
   return {};
 }

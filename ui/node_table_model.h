@@ -31,9 +31,12 @@ class NodeTableModel : public QAbstractTableModel {
     IndexColumn, NameColumn, OpColumn,
     QuantizedColumn, GraphSnrColumn, LayerSnrColumn, SensitivityColumn, CosineColumn, WeightSnrColumn,
     ActivationSnrColumn, AmaxColumn, ScaleColumn,
-    DomainColumn, InputsColumn, OutputsColumn, ShapeColumn, ColumnCount
+    DomainColumn, InputsColumn, OutputsColumn, ShapeColumn,
+    // With remedies (ui/remedy_columns.cpp): the SNR of the analysis without them, and after minus before.
+    GraphSnrBeforeColumn, GraphSnrDeltaColumn, LayerSnrBeforeColumn, LayerSnrDeltaColumn, ColumnCount
   };
   static constexpr int FirstAnalysisColumn = QuantizedColumn, LastAnalysisColumn = ScaleColumn;
+  static constexpr int FirstRemedyColumn = GraphSnrBeforeColumn, LastRemedyColumn = LayerSnrDeltaColumn;
   /// Qt::UserRole on any cell: the NodeId of the row.
   static constexpr int NodeIdRole = Qt::UserRole + 1;
   /// Numbers as doubles for sorting (missing values sort below every number).
@@ -45,6 +48,10 @@ class NodeTableModel : public QAbstractTableModel {
   /// Shows an analysis of the same model (null: none, the analysis columns are empty).
   void setResult(std::shared_ptr<const AnalysisResult> result);
   const std::shared_ptr<const AnalysisResult>& result() const { return m_result; }
+  /// The analysis of the same model without the remedies (AnalysisRun::remedies.before), for the
+  /// remedy columns; null: none (the columns are empty). Set it after setResult().
+  void setBaseline(std::shared_ptr<const AnalysisResult> before);
+  const std::shared_ptr<const AnalysisResult>& baseline() const { return m_before; }
   /// Requested states not yet in the result, shown in the checkbox until it arrives.
   void setUnappliedStates(std::map<NodeId, bool> states);
 
@@ -66,9 +73,12 @@ class NodeTableModel : public QAbstractTableModel {
  private:
   QVariant analysisData(const QModelIndex& index, NodeId id, int role) const;
   double number(int column, NodeId id) const;  // NaN when the cell is empty
+  QVariant remedyData(int column, NodeId id, int role) const;  // ui/remedy_columns.cpp
+  static QString remedyHeader(int column);
 
   std::shared_ptr<const Model> m_model;
   std::shared_ptr<const AnalysisResult> m_result;
+  std::shared_ptr<const AnalysisResult> m_before;  // without remedies
   std::map<NodeId, bool> m_unapplied;
   std::vector<int> m_rowOfNode;
   std::vector<int> m_firstActivation;  // NodeId -> index into plan.activations, -1 for none

@@ -136,6 +136,11 @@ void PlotsPanel::buildSnrPlot() {
   below->setName(QStringLiteral("below threshold"));
   below->setLineStyle(QCPGraph::lsNone);
   below->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(kBelow, 1.8), QBrush(kBelow), 6));
+  m_beforeGraph = m_snr->addGraph();
+  m_beforeGraph->setName(QStringLiteral("graph-wise, no remedies"));
+  m_beforeGraph->setPen(QPen(QColor(0x8a, 0x8f, 0x96), 1.2, Qt::DashLine));
+  m_beforeGraph->setVisible(false);
+  m_beforeGraph->removeFromLegend();
   legendBelowTitle(m_snr);
   m_thresholdLine = new QCPItemStraightLine(m_snr);
   m_thresholdLine->setPen(QPen(kBelow, 1.5, Qt::DashLine));
@@ -239,9 +244,18 @@ void PlotsPanel::setAnalysis(std::shared_ptr<const Model> model, std::shared_ptr
   if (newSession || !m_result) setSelectedNode(m_node);
 }
 
+void PlotsPanel::setBaseline(std::shared_ptr<const AnalysisResult> before) {
+  if (before && (!m_model || before->nodes.size() != m_model->graph.nodes.size())) before.reset();
+  if (before == m_before) return;
+  m_before = std::move(before);
+  refreshSnr();
+}
+
+int PlotsPanel::baselinePointCount() const { return m_beforeGraph->visible() ? m_beforeGraph->dataCount() : 0; }
+
 void PlotsPanel::refreshSnr() {
   m_plotted.clear();
-  QVector<double> x, gw, lx, lw;
+  QVector<double> x, gw, lx, lw, bx, bw;
   if (m_model && m_result) {
     for (NodeId id : m_model->graph.topoOrder) {
       const NodeResult& r = m_result->nodes[(size_t)id];
@@ -250,6 +264,10 @@ void PlotsPanel::refreshSnr() {
       m_plotted.push_back(id);
       x << k;
       gw << finiteOrNaN(r.graphwise.snrDb);
+      if (m_before && m_before->nodes.size() == m_result->nodes.size() && m_before->nodes[(size_t)id].hasGraphwise) {
+        bx << k;
+        bw << finiteOrNaN(m_before->nodes[(size_t)id].graphwise.snrDb);
+      }
       if (r.hasLayerwise) {
         lx << k;
         lw << finiteOrNaN(r.layerwise.snrDb);
@@ -258,13 +276,17 @@ void PlotsPanel::refreshSnr() {
   }
   m_snr->graph(0)->setData(x, gw, true);
   m_snr->graph(1)->setData(lx, lw, true);
+  m_beforeGraph->setData(bx, bw, true);
+  m_beforeGraph->setVisible(!bx.isEmpty());
+  if (bx.isEmpty()) m_beforeGraph->removeFromLegend();
+  else m_beforeGraph->addToLegend();
   titleOf(m_snr)->setText(m_result ? QStringLiteral("Per-layer SNR · worst output %1 dB · %2 samples")
                                          .arg(formatDb(m_result->worstOutputSnrDb()))
                                          .arg(m_result->samples)
                                    : QStringLiteral("Per-layer SNR (calibrate to see it)"));
   if (!x.isEmpty()) {
     double lo = 1e300, hi = -1e300;
-    for (const QVector<double>* v : {&gw, &lw})
+    for (const QVector<double>* v : {&gw, &lw, &bw})
       for (double d : *v)
         if (std::isfinite(d)) {
           lo = std::min(lo, d);

@@ -11,6 +11,7 @@
 #include "core/analysis/quant_session.h"
 
 class QCustomPlot;
+class QCPGraph;
 class QCPItemStraightLine;
 class QCPItemText;
 class QLabel;
@@ -29,6 +30,11 @@ class PlotsPanel : public QWidget {
   /// `data` the first sample. All may be null (empty plots).
   void setAnalysis(std::shared_ptr<const Model> model, std::shared_ptr<const AnalysisResult> result,
                    std::shared_ptr<QuantSession> session, std::shared_ptr<const CalibrationData> data);
+  /// The analysis without remedies (AnalysisRun::remedies.before), drawn in the SNR plot beside
+  /// the current one; null hides it. Set it after setAnalysis().
+  void setBaseline(std::shared_ptr<const AnalysisResult> before);
+  /// Points of the no-remedies curve in the SNR plot now.
+  int baselinePointCount() const;
   /// Shows the node's tensor in the histogram and scatter plots and marks it in the SNR plot.
   void setSelectedNode(NodeId node);
   NodeId selectedNode() const { return m_node; }
@@ -73,6 +79,7 @@ class PlotsPanel : public QWidget {
 
   std::shared_ptr<const Model> m_model;
   std::shared_ptr<const AnalysisResult> m_result;
+  std::shared_ptr<const AnalysisResult> m_before;  // without remedies
   std::shared_ptr<QuantSession> m_session;
   std::shared_ptr<const CalibrationData> m_data;
   NodeId m_node = -1;
@@ -90,6 +97,7 @@ class PlotsPanel : public QWidget {
   QCustomPlot* m_snr = nullptr;
   QCustomPlot* m_hist = nullptr;
   QCustomPlot* m_scatter = nullptr;
+  QCPGraph* m_beforeGraph = nullptr;  // graph-wise SNR without remedies
   QCPItemStraightLine* m_thresholdLine = nullptr;
   QCPItemText* m_thresholdLabel = nullptr;
   QCPItemStraightLine* m_selectedLine = nullptr;

@@ -11,6 +11,8 @@
 #include <map>
 #include <string>
 
+#include "ui/remedy_options.h"
+
 namespace qs::ui {
 
 namespace {
@@ -186,6 +188,7 @@ QByteArray projectToJson(const Project& p, const QString& projectPath) {
   };
   // Written only when not the default, so fp32 projects stay as they were.
   if (c.highPrecision != HighPrecision::Fp32) calib.insert(QStringLiteral("high_precision_dtype"), QString::fromLatin1(highPrecisionName(c.highPrecision)));
+  writeRemedySettings(p.calibration, calib);
   QJsonObject root{
       {QStringLiteral("quantscope_project"), kVersion},
       {QStringLiteral("model"), relativeTo(p.modelPath, projectPath)},
@@ -255,6 +258,7 @@ bool projectFromJson(const QByteArray& json, const QString& projectPath, Project
     }
   }
   s.percentile = percentile;
+  if (!readRemedySettings(c, projectPath, p.calibration, error)) return false;
   p.calibrated = root.value(QStringLiteral("calibrated")).toBool();
   if (!names(root, "excluded_nodes", p.excludedNodes, projectPath, error) ||
       !names(root, "quantized_nodes", p.quantizedNodes, projectPath, error)) {

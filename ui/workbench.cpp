@@ -41,6 +41,12 @@ AnalysisRequest calibrationFromEnv() {
     r.data.image.width = wh[0].toInt();
     r.data.image.height = wh[1].toInt();
   }
+  // QS_CALIBRATE_REMEDIES=equalize,bias_correction: the dialog's remedy switches.
+  for (const QString& remedy : qEnvironmentVariable("QS_CALIBRATE_REMEDIES").split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+    if (remedy == QStringLiteral("equalize")) r.equalize = true;
+    else if (remedy == QStringLiteral("bias_correction")) r.biasCorrection = true;
+    else std::fprintf(stderr, "quantscope: QS_CALIBRATE_REMEDIES: '%s': expected equalize or bias_correction\n", qPrintable(remedy));
+  }
   const std::string method = qEnvironmentVariable("QS_CALIBRATE_METHOD", QStringLiteral("max")).toStdString();
   if (Status st = parseCalibrationMethod(method, r.calibration.method); !st)
     std::fprintf(stderr, "quantscope: QS_CALIBRATE_METHOD: %s\n", st.message().c_str());

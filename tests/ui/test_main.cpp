@@ -12,6 +12,7 @@ int runProjectFileTests(int argc, char** argv);
 int runFirstRunTests(int argc, char** argv);
 int runControlFlowTests(int argc, char** argv);
 int runGroupsTests(int argc, char** argv);
+int runRemedyTests(int argc, char** argv);
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -27,5 +28,6 @@ int main(int argc, char** argv) {
   if (only.isEmpty() || only == "firstrun") failures += runFirstRunTests(argc, argv);
   if (only.isEmpty() || only == "controlflow") failures += runControlFlowTests(argc, argv);
   if (only.isEmpty() || only == "groups") failures += runGroupsTests(argc, argv);
+  if (only.isEmpty() || only == "remedies") failures += runRemedyTests(argc, argv);
   return failures;
 }

@@ -1,0 +1,110 @@
+#include "ui/remedy_options.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFormLayout>
+
+namespace qs::ui {
+
+RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedies and precision"), parent) {
+  setObjectName(QStringLiteral("remedyOptions"));
+  auto* form = new QFormLayout(this);
+  m_equalize = new QCheckBox(QStringLiteral("Cross-layer equalization"), this);
+  m_equalize->setObjectName(QStringLiteral("equalizeBox"));
+  m_equalize->setToolTip(QStringLiteral("--equalize: rescales the weights of Conv/Gemm pairs through ReLU, Clip at 0 or "
+                                        "identity (Nagel et al., 2019); the float model's output is kept, the "
+                                        "export writes the equalized weights"));
+  m_bias = new QCheckBox(QStringLiteral("Bias correction"), this);
+  m_bias->setObjectName(QStringLiteral("biasCorrectionBox"));
+  m_bias->setToolTip(QStringLiteral("--bias-correction: per output channel, the mean error the quantized weights and "
+                                    "inputs add on the calibration data is taken out of the bias; the export writes "
+                                    "the corrected biases"));
+  form->addRow(QStringLiteral("Remedies"), m_equalize);
+  form->addRow(QString(), m_bias);
+  m_highPrecision = new QComboBox(this);
+  m_highPrecision->setObjectName(QStringLiteral("highPrecisionCombo"));
+  for (HighPrecision p : {HighPrecision::Fp32, HighPrecision::Fp16, HighPrecision::Bf16})
+    m_highPrecision->addItem(QString::fromLatin1(highPrecisionName(p)), (int)p);
+  m_highPrecision->setToolTip(QStringLiteral("--high-precision-dtype: the precision of the nodes left out of "
+                                             "quantization, simulated in the analysis and written in quantized.onnx"));
+  form->addRow(QStringLiteral("Excluded nodes run in"), m_highPrecision);
+  m_sensitivity = new QComboBox(this);
+  m_sensitivity->setObjectName(QStringLiteral("sensitivityCombo"));
+  m_sensitivity->addItem(QStringLiteral("exact (re-run each node's cone)"), SensitivityExact);
+  m_sensitivity->addItem(QStringLiteral("fast (first-order estimate)"), SensitivityFast);
+  m_sensitivity->addItem(QStringLiteral("off"), SensitivityOff);
+  m_sensitivity->setToolTip(QStringLiteral("--sensitivity: the output SNR with each node alone quantized. Fast "
+                                           "estimates it at no extra cost; a node's exact figure is one right "
+                                           "click away in the layer table"));
+  form->addRow(QStringLiteral("Sensitivity"), m_sensitivity);
+  setRequest(AnalysisRequest{});  // the command line's defaults, from the one place that has them
+}
+
+RemedyOptions::Sensitivity sensitivityOf(const AnalysisRequest& r) {
+  if (!r.sensitivity) return RemedyOptions::SensitivityOff;
+  return r.sensitivityMethod == SensitivityMethod::Fast ? RemedyOptions::SensitivityFast : RemedyOptions::SensitivityExact;
+}
+
+QString sensitivityName(RemedyOptions::Sensitivity s) {
+  switch (s) {
+    case RemedyOptions::SensitivityExact: return QStringLiteral("exact");
+    case RemedyOptions::SensitivityFast: return QStringLiteral("fast");
+    case RemedyOptions::SensitivityOff: return QStringLiteral("off");
+  }
+  return {};
+}
+
+void RemedyOptions::setRequest(const AnalysisRequest& r) {
+  m_equalize->setChecked(r.equalize);
+  m_bias->setChecked(r.biasCorrection);
+  m_highPrecision->setCurrentIndex(m_highPrecision->findData((int)r.calibration.highPrecision));
+  m_sensitivity->setCurrentIndex(m_sensitivity->findData(sensitivityOf(r)));
+}
+
+void RemedyOptions::apply(AnalysisRequest& r) const {
+  r.equalize = m_equalize->isChecked();
+  r.biasCorrection = m_bias->isChecked();
+  r.calibration.highPrecision = (HighPrecision)m_highPrecision->currentData().toInt();
+  const auto s = (Sensitivity)m_sensitivity->currentData().toInt();
+  r.sensitivity = s != SensitivityOff;
+  // Off keeps the method, so that switching back restores it.
+  if (s != SensitivityOff) r.sensitivityMethod = s == SensitivityFast ? SensitivityMethod::Fast : SensitivityMethod::Exact;
+}
+
+void writeRemedySettings(const AnalysisRequest& r, QJsonObject& c) {
+  if (r.equalize) c.insert(QStringLiteral("equalize"), true);
+  if (r.biasCorrection) c.insert(QStringLiteral("bias_correction"), true);
+  const auto s = sensitivityOf(r);
+  if (s != sensitivityOf(AnalysisRequest{})) c.insert(QStringLiteral("sensitivity"), sensitivityName(s));
+}
+
+bool readRemedySettings(const QJsonObject& c, const QString& projectPath, AnalysisRequest& r, QString& error) {
+  for (auto [key, flag] : {std::pair{"equalize", &r.equalize}, std::pair{"bias_correction", &r.biasCorrection}}) {
+    const QJsonValue v = c.value(QLatin1String(key));
+    if (v.isUndefined()) continue;
+    if (!v.isBool()) {
+      error = QStringLiteral("%1: \"%2\" must be true or false").arg(projectPath, QLatin1String(key));
+      return false;
+    }
+    *flag = v.toBool();
+  }
+  const QJsonValue s = c.value(QStringLiteral("sensitivity"));
+  if (s.isUndefined()) return true;
+  const QString name = s.toString();
+  if (name == QLatin1String("off")) {
+    r.sensitivity = false;
+  } else if (name == QLatin1String("exact") || name == QLatin1String("fast")) {
+    r.sensitivity = true;
+    r.sensitivityMethod = name == QLatin1String("fast") ? SensitivityMethod::Fast : SensitivityMethod::Exact;
+  } else {
+    // A string that is no valid name is echoed without its control characters, so the message stays one line.
+    QString shown = s.isString() ? name.left(40) : QStringLiteral("(not a string)");
+    for (QChar& ch : shown)
+      if (!ch.isPrint()) ch = QLatin1Char('?');
+    error = QStringLiteral("%1: \"sensitivity\": '%2': expected exact, fast or off").arg(projectPath, shown);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace qs::ui

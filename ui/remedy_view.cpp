@@ -1,0 +1,56 @@
+#include "ui/remedy_view.h"
+
+#include <QHeaderView>
+#include <QMenu>
+#include <QTableView>
+
+#include "ui/analysis_controller.h"
+#include "ui/node_table_model.h"
+#include "ui/plots_panel.h"
+
+namespace qs::ui {
+
+void showRemedies(const AnalysisController& controller, NodeTableModel& model, QTableView& table, PlotsPanel& plots) {
+  const auto run = controller.run();
+  std::shared_ptr<const AnalysisResult> before;
+  if (controller.hasResult() && run && !run->remedies.empty()) before = run->remedies.before;
+  model.setBaseline(before);
+  plots.setBaseline(before);
+  const bool shown = (bool)model.baseline();
+  QHeaderView* header = table.horizontalHeader();
+  for (int c = NodeTableModel::FirstRemedyColumn; c <= NodeTableModel::LastRemedyColumn; ++c) {
+    const bool wasHidden = table.isColumnHidden(c);
+    table.setColumnHidden(c, !shown);
+    if (shown && wasHidden) table.resizeColumnToContents(c);
+  }
+  // Beside the SNR columns they compare with, not after the wide input and output names.
+  int after = header->visualIndex(NodeTableModel::LayerSnrColumn);
+  for (int c = NodeTableModel::FirstRemedyColumn; c <= NodeTableModel::LastRemedyColumn; ++c) {
+    const int from = header->visualIndex(c);
+    if (from != after + 1) header->moveSection(from, from > after ? after + 1 : after);
+    after = header->visualIndex(c);
+  }
+}
+
+QAction* addExactSensitivityAction(QMenu& menu, int id, AnalysisController& controller) {
+  const auto result = controller.result();
+  QAction* exact = menu.addAction(QStringLiteral("Exact sensitivity of this node"));
+  const bool quantizable = result && id >= 0 && (size_t)id < result->plan.nodes.size() && result->plan.nodes[(size_t)id].quantizable;
+  exact->setEnabled(quantizable && !controller.isBusy());
+  if (quantizable && result->nodes[(size_t)id].sensitivityExact) exact->setText(QStringLiteral("Exact sensitivity of this node (computed)"));
+  QObject::connect(exact, &QAction::triggered, &controller, [&controller, id] { controller.exactSensitivity({id}); });
+  return exact;
+}
+
+void installExactSensitivityMenu(QTableView& table, AnalysisController& controller) {
+  table.setContextMenuPolicy(Qt::CustomContextMenu);
+  QObject::connect(&table, &QWidget::customContextMenuRequested, &table, [&table, &controller](const QPoint& at) {
+    const QModelIndex index = table.indexAt(at);
+    if (!index.isValid()) return;
+    QMenu menu(&table);
+    addExactSensitivityAction(menu, index.data(NodeTableModel::NodeIdRole).toInt(), controller);
+    menu.exec(table.viewport()->mapToGlobal(at));
+  });
+}
+
+}  // namespace qs::ui
