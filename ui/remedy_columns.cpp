@@ -20,9 +20,9 @@ void NodeTableModel::setBaseline(std::shared_ptr<const AnalysisResult> before) {
 
 QString NodeTableModel::remedyHeader(int column) {
   switch (column) {
-    case GraphSnrBeforeColumn: return QStringLiteral("Graph-wise, no remedies");
+    case GraphSnrBeforeColumn: return QStringLiteral("Graph-wise before");
     case GraphSnrDeltaColumn: return QStringLiteral("Δ graph-wise");
-    case LayerSnrBeforeColumn: return QStringLiteral("Layer-wise, no remedies");
+    case LayerSnrBeforeColumn: return QStringLiteral("Layer-wise before");
     case LayerSnrDeltaColumn: return QStringLiteral("Δ layer-wise");
   }
   return {};
@@ -58,7 +58,7 @@ QVariant NodeTableModel::remedyData(int column, NodeId id, int role) const {
     }
     case Qt::ToolTipRole:
       return delta ? QStringLiteral("With the remedies minus without them, in dB (positive: the remedies helped)")
-                   : QStringLiteral("The analysis of the model without remedies, node states as calibrated");
+                   : QStringLiteral("Before the remedies: the analysis of the model without them, node states as calibrated");
   }
   return {};
 }

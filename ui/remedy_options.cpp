@@ -3,6 +3,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFormLayout>
+#include <QHBoxLayout>
 
 namespace qs::ui {
 
@@ -19,8 +20,11 @@ RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedi
   m_bias->setToolTip(QStringLiteral("--bias-correction: per output channel, the mean error the quantized weights and "
                                     "inputs add on the calibration data is taken out of the bias; the export writes "
                                     "the corrected biases"));
-  form->addRow(QStringLiteral("Remedies"), m_equalize);
-  form->addRow(QString(), m_bias);
+  auto* remedies = new QHBoxLayout;
+  remedies->addWidget(m_equalize);
+  remedies->addWidget(m_bias);
+  remedies->addStretch();
+  form->addRow(QStringLiteral("Remedies"), remedies);
   m_highPrecision = new QComboBox(this);
   m_highPrecision->setObjectName(QStringLiteral("highPrecisionCombo"));
   for (HighPrecision p : {HighPrecision::Fp32, HighPrecision::Fp16, HighPrecision::Bf16})
