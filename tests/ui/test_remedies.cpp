@@ -161,13 +161,15 @@ class RemedyTest : public QObject {
     auto* table = test::part<QTableView>(w, "nodeTable");
     auto* model = test::part<NodeTableModel>(w, "nodeTableModel");
     auto* plots = test::part<PlotsPanel>(w, "plotsPanel");
-    QVERIFY(calibrateThroughDialog(w, clsRequest(m_images), [](RemedyOptions&) {}));
+    auto noSensitivity = [](RemedyOptions& o) { o.sensitivityCombo()->setCurrentIndex(o.sensitivityCombo()->findData(RemedyOptions::SensitivityOff)); };
+    QVERIFY(calibrateThroughDialog(w, clsRequest(m_images), noSensitivity));
     const auto plain = w.analysis()->result();
     QVERIFY(!model->baseline());
     for (int c = NodeTableModel::FirstRemedyColumn; c <= NodeTableModel::LastRemedyColumn; ++c) QVERIFY(table->isColumnHidden(c));
     QCOMPARE(plots->baselinePointCount(), 0);
 
-    QVERIFY(calibrateThroughDialog(w, clsRequest(m_images), [](RemedyOptions& o) {
+    QVERIFY(calibrateThroughDialog(w, clsRequest(m_images), [&](RemedyOptions& o) {
+      noSensitivity(o);
       o.equalizeBox()->setChecked(true);
       o.biasCorrectionBox()->setChecked(true);
     }));
@@ -209,7 +211,8 @@ class RemedyTest : public QObject {
                      {QStringLiteral("export"), clsModel(), QStringLiteral("--calibration-data"), m_images, QStringLiteral("--image-size"),
                       QStringLiteral("192x48"), QStringLiteral("--mean"), QStringLiteral("0.5,0.5,0.5"), QStringLiteral("--std"),
                       QStringLiteral("0.5,0.5,0.5"), QStringLiteral("--calibration-method"), QStringLiteral("max"),
-                      QStringLiteral("--equalize"), QStringLiteral("--bias-correction"), QStringLiteral("--output-dir"), cli});
+                      QStringLiteral("--equalize"), QStringLiteral("--bias-correction"), QStringLiteral("--sensitivity"), QStringLiteral("off"),
+                      QStringLiteral("--output-dir"), cli});
     QVERIFY(quantscope.waitForFinished(300000));
     QVERIFY2(quantscope.exitStatus() == QProcess::NormalExit && quantscope.exitCode() == 0, quantscope.readAllStandardError().constData());
     const QStringList files = QDir(gui).entryList(QDir::Files, QDir::Name);
@@ -243,15 +246,17 @@ class RemedyTest : public QObject {
     w.setErrorDialogsEnabled(false);
     w.show();
     QVERIFY(openAndWait(w));
-    QVERIFY(calibrateThroughDialog(w, clsRequest(m_images), [](RemedyOptions&) {}));
+    auto fast = [](RemedyOptions& o) { o.sensitivityCombo()->setCurrentIndex(o.sensitivityCombo()->findData(RemedyOptions::SensitivityFast)); };
+    QVERIFY(calibrateThroughDialog(w, clsRequest(m_images), fast));
     const double worst = w.analysis()->result()->worstOutputSnrDb();
     QSignalSpy fallback(w.analysis(), &AnalysisController::fallbackFinished);
-    QVERIFY(w.analysis()->autoFallback(worst + 3));
+    QVERIFY(w.analysis()->autoFallback(worst + 1.5));
     QVERIFY(fallback.wait(180000));
     QVERIFY(!fallback.first().at(0).value<std::vector<FallbackStep>>().empty());
     QVERIFY(waitIdle(w));
     const auto fp32 = w.analysis()->result();
-    QVERIFY(calibrateThroughDialog(w, clsRequest(m_images), [](RemedyOptions& o) {
+    QVERIFY(calibrateThroughDialog(w, clsRequest(m_images), [&](RemedyOptions& o) {
+      fast(o);
       o.highPrecisionCombo()->setCurrentIndex(o.highPrecisionCombo()->findData((int)HighPrecision::Fp16));
     }));
     QVERIFY(waitIdle(w));
