@@ -31,6 +31,7 @@
 #include "ui/main_window.h"
 #include "ui/node_table_model.h"
 #include "ui/plots_panel.h"
+#include "ui/project_controller.h"
 #include "ui/project_file.h"
 #include "ui/remedy_options.h"
 #include "ui/remedy_view.h"
@@ -237,6 +238,18 @@ class RemedyTest : public QObject {
             }
     }
     QVERIFY2(differing > 0, "no remedied float initializer in quantized.onnx differs from the model's");
+
+    // A saved project reopens with the remedies on: the same figures and the remedy columns again.
+    const QString project = m_tmp.filePath(QStringLiteral("remedies.qsproj"));
+    QVERIFY(w.projects()->save(project));
+    MainWindow w2;
+    w2.setErrorDialogsEnabled(false);
+    QSignalSpy calibrated2(w2.analysis(), &AnalysisController::calibrated);
+    QVERIFY(w2.projects()->open(project));
+    QVERIFY(calibrated2.wait(180000));
+    QVERIFY(w2.analysis()->request().equalize && w2.analysis()->request().biasCorrection && !w2.analysis()->request().sensitivity);
+    QVERIFY(test::part<NodeTableModel>(w2, "nodeTableModel")->baseline());
+    QCOMPARE(w2.analysis()->result()->worstOutputSnrDb(), after->worstOutputSnrDb());
   }
 
   // After a fallback excluded nodes, fp16 for them changes the predicted output SNR against fp32,
