@@ -230,6 +230,8 @@ QVariant NodeTableModel::analysisData(const QModelIndex& index, NodeId id, int r
         }
         return lines.join(QLatin1Char('\n'));
       }
+      if (column == SensitivityColumn && !std::isnan(v) && !m_result->nodes[(size_t)id].sensitivityExact)
+        return QStringLiteral("First-order estimate; right click: Exact sensitivity of this node");
       if (!state.quantized && column != GraphSnrColumn && column != CosineColumn && !state.reason.empty())
         return QString::fromStdString(state.reason);
       return {};

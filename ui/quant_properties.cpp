@@ -80,7 +80,9 @@ std::vector<PropertyEntry> quantizationProperties(const Model& model, const Anal
   if (!std::isnan(nr.weightSnrDb)) err.children.push_back({QStringLiteral("Weights only"), dbText(nr.weightSnrDb), {}, false});
   if (!std::isnan(nr.activationSnrDb)) err.children.push_back({QStringLiteral("Activations only"), dbText(nr.activationSnrDb), {}, false});
   if (!std::isnan(nr.sensitivitySnrDb))
-    err.children.push_back({QStringLiteral("Sensitivity (outputs, this node alone)"), dbText(nr.sensitivitySnrDb), {}, false});
+    err.children.push_back({nr.sensitivityExact ? QStringLiteral("Sensitivity (outputs, this node alone)")
+                                                : QStringLiteral("Sensitivity, estimated (exact: right click the node's row)"),
+                            dbText(nr.sensitivitySnrDb), {}, false});
   return {q, err};
 }
 

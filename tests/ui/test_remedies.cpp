@@ -320,6 +320,8 @@ class RemedyTest : public QObject {
       }
     }
     QVERIFY(node >= 0);
+    auto tooltip = [&] { return model->index(model->rowOfNode(node), NodeTableModel::SensitivityColumn).data(Qt::ToolTipRole).toString(); };
+    QVERIFY(tooltip().contains(QStringLiteral("estimate")));
     QMenu menu;
     QAction* action = addExactSensitivityAction(menu, node, *w.analysis());
     QVERIFY(action->isEnabled());
@@ -332,6 +334,7 @@ class RemedyTest : public QObject {
     QVERIFY(r.sensitivityExact);
     QCOMPARE(r.sensitivitySnrDb, exact->nodes[(size_t)node].sensitivitySnrDb);
     QCOMPARE(sortValue(*model, node, NodeTableModel::SensitivityColumn), r.sensitivitySnrDb);
+    QVERIFY(!tooltip().contains(QStringLiteral("estimate")));
     // A node that is not quantizable gets a disabled action.
     NodeId other = -1;
     for (NodeId id : g.topoOrder)
