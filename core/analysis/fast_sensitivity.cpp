@@ -73,7 +73,7 @@ std::vector<double> estimateSensitivity(const Graph& g, const SensitivityInputs&
     }
     // Other ops preserve relative noise, and products (Mul, MatMul of two activations) add their
     // inputs' relative noises. The measured gain corrects this: (output's relative noise minus the
-    // node's own) over what the inputs bring, where the inputs' noise is what the output holds.
+    // node's own) over what the inputs bring by these rules, where the inputs' share is determined.
     if (sOut <= 0) continue;
     double fromInputs = 0;
     for (const auto& [v, k] : w) fromInputs += k * nsr[(size_t)v];
@@ -83,8 +83,9 @@ std::vector<double> estimateSensitivity(const Graph& g, const SensitivityInputs&
     if (fromInputs > 0 && total - own > kMeasuredShare * total) gain[i] = (total - own) / fromInputs;
   }
   // Reverse topological walk: each value's weight in the pooled output noise energy per unit of
-  // its relative noise. Linear in the noises, so a source's noise is counted once per path in
-  // relative terms, which a residual Add averages (weights sum to 1) instead of compounding.
+  // its relative noise. At a residual Add the stream and the branch enter by their shares of the
+  // sum's signal, so depth does not compound the weights as summed energy gains did. A node with
+  // several outputs (Split) gives each its relative noise: their weights add.
   std::vector<double> toOut(V, 0.0);
   for (size_t o = 0; o < g.outputs.size(); ++o) {
     const double s = (*in.outputs)[o].signalPower();
