@@ -202,7 +202,7 @@ TEST(FastSensitivity, RanksClsLikeTheExactSweep) {
   const double rho = spearmanCorrelation(f, e);
   const int top = lowestOverlap(f, e, 10);
   RecordProperty("spearman", std::to_string(rho));
-  EXPECT_GT(rho, 0.6);
+  EXPECT_GT(rho, 0.75);  // 0.86 with the relative propagation (4 images)
   EXPECT_GE(top, 5);
   std::filesystem::remove_all(dir);
 }
