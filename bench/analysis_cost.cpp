@@ -13,6 +13,9 @@
 // one with sensitivity too (batches run on both threads at once, so stages overlap in time).
 // Every part works on the images decoded once beforehand (DecodedData): decoding PNGs is neither
 // analysis nor float-pass cost.
+// QS_EXACT_CACHE=FILE: "--part full" writes the exact per-node sensitivities there, "--part fast"
+// reads them back and prints the estimate's Spearman and top-10 overlap against them, so that the
+// estimate can be iterated on without re-running the sweep.
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -200,6 +203,29 @@ int runPart(const std::string& part, const Args& a) {
         if (std::isnan(nr.sensitivitySnrDb)) continue;
         exact.push_back(nr.sensitivitySnrDb);
         fast.push_back(nr.sensitivityEstimateDb);
+      }
+      if (const char* cache = std::getenv("QS_EXACT_CACHE")) {
+        // One exact figure per node (NaN where none): the fast part compares against it.
+        FILE* f = std::fopen(cache, "w");
+        for (size_t i = 0; f && i < (*r)->nodes.size(); ++i) std::fprintf(f, "%.17g\n", (*r)->nodes[i].sensitivitySnrDb);
+        if (f) std::fclose(f);
+      }
+      emit("spearman", spearmanCorrelation(fast, exact));
+      emit("top10", lowestOverlap(fast, exact, 10));
+      emit("ranked", (double)exact.size());
+    }
+    if (part == "fast" && std::getenv("QS_EXACT_CACHE")) {
+      // The estimate against the exact sweep of an earlier "full" run with the same arguments.
+      std::vector<double> exact, fast;
+      if (FILE* f = std::fopen(std::getenv("QS_EXACT_CACHE"), "r")) {
+        char line[64];
+        for (size_t i = 0; i < (*r)->nodes.size() && std::fgets(line, sizeof line, f); ++i) {
+          const double e = std::strtod(line, nullptr);
+          if (std::isnan(e)) continue;
+          exact.push_back(e);
+          fast.push_back((*r)->nodes[i].sensitivitySnrDb);
+        }
+        std::fclose(f);
       }
       emit("spearman", spearmanCorrelation(fast, exact));
       emit("top10", lowestOverlap(fast, exact, 10));

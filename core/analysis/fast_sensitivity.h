@@ -1,16 +1,14 @@
 // A fast estimate of the output sensitivity of every quantizable node (issue #16), from sums the
 // analysis has anyway: no pass of its own, so its cost does not grow with (nodes x depth).
 //
-// First-order noise propagation. Each node's layer-wise quantization noise (the energy sum d^2 of
-// its output with only its own points on, float inputs) is carried to the graph outputs by a
-// per-node energy gain. The gain of a node is measured on the analysed data from the graph-wise
-// sums of the quantized pass: the noise energy at its output is, to first order and for
-// independent noises, gain x (noise energy at its inputs) + (its own layer-wise noise), so
-// gain = (E_out - E_own) / E_in. Where that is not determined (no noise reaches the node, or its
-// own noise dominates), the gain comes from the op: 1 for ops that move or add values (Add,
-// Concat, Reshape, ...), the ratio of output to input signal energy for the others (relative
-// noise preserved). A reverse topological walk then gives each value's gain to the pooled graph
-// outputs, and a node's estimated output noise is its layer-wise noise times its output's gain.
+// First-order noise propagation in relative terms. Each node's layer-wise quantization noise (its
+// output's noise-to-signal ratio, NSR, with only its own points on and float inputs) is carried to
+// the pooled graph outputs by a reverse topological walk that is linear in the NSRs: an Add (Sub,
+// Sum) or Concat weights each input's NSR by that input's share of the output's signal, products
+// of two activations add their inputs' NSRs, other ops preserve it, and each node's gain is
+// corrected by what the analysis measured: (graph-wise NSR of its output - its own) / (the NSR its
+// inputs bring). Ops whose output does not depend on input values (Shape, ...) and integer values
+// carry no noise. A node's estimated output noise is its NSR times the weight of its output.
 // Measured against the exact cone sweep in docs/performance.md ("Fast sensitivity").
 #pragma once
 

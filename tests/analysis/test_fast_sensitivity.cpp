@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <random>
 
 #include "core/analysis/fast_sensitivity.h"
 #include "core/analysis/quant_session.h"
@@ -33,6 +34,30 @@ NodeId nodeNamed(const Graph& g, const std::string& name) {
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (g.nodes[i].name == name) return (NodeId)i;
   return -1;
+}
+
+// A residual chain of `blocks` blocks x_k = x_{k-1} + Reshape(MatMul(x_{k-1}, w_k), Shape(x_{k-1})), the
+// shape taken from the stream as exported transformers do. Block `bad`'s weights hold one outlier per
+// column (as badNodeChainModel's m2), so its quantization dominates the output error. The noise of a
+// block reaches the output once through each later Add; an estimate that also walks back through
+// Shape (or that sums energies over every path) amplifies the early blocks by ~3^depth.
+std::shared_ptr<Model> residualShapeChainModel(int blocks, int bad) {
+  test::OnnxBuilder b(13);
+  const int64_t n = 32;
+  b.input("x0", {1, 8, n}).output("x" + std::to_string(blocks), {1, 8, n});
+  std::mt19937 rng(5);
+  for (int k = 1; k <= blocks; ++k) {
+    const std::string id = std::to_string(k), prev = "x" + std::to_string(k - 1);
+    std::vector<float> w = test::randomValues((size_t)(n * n), rng, -0.1f, 0.1f);
+    if (k == bad)
+      for (int64_t c = 0; c < n; ++c) w[(size_t)(((c * 7) % n) * n + c)] = 4.0f;
+    b.initializer("w" + id, {n, n}, w);
+    b.node("MatMul", {prev, "w" + id}, {"h" + id}, "m" + id);
+    b.node("Shape", {prev}, {"s" + id}, "shape" + id);
+    b.node("Reshape", {"h" + id, "s" + id}, {"r" + id}, "reshape" + id);
+    b.node("Add", {prev, "r" + id}, {"x" + id}, "add" + id);
+  }
+  return test::builtModel(b, "residual_shape_chain.onnx");
 }
 
 NodeId lowestSensitivity(const AnalysisResult& r) {
@@ -88,6 +113,32 @@ TEST(FastSensitivity, RanksTheBadNodeFirstAndExactOnDemandEqualsTheSweep) {
   auto refused = fast->exactSensitivity({tanh});
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.status().message().find("'t1'"), std::string::npos) << refused.status().message();
+}
+
+// Issue 16: through residual blocks whose shapes come from the stream, the earlier all-paths estimate
+// put block 1's estimate 42 dB below its exact figure (14 dB against 56 dB), below the bad block's.
+TEST(FastSensitivity, ResidualChainCountsEachNoiseOnce) {
+  const int blocks = 16, bad = 9;
+  auto model = residualShapeChainModel(blocks, bad);
+  ASSERT_TRUE(model);
+  auto data = test::randomData(*model, 2);
+  ASSERT_TRUE(data);
+  auto exact = session(model, *data, true, SensitivityMethod::Exact);
+  auto r = exact->analyze(data);
+  ASSERT_TRUE(r) << r.status().message();
+  const Graph& g = model->graph;
+  const NodeId worst = nodeNamed(g, "m" + std::to_string(bad));
+  EXPECT_EQ(lowestSensitivity(**r), worst);  // the exact sweep
+  NodeId worstEstimate = -1;
+  for (int k = 1; k <= blocks; ++k) {
+    const NodeResult& nr = (*r)->nodes[(size_t)nodeNamed(g, "m" + std::to_string(k))];
+    ASSERT_FALSE(std::isnan(nr.sensitivitySnrDb)) << k;
+    // Each block's estimate lands near its exact figure, the first ones as the last.
+    EXPECT_NEAR(nr.sensitivityEstimateDb, nr.sensitivitySnrDb, 4.0) << "m" << k;
+    if (worstEstimate < 0 || nr.sensitivityEstimateDb < (*r)->nodes[(size_t)worstEstimate].sensitivityEstimateDb)
+      worstEstimate = nodeNamed(g, "m" + std::to_string(k));
+  }
+  EXPECT_EQ(worstEstimate, worst);
 }
 
 TEST(FastSensitivity, FallbackComputesItsCandidatesExactly) {
@@ -151,7 +202,7 @@ TEST(FastSensitivity, RanksClsLikeTheExactSweep) {
   const double rho = spearmanCorrelation(f, e);
   const int top = lowestOverlap(f, e, 10);
   RecordProperty("spearman", std::to_string(rho));
-  EXPECT_GT(rho, 0.6);
+  EXPECT_GT(rho, 0.75);  // 0.86 with the relative propagation (4 images)
   EXPECT_GE(top, 5);
   std::filesystem::remove_all(dir);
 }
