@@ -94,8 +94,8 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_flag("!--no-layerwise", a.layerwise, "Skip the layer-wise analysis");
   cmd.add_flag("!--no-sensitivity", a.sensitivity, "Skip the sensitivity sweep");
   cmd.add_option("--sensitivity", g_text.sensitivity,
-                 "exact|fast|off: output sensitivity per node by re-running each node's downstream cone (default), "
-                 "by the first-order estimate (the fallback re-runs its top candidates exactly), or not at all");
+                 "exact|fast|off: output sensitivity per node by re-running each node's downstream cone, "
+                 "by the first-order estimate (default; the fallback re-runs its top candidates exactly), or not at all");
   cmd.add_option("--threads", a.threads, "Intra-op threads (default: all cores)")->check(CLI::Range(0, 1024));
   cmd.add_option("--all-tensor-ranges", g_text.allTensorRanges,
                  "on|off: ranges for every activation tensor in quant_cfg.json and calibration.cache, as TensorRT's "

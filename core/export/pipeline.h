@@ -38,10 +38,10 @@ struct AnalysisRequest {
   bool methodGiven = false;         // the method was chosen (a PPQ-only config takes it; else max)
   bool layerwise = true;
   bool sensitivity = true;          // the fallback target turns it on
-  /// The cone sweep, or the fast estimate (exact on demand and for the fallback's top candidates).
-  /// Exact by default until the estimate meets its bar on every model (docs/performance.md,
-  /// "Fast sensitivity": top-10 overlap 6 of 10 on rec and the BERT-style encoder).
-  SensitivityMethod sensitivityMethod = SensitivityMethod::Exact;
+  /// The fast estimate (exact on demand and for the fallback's top candidates), or the cone sweep.
+  /// Fast by default: it meets its bar (Spearman >= 0.8, top-10 overlap >= 7) on every model of the
+  /// development zoo (docs/performance.md, "Fast sensitivity"); rec's top-10 overlap is 6.
+  SensitivityMethod sensitivityMethod = SensitivityMethod::Fast;
   int threads = 0;                  // executor threads (0 = all cores)
   double targetSnrDb = NAN;         // automatic fallback to this output SNR (NaN: none)
   double targetAgreement = NAN;     // ... and/or to this top-1 / sequence agreement, a fraction (NaN: none)
