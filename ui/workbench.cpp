@@ -153,7 +153,20 @@ int runWorkbench(int argc, char** argv) {
     } else {
       if (qEnvironmentVariableIsSet("QS_CALIBRATE") && qEnvironmentVariable("QS_SCREENSHOT_VIEW") != QStringLiteral("calibration")) {
         // Documentation only: calibrate once the model is shown, optionally exclude nodes, then grab.
-        QObject::connect(&window, &MainWindow::modelShown, &window, [&window] { window.analysis()->calibrate(calibrationFromEnv()); });
+        QObject::connect(&window, &MainWindow::modelShown, &window, [&window] {
+          // QS_CALIBRATE_MODE=int4: the INT4 weight-only run (QS_INT4_METHOD, QS_INT4_BLOCK).
+          if (qEnvironmentVariable("QS_CALIBRATE_MODE") == QStringLiteral("int4")) {
+            Int4Settings s;
+            s.on = true;
+            if (Status st = parseInt4Method(qEnvironmentVariable("QS_INT4_METHOD", QStringLiteral("awq_lite")).toStdString(), s.method); !st)
+              std::fprintf(stderr, "quantscope: QS_INT4_METHOD: %s\n", st.message().c_str());
+            if (qEnvironmentVariableIsSet("QS_INT4_BLOCK")) s.blockSize = qEnvironmentVariableIntValue("QS_INT4_BLOCK");
+            window.analysisActions()->setInt4Settings(s);
+            window.analysis()->calibrateInt4(calibrationFromEnv(), s);
+            return;
+          }
+          window.analysis()->calibrate(calibrationFromEnv());
+        });
         QObject::connect(window.analysis(), &AnalysisController::calibrated, &window, [&window, screenshot] {
           const QStringList exclude = qEnvironmentVariable("QS_SCREENSHOT_EXCLUDE").split(QLatin1Char(','), Qt::SkipEmptyParts);
           std::vector<std::pair<NodeId, bool>> states;
