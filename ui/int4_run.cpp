@@ -33,23 +33,11 @@ std::shared_ptr<const AnalysisResult> int4AsAnalysisResult(const Model& model, c
     n.hasLayerwise = n.hasGraphwise = true;
     n.layerwise = l.layerwise;
     n.graphwise = l.graphwise;
-    const ValueId w = g.findValue(l.weightName);
-    if (w == kNoValue || !g.value(w).constant) continue;
-    const Tensor& t = *g.value(w).constant;
-    std::vector<float> dq((size_t)(l.weight.k * l.weight.n)), ref(dq.size());
-    dequantizeInt4(l.weight, dq.data());
-    const float* src = t.data<float>();
-    for (int64_t i = 0; i < l.weight.k; ++i) {
-      const float s = l.activationScale.empty() ? 1.0f : l.activationScale[(size_t)i];
-      for (int64_t j = 0; j < l.weight.n; ++j) {
-        const size_t at = (size_t)(i * l.weight.n + j);
-        ref[at] = l.transposed ? src[j * l.weight.k + i] : src[at];
-        dq[at] *= s;  // the layer computes (x / s) (s W)': its weight is diag(1/s) (s W)'
-      }
-    }
-    ErrorAccumulator acc;
-    acc.add(ref.data(), dq.data(), (int64_t)ref.size());
-    n.weightSnrDb = acc.metrics().snrDb;
+    // The column's meaning in int8/fp8: the node's output with only its weights quantized, float
+    // inputs. For weight-only int4 that is the layer-wise SNR (AWQ scale included). (The SNR of the
+    // weight tensor itself would mislead for awq_lite, which moves error to the channels whose
+    // activations are small.)
+    n.weightSnrDb = l.layerwise.snrDb;
   }
   for (const Int4OutputResult& o : r.outputs) {
     OutputResult res;

@@ -20,7 +20,8 @@ struct Int4Settings {
 };
 
 /// The views' result for an INT4 analysis of `model`: one NodeResult per node, the int4 layers
-/// quantized (weightSnrDb: SNR of the effective weight diag(1/s) * dequant against the float one),
+/// quantized (weightSnrDb: the layer's output with only its weight quantized, float input, as the
+/// column means for int8; for weight-only int4 the layer-wise SNR),
 /// the others left in float with the reason.
 std::shared_ptr<const AnalysisResult> int4AsAnalysisResult(const Model& model, const Int4Result& r);
 

@@ -4,6 +4,7 @@
 #include <QComboBox>
 #include <QDockWidget>
 #include <QTabWidget>
+#include <QLineEdit>
 #include <QTimer>
 #include <cstdio>
 
@@ -76,6 +77,9 @@ void scheduleScreenshot(MainWindow& window, const QString& path) {
     }
     const QString view = qEnvironmentVariable("QS_SCREENSHOT_VIEW");
     arrangeView(window, view);
+    // The layer table's filter (a regular expression on name or op), e.g. MatMul|Gemm.
+    if (qEnvironmentVariableIsSet("QS_SCREENSHOT_FILTER"))
+      if (auto* filter = window.findChild<QLineEdit*>(QStringLiteral("nodeFilter"))) filter->setText(qEnvironmentVariable("QS_SCREENSHOT_FILTER"));
     // Control-flow nodes to draw expanded, by name, comma-separated (before the selection).
     const QStringList expand = qEnvironmentVariable("QS_SCREENSHOT_EXPAND").split(QLatin1Char(','), Qt::SkipEmptyParts);
     auto* graphView = window.findChild<GraphView*>(QStringLiteral("graphView"));
