@@ -137,6 +137,17 @@ AnalysisActions::AnalysisActions(MainWindow* window, AnalysisController* analysi
     m_settingsChosen = true;
     const AnalysisRequest& r = m_analysis->request();
     const auto data = m_analysis->data();
+    if (const auto int4 = m_analysis->int4Result()) {
+      m_window->log(QStringLiteral("INT4 weight-only (%1, block %2): %3 weights, %4 -> %5 bytes, in %6 s; worst output SNR %7 dB")
+                        .arg(QString::fromStdString(int4MethodName(int4->method)))
+                        .arg(int4->blockSize)
+                        .arg(int4->layers.size())
+                        .arg(int4->bytesBefore)
+                        .arg(int4->bytesAfter)
+                        .arg(m_analysis->lastJobSeconds(), 0, 'f', 2)
+                        .arg(m_analysis->result()->worstOutputSnrDb(), 0, 'f', 2));
+      return;
+    }
     m_window->log(QStringLiteral("Calibrated on %1 (%2 samples, %3, %4) in %5 s; worst output SNR %6 dB")
                       .arg(data ? QString::fromStdString(data->description()) : QString())
                       .arg(m_analysis->result()->samples)
@@ -179,7 +190,7 @@ void AnalysisActions::updateActions() {
   m_calibrate->setToolTip(m_settingsChosen ? QStringLiteral("Calibrate and analyse on %1 (Ctrl+K)")
                                                  .arg(data.isEmpty() ? QStringLiteral("random inputs") : QFileInfo(data).fileName())
                                            : QStringLiteral("Choose the calibration data, then calibrate and analyse (Ctrl+K)"));
-  m_fallback->setEnabled(result && idle);
+  m_fallback->setEnabled(result && idle && !m_analysis->int4Result());  // int4 has no session to fall back in
   m_export->setEnabled(result && idle && current && QFileInfo(current->path).isFile());
 }
 
@@ -188,12 +199,19 @@ CalibrationDialog* AnalysisActions::calibrationDialog() {
     m_calibDialog = new CalibrationDialog(m_analysis, m_window);
     m_calibDialog->setObjectName(QStringLiteral("calibrationDialog"));
     if (const LoadedModelPtr& current = m_window->current()) m_calibDialog->setModel(current->model.get());
-    if (m_analysis->hasResult()) m_calibDialog->setRequest(m_analysis->request());
+    if (m_analysis->hasResult()) {
+      m_calibDialog->setRequest(m_analysis->request());
+      m_calibDialog->setInt4Settings(m_analysis->int4Settings());
+    }
   }
   return m_calibDialog;
 }
 
 AnalysisRequest AnalysisActions::formRequest() const { return m_calibDialog ? m_calibDialog->request() : AnalysisRequest{}; }
+
+Int4Settings AnalysisActions::formInt4Settings() const { return m_calibDialog ? m_calibDialog->int4Settings() : Int4Settings{}; }
+
+void AnalysisActions::setInt4Settings(const Int4Settings& settings) { calibrationDialog()->setInt4Settings(settings); }
 
 void AnalysisActions::setCalibrationSettings(const AnalysisRequest& request) {
   calibrationDialog()->setRequest(request);

@@ -57,6 +57,10 @@ class AnalysisActions : public QObject {
   /// Fills the calibration form with a project's settings; when they name calibration data,
   /// Calibrate runs with them at once.
   void setCalibrationSettings(const AnalysisRequest& request);
+  /// The form's INT4 settings (on: the mode is int4), and setting them (a project's; after
+  /// setCalibrationSettings, which sets the int8/fp8 mode).
+  Int4Settings formInt4Settings() const;
+  void setInt4Settings(const Int4Settings& settings);
   /// Whether Calibrate runs at once (the settings name the data: a project chose it, or a
   /// calibration of this model ran) rather than opening the dialog.
   bool calibratesDirectly() const { return m_settingsChosen; }

@@ -14,6 +14,7 @@ struct AnalysisController::Outcome {
   std::shared_ptr<AnalysisRun> run;  // a calibration's new run
   std::shared_ptr<const AnalysisResult> result;
   std::vector<FallbackStep> steps;
+  std::shared_ptr<const Int4Result> int4;  // an INT4 calibration's
   double seconds = 0;
 };
 
@@ -55,6 +56,7 @@ void AnalysisController::setModel(std::shared_ptr<const Model> model) {
   m_model = std::move(model);
   m_run.reset();
   m_result.reset();
+  m_int4.reset();
   m_requested.clear();
   m_inFlight.clear();
   m_dirty = false;
@@ -148,6 +150,46 @@ bool AnalysisController::calibrate(const AnalysisRequest& given) {
     }
     out->result = std::move(result);
     out->run = std::move(run);
+    return out;
+  });
+  return true;
+}
+
+bool AnalysisController::calibrateInt4(const AnalysisRequest& given, const Int4Settings& settings) {
+  if (!m_model || m_job != Job::None) return false;
+  const QString path = QString::fromStdString(given.data.path);
+  if (!path.isEmpty() && !QFileInfo::exists(path)) {
+    emit failed(Job::Calibrate, path + QStringLiteral(": no such file or folder"));
+    return false;
+  }
+  m_debounce.stop();
+  AnalysisRequest request = given;
+  request.modelPath = m_model->path;
+  m_pendingRequest = request;
+  m_pendingInt4 = settings;
+  m_pendingInt4.on = true;
+  Int4Options options;  // what the CLI's finishInt4Options sets
+  options.method = settings.method;
+  options.blockSize = settings.blockSize;
+  options.config = request.config;
+  options.threads = request.threads;
+  auto token = std::make_shared<CancelToken>();
+  launch(Job::Calibrate, token, [model = m_model, request, options, token](const ProgressFn& report) {
+    auto out = std::make_shared<Outcome>();
+    report(0, "Reading calibration data");
+    auto data = CalibrationData::open(*model, request.data);
+    if (!data) {
+      out->status = data.status();
+      return out;
+    }
+    auto r = runInt4Analysis(model, **data, options, report, token.get());
+    if (!r) {
+      out->status = r.status();
+      return out;
+    }
+    auto int4 = std::make_shared<const Int4Result>(std::move(r).value());
+    out->result = int4AsAnalysisResult(*model, *int4);
+    out->int4 = std::move(int4);
     return out;
   });
   return true;
@@ -275,7 +317,9 @@ void AnalysisController::finish(const std::shared_ptr<Outcome>& out) {
   m_lastSeconds = out->seconds;
   const bool ok = out->status.isOk();
   if (job == Job::Calibrate && ok) {
-    m_run = out->run;
+    m_run = out->run;  // null for an INT4 run: no session to toggle
+    m_int4 = out->int4;
+    m_int4Settings = out->int4 ? m_pendingInt4 : Int4Settings{};
     m_request = m_pendingRequest;
   }
   if (out->result && (ok || job == Job::Fallback)) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/export/pipeline.h"
+#include "ui/int4_run.h"
 
 Q_DECLARE_METATYPE(std::shared_ptr<const qs::AnalysisResult>)
 
@@ -40,6 +41,15 @@ class AnalysisController : public QObject {
   /// the open model's). A data path that does not exist is reported through failed() at once and
   /// false is returned; no thread starts. Returns false also while a job runs.
   bool calibrate(const AnalysisRequest& request);
+  /// Starts the INT4 weight-only analysis (`quantscope analyze --quantize-mode int4`) of the open
+  /// model on `request`'s data with `settings` (and the request's node lists); like calibrate(), its
+  /// result arrives through resultChanged() and calibrated(). An INT4 result has no session: node
+  /// toggles and the fallback do not apply to it.
+  bool calibrateInt4(const AnalysisRequest& request, const Int4Settings& settings);
+  /// The INT4 run behind result(), or null when result() is an int8/fp8 analysis.
+  std::shared_ptr<const Int4Result> int4Result() const { return m_int4; }
+  /// The settings of the last successful calibration (on: it was an INT4 run).
+  const Int4Settings& int4Settings() const { return m_int4Settings; }
   /// Excludes the most sensitive nodes until every output reaches `targetDb`.
   bool autoFallback(double targetDb);
   /// The exact sensitivity of `nodes` (quantizable ones), on demand: each node's downstream cone
@@ -109,6 +119,8 @@ class AnalysisController : public QObject {
   std::shared_ptr<const Model> m_model;
   std::shared_ptr<AnalysisRun> m_run;
   std::shared_ptr<const AnalysisResult> m_result;
+  std::shared_ptr<const Int4Result> m_int4;
+  Int4Settings m_int4Settings, m_pendingInt4;
   AnalysisRequest m_request, m_pendingRequest;
   double m_fallbackTarget = 0;
   std::map<NodeId, bool> m_requested;

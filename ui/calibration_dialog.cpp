@@ -26,6 +26,7 @@ namespace qs::ui {
 namespace {
 
 enum Preset { ImageNet, Half, Custom };
+constexpr int kInt4Mode = 100;  // the mode selector's int4 item (QuantMode has int8 and fp8 only)
 constexpr float kImageNetMean[3] = {0.485f, 0.456f, 0.406f};
 constexpr float kImageNetStd[3] = {0.229f, 0.224f, 0.225f};
 
@@ -141,7 +142,21 @@ CalibrationDialog::CalibrationDialog(AnalysisController* controller, QWidget* pa
   m_mode = new QComboBox(methodBox);
   m_mode->addItem(QStringLiteral("int8"), (int)QuantMode::Int8);
   m_mode->addItem(QStringLiteral("fp8 (E4M3)"), (int)QuantMode::Fp8);
+  m_mode->addItem(QStringLiteral("int4 (weight-only MatMul/Gemm)"), kInt4Mode);
   mf->addRow(QStringLiteral("Mode"), m_mode);
+  m_blockSize = new QComboBox(methodBox);
+  m_blockSize->setObjectName(QStringLiteral("int4BlockSize"));
+  for (int b : {32, 64, 128}) m_blockSize->addItem(QString::number(b), b);
+  m_blockSize->setCurrentIndex(m_blockSize->findData(128));
+  m_blockSize->setToolTip(QStringLiteral("int4: values per scale along the reduction axis K (the CLI's --block-size)"));
+  mf->addRow(QStringLiteral("Block size"), m_blockSize);
+  m_int4Method = new QComboBox(methodBox);
+  m_int4Method->setObjectName(QStringLiteral("int4Method"));
+  m_int4Method->addItem(QStringLiteral("awq_lite (activation-aware scales)"), (int)Int4Method::AwqLite);
+  m_int4Method->addItem(QStringLiteral("awq_clip (clip-ratio search per block)"), (int)Int4Method::AwqClip);
+  m_int4Method->addItem(QStringLiteral("rtn_dq (round to nearest)"), (int)Int4Method::RtnDq);
+  m_int4Method->setToolTip(QStringLiteral("int4: ModelOpt's calibration method (the CLI's --calibration-method)"));
+  mf->addRow(QStringLiteral("INT4 method"), m_int4Method);
   top->addWidget(methodBox);
   m_remedies = new RemedyOptions(this);
   top->addWidget(m_remedies);
@@ -174,7 +189,9 @@ CalibrationDialog::CalibrationDialog(AnalysisController* controller, QWidget* pa
   connect(m_method, &QComboBox::currentIndexChanged, this, &CalibrationDialog::updateEnabled);
   // Picking a mode picks its default method, as the command line does without --calibration-method
   // (auto for int8, max for fp8). `activated`: only the user's choice, not setRequest's.
+  connect(m_mode, &QComboBox::currentIndexChanged, this, &CalibrationDialog::updateEnabled);
   connect(m_mode, &QComboBox::activated, this, [this] {
+    if (m_mode->currentData().toInt() == kInt4Mode) return;
     const auto mode = (QuantMode)m_mode->currentData().toInt();
     m_method->setCurrentIndex(m_method->findData((int)defaultCalibrationMethod(mode)));
   });
@@ -219,11 +236,18 @@ void CalibrationDialog::updateEnabled() {
   m_imageBox->setEnabled(source == ImageFolder);
   m_shapeBox->setEnabled(source == Random && !m_running);
   m_randomWarning->setVisible(source == Random);
-  m_percentile->setEnabled(m_method->currentData().toInt() == (int)CalibMethod::Percentile);
+  const bool int4 = m_mode->currentData().toInt() == kInt4Mode;
+  m_percentile->setEnabled(!int4 && m_method->currentData().toInt() == (int)CalibMethod::Percentile);
+  // int4 is weight-only: no activation calibration method; its own block size and method instead.
+  auto* form = static_cast<QFormLayout*>(m_method->parentWidget()->layout());
+  form->setRowVisible(m_method, !int4);
+  form->setRowVisible(m_percentile, !int4);
+  form->setRowVisible(m_blockSize, int4);
+  form->setRowVisible(m_int4Method, int4);
   m_path->setPlaceholderText(source == ImageFolder ? QStringLiteral("folder of images") : QStringLiteral("file.npz or file.npy"));
   const bool idle = !m_running;
-  for (QWidget* w : std::initializer_list<QWidget*>{m_source, m_samples, m_method, m_mode}) w->setEnabled(idle);
-  m_remedies->setEnabled(idle);
+  for (QWidget* w : std::initializer_list<QWidget*>{m_source, m_samples, m_method, m_mode, m_blockSize, m_int4Method}) w->setEnabled(idle);
+  m_remedies->setEnabled(idle && !int4);  // remedies and precision are int8/fp8 settings
   m_run->setEnabled(idle && m_controller->model());
 }
 
@@ -341,7 +365,29 @@ bool CalibrationDialog::start() {
     showError(QStringLiteral("An analysis is running; cancel it or wait."));
     return false;
   }
+  const Int4Settings int4 = int4Settings();
+  if (int4.on) return m_controller->calibrateInt4(request(), int4);
   return m_controller->calibrate(request());  // failures before the thread arrive through failed()
+}
+
+Int4Settings CalibrationDialog::int4Settings() const {
+  Int4Settings s;
+  s.on = m_mode->currentData().toInt() == kInt4Mode;
+  s.method = (Int4Method)m_int4Method->currentData().toInt();
+  s.blockSize = m_blockSize->currentData().toInt();
+  return s;
+}
+
+void CalibrationDialog::setInt4Settings(const Int4Settings& s) {
+  m_int4Method->setCurrentIndex(std::max(0, m_int4Method->findData((int)s.method)));
+  int block = m_blockSize->findData((int)s.blockSize);
+  if (block < 0) {  // a project or CLI value outside the three offered (a power of two >= 16)
+    m_blockSize->addItem(QString::number(s.blockSize), (int)s.blockSize);
+    block = m_blockSize->count() - 1;
+  }
+  m_blockSize->setCurrentIndex(block);
+  if (s.on) m_mode->setCurrentIndex(m_mode->findData(kInt4Mode));
+  updateEnabled();
 }
 
 QString CalibrationDialog::errorText() const { return m_error->text(); }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "ui/analysis_controller.h"
+#include "ui/int4_run.h"
 
 class QCheckBox;
 class QComboBox;
@@ -36,6 +37,13 @@ class CalibrationDialog : public QDialog {
   void setRequest(const AnalysisRequest& request);
   /// The request the form describes.
   AnalysisRequest request() const;
+  /// The INT4 weight-only settings (on: the mode selector is on int4); setInt4Settings() with on
+  /// false leaves the mode to setRequest().
+  Int4Settings int4Settings() const;
+  void setInt4Settings(const Int4Settings& settings);
+  QComboBox* modeCombo() const { return m_mode; }
+  QComboBox* blockSizeCombo() const { return m_blockSize; }
+  QComboBox* int4MethodCombo() const { return m_int4Method; }
   /// Adapts the defaults to the model's input (fixed or free height and width).
   void setModel(const Model* model);
 
@@ -83,6 +91,8 @@ class CalibrationDialog : public QDialog {
   QComboBox* m_method = nullptr;
   QDoubleSpinBox* m_percentile = nullptr;
   QComboBox* m_mode = nullptr;
+  QComboBox* m_blockSize = nullptr;   // int4: 32, 64, 128
+  QComboBox* m_int4Method = nullptr;  // int4: rtn_dq, awq_lite, awq_clip
   QSpinBox* m_samples = nullptr;
   QLabel* m_randomWarning = nullptr;
   QGroupBox* m_shapeBox = nullptr;

@@ -14,6 +14,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 
+#include "core/export/int4_export.h"
 #include "core/quant/quant_config.h"
 #include "ui/analysis_controller.h"
 
@@ -66,12 +67,14 @@ ExportDialog::ExportDialog(const AnalysisController* controller, QWidget* parent
   // The command line's defaults: int8 initializers for int8; for fp8 the float weights with a Q/DQ
   // pair, as ModelOpt writes them (checked: FLOAT8E4M3FN initializers).
   const bool fp8 = run && run->request.calibration.mode == QuantMode::Fp8;
+  const bool int4 = (bool)m_controller->int4Result();
   m_dqOnly = new QCheckBox(fp8 ? QStringLiteral("Weights as fp8 initializers with DequantizeLinear (unchecked: float weights "
                                                 "with QuantizeLinear/DequantizeLinear, as ModelOpt writes fp8)")
                                : QStringLiteral("Weights as int8 initializers with DequantizeLinear (what TensorRT prefers)"),
                            this);
   m_dqOnly->setObjectName(QStringLiteral("dqOnly"));
   m_dqOnly->setChecked(!fp8);
+  m_dqOnly->setVisible(!int4);  // int4: packed INT4 weights with a blocked DequantizeLinear, always
   form->addRow(QString(), m_dqOnly);
   top->addLayout(form);
   m_status = new QLabel(this);
@@ -101,6 +104,10 @@ void ExportDialog::start() {
     m_status->setText(QStringLiteral("Choose a folder."));
     return;
   }
+  if (auto int4 = m_controller->int4Result(); int4 && !m_controller->isBusy()) {
+    startInt4(folder, int4);
+    return;
+  }
   const auto current = m_controller->run();
   if (!current || m_controller->isBusy()) {
     m_status->setText(current ? QStringLiteral("An analysis is running; wait for it to finish.")
@@ -114,6 +121,40 @@ void ExportDialog::start() {
   m_export->setEnabled(false);
   m_status->setStyleSheet(QString());
   m_status->setText(QStringLiteral("Exporting…"));
+  watch(QtConcurrent::run([run = std::move(run), dir = folder.toStdString()] {
+    ExportTarget target;
+    target.outputDir = dir;
+    auto bundle = buildExportBundle(run, target);
+    if (!bundle) return std::make_shared<Outcome>(bundle.status());
+    if (Status st = writeBundle(*bundle); !st) return std::make_shared<Outcome>(st);
+    std::vector<std::string> written;
+    for (const BundleFile& f : bundle->files) written.push_back(f.path);
+    return std::make_shared<Outcome>(std::move(written));
+  }));
+}
+
+void ExportDialog::startInt4(const QString& folder, std::shared_ptr<const Int4Result> int4) {
+  QSettings().setValue(QStringLiteral("export/folder"), folder);
+  m_export->setEnabled(false);
+  m_status->setStyleSheet(QString());
+  m_status->setText(QStringLiteral("Exporting…"));
+  // What `quantscope export --quantize-mode int4 --output-dir` writes: quantized.onnx (opset 21,
+  // blocked DequantizeLinear) and report.json, all or none.
+  std::vector<std::string> warnings = m_controller->warnings();
+  const auto data = m_controller->request().data.path;
+  watch(QtConcurrent::run([model = m_controller->model(), int4, data, warnings, dir = folder.toStdString()] {
+    ExportTarget target;
+    target.outputDir = dir;
+    auto bundle = buildInt4Bundle(*model, *int4, target, data, warnings);
+    if (!bundle) return std::make_shared<Outcome>(bundle.status());
+    if (Status st = writeBundle(*bundle); !st) return std::make_shared<Outcome>(st);
+    std::vector<std::string> written;
+    for (const BundleFile& f : bundle->files) written.push_back(f.path);
+    return std::make_shared<Outcome>(std::move(written));
+  }));
+}
+
+void ExportDialog::watch(QFuture<std::shared_ptr<Outcome>> future) {
   m_watcher = new QFutureWatcher<std::shared_ptr<Outcome>>(this);
   connect(m_watcher, &QFutureWatcherBase::finished, this, [this] {
     auto r = *m_watcher->result();
@@ -132,16 +173,7 @@ void ExportDialog::start() {
     m_status->setText(QStringLiteral("Wrote %1").arg(files.join(QStringLiteral(", "))));
     emit exported(files);
   });
-  m_watcher->setFuture(QtConcurrent::run([run = std::move(run), dir = folder.toStdString()] {
-    ExportTarget target;
-    target.outputDir = dir;
-    auto bundle = buildExportBundle(run, target);
-    if (!bundle) return std::make_shared<Outcome>(bundle.status());
-    if (Status st = writeBundle(*bundle); !st) return std::make_shared<Outcome>(st);
-    std::vector<std::string> written;
-    for (const BundleFile& f : bundle->files) written.push_back(f.path);
-    return std::make_shared<Outcome>(std::move(written));
-  }));
+  m_watcher->setFuture(std::move(future));
 }
 
 }  // namespace qs::ui

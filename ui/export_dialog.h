@@ -8,6 +8,7 @@
 #include <QFutureWatcher>
 #include <memory>
 
+#include "core/analysis/int4_analysis.h"
 #include "core/export/bundle.h"
 
 class QCheckBox;
@@ -40,6 +41,10 @@ class ExportDialog : public QDialog {
 
  private:
   using Outcome = Result<std::vector<std::string>>;
+  /// An INT4 run (AnalysisController::int4Result()): the int4 bundle, as the CLI's export writes it.
+  void startInt4(const QString& folder, std::shared_ptr<const Int4Result> int4);
+  /// Shows the outcome of `future` when it finishes.
+  void watch(QFuture<std::shared_ptr<Outcome>> future);
   const AnalysisController* m_controller;
   QLineEdit* m_folder = nullptr;
   QCheckBox* m_dqOnly = nullptr;

@@ -29,6 +29,7 @@
 #include "ui/app_icon.h"
 #include "ui/autosave.h"
 #include "ui/graph_view.h"
+#include "ui/int4_run.h"
 #include "ui/node_properties.h"
 #include "ui/node_table_model.h"
 #include "ui/plots_panel.h"
@@ -479,7 +480,8 @@ void MainWindow::showInspectorFor(int item) {
   if (item < 0) {
     std::vector<PropertyEntry> entries = modelSummary(model, *m_current->info);
     if (result) {
-      auto a = analysisSummary(model, *result);
+      // An INT4 run's own summary (method, block, weight bytes before and after, outputs).
+      auto a = m_analysis->int4Result() ? int4Summary(*m_analysis->int4Result()) : analysisSummary(model, *result);
       entries.insert(entries.begin() + std::min<size_t>(1, entries.size()), a.begin(), a.end());
     }
     m_inspectorModel->setEntries(entries);

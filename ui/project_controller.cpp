@@ -34,6 +34,7 @@ Project ProjectController::currentProject() const {
   p.modelPath = QFileInfo(current->path).absoluteFilePath();
   p.calibration = analysis->hasResult() ? analysis->request() : m_actions->formRequest();
   p.calibrated = analysis->hasResult();
+  p.int4 = analysis->hasResult() ? analysis->int4Settings() : m_actions->formInt4Settings();
   const Graph& g = current->model->graph;
   for (auto [id, on] : analysis->requestedStates())
     (on ? p.quantizedNodes : p.excludedNodes) << QString::fromStdString(g.nodes[(size_t)id].name);
@@ -135,7 +136,9 @@ void ProjectController::applyPending() {
   m_actions->setColouringKey(p.colouring);
   m_plots->setThreshold(p.thresholdDb);
   m_actions->setCalibrationSettings(p.calibration);  // Calibrate runs them when they name the data
-  if (p.calibrated) analysis->calibrate(p.calibration);
+  m_actions->setInt4Settings(p.int4);
+  if (p.calibrated && p.int4.on) analysis->calibrateInt4(p.calibration, p.int4);
+  else if (p.calibrated) analysis->calibrate(p.calibration);
   const QString title = m_path.isEmpty() ? QFileInfo(p.modelPath).fileName() : QFileInfo(m_path).fileName();
   m_window->setWindowTitle(QStringLiteral("%1%2 — Quantscope").arg(title, m_restoring ? QStringLiteral(" (restored)") : QString()));
   if (m_restoring) {

@@ -187,6 +187,10 @@ QByteArray projectToJson(const Project& p, const QString& projectPath) {
       {QStringLiteral("mode"), QString::fromStdString(quantModeName(c.mode))},
   };
   // Written only when not the default, so fp32 projects stay as they were.
+  // The int4 weight-only mode (the dialog's mode int4), written only when chosen.
+  if (p.int4.on)
+    calib.insert(QStringLiteral("int4"), QJsonObject{{QStringLiteral("method"), QString::fromStdString(int4MethodName(p.int4.method))},
+                                                     {QStringLiteral("block_size"), (qint64)p.int4.blockSize}});
   if (c.highPrecision != HighPrecision::Fp32) calib.insert(QStringLiteral("high_precision_dtype"), QString::fromLatin1(highPrecisionName(c.highPrecision)));
   writeRemedySettings(p.calibration, calib);
   QJsonObject root{
@@ -259,6 +263,19 @@ bool projectFromJson(const QByteArray& json, const QString& projectPath, Project
   }
   s.percentile = percentile;
   if (!readRemedySettings(c, projectPath, p.calibration, error)) return false;
+  p.int4 = Int4Settings{};
+  if (c.contains(QStringLiteral("int4"))) {
+    const QJsonObject q = c.value(QStringLiteral("int4")).toObject();
+    p.int4.on = true;
+    p.int4.blockSize = q.value(QStringLiteral("block_size")).toInteger(128);
+    for (Status st : {parseInt4Method(printable(q.value(QStringLiteral("method")).toString(QStringLiteral("awq_lite"))).toStdString(), p.int4.method),
+                      checkInt4BlockSize(p.int4.blockSize)}) {
+      if (!st) {
+        error = QStringLiteral("%1: calibration.int4: %2").arg(projectPath, QString::fromStdString(st.message()));
+        return false;
+      }
+    }
+  }
   p.calibrated = root.value(QStringLiteral("calibrated")).toBool();
   if (!names(root, "excluded_nodes", p.excludedNodes, projectPath, error) ||
       !names(root, "quantized_nodes", p.quantizedNodes, projectPath, error)) {

@@ -8,6 +8,7 @@
 #include <QStringList>
 
 #include "core/export/pipeline.h"
+#include "ui/int4_run.h"
 
 namespace qs::ui {
 
@@ -15,6 +16,7 @@ struct Project {
   QString modelPath;                 // absolute once read
   AnalysisRequest calibration;      // the data and calibration settings (the model is modelPath)
   bool calibrated = false;           // run the calibration when the project opens
+  Int4Settings int4;                 // on: the mode is int4 weight-only (calibration.int4 in the file)
   QStringList excludedNodes;         // node names switched off by the user
   QStringList quantizedNodes;        // node names switched back on by the user
   QString colouring;                 // graph colouring ("graphwise", "layerwise", "sensitivity", "op")

@@ -4,6 +4,7 @@
 #include <QComboBox>
 #include <QDockWidget>
 #include <QTabWidget>
+#include <QLineEdit>
 #include <QTimer>
 #include <cstdio>
 
@@ -82,6 +83,9 @@ void scheduleScreenshot(MainWindow& window, const QString& path) {
     }
     const QString view = qEnvironmentVariable("QS_SCREENSHOT_VIEW");
     arrangeView(window, view);
+    // The layer table's filter (a regular expression on name or op), e.g. MatMul|Gemm.
+    if (qEnvironmentVariableIsSet("QS_SCREENSHOT_FILTER"))
+      if (auto* filter = window.findChild<QLineEdit*>(QStringLiteral("nodeFilter"))) filter->setText(qEnvironmentVariable("QS_SCREENSHOT_FILTER"));
     // Control-flow nodes to draw expanded, by name, comma-separated (before the selection).
     const QStringList expand = qEnvironmentVariable("QS_SCREENSHOT_EXPAND").split(QLatin1Char(','), Qt::SkipEmptyParts);
     auto* graphView = window.findChild<GraphView*>(QStringLiteral("graphView"));
@@ -159,7 +163,20 @@ int runWorkbench(int argc, char** argv) {
     } else {
       if (qEnvironmentVariableIsSet("QS_CALIBRATE") && qEnvironmentVariable("QS_SCREENSHOT_VIEW") != QStringLiteral("calibration")) {
         // Documentation only: calibrate once the model is shown, optionally exclude nodes, then grab.
-        QObject::connect(&window, &MainWindow::modelShown, &window, [&window] { window.analysis()->calibrate(calibrationFromEnv()); });
+        QObject::connect(&window, &MainWindow::modelShown, &window, [&window] {
+          // QS_CALIBRATE_MODE=int4: the INT4 weight-only run (QS_INT4_METHOD, QS_INT4_BLOCK).
+          if (qEnvironmentVariable("QS_CALIBRATE_MODE") == QStringLiteral("int4")) {
+            Int4Settings s;
+            s.on = true;
+            if (Status st = parseInt4Method(qEnvironmentVariable("QS_INT4_METHOD", QStringLiteral("awq_lite")).toStdString(), s.method); !st)
+              std::fprintf(stderr, "quantscope: QS_INT4_METHOD: %s\n", st.message().c_str());
+            if (qEnvironmentVariableIsSet("QS_INT4_BLOCK")) s.blockSize = qEnvironmentVariableIntValue("QS_INT4_BLOCK");
+            window.analysisActions()->setInt4Settings(s);
+            window.analysis()->calibrateInt4(calibrationFromEnv(), s);
+            return;
+          }
+          window.analysis()->calibrate(calibrationFromEnv());
+        });
         QObject::connect(window.analysis(), &AnalysisController::calibrated, &window, [&window, screenshot] {
           const QStringList exclude = qEnvironmentVariable("QS_SCREENSHOT_EXCLUDE").split(QLatin1Char(','), Qt::SkipEmptyParts);
           std::vector<std::pair<NodeId, bool>> states;

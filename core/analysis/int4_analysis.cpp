@@ -249,6 +249,10 @@ void awqLiteSearch(const RowMatrix &x, std::vector<Candidate *> members,
 
   double bestLoss = INFINITY, bestAlpha = NAN;
   std::vector<float> bestInv;
+  // Each member's loss with s = 1 (plain RTN) and with the best s: a member
+  // whose own error the shared s does not reduce keeps RTN on the unscaled
+  // activation (the per-layer guard; the sum over the siblings can hide it).
+  std::vector<double> rtnLoss(members.size()), bestMemberLoss(members.size());
   // alpha < 0: s = 1 (no scaling), then ModelOpt's grid 0, 0.1, ..., 1.
   for (int step = -1; step <= 10; ++step) {
     const double alpha = step < 0 ? -1.0 : step / 10.0;
@@ -276,6 +280,7 @@ void awqLiteSearch(const RowMatrix &x, std::vector<Candidate *> members,
     for (int64_t j = 0; j < k; ++j)
       xs.col(j) *= inv[(size_t)j];
     double loss = 0;
+    std::vector<double> memberLoss(members.size());
     for (size_t m = 0; m < members.size(); ++m) {
       const Candidate *c = members[m];
       std::vector<float> ws(c->w);
@@ -283,22 +288,29 @@ void awqLiteSearch(const RowMatrix &x, std::vector<Candidate *> members,
         for (int64_t j = 0; j < c->n; ++j)
           ws[(size_t)(i * c->n + j)] *= s[(size_t)i];
       const Int4Weight q = quantizeInt4(ws.data(), c->k, c->n, block);
-      loss += meanSquaredDiff(reference[m], xs * dequantized(q));
+      memberLoss[m] = meanSquaredDiff(reference[m], xs * dequantized(q));
+      loss += memberLoss[m];
     }
+    if (step < 0)
+      rtnLoss = memberLoss;
     if (loss < bestLoss) {
       bestLoss = loss;
       bestAlpha = alpha;
       bestInv = step < 0 ? std::vector<float>{} : inv;
+      bestMemberLoss = memberLoss;
     }
   }
+  bool owned = false;
   for (size_t m = 0; m < members.size(); ++m) {
     const Candidate *c = members[m];
     Int4Layer &l = *layers[m];
-    l.awqAlpha = bestAlpha < 0 ? NAN : bestAlpha;
-    l.activationScale = bestInv;
-    l.ownsActivationScale = m == 0 && !bestInv.empty();
+    const bool scaled = !bestInv.empty() && bestMemberLoss[m] < rtnLoss[m];
+    l.awqAlpha = scaled ? bestAlpha : NAN;
+    l.activationScale = scaled ? bestInv : std::vector<float>{};
+    l.ownsActivationScale = scaled && !owned;
+    owned |= scaled;
     std::vector<float> ws(c->w);
-    if (!bestInv.empty()) {
+    if (scaled) {
       for (int64_t i = 0; i < c->k; ++i)
         for (int64_t j = 0; j < c->n; ++j)
           ws[(size_t)(i * c->n + j)] /= bestInv[(size_t)i];
@@ -385,6 +397,80 @@ void countTop1(const Tensor &ref, const Tensor &cand, int64_t &equal,
     equal += ia == ib;
     ++total;
   }
+}
+
+// The simulated model of `r` against the float model `fp` over every batch:
+// each layer's output error (graph-wise) and each graph output's error and
+// top-1 agreement. Progress from f0 to f1.
+struct Int4Evaluation {
+  std::vector<ErrorMetrics> layers;
+  std::vector<Int4OutputResult> outputs;
+};
+
+Result<Int4Evaluation>
+evaluateInt4(const std::shared_ptr<const Model> &model, const Executor &fp,
+             const CalibrationData &data, const Int4Result &r,
+             const ExecutorOptions &eo,
+             const std::function<Status(double, const std::string &)> &stop,
+             double f0, double f1) {
+  const Graph &g = model->graph;
+  auto sim = int4SimulatedModel(*model, r);
+  if (!sim)
+    return sim.status();
+  auto qex = Executor::create(
+      std::shared_ptr<const Model>(std::move(sim).value()), eo);
+  if (!qex)
+    return qex.status();
+  std::vector<NodeId> nodes;
+  for (const Int4Layer &l : r.layers)
+    nodes.push_back(l.node);
+  std::vector<ErrorAccumulator> layerAcc(nodes.size()),
+      outAcc(g.outputs.size());
+  std::vector<int64_t> top1Equal(g.outputs.size(), 0),
+      top1Total(g.outputs.size(), 0);
+  std::vector<char> logits(g.outputs.size(), 0);
+  const int64_t batches = data.batchCount();
+  for (int64_t b = 0; b < batches; ++b) {
+    QS_RETURN_IF_ERROR(
+        stop(f0 + (f1 - f0) * (double)b / (double)batches, "int4: analysing"));
+    auto feeds = int4CalibrationBatch(*model, data, b);
+    if (!feeds)
+      return feeds.status();
+    OutputCollector fo(nodes), qo(nodes);
+    RunOptions ro;
+    ro.observer = &fo;
+    auto ref = fp.run(*feeds, ro);
+    if (!ref)
+      return ref.status();
+    ro.observer = &qo;
+    auto cand = (*qex)->run(*feeds, ro);
+    if (!cand)
+      return cand.status();
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (!fo.m_values[i].empty() && !qo.m_values[i].empty())
+        layerAcc[i].add(fo.m_values[i], qo.m_values[i]);
+    for (size_t o = 0; o < g.outputs.size(); ++o) {
+      const Tensor &rt = (*ref)[o];
+      const Tensor &ct = (*cand)[o];
+      outAcc[o].add(rt, ct);
+      if (b == 0)
+        logits[o] = isLogits(g, g.value(g.outputs[o]).name, rt);
+      if (logits[o])
+        countTop1(rt, ct, top1Equal[o], top1Total[o]);
+    }
+  }
+  Int4Evaluation e;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    e.layers.push_back(layerAcc[i].metrics());
+  for (size_t o = 0; o < g.outputs.size(); ++o) {
+    Int4OutputResult out;
+    out.name = g.value(g.outputs[o]).name;
+    out.metrics = outAcc[o].metrics();
+    if (logits[o] && top1Total[o] > 0)
+      out.top1Agreement = (double)top1Equal[o] / (double)top1Total[o];
+    e.outputs.push_back(std::move(out));
+  }
+  return e;
 }
 
 } // namespace
@@ -530,13 +616,18 @@ Result<Int4Result> runInt4Analysis(std::shared_ptr<const Model> model,
     byActivation[c.activation].push_back(i);
   }
   size_t done = 0;
+  std::map<ValueId, RowMatrix> xs; // the tokens, kept for the measures below
+  std::vector<Int4Weight> rtn(result.layers.size()); // awq_lite's guard
   for (const auto &[act, members] : byActivation) {
     QS_RETURN_IF_ERROR(
-        stop(0.3 + 0.4 * (double)done / (double)candidates->size(),
+        stop(0.3 + 0.3 * (double)done / (double)candidates->size(),
              "int4: " + int4MethodName(options.method)));
     std::vector<float> &rows = tokens.rows(act);
     const int64_t k = widths[act];
-    const RowMatrix x = ConstMap(rows.data(), (int64_t)rows.size() / k, k);
+    const RowMatrix &x = xs[act] =
+        ConstMap(rows.data(), (int64_t)rows.size() / k, k);
+    rows.clear();
+    rows.shrink_to_fit();
     if (options.method == Int4Method::AwqLite) {
       std::vector<Candidate *> cs;
       std::vector<Int4Layer *> ls;
@@ -549,86 +640,110 @@ Result<Int4Result> runInt4Analysis(std::shared_ptr<const Model> model,
     for (size_t i : members) {
       const Candidate &c = (*candidates)[i];
       Int4Layer &l = result.layers[i];
+      if (options.method != Int4Method::AwqClip)
+        rtn[i] = quantizeInt4(c.w.data(), c.k, c.n, options.blockSize);
       if (options.method == Int4Method::RtnDq)
-        l.weight = quantizeInt4(c.w.data(), c.k, c.n, options.blockSize);
+        l.weight = rtn[i];
       if (options.method == Int4Method::AwqClip)
         awqClipSearch(x, c, options.blockSize, options.clipTokens, l);
-      // Layer-wise: the layer's output with its exact input.
-      RowMatrix xs = x;
-      for (int64_t j = 0; j < k && !l.activationScale.empty(); ++j)
-        xs.col(j) *= l.activationScale[(size_t)j];
-      const RowMatrix ref = x * ConstMap(c.w.data(), c.k, c.n);
-      const RowMatrix cand = xs * dequantized(l.weight);
-      ErrorAccumulator acc;
-      acc.add(ref.data(), cand.data(), ref.size());
-      l.layerwise = acc.metrics();
-      l.bytesBefore = (uint64_t)(c.k * c.n) * 4;
-      l.bytesAfter =
-          (uint64_t)(c.k * c.n + 1) / 2 + (uint64_t)l.weight.scale.size() * 4 +
-          (l.ownsActivationScale ? (uint64_t)l.activationScale.size() * 4 : 0);
-      result.bytesBefore += l.bytesBefore;
-      result.bytesAfter += l.bytesAfter;
       ++done;
     }
-    rows.clear();
-    rows.shrink_to_fit();
   }
 
   // 3. Graph-wise and output error: the simulated model against the float one.
-  auto sim = int4SimulatedModel(*model, result);
-  if (!sim)
-    return sim.status();
-  auto qex = Executor::create(
-      std::shared_ptr<const Model>(std::move(sim).value()), eo);
-  if (!qex)
-    return qex.status();
-  std::vector<NodeId> nodes;
-  for (const Int4Layer &l : result.layers)
-    nodes.push_back(l.node);
-  std::vector<ErrorAccumulator> layerAcc(nodes.size()),
-      outAcc(g.outputs.size());
-  std::vector<int64_t> top1Equal(g.outputs.size(), 0),
-      top1Total(g.outputs.size(), 0);
-  std::vector<char> logits(g.outputs.size(), 0);
-  for (int64_t b = 0; b < batches; ++b) {
-    QS_RETURN_IF_ERROR(
-        stop(0.7 + 0.3 * (double)b / (double)batches, "int4: analysing"));
-    auto feeds = int4CalibrationBatch(*model, data, b);
-    if (!feeds)
-      return feeds.status();
-    OutputCollector fo(nodes), qo(nodes);
-    RunOptions ro;
-    ro.observer = &fo;
-    auto ref = (*fp)->run(*feeds, ro);
-    if (!ref)
-      return ref.status();
-    ro.observer = &qo;
-    auto cand = (*qex)->run(*feeds, ro);
-    if (!cand)
-      return cand.status();
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (!fo.m_values[i].empty() && !qo.m_values[i].empty())
-        layerAcc[i].add(fo.m_values[i], qo.m_values[i]);
-    for (size_t o = 0; o < g.outputs.size(); ++o) {
-      const Tensor &r = (*ref)[o];
-      const Tensor &c = (*cand)[o];
-      outAcc[o].add(r, c);
-      if (b == 0)
-        logits[o] = isLogits(g, g.value(g.outputs[o]).name, r);
-      if (logits[o])
-        countTop1(r, c, top1Equal[o], top1Total[o]);
+  auto eval = evaluateInt4(model, **fp, data, result, eo, stop, 0.6, 0.8);
+  if (!eval)
+    return eval.status();
+  if (options.method == Int4Method::AwqLite) {
+    // The graph-wise guard: the tokens of the search are the float model's,
+    // but the layer sees the upstream layers' error (and, for a layer fed by
+    // few tokens, such as a pooler on the CLS token, the search fits them
+    // too closely). A layer whose graph-wise error with its AWQ scale is not
+    // below its error in the all-RTN model gets RTN on the unscaled
+    // activation; then the model is measured again.
+    Int4Result plain = result;
+    for (size_t i = 0; i < plain.layers.size(); ++i) {
+      plain.layers[i].weight = rtn[i];
+      plain.layers[i].activationScale.clear();
+    }
+    auto base = evaluateInt4(model, **fp, data, plain, eo, stop, 0.8, 0.9);
+    if (!base)
+      return base.status();
+    bool reverted = false;
+    std::map<std::string, bool> owned;
+    for (size_t i = 0; i < result.layers.size(); ++i) {
+      Int4Layer &l = result.layers[i];
+      if (l.activationScale.empty())
+        continue;
+      if (!(eval->layers[i].mse < base->layers[i].mse)) {
+        l.weight = rtn[i];
+        l.activationScale.clear();
+        l.awqAlpha = NAN;
+        reverted = true;
+      }
+      l.ownsActivationScale =
+          !l.activationScale.empty() && !owned[l.activationName];
+      owned[l.activationName] |= !l.activationScale.empty();
+    }
+    if (reverted) {
+      eval = evaluateInt4(model, **fp, data, result, eo, stop, 0.9, 0.95);
+      if (!eval)
+        return eval.status();
+    }
+    // The output guard: while a graph output's error is above the all-RTN
+    // model's on this data, the scaled activation nearest the outputs (last
+    // in topological order) goes back to RTN, so awq_lite is never worse than
+    // rtn_dq on any output of the data it was calibrated on.
+    auto worse = [&](const Int4Evaluation &e) {
+      for (size_t o = 0; o < e.outputs.size(); ++o)
+        if (e.outputs[o].metrics.mse > base->outputs[o].metrics.mse)
+          return true;
+      return false;
+    };
+    std::vector<std::string> order; // scaled activations, topological
+    for (const Int4Layer &l : result.layers)
+      if (!l.activationScale.empty() &&
+          std::find(order.begin(), order.end(), l.activationName) ==
+              order.end())
+        order.push_back(l.activationName);
+    while (worse(*eval) && !order.empty()) {
+      for (size_t i = 0; i < result.layers.size(); ++i) {
+        Int4Layer &l = result.layers[i];
+        if (l.activationName != order.back() || l.activationScale.empty())
+          continue;
+        l.weight = rtn[i];
+        l.activationScale.clear();
+        l.awqAlpha = NAN;
+        l.ownsActivationScale = false;
+      }
+      order.pop_back();
+      eval = evaluateInt4(model, **fp, data, result, eo, stop, 0.95, 1.0);
+      if (!eval)
+        return eval.status();
     }
   }
-  for (size_t i = 0; i < nodes.size(); ++i)
-    result.layers[i].graphwise = layerAcc[i].metrics();
-  for (size_t o = 0; o < g.outputs.size(); ++o) {
-    Int4OutputResult r;
-    r.name = g.value(g.outputs[o]).name;
-    r.metrics = outAcc[o].metrics();
-    if (logits[o] && top1Total[o] > 0)
-      r.top1Agreement = (double)top1Equal[o] / (double)top1Total[o];
-    result.outputs.push_back(std::move(r));
+  for (size_t i = 0; i < result.layers.size(); ++i) {
+    const Candidate &c = (*candidates)[i];
+    Int4Layer &l = result.layers[i];
+    l.graphwise = eval->layers[i];
+    // Layer-wise: the layer's output with its exact input.
+    const RowMatrix &x = xs[c.activation];
+    RowMatrix xscaled = x;
+    for (int64_t j = 0; j < c.k && !l.activationScale.empty(); ++j)
+      xscaled.col(j) *= l.activationScale[(size_t)j];
+    const RowMatrix ref = x * ConstMap(c.w.data(), c.k, c.n);
+    const RowMatrix cand = xscaled * dequantized(l.weight);
+    ErrorAccumulator acc;
+    acc.add(ref.data(), cand.data(), ref.size());
+    l.layerwise = acc.metrics();
+    l.bytesBefore = (uint64_t)(c.k * c.n) * 4;
+    l.bytesAfter =
+        (uint64_t)(c.k * c.n + 1) / 2 + (uint64_t)l.weight.scale.size() * 4 +
+        (l.ownsActivationScale ? (uint64_t)l.activationScale.size() * 4 : 0);
+    result.bytesBefore += l.bytesBefore;
+    result.bytesAfter += l.bytesAfter;
   }
+  result.outputs = std::move(eval->outputs);
   QS_RETURN_IF_ERROR(stop(1.0, "int4: done"));
   return result;
 }

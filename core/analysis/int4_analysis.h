@@ -15,7 +15,11 @@
 //              The weights are quantized as W diag(s) and the activation is
 //              multiplied by 1/s (an inserted Mul, exported as such). This is
 //              ModelOpt's per-subgraph variant (one shared scale per
-//              activation).
+//              activation). Guards (ours): a sibling whose own error the
+//              shared s does not reduce, a layer whose graph-wise error is
+//              not below the all-RTN model's, and, while a graph output is
+//              worse than all-RTN on the data, the scaled activation nearest
+//              the outputs keep RTN: never worse than rtn_dq on that data.
 //  - awq_clip: ModelOpt's clip search: per (block, column) the clip ratio in
 //  {0.5, 0.55, ..., 1.0}
 //              minimising the mean squared error of that block's partial output

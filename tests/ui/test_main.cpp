@@ -1,6 +1,6 @@
 // Runs every GUI test class in one offscreen process: the workbench (loader, layout, view, table),
 // the analysis (calibration worker, toggles, undo, plots, projects, export), autosave/restore, the
-// project file reader, the first run (one click on Calibrate, random inputs with shapes), control-flow display and grouped graphs.
+// project file reader, the first run (one click on Calibrate, random inputs with shapes), control-flow display, grouped graphs and the int4 mode.
 #include <QApplication>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -13,6 +13,7 @@ int runFirstRunTests(int argc, char** argv);
 int runControlFlowTests(int argc, char** argv);
 int runGroupsTests(int argc, char** argv);
 int runRemedyTests(int argc, char** argv);
+int runInt4Tests(int argc, char** argv);
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -29,5 +30,6 @@ int main(int argc, char** argv) {
   if (only.isEmpty() || only == "controlflow") failures += runControlFlowTests(argc, argv);
   if (only.isEmpty() || only == "groups") failures += runGroupsTests(argc, argv);
   if (only.isEmpty() || only == "remedies") failures += runRemedyTests(argc, argv);
+  if (only.isEmpty() || only == "int4") failures += runInt4Tests(argc, argv);
   return failures;
 }
