@@ -66,8 +66,8 @@ void QuantSession::indexPoints() {
   quantizeWeights(g, m_plan, m_state);
   roundConstants(g, m_state);
   if (m_state.highPrecision != HighPrecision::Fp32) {
-    // Every node is taken over to round its outputs (high_precision_sim.cpp): no fast path, and
-    // no sums derived from a producer's, which rounding would make inexact.
+    // Every node is taken over to round what ORT holds in float16 (high_precision_sim.cpp): no
+    // fast path, and no sums derived from a producer's, which rounding would make inexact.
     m_paths.affine.assign(N, AffineOp{});
     m_paths.chainAt.assign(N, nullptr);
     m_paths.dwConv.assign(N, nullptr);

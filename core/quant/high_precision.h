@@ -1,8 +1,9 @@
 // The precision of the parts of a model left out of INT8/FP8 (ModelOpt's --high_precision_dtype):
 // fp32 (nothing changes), fp16 or bf16. With fp16/bf16 the float part of quantized.onnx is written
 // in that type (graph inputs and outputs stay float32 through Cast nodes), and the analysis rounds
-// every float tensor the exported model would hold in it: node inputs, weights, Q/DQ scales and
-// node outputs (core/analysis/quant_state.h).
+// what ONNX Runtime's CPU provider holds in it: graph inputs, weights and other constants, Q/DQ
+// scales, QuantizeLinear inputs and dequantized weights; node outputs stay float32 as ORT computes
+// them (core/analysis/high_precision_sim.cpp).
 #pragma once
 
 #include <string>

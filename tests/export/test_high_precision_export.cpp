@@ -21,6 +21,7 @@
 #include "core/ir/half.h"
 #include "core/onnx/loader.h"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/sanitizer.h"
 #include "tests/support/text_images.h"
 
 using namespace qs;
@@ -128,11 +129,12 @@ ByHand byHand(const SmallModel& m, bool quantized, float actScale, const std::ve
     std::vector<float> xbF(kK), xbQ(kK);
     for (int k = 0; k < kK; ++k) {
       xbF[k] = x[k] * m.c[k] + m.b[k];
-      // Cast at the input; Mul and Add on float16 operands, each output float16.
-      float v = r16(r16(r16(x[k]) * r16(m.c[k])) + r16(m.b[k]));
-      if (quantized) {  // QuantizeLinear / DequantizeLinear with the float16 scale, output float16
-        float qv = std::min(127.f, std::max(-128.f, std::nearbyint(v / actScale)));
-        v = r16(qv * actScale);
+      // Cast at the input, float16 constants; ORT's CPU provider runs Mul and Add in float32 with
+      // no Cast between them, so their outputs are not rounded.
+      float v = r16(x[k]) * r16(m.c[k]) + r16(m.b[k]);
+      if (quantized) {  // the float16 QuantizeLinear reads v rounded; DequantizeLinear runs in float32
+        float qv = std::min(127.f, std::max(-128.f, std::nearbyint(r16(v) / actScale)));
+        v = qv * actScale;
       }
       xbQ[k] = v;
     }
@@ -143,12 +145,12 @@ ByHand byHand(const SmallModel& m, bool quantized, float actScale, const std::ve
         float wq = r16(wv);
         if (quantized) {
           float qv = std::min(127.f, std::max(-127.f, std::nearbyint(wv / wScale[(size_t)n])));
-          wq = r16(qv * wScale[(size_t)n]);
+          wq = r16(qv * wScale[(size_t)n]);  // a weight's DequantizeLinear stays float16
         }
         ref[n] += (double)xbF[k] * wv;
         acc += xbQ[k] * wq;
       }
-      q[n] = r16(acc);  // the MatMul's float16 output, cast to float32 at the graph output
+      q[n] = acc;  // the MatMul in float32; ORT drops the Cast pair at the graph output
     }
     h.ref.push_back(ref);
     h.fp16.push_back(q);
@@ -208,8 +210,8 @@ TEST(HighPrecision, Fp16SimulationOfTheFloatPartEqualsRoundingByHand) {
   fs::remove_all(m.dir);
 }
 
-// The MatMul quantized: scales rounded to float16, the dequantized values and every node output
-// rounded; then the export run in ONNX Runtime computes the same outputs.
+// The MatMul quantized: scales rounded to float16, the QuantizeLinear input and the dequantized
+// weight rounded, node outputs not; then the export run in ONNX Runtime computes the same outputs.
 TEST(HighPrecision, Fp16QuantizedSimulationEqualsByHandAndOrtComputesIt) {
   SmallModel m = makeSmallModel();
   ASSERT_TRUE(m.model && m.data);
@@ -351,10 +353,15 @@ TEST(HighPrecision, NodeWithConstantsBeyondFloat16StaysFloat32) {
   fs::remove_all(dir);
 }
 
-// PaddleOCR cls in float16 outside INT8: ORT's output SNR near the prediction (see below).
-TEST(HighPrecision, ClsFp16ExportMatchesThePredictionInOrt) {
+// PaddleOCR cls in float16 outside INT8, `exclude` left out of INT8 (in float16 then): the
+// predicted output SNR and ORT's on the export, at ORT's graph optimization `levels`.
+struct ClsFp16 {
+  double predicted = 0;
+  std::vector<double> measured;  // per level
+};
+
+void runClsFp16(const std::vector<std::string>& exclude, const std::vector<std::string>& levels, ClsFp16& out) {
   const std::string path = std::string(QS_MODELS_DIR) + "/ch_ppocr_mobile_v2.0_cls_infer.onnx";
-  if (!fs::exists(path)) GTEST_SKIP() << path << " missing: run scripts/setup.sh";
   const std::string dir = qs::test::makeTempDir("high-precision-cls");
   qs::test::writeTextImages(dir + "/images", kSamples, 192, 48, 7);
   auto m = loadModel(path);
@@ -380,7 +387,9 @@ TEST(HighPrecision, ClsFp16ExportMatchesThePredictionInOrt) {
   ao.threads = 2;
   ao.layerwise = false;
   ao.sensitivity = false;
-  auto s = QuantSession::create(*m, {}, ao);
+  QuantConfig cfg;
+  cfg.nodesToExclude = exclude;
+  auto s = QuantSession::create(*m, cfg, ao);
   ASSERT_TRUE(s) << s.status().message();
   ASSERT_TRUE((*s)->calibrate(*data));
   auto r = (*s)->analyze(data);
@@ -396,21 +405,58 @@ TEST(HighPrecision, ClsFp16ExportMatchesThePredictionInOrt) {
   const std::string q = dir + "/quantized.onnx";
   qs::test::writeBytes(q, ex->modelBytes);
   ASSERT_EQ(runOrt(path, dir, dir + "/fp32", kSamples), 0) << std::ifstream(dir + "/fp32.log").rdbuf();
-  ASSERT_EQ(runOrt(q, dir, dir + "/q", kSamples, "--level basic --disable-qdq"), 0) << std::ifstream(dir + "/q.log").rdbuf();
-  ErrorAccumulator acc;
-  for (int i = 0; i < kSamples; ++i) {
-    auto ref = readNpy(dir + "/fp32/out_" + std::to_string(i) + "_0.npy");
-    auto got = readNpy(dir + "/q/out_" + std::to_string(i) + "_0.npy");
-    ASSERT_TRUE(ref && got);
-    acc.add(*ref, *got);
+  out.predicted = (*r)->outputs[0].metrics.snrDb;
+  for (const std::string& level : levels) {
+    const std::string o = dir + "/q_" + level;
+    ASSERT_EQ(runOrt(q, dir, o, kSamples, "--level " + level + " --disable-qdq"), 0) << std::ifstream(o + ".log").rdbuf();
+    ErrorAccumulator acc;
+    for (int i = 0; i < kSamples; ++i) {
+      auto ref = readNpy(dir + "/fp32/out_" + std::to_string(i) + "_0.npy");
+      auto got = readNpy(o + "/out_" + std::to_string(i) + "_0.npy");
+      ASSERT_TRUE(ref && got);
+      acc.add(*ref, *got);
+    }
+    out.measured.push_back(acc.metrics().snrDb);
+    std::printf("cls fp16, %zu excluded, ORT level %s: predicted %.3f dB, ORT %.3f dB\n", exclude.size(), level.c_str(),
+                out.predicted, out.measured.back());
   }
-  const double predicted = (*r)->outputs[0].metrics.snrDb, measured = acc.metrics().snrDb;
-  std::printf("cls fp16: predicted %.3f dB, ORT %.3f dB, %zu bytes\n", predicted, measured, ex->modelBytes.size());
-  // Not 0.5 dB: ORT's CPU provider computes part of the float16 graph in float32 (above), which
-  // makes its output more accurate than a float16 executor's (measured +1.27 dB here, max calibration).
-  EXPECT_NEAR(measured, predicted, 1.5);
-  EXPECT_GT(measured, 10.0);
   fs::remove_all(dir);
+}
+
+// Every node in INT8: ORT's output SNR near the prediction as the model is written (graph
+// optimizations disabled; measured 0.53 dB above it on these 6 synthetic lines, 0.04 dB on 8 of
+// .cache/samples/cls). The analysis rounds only what ORT's CPU provider holds in float16
+// (core/analysis/high_precision_sim.cpp). With ORT's basic optimizations (constant folding, Conv
+// fusions) it computes another graph: measured 0.88 dB above the prediction here (was 1.27 dB when
+// the analysis rounded every node output).
+TEST(HighPrecision, ClsFp16ExportMatchesThePredictionInOrt) {
+  if (!fs::exists(std::string(QS_MODELS_DIR) + "/ch_ppocr_mobile_v2.0_cls_infer.onnx"))
+    GTEST_SKIP() << "cls model missing: run scripts/setup.sh";
+  ClsFp16 r;
+  runClsFp16({}, {"disabled", "basic"}, r);
+  ASSERT_EQ(r.measured.size(), 2u);
+  EXPECT_NEAR(r.measured[0], r.predicted, 0.75) << "level disabled";
+  EXPECT_NEAR(r.measured[1], r.predicted, 1.5) << "level basic";
+  EXPECT_GT(r.measured[0], 10.0);
+}
+
+// Regression (fp16 fallback 2.3 dB optimistic): ten Convs left out of INT8 (those --target-snr 30
+// excluded with max calibration) run in float16 there, where ORT computes the float chains between
+// them in float32. Rounding every node output, as the analysis did, predicted 2.3 dB more than ORT
+// measured on the lead's 8 images; now 0.13 dB apart on these 6.
+TEST(HighPrecision, ClsFp16WithExcludedNodesMatchesThePredictionInOrt) {
+  if (qs::test::kUnderSanitizer) GTEST_SKIP() << "slow under sanitizers";
+  if (!fs::exists(std::string(QS_MODELS_DIR) + "/ch_ppocr_mobile_v2.0_cls_infer.onnx"))
+    GTEST_SKIP() << "cls model missing: run scripts/setup.sh";
+  ClsFp16 r;
+  runClsFp16({"p2o.Conv.13$", "p2o.Conv.7$", "p2o.Conv.2$", "p2o.Conv.51$", "p2o.Conv.8$", "p2o.Conv.1$", "p2o.Conv.18$",
+              "p2o.Conv.46$", "p2o.Conv.41$", "p2o.Conv.5$"},
+             {"disabled", "basic"}, r);
+  ASSERT_EQ(r.measured.size(), 2u);
+  EXPECT_NEAR(r.measured[0], r.predicted, 0.5) << "level disabled";
+  // Not asserted: with basic optimizations ORT computes another graph (BatchNormalization folded
+  // into the float16 Convs, ...), measured 3.4 dB above the prediction here (printed above).
+  EXPECT_GT(r.measured[1], 10.0) << "level basic";
 }
 
 // The CLI: a bad value is one line naming the flag and the value, exit non-zero, no files.
