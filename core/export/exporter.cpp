@@ -335,6 +335,28 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
         ++found;
       }
     }
+    // A LayerNormalization scale or bias that SmoothQuant gave a value of its own where the file
+    // has an Identity of a shared initializer (core/analysis/smoothquant.h): the model has a
+    // Constant node there, and so does the file now.
+    for (auto& n : *proto.mutable_graph()->mutable_node()) {
+      if (n.op_type() != "Identity" || n.output_size() != 1 || !replaced.count(n.output(0))) continue;
+      ValueId id = g.findValue(n.output(0));
+      if (id == kNoValue || g.value(id).producer < 0) continue;
+      const Node& mn = g.nodes[(size_t)g.value(id).producer];
+      const Attribute* v = mn.opType == "Constant" ? mn.attr("value") : nullptr;
+      if (!v || v->type != Attribute::Type::Tensor || v->t.dtype() != DType::Float) continue;
+      n.set_op_type("Constant");
+      n.clear_input();
+      n.clear_attribute();
+      auto* a = n.add_attribute();
+      a->set_name("value");
+      a->set_type(onnx::AttributeProto::TENSOR);
+      auto* t = a->mutable_t();
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      for (int64_t d : v->t.shape()) t->add_dims(d);
+      setRaw(t, v->t.raw(), v->t.byteSize());
+      ++found;
+    }
     if (found != replaced.size()) {
       return invalidArgument(where + ": " + std::to_string(replaced.size() - found) +
                              " initializer(s) changed by a remedy are neither initializers nor Constant nodes of the file");
