@@ -170,19 +170,20 @@ std::string divideOwn(Graph& g, NodeId ln, size_t slot, const std::vector<float>
   for (int64_t j = 0; j < t.numel(); ++j) d[j] /= s[(size_t)j];
   if (v.constant) {
     v.constant = std::move(t);
-  } else {  // Identity of a shared constant -> a Constant node of its own (exporter.cpp rewrites the file's the same way)
-    Node& p = g.nodes[(size_t)v.producer];
-    p.opType = "Constant";
-    p.inputs.clear();
-    Attribute a;
-    a.type = Attribute::Type::Tensor;
-    a.t = std::move(t);
-    p.attributes.clear();
-    p.attributes["value"] = std::move(a);
+    return v.name;
   }
-  return v.name;
+  // Identity of a shared constant: the Identity reads a constant of its own (exporter.cpp makes
+  // the file's Identity a Constant node with this value).
+  const std::string name = v.name;
+  const NodeId producer = v.producer;
+  const ValueId src = g.nodes[(size_t)producer].inputs[0];
+  const ValueId own = g.valueId(name + "_smoothquant");
+  g.value(own).shape = g.value(src).shape;
+  g.value(own).dtype = DType::Float;
+  g.value(own).constant = std::move(t);
+  g.nodes[(size_t)producer].inputs[0] = own;
+  return name;
 }
-
 }  // namespace
 
 Result<SmoothQuantResult> smoothQuant(const QuantSession& session, const CalibrationData& data,

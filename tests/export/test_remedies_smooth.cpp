@@ -148,7 +148,7 @@ TEST(SmoothQuantRemedy, KeepsTheFloatFunctionRaisesInt8SnrAndMatchesOnnxRuntime)
   const Tensor x = test::randomTensor({kB, kT, kC}, rng, -1.f, 1.f);
   ASSERT_TRUE(writeNpy(dir + "/x.npy", x));
   const Tensor ref = runFile(model, x);
-  for (double alpha : {NAN, 0.5}) {
+  for (double alpha : {(double)NAN, 0.5}) {
     AnalysisRequest rq = request(model, dir + "/x.npy");
     rq.smoothQuant = true;
     rq.smoothQuantAlpha = alpha;
