@@ -97,8 +97,12 @@ Result<WeightClipResult> searchWeightClip(const QuantSession& session, const Cal
         std::vector<float> scales(wq.amax.size());
         for (size_t c = 0; c < scales.size(); ++c)
           scales[c] = roundScale(scaleFromAmax(wq.amax[c] * ratios[k], plan.mode), s.highPrecision);
-        s.fakeWeights[(size_t)t.weight] =
-            k == 0 ? saved : fakeQuantize(w, scales, wq.axis, plan.mode, kWeightQmin, kWeightQmax);
+        if (k == 0) {
+          s.fakeWeights[(size_t)t.weight] = saved;
+        } else {  // as quantizeWeights() makes them
+          s.fakeWeights[(size_t)t.weight] = fakeQuantize(w, scales, wq.axis, plan.mode, kWeightQmin, kWeightQmax);
+          roundInPlace(s.fakeWeights[(size_t)t.weight], s.highPrecision);
+        }
         FakeQuantTransform fq(s, paths, t.node);
         auto yq = exec.runNode(t.node, inputs, &fq);
         if (!yq) return yq.status();
