@@ -104,11 +104,19 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                "Cross-layer equalization of Conv/Gemm pairs (through Relu or nothing) before calibration");
   cmd.add_flag("--bias-correction,--bias_correction", a.biasCorrection,
                "Empirical bias correction of quantized Conv/Gemm after calibration");
+  cmd.add_flag("--smoothquant", a.smoothQuant,
+               "SmoothQuant of MatMul/Gemm that read a LayerNormalization (its scale and bias take the 1/s), "
+               "alpha searched per layer unless --smoothquant-alpha");
+  cmd.add_option("--smoothquant-alpha,--smoothquant_alpha", a.smoothQuantAlpha,
+                 "Fixed SmoothQuant alpha in [0, 1] (default: searched per layer over 0, 0.1, ..., 1)");
+  cmd.add_flag("--weight-clip-search,--weight_clip_search", a.weightClipSearch,
+               "Per output channel, the clip ratio (1 down to 0.5) of the weight scale with the least layer-wise error");
   cmd.add_option("--high-precision-dtype,--high_precision_dtype", g_text.highPrecision,
                  "fp32, fp16 or bf16: the precision of the nodes left out of quantization (default fp32)");
 }
 
 Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
+  if (!std::isnan(a.smoothQuantAlpha)) a.smoothQuant = true;  // --smoothquant-alpha alone asks for it
   if (!g_text.size.empty()) {
     int w = 0, h = 0;
     char tail;

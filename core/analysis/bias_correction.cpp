@@ -63,6 +63,7 @@ Result<BiasCorrectionResult> correctBias(const QuantSession& session, const Cali
   s.mode = plan.mode;
   s.threads = exec.threads();
   s.pointsByNode = activationPointsByNode(g, plan);
+  s.weightClip = session.options().weightClip;
   quantizeWeights(g, plan, s);
   std::map<ValueId, TensorStats> stats;
   for (const ActivationPoint& a : plan.activations)

@@ -63,6 +63,7 @@ void QuantSession::indexPoints() {
   m_state.pointsByNode = activationPointsByNode(g, m_plan);
   m_state.highPrecision = m_options.calibration.highPrecision;
   m_state.executor = m_executor.get();
+  m_state.weightClip = m_options.weightClip;
   quantizeWeights(g, m_plan, m_state);
   roundConstants(g, m_state);
   if (m_state.highPrecision != HighPrecision::Fp32) {

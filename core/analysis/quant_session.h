@@ -75,6 +75,8 @@ struct AnalysisOptions {
   std::map<std::string, OutputKind> outputKinds;
   /// Method `auto`: the layer-wise clip search's sample bound (core/analysis/clip_search.h).
   ClipSearchOptions clipSearch;
+  /// --weight-clip-search: per weight value, the clip ratio of each channel's scale (QuantState::weightClip).
+  std::map<ValueId, std::vector<float>> weightClip;
 };
 
 struct BatchCache;

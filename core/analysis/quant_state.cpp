@@ -37,6 +37,8 @@ void quantizeWeights(const Graph& g, const QuantPlan& plan, QuantState& s) {
     auto amax = perChannelAbsMax(t, w.axis);
     if (amax) wq.amax = std::move(amax).value();
     else wq.amax.assign((size_t)t.dim(w.axis), 0.f);  // the plan only emits valid axes
+    if (auto clip = s.weightClip.find(w.value); clip != s.weightClip.end() && clip->second.size() == wq.amax.size())
+      for (size_t c = 0; c < wq.amax.size(); ++c) wq.amax[c] *= clip->second[c];
     for (float a : wq.amax) wq.scale.push_back(roundScale(scaleFromAmax(a, plan.mode), s.highPrecision));
     s.fakeWeights.push_back(fakeQuantize(t, wq.scale, w.axis, plan.mode, kWeightQmin, kWeightQmax));
     roundInPlace(s.fakeWeights.back(), s.highPrecision);

@@ -41,6 +41,9 @@ struct QuantState {
   /// runs the nodes whose outputs are rounded (FakeQuantTransform takes every node over).
   std::map<ValueId, Tensor> roundedConstants;
   const Executor* executor = nullptr;
+  /// --weight-clip-search (core/analysis/weight_clip.h): per weight value, a ratio per channel that
+  /// multiplies the channel's abs max before its scale is computed (absent: 1).
+  std::map<ValueId, std::vector<float>> weightClip;
 
   /// The activation point on input 0 of `node` (kNoValue: none).
   ValueId inputActPoint(NodeId node) const;

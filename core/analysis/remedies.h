@@ -1,4 +1,5 @@
-// What the PTQ remedies of a run did (cross-layer equalization, bias correction), and the
+// What the PTQ remedies of a run did (cross-layer equalization, bias correction, SmoothQuant,
+// weight clip search), and the
 // analysis of the same model and data without them, for the report's before/after.
 #pragma once
 
@@ -8,6 +9,8 @@
 
 #include "core/analysis/bias_correction.h"
 #include "core/analysis/results.h"
+#include "core/analysis/smoothquant.h"
+#include "core/analysis/weight_clip.h"
 #include "core/quant/equalization.h"
 
 namespace qs {
@@ -17,6 +20,9 @@ struct RemedySummary {
   std::vector<EqualizedPair> pairs;               // cross-layer equalization
   std::vector<BiasShift> biasShifts;              // bias correction
   std::vector<std::string> biasSkipped;           // quantized Conv/Gemm/MatMul without a correctable bias
+  std::vector<SmoothedGroup> smoothed;            // SmoothQuant
+  std::vector<std::string> smoothSkipped;         // "node: reason"
+  std::vector<WeightClipNode> weightClips;        // weight clip search
   std::vector<std::string> changedInitializers;   // sorted: what quantized.onnx takes from the remedied model
   std::shared_ptr<const AnalysisResult> before;   // the analysis without remedies (no sensitivity)
   bool empty() const { return applied.empty(); }

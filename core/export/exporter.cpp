@@ -335,6 +335,30 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
         ++found;
       }
     }
+    // A LayerNormalization scale or bias that SmoothQuant gave a value of its own where the file
+    // has an Identity of a shared initializer (core/analysis/smoothquant.h): the model's Identity
+    // reads a constant of its own; the file's becomes a Constant node with that value.
+    for (auto& n : *proto.mutable_graph()->mutable_node()) {
+      if (n.op_type() != "Identity" || n.output_size() != 1 || !replaced.count(n.output(0))) continue;
+      ValueId id = g.findValue(n.output(0));
+      if (id == kNoValue || g.value(id).producer < 0) continue;
+      const Node& mn = g.nodes[(size_t)g.value(id).producer];
+      if (mn.opType != "Identity" || mn.inputs.size() != 1 || mn.inputs[0] == kNoValue) continue;
+      const Value& src = g.value(mn.inputs[0]);
+      if (!src.constant || src.constant->dtype() != DType::Float || src.name != n.output(0) + "_smoothquant") continue;
+      const Tensor* v = &*src.constant;
+      n.set_op_type("Constant");
+      n.clear_input();
+      n.clear_attribute();
+      auto* a = n.add_attribute();
+      a->set_name("value");
+      a->set_type(onnx::AttributeProto::TENSOR);
+      auto* t = a->mutable_t();
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      for (int64_t d : v->shape()) t->add_dims(d);
+      setRaw(t, v->raw(), v->byteSize());
+      ++found;
+    }
     if (found != replaced.size()) {
       return invalidArgument(where + ": " + std::to_string(replaced.size() - found) +
                              " initializer(s) changed by a remedy are neither initializers nor Constant nodes of the file");

@@ -40,6 +40,14 @@ Status validateRequest(const AnalysisRequest& r) {
     return invalidArgument("--trt-calibrator '" + r.trtAlgorithm +
                            "': expected EntropyCalibration2, MinMaxCalibration, EntropyCalibration or LegacyCalibration");
   }
+  if (!std::isnan(r.smoothQuantAlpha) && !(r.smoothQuantAlpha >= 0 && r.smoothQuantAlpha <= 1)) {
+    return invalidArgument("--smoothquant-alpha " + std::to_string(r.smoothQuantAlpha) + ": expected a number in [0, 1]");
+  }
+  if ((r.smoothQuant || r.weightClipSearch) && (!r.loadConfig.empty() || !r.calibrationCache.empty())) {
+    return invalidArgument(std::string(r.smoothQuant ? "--smoothquant" : "--weight-clip-search") +
+                           " changes the weights or their scales: it needs calibration, not " +
+                           (r.loadConfig.empty() ? "--calibration-cache-path" : "--load-config"));
+  }
   if ((r.equalize || r.biasCorrection) && (!r.loadConfig.empty() || !r.calibrationCache.empty())) {
     return invalidArgument(std::string(r.equalize ? "--equalize" : "--bias-correction") +
                            " changes the weights the scales are calibrated for: it needs calibration, not " +
@@ -403,6 +411,8 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   s["all_tensor_ranges"] = rq.allTensorRanges.value_or(true) ? "on" : "off";
   if (rq.equalize) s["equalize"] = "on";
   if (rq.biasCorrection) s["bias_correction"] = "on";
+  if (rq.smoothQuant) s["smoothquant"] = std::isnan(rq.smoothQuantAlpha) ? "search" : "alpha " + std::to_string(rq.smoothQuantAlpha);
+  if (rq.weightClipSearch) s["weight_clip_search"] = "on";
   return s;
 }
 

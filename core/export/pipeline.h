@@ -62,6 +62,9 @@ struct AnalysisRequest {
   // PTQ remedies (core/export/remedy_run.h); neither combines with scales from a file.
   bool equalize = false;            // cross-layer equalization of the weights before calibration
   bool biasCorrection = false;      // empirical bias correction after calibration
+  bool smoothQuant = false;         // SmoothQuant of MatMul/Gemm after a LayerNormalization (core/analysis/smoothquant.h)
+  double smoothQuantAlpha = NAN;    // its alpha, fixed (NaN: searched per group)
+  bool weightClipSearch = false;    // per-channel weight clip ratio search (core/analysis/weight_clip.h)
 };
 
 /// The calibration method named `name` (auto, max, entropy, percentile, mse). The one parser of method

@@ -32,6 +32,22 @@ Json remediesJson(const Graph& g, const AnalysisResult& after, const RemedySumma
     shifts.push_back({{"node", g.nodes[(size_t)b.node].name}, {"channels", b.shift.size()}, {"mean_abs_shift", num(b.meanAbsShift)}});
   j["bias_corrected"] = shifts;
   j["bias_correction_skipped"] = s.biasSkipped;
+  Json smoothed = Json::array();
+  for (const SmoothedGroup& sg : s.smoothed) {
+    Json consumers = Json::array();
+    for (NodeId c : sg.consumers) consumers.push_back(g.nodes[(size_t)c].name);
+    smoothed.push_back({{"producer", g.nodes[(size_t)sg.producer].name}, {"consumers", consumers}, {"channels", sg.channels},
+                        {"alpha", num(sg.alpha)}, {"max_abs_log_scale", num(sg.maxLogScale)},
+                        {"layerwise_error_before", num(sg.errorBefore)}, {"layerwise_error_after", num(sg.errorAfter)}});
+  }
+  j["smoothquant"] = smoothed;
+  j["smoothquant_skipped"] = s.smoothSkipped;
+  Json clips = Json::array();
+  for (const WeightClipNode& w : s.weightClips)
+    clips.push_back({{"node", g.nodes[(size_t)w.node].name}, {"weight", g.value(w.weight).name}, {"channels", w.channels},
+                     {"clipped_channels", w.clipped}, {"mean_ratio", num(w.meanRatio)},
+                     {"layerwise_error_before", num(w.errorBefore)}, {"layerwise_error_after", num(w.errorAfter)}});
+  j["weight_clip"] = clips;
   j["changed_initializers"] = s.changedInitializers;
   Json outputs = Json::array();
   for (size_t i = 0; i < after.outputs.size(); ++i) {
@@ -60,7 +76,8 @@ std::string remediesHtml(const Graph& g, const AnalysisResult& after, const Reme
   std::string applied;
   for (const auto& a : s.applied) applied += (applied.empty() ? "" : ", ") + a;
   h << "<h2>Remedies (" << htmlEscape(applied) << ")</h2><p>" << s.pairs.size() << " equalized pair(s), "
-    << s.biasShifts.size() << " bias-corrected node(s), " << s.changedInitializers.size()
+    << s.biasShifts.size() << " bias-corrected node(s), " << s.smoothed.size() << " SmoothQuant group(s), "
+    << s.weightClips.size() << " weight(s) clip-searched, " << s.changedInitializers.size()
     << " changed initializer(s).</p><table class=\"sortable\"><tr><th>output</th><th>SNR dB before</th><th>SNR dB after</th></tr>";
   for (size_t i = 0; i < after.outputs.size(); ++i) {
     const double before = s.before && i < s.before->outputs.size() ? s.before->outputs[i].metrics.snrDb : NAN;

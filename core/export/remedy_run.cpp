@@ -7,7 +7,9 @@ namespace qs {
 
 namespace {
 
-bool anyRemedy(const AnalysisRequest& rq) { return rq.equalize || rq.biasCorrection; }
+bool anyRemedy(const AnalysisRequest& rq) {
+  return rq.equalize || rq.biasCorrection || rq.smoothQuant || rq.weightClipSearch;
+}
 
 void addChanged(RemedySummary& s, const std::vector<std::string>& names) {
   std::set<std::string> all(s.changedInitializers.begin(), s.changedInitializers.end());
@@ -19,6 +21,19 @@ void addChanged(RemedySummary& s, const std::vector<std::string>& names) {
 ProgressFn part(const ProgressFn& progress, double lo, double hi) {
   if (!progress) return {};
   return [progress, lo, hi](double f, const std::string& stage) { return progress(lo + (hi - lo) * f, stage); };
+}
+
+// A calibrated session on `model` with the run's configuration and `options`, in place of run.session.
+Status replaceSession(AnalysisRun& run, std::shared_ptr<const Model> model, const AnalysisOptions& options,
+                      const ProgressFn& progress, const std::shared_ptr<CancelToken>& cancel) {
+  auto session = QuantSession::create(model, run.sessionConfig, options);
+  if (!session) return session.status();
+  std::shared_ptr<QuantSession> next(std::move(session).value());
+  if (cancel) next->setCancelToken(cancel);
+  QS_RETURN_IF_ERROR(next->calibrate(*run.calibrationData, progress));
+  run.model = std::move(model);
+  run.session = std::move(next);
+  return Status::ok();
 }
 
 }  // namespace
@@ -50,24 +65,50 @@ Status createBaselineSession(AnalysisRun& run, const QuantConfig& config, const 
 
 Status runRemedies(AnalysisRun& run, const ProgressFn& progress, const std::shared_ptr<CancelToken>& cancel) {
   if (!run.baselineSession) return Status::ok();
-  const bool bias = run.request.biasCorrection;
-  const double split = bias ? 0.5 : 1.0;
-  QS_RETURN_IF_ERROR(run.baselineSession->calibrate(*run.calibrationData, part(progress, 0, split * 0.4)));
-  auto before = run.baselineSession->analyze(run.analysisData, part(progress, split * 0.4, split));
+  const AnalysisRequest& rq = run.request;
+  const bool bias = rq.biasCorrection, smooth = rq.smoothQuant, clip = rq.weightClipSearch;
+  // Equal shares of the bar: the baseline, then each remedy after calibration.
+  const int steps = 1 + (int)bias + (int)smooth + (int)clip;
+  int step = 0;
+  auto share = [&](double lo, double hi) {
+    return part(progress, ((double)step + lo) / steps, ((double)step + hi) / steps);
+  };
+  QS_RETURN_IF_ERROR(run.baselineSession->calibrate(*run.calibrationData, share(0, 0.4)));
+  auto before = run.baselineSession->analyze(run.analysisData, share(0.4, 1.0));
   if (!before) return before.status();
   run.remedies.before = *before;
   run.baselineSession.reset();  // its cached activations are not needed any more
+  ++step;
+
+  if (smooth) {
+    SmoothQuantOptions so;
+    so.alpha = rq.smoothQuantAlpha;
+    auto sq = smoothQuant(*run.session, *run.calibrationData, so, share(0, 0.5));
+    if (!sq) return sq.status();
+    if (!sq->groups.empty()) QS_RETURN_IF_ERROR(replaceSession(run, sq->model, run.session->options(), share(0.5, 1.0), cancel));
+    run.remedies.applied.push_back("smoothquant");
+    run.remedies.smoothed = std::move(sq->groups);
+    run.remedies.smoothSkipped = std::move(sq->skipped);
+    addChanged(run.remedies, sq->changedInitializers);
+    ++step;
+  }
+  if (clip) {
+    auto wc = searchWeightClip(*run.session, *run.calibrationData, {}, share(0, 0.5));
+    if (!wc) return wc.status();
+    if (!wc->ratios.empty()) {
+      AnalysisOptions ao = run.session->options();
+      ao.weightClip = std::move(wc->ratios);
+      QS_RETURN_IF_ERROR(replaceSession(run, run.model, ao, share(0.5, 1.0), cancel));
+    }
+    run.remedies.applied.push_back("weight_clip_search");
+    run.remedies.weightClips = std::move(wc->nodes);
+    ++step;
+  }
   if (!bias) return Status::ok();
 
-  auto corrected = correctBias(*run.session, *run.calibrationData, part(progress, 0.5, 0.75));
+  auto corrected = correctBias(*run.session, *run.calibrationData, share(0, 0.5));
   if (!corrected) return corrected.status();
-  auto session = QuantSession::create(corrected->model, run.sessionConfig, run.session->options());
-  if (!session) return session.status();
-  std::shared_ptr<QuantSession> next(std::move(session).value());
-  if (cancel) next->setCancelToken(cancel);
-  QS_RETURN_IF_ERROR(next->calibrate(*run.calibrationData, part(progress, 0.75, 1.0)));
-  run.model = corrected->model;
-  run.session = std::move(next);
+  QS_RETURN_IF_ERROR(replaceSession(run, corrected->model, run.session->options(), share(0.5, 1.0), cancel));
   run.remedies.applied.push_back("bias_correction");
   run.remedies.biasShifts = std::move(corrected->nodes);
   run.remedies.biasSkipped = std::move(corrected->skipped);

@@ -19,7 +19,8 @@ Status createBaselineSession(AnalysisRun& run, const QuantConfig& config, const 
                              const std::shared_ptr<CancelToken>& cancel);
 
 /// executeRun's remedies, after run.session was calibrated: the baseline's calibration and
-/// analysis, then --bias-correction (measured with the calibrated session, folded into a new
+/// analysis, then --smoothquant (a new model and session, calibrated again), --weight-clip-search
+/// (the same model, a session with the chosen ratios, calibrated again), then --bias-correction (measured with the calibrated session, folded into a new
 /// model, whose new session is calibrated again). `progress` gets the fraction of this step.
 Status runRemedies(AnalysisRun& run, const ProgressFn& progress, const std::shared_ptr<CancelToken>& cancel);
 

@@ -1,0 +1,155 @@
+#include "core/analysis/weight_clip.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/analysis/batch_schedule.h"
+#include "core/analysis/node_paths.h"
+#include "core/numeric/fake_quant.h"
+#include "core/quant/high_precision.h"
+
+namespace qs {
+
+namespace {
+
+struct Target {
+  NodeId node = -1;
+  int weight = -1;  // index into QuantState::weights
+  int axis = 1;     // the output's channel axis
+  std::vector<std::vector<double>> err;  // [ratio][channel]
+};
+
+}  // namespace
+
+Result<WeightClipResult> searchWeightClip(const QuantSession& session, const CalibrationData& data,
+                                          const WeightClipOptions& options, const ProgressFn& progress) {
+  const Model& model = session.model();
+  const Graph& g = model.graph;
+  const QuantPlan& plan = session.plan();
+  const Executor& exec = session.executor();
+  const size_t N = g.nodes.size();
+
+  // The quantization the layer-wise analysis simulates, weights unclipped.
+  QuantState s;
+  s.mode = plan.mode;
+  s.threads = exec.threads();
+  s.highPrecision = session.options().calibration.highPrecision;
+  s.pointsByNode = activationPointsByNode(g, plan);
+  quantizeWeights(g, plan, s);
+  std::map<ValueId, TensorStats> stats;
+  for (const ActivationPoint& a : plan.activations)
+    if (const TensorStats* st = session.stats(a.value)) stats.try_emplace(a.value, *st);
+  s.act = computeScales(g, plan, stats, {}, session.options().calibration);
+  NodePaths paths;  // the plain path: fake-quantized inputs, FP32 kernel
+  paths.affine.resize(N);
+  paths.chainAt.resize(N);
+  paths.dwConv.resize(N);
+  paths.intConv.resize(N);
+
+  std::vector<float> ratios;
+  const int steps = std::max(1, options.steps);
+  for (int k = 0; k <= steps; ++k) ratios.push_back((float)(1.0 - (1.0 - options.minRatio) * k / steps));
+
+  std::vector<Target> targets;
+  for (NodeId id : g.topoOrder) {
+    const Node& n = g.nodes[(size_t)id];
+    if (!isNodeQuantized(plan, id) || !n.domain.empty()) continue;
+    if (n.opType != "Conv" && n.opType != "Gemm" && n.opType != "MatMul") continue;
+    for (size_t w = 0; w < s.weights.size(); ++w) {
+      if (s.weights[w].node != id) continue;
+      Target t;
+      t.node = id;
+      t.weight = (int)w;
+      t.axis = n.opType == "Conv" ? 1 : -1;  // -1: the output's last axis
+      t.err.assign(ratios.size(), std::vector<double>(s.weights[w].amax.size(), 0.0));
+      targets.push_back(std::move(t));
+      break;
+    }
+  }
+
+  const int64_t batches = std::min<int64_t>(data.batchCount(), std::max(1, options.maxBatches));
+  for (int64_t b = 0; b < batches && !targets.empty(); ++b) {
+    if (!keepGoing(session.cancelToken(), progress, (double)b / (double)batches, "weight clip search"))
+      return Status(StatusCode::Cancelled, model.path + ": weight clip search cancelled");
+    auto feeds = data.batch(b);
+    if (!feeds) return feeds.status();
+    auto values = exec.makeValueTable(*feeds);
+    if (!values) return values.status();
+    QS_RETURN_IF_ERROR(exec.runNodes(g.topoOrder, *values));
+    for (Target& t : targets) {
+      const Node& n = g.nodes[(size_t)t.node];
+      const WeightQuant& wq = s.weights[(size_t)t.weight];
+      const Tensor& w = *g.value(wq.value).constant;
+      const Tensor& y = (*values)[(size_t)n.outputs[0]];
+      const int axis = t.axis < 0 ? y.rank() - 1 : t.axis;
+      const int64_t C = (int64_t)wq.amax.size();
+      if (y.dtype() != DType::Float || y.rank() <= axis || y.dim(axis) != C) {
+        t.err.clear();  // output channels are not the weight's: not searched
+        continue;
+      }
+      std::vector<const Tensor*> inputs;
+      for (ValueId v : n.inputs) inputs.push_back(v == kNoValue ? nullptr : &(*values)[(size_t)v]);
+      int64_t inner = 1;
+      for (int i = axis + 1; i < y.rank(); ++i) inner *= y.dim(i);
+      const int64_t outer = y.numel() / (C * inner);
+      const Tensor saved = s.fakeWeights[(size_t)t.weight];
+      for (size_t k = 0; k < ratios.size(); ++k) {
+        std::vector<float> scales(wq.amax.size());
+        for (size_t c = 0; c < scales.size(); ++c)
+          scales[c] = roundScale(scaleFromAmax(wq.amax[c] * ratios[k], plan.mode), s.highPrecision);
+        if (k == 0) {
+          s.fakeWeights[(size_t)t.weight] = saved;
+        } else {  // as quantizeWeights() makes them
+          s.fakeWeights[(size_t)t.weight] = fakeQuantize(w, scales, wq.axis, plan.mode, kWeightQmin, kWeightQmax);
+          roundInPlace(s.fakeWeights[(size_t)t.weight], s.highPrecision);
+        }
+        FakeQuantTransform fq(s, paths, t.node);
+        auto yq = exec.runNode(t.node, inputs, &fq);
+        if (!yq) return yq.status();
+        const float* py = y.data<float>();
+        const float* pq = (*yq)[0].data<float>();
+        std::vector<double>& err = t.err[k];
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t c = 0; c < C; ++c) {
+            const int64_t off = (o * C + c) * inner;
+            double acc = 0;
+            for (int64_t i = 0; i < inner; ++i) {
+              const double d = (double)pq[off + i] - (double)py[off + i];
+              acc += d * d;
+            }
+            err[(size_t)c] += acc;
+          }
+      }
+      s.fakeWeights[(size_t)t.weight] = saved;
+    }
+  }
+
+  WeightClipResult res;
+  for (const Target& t : targets) {
+    if (t.err.empty()) continue;
+    const WeightQuant& wq = s.weights[(size_t)t.weight];
+    WeightClipNode node;
+    node.node = t.node;
+    node.weight = wq.value;
+    node.channels = (int)wq.amax.size();
+    std::vector<float> chosen(wq.amax.size(), 1.f);
+    double ratioSum = 0;
+    for (size_t c = 0; c < chosen.size(); ++c) {
+      size_t best = 0;
+      for (size_t k = 1; k < ratios.size(); ++k)
+        if (t.err[k][c] < t.err[best][c]) best = k;
+      chosen[c] = ratios[best];
+      node.errorBefore += t.err[0][c];
+      node.errorAfter += t.err[best][c];
+      if (best != 0) ++node.clipped;
+      ratioSum += ratios[best];
+    }
+    node.meanRatio = chosen.empty() ? 1.0 : ratioSum / (double)chosen.size();
+    if (node.clipped > 0) res.ratios[wq.value] = std::move(chosen);
+    res.nodes.push_back(node);
+  }
+  if (progress) progress(1.0, "weight clip search");
+  return res;
+}
+
+}  // namespace qs
