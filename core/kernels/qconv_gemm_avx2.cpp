@@ -45,13 +45,19 @@ inline __m256i pairSums(__m256i lo, __m256i hi) {
 }
 
 // Rows [r0, r0 + 4) of panel a, columns [0, 8) of b, groups [0, groups): the sums into c
-// (leading dimension ldc), stored or added to what c holds.
+// (leading dimension ldc), stored or added to what c holds. Prefetch: also brings the two lines
+// of every group at pf (a later tile's columns) into L1.
+template <bool Prefetch>
 inline void microTile(const int16_t* a, int r0, const uint32_t* b, const int64_t* off, int64_t groups, int32_t* c,
-                      int64_t ldc, bool accumulate) {
+                      int64_t ldc, bool accumulate, const uint32_t* pf) {
   __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
   a += r0 * 4;
   for (int64_t gi = 0; gi < groups; ++gi, a += MR * 4) {
     const uint32_t* bg = b + off[gi];
+    if constexpr (Prefetch) {
+      _mm_prefetch(reinterpret_cast<const char*>(pf + off[gi]), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(pf + off[gi] + NR - 1), _MM_HINT_T0);
+    }
     const __m256i b0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bg)));
     const __m256i b1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bg + 4)));
     __m256i w = broadcastRow(a, 0);
@@ -74,15 +80,25 @@ inline void microTile(const int16_t* a, int r0, const uint32_t* b, const int64_t
   }
 }
 
-// One MR x NR tile: panel a, columns b + [0, NR).
-void tile(const int16_t* a, const uint32_t* b, const int64_t* off, int64_t groups, int32_t* c, int64_t ldc) {
+// One MR x NR tile: panel a, columns b + [0, NR); pf (or null): the columns to prefetch.
+void tile(const int16_t* a, const uint32_t* b, const int64_t* off, int64_t groups, int32_t* c, int64_t ldc,
+          const uint32_t* pf) {
   for (int64_t g0 = 0; g0 < groups; g0 += kGroupBlock) {
     const int64_t gn = std::min(kGroupBlock, groups - g0);
-    for (int64_t j = 0; j < NR; j += 8)
+    const int16_t* ab = a + g0 * MR * 4;
+    if (pf) microTile<true>(ab, 0, b, off + g0, gn, c, ldc, g0 > 0, pf);
+    else microTile<false>(ab, 0, b, off + g0, gn, c, ldc, g0 > 0, nullptr);
+    microTile<false>(ab, 4, b, off + g0, gn, c + 4 * ldc, ldc, g0 > 0, nullptr);
+    for (int64_t j = 8; j < NR; j += 8)
       for (int r0 = 0; r0 < MR; r0 += 4)
-        microTile(a + g0 * MR * 4, r0, b + j, off + g0, gn, c + r0 * ldc + j, ldc, g0 > 0);
+        microTile<false>(ab, r0, b + j, off + g0, gn, c + r0 * ldc + j, ldc, g0 > 0, nullptr);
   }
 }
+
+// As in the VNNI GEMM: the first A panel of a chunk prefetches the B words of the tile this many
+// tiles ahead (a tile's words come from ~groups input rows, more streams than the hardware
+// prefetchers follow).
+constexpr int64_t kPrefetchTiles = 2;
 
 }  // namespace
 
@@ -93,7 +109,9 @@ void qconvGemmAvx2(const QConvWeights::Packed& A, const uint32_t* B, const int64
   for (int64_t p0 = 0; p0 < A.panels; p0 += chunk) {
     const int64_t p1 = std::min(A.panels, p0 + chunk);
     for (int64_t jp = 0; jp < panelsN; ++jp)
-      for (int64_t p = p0; p < p1; ++p) tile(A.panel16(p), B + jp * NR, off, A.groups, C + p * MR * ldc + jp * NR, ldc);
+      for (int64_t p = p0; p < p1; ++p)
+        tile(A.panel16(p), B + jp * NR, off, A.groups, C + p * MR * ldc + jp * NR, ldc,
+             p == p0 && jp + kPrefetchTiles < panelsN ? B + (jp + kPrefetchTiles) * NR : nullptr);
   }
 }
 
