@@ -14,7 +14,6 @@
 #include "core/export/bundle.h"
 #include "core/export/pipeline.h"
 #include "core/io/npy.h"
-#include "core/kernels/qconv.h"
 #include "core/numeric/metrics.h"
 #include "core/onnx/loader.h"
 #include "tests/support/model_helpers.h"
@@ -190,14 +189,6 @@ TEST(Remedies, RefusedWithScalesFromAFile) {
 TEST(Remedies, ClsExportWithBothRemediesMatchesOnnxRuntime) {
   const std::string model = std::string(QS_MODELS_DIR) + "/ch_ppocr_mobile_v2.0_cls_infer.onnx";
   if (!fs::exists(model)) GTEST_SKIP() << model << " missing: run scripts/setup.sh";
-  // The analysis with FP32 convolutions of fake-quantized tensors, the arithmetic ORT runs the
-  // Q/DQ file with. Integer Convs (exact sums) move a few values across rounding ties, which
-  // cls's squeeze-excitation paths (a handful of values per sample, 4 samples) amplify: 18.36
-  // dB predicted against ORT's 19.64 with them, on the AVX2 machine (2026-11-26).
-  struct FloatConvs {
-    FloatConvs() { setQconvKernel("generic"); }
-    ~FloatConvs() { setQconvKernel("auto"); }
-  } floatConvs;
   const std::string dir = test::makeTempDir("remedies");
   test::writeTextImages(dir + "/images", 4, 192, 48, 7);
   AnalysisRequest rq = request(model, dir + "/images");
