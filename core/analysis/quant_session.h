@@ -54,7 +54,7 @@ struct AnalysisOptions {
   /// budget, a toggle re-runs the whole quantized pass (results are the same, only slower).
   uint64_t cacheBudgetBytes = uint64_t(1) << 30;
   /// INT8 Convs (group 1, quantized input and weights) in integer arithmetic where the CPU has
-  /// AVX-512 VNNI or AVX2 (core/kernels/qconv.h): the same integers as fake quantization, summed
+  /// AVX-512 VNNI (core/kernels/qconv.h): the same integers as fake quantization, summed
   /// exactly. Off: FP32 convolutions of the fake-quantized tensors (the reference the tests
   /// compare with).
   bool integerConv = true;
