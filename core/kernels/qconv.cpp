@@ -1,5 +1,6 @@
-// Integer Conv (u8 x s8 -> int32) for the analysis, with an AVX-512 VNNI GEMM chosen at run time
-// and a portable one; everything but the micro-kernel is shared, so both give the same bits.
+// Integer Conv (u8 x s8 -> int32) for the analysis, with an AVX-512 VNNI GEMM and an AVX2 one
+// (core/kernels/qconv_gemm_avx2.cpp) chosen at run time, and a portable one; everything but the
+// micro-kernel is shared, so all give the same bits.
 //
 // Layout. vpdpbusd multiplies 4 unsigned bytes by 4 signed bytes and adds the 4 products to an
 // int32 lane, so the reduction runs over groups of 4 bytes. X is quantized once per call into
@@ -29,6 +30,7 @@
 #include <limits>
 
 #include "core/exec/parallel.h"
+#include "core/kernels/qconv_gemm.h"
 
 namespace qs {
 
@@ -37,14 +39,15 @@ namespace {
 using Packed = QConvWeights::Packed;
 
 constexpr int64_t MR = QConvWeights::kRowsPerPanel;  // tile rows
-constexpr int64_t NR = 32;                           // tile columns: two zmm of 16 int32
+constexpr int64_t NR = qconv_detail::kTileCols;       // tile columns: two zmm of 16 int32
 // |sum of K products| <= K * 255 * 128 must stay below 2^31.
 constexpr int64_t kMaxDepth = 65536;
 // Encoding of a zero input in the word layout (q = 0 is byte 128), for X's integers and for the
 // 8-bit residual words alike.
 constexpr uint32_t kPadAct = 0x80808080u;
 
-std::atomic<bool> g_forceGeneric{false};
+enum class GemmKind { Auto, Vnni, Avx2, Generic };
+std::atomic<GemmKind> g_forced{GemmKind::Auto};
 
 bool cpuHasVnni() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -52,7 +55,17 @@ bool cpuHasVnni() {
   return has;
 }
 
-bool useVnni() { return !g_forceGeneric.load(std::memory_order_relaxed) && cpuHasVnni(); }
+bool cpuHasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+
+// The GEMM in use now: the forced one, else the best the CPU has.
+GemmKind gemmKind() {
+  const GemmKind f = g_forced.load(std::memory_order_relaxed);
+  if (f != GemmKind::Auto) return f;
+  return cpuHasVnni() ? GemmKind::Vnni : cpuHasAvx2() ? GemmKind::Avx2 : GemmKind::Generic;
+}
 
 // Per-thread scratch, 64-byte aligned, grown only: the word buffers of a det-sized input are
 // megabytes, which a fresh allocation would page-fault in on every call. Null when out of memory.
@@ -83,22 +96,29 @@ T* scratch(Slot slot, size_t n) {
 
 // ------------------------------------------------------------------ weights
 
-// rows x K int8 (W's element order, K = C * kSize) -> panels; value(row, k).
+// rows x K int8 (W's element order, K = C * kSize) -> panels; value(row, k). wide: int16
+// (the AVX2 GEMM's format), else bytes.
 template <class F>
-void packRows(int64_t rows, int64_t C, int64_t kSize, const F& value, Packed& p) {
+void packRows(int64_t rows, int64_t C, int64_t kSize, const F& value, bool wide, Packed& p) {
   const int64_t C4 = (C + 3) / 4;
   p.rows = rows;
   p.panels = (rows + MR - 1) / MR;
   p.groups = C4 * kSize;
-  p.data.assign((size_t)(p.panels * p.groups * MR * 4), 0);
+  const size_t size = (size_t)(p.panels * p.groups * MR * 4);
+  if (wide) p.data16.assign(size, 0);
+  else p.data.assign(size, 0);
   p.rowSum.assign((size_t)rows, 0);
   for (int64_t m = 0; m < rows; ++m) {
-    int8_t* panel = p.data.data() + (m / MR) * p.groups * MR * 4 + (m % MR) * 4;
+    const int64_t at = (m / MR) * p.groups * MR * 4 + (m % MR) * 4;
+    auto put = [&](int64_t i, int8_t v) {
+      if (wide) p.data16[(size_t)(at + i)] = v;
+      else p.data[(size_t)(at + i)] = v;
+    };
     int32_t sum = 0;
     for (int64_t c = 0; c < C; ++c)
       for (int64_t kidx = 0; kidx < kSize; ++kidx) {
         const int8_t v = value(m, c * kSize + kidx);
-        panel[((c / 4) * kSize + kidx) * MR * 4 + (c % 4)] = v;
+        put(((c / 4) * kSize + kidx) * MR * 4 + (c % 4), v);
         sum += v;
       }
     p.rowSum[(size_t)m] = sum;
@@ -300,110 +320,6 @@ void layoutRows(const float* x, int64_t C, int64_t c4, const WordLayout& L, int6
   }
 }
 
-// ------------------------------------------------------------------ GEMM
-// C[0:panels*MR, 0:panelsN*NR] = A * B, A packed, B read in place: group gi of column j is the
-// word B[off[gi] + j]. C is int32 row-major with leading dimension ldc; every tile is written in
-// full (rows and columns past the real ones hold sums over padding, which the epilogue drops).
-
-// A panels that share L2 while one B panel is reused across them.
-int64_t panelsPerChunk(const Packed& A) { return std::max<int64_t>(1, (192 << 10) / std::max<int64_t>(1, A.groups * MR * 4)); }
-
-void tileGeneric(const int8_t* a, const uint32_t* b, const int64_t* off, int64_t groups, int32_t* c, int64_t ldc) {
-  int32_t acc[MR][NR] = {};
-  for (int64_t gi = 0; gi < groups; ++gi, a += MR * 4) {
-    const uint8_t* bb = reinterpret_cast<const uint8_t*>(b + off[gi]);
-    for (int r = 0; r < MR; ++r) {
-      const int32_t a0 = a[r * 4], a1 = a[r * 4 + 1], a2 = a[r * 4 + 2], a3 = a[r * 4 + 3];
-      for (int j = 0; j < NR; ++j)
-        acc[r][j] += a0 * bb[4 * j] + a1 * bb[4 * j + 1] + a2 * bb[4 * j + 2] + a3 * bb[4 * j + 3];
-    }
-  }
-  for (int r = 0; r < MR; ++r) std::memcpy(c + r * ldc, acc[r], sizeof(acc[r]));
-}
-
-void gemmGeneric(const Packed& A, const uint32_t* B, const int64_t* off, int64_t panelsN, int32_t* C, int64_t ldc) {
-  const int64_t chunk = panelsPerChunk(A);
-  for (int64_t p0 = 0; p0 < A.panels; p0 += chunk)
-    for (int64_t jp = 0; jp < panelsN; ++jp)
-      for (int64_t p = p0; p < std::min(A.panels, p0 + chunk); ++p)
-        tileGeneric(A.panel(p), B + jp * NR, off, A.groups, C + p * MR * ldc + jp * NR, ldc);
-}
-
-// Intrinsics only in the AVX-512 functions: GCC 12's AVX-512 auto-vectorizer miscompiles plain
-// loops (docs/design.md), and these are compiled for AVX-512 regardless of the global flags.
-#define QS_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
-
-// The 4 bytes at p as one int32 in every lane (memcpy: the storage is int8; the load is one
-// vpbroadcastd).
-QS_VNNI_TARGET inline __m512i broadcastWord(const int8_t* p, int64_t r) {
-  int32_t v;
-  std::memcpy(&v, p + r * 4, 4);
-  return _mm512_set1_epi32(v);
-}
-
-QS_VNNI_TARGET inline void tileVnni(const int8_t* a, const uint32_t* b, const int64_t* off, int64_t groups, int32_t* c,
-                                    int64_t ldc, const uint32_t* pf) {
-  // 16 accumulators and 2 B vectors; vpdpbusd's throughput, not loads, bounds this loop.
-  __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-  __m512i c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
-  for (int64_t gi = 0; gi < groups; ++gi, a += MR * 4) {
-    const uint32_t* bg = b + off[gi];
-    const __m512i b0 = _mm512_loadu_si512(bg), b1 = _mm512_loadu_si512(bg + 16);
-    if (pf) {  // two lines: the 128 bytes the same group will load in tile jp + kPrefetchTiles
-      _mm_prefetch(reinterpret_cast<const char*>(pf + off[gi]), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(pf + off[gi] + 31), _MM_HINT_T0);
-    }
-    __m512i w = broadcastWord(a, 0);
-    c00 = _mm512_dpbusd_epi32(c00, b0, w);
-    c01 = _mm512_dpbusd_epi32(c01, b1, w);
-    w = broadcastWord(a, 1);
-    c10 = _mm512_dpbusd_epi32(c10, b0, w);
-    c11 = _mm512_dpbusd_epi32(c11, b1, w);
-    w = broadcastWord(a, 2);
-    c20 = _mm512_dpbusd_epi32(c20, b0, w);
-    c21 = _mm512_dpbusd_epi32(c21, b1, w);
-    w = broadcastWord(a, 3);
-    c30 = _mm512_dpbusd_epi32(c30, b0, w);
-    c31 = _mm512_dpbusd_epi32(c31, b1, w);
-    w = broadcastWord(a, 4);
-    c40 = _mm512_dpbusd_epi32(c40, b0, w);
-    c41 = _mm512_dpbusd_epi32(c41, b1, w);
-    w = broadcastWord(a, 5);
-    c50 = _mm512_dpbusd_epi32(c50, b0, w);
-    c51 = _mm512_dpbusd_epi32(c51, b1, w);
-    w = broadcastWord(a, 6);
-    c60 = _mm512_dpbusd_epi32(c60, b0, w);
-    c61 = _mm512_dpbusd_epi32(c61, b1, w);
-    w = broadcastWord(a, 7);
-    c70 = _mm512_dpbusd_epi32(c70, b0, w);
-    c71 = _mm512_dpbusd_epi32(c71, b1, w);
-  }
-  const __m512i r[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
-                            {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
-  for (int i = 0; i < MR; ++i) {
-    _mm512_storeu_si512(c + i * ldc, r[i][0]);
-    _mm512_storeu_si512(c + i * ldc + 16, r[i][1]);
-  }
-}
-
-// The first A panel of a chunk prefetches the B words of the tile this many tiles ahead: the
-// words of one tile come from ~groups different rows of the input, more streams than the
-// hardware prefetchers follow, and with several word buffers live (all outputs) they are not in
-// L2. Measured: 15.4 -> 11.9 ms for all outputs of the 96->24 3x3 160x160 Conv (then with three
-// word buffers: X's integers and X at 16 bits as two byte planes).
-constexpr int64_t kPrefetchTiles = 2;
-QS_VNNI_TARGET void gemmVnni(const Packed& A, const uint32_t* B, const int64_t* off, int64_t panelsN, int32_t* C,
-                             int64_t ldc) {
-  const int64_t chunk = panelsPerChunk(A);
-  for (int64_t p0 = 0; p0 < A.panels; p0 += chunk) {
-    const int64_t p1 = std::min(A.panels, p0 + chunk);
-    for (int64_t jp = 0; jp < panelsN; ++jp)
-      for (int64_t p = p0; p < p1; ++p)
-        tileVnni(A.panel(p), B + jp * NR, off, A.groups, C + p * MR * ldc + jp * NR, ldc,
-                 p == p0 && jp + kPrefetchTiles < panelsN ? B + (jp + kPrefetchTiles) * NR : nullptr);
-  }
-}
-
 using GemmFn = void (*)(const Packed&, const uint32_t*, const int64_t*, int64_t, int32_t*, int64_t);
 
 // ------------------------------------------------------------------ epilogues
@@ -512,15 +428,35 @@ Result<std::shared_ptr<const QConvWeights>> prepareQConvWeights(const Tensor& W,
   }
   const int8_t* wq = w->m_wq.data();
   const int8_t* r8 = w->m_r8.data();
-  packRows(M, C, kSize, [&](int64_t m, int64_t k) { return wq[m * K + k]; }, w->m_q);
-  packRows(2 * M, C, kSize, [&](int64_t m, int64_t k) { return m < M ? wq[m * K + k] : r8[(m - M) * K + k]; }, w->m_qr);
-  packRows(M, C, kSize, [&](int64_t m, int64_t k) { return r8[m * K + k]; }, w->m_r);
+  // The format of the GEMM in use now (one format per weights: the packs are the largest part).
+  const bool wide = gemmKind() == GemmKind::Avx2;
+  packRows(M, C, kSize, [&](int64_t m, int64_t k) { return wq[m * K + k]; }, wide, w->m_q);
+  packRows(2 * M, C, kSize, [&](int64_t m, int64_t k) { return m < M ? wq[m * K + k] : r8[(m - M) * K + k]; }, wide,
+           w->m_qr);
+  packRows(M, C, kSize, [&](int64_t m, int64_t k) { return r8[m * K + k]; }, wide, w->m_r);
   return std::shared_ptr<const QConvWeights>(std::move(w));
 }
 
-const char* qconvKernelName() { return useVnni() ? "avx512vnni" : "generic"; }
+const char* qconvKernelName() {
+  switch (gemmKind()) {
+    case GemmKind::Vnni: return "avx512vnni";
+    case GemmKind::Avx2: return "avx2";
+    default: return "generic";
+  }
+}
 
-void setQconvGeneric(bool generic) { g_forceGeneric.store(generic, std::memory_order_relaxed); }
+void setQconvGeneric(bool generic) { g_forced.store(generic ? GemmKind::Generic : GemmKind::Auto, std::memory_order_relaxed); }
+
+bool setQconvKernel(const std::string& name) {
+  GemmKind k;
+  if (name == "auto") k = GemmKind::Auto;
+  else if (name == "generic") k = GemmKind::Generic;
+  else if (name == "avx2" && cpuHasAvx2()) k = GemmKind::Avx2;
+  else if (name == "avx512vnni" && cpuHasVnni()) k = GemmKind::Vnni;
+  else return false;
+  g_forced.store(k, std::memory_order_relaxed);
+  return true;
+}
 
 Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias, const WindowGeometry& g, int threads,
              const QConvOutputs& out) {
@@ -667,7 +603,15 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
   if (cutFor > 1)
     while (blocksOf(nb) < 4 * cutFor && nb > NR) nb = std::max(NR, (nb / 2 + NR - 1) / NR * NR);
   const int64_t colBlocks = (F + nb - 1) / nb;
-  const GemmFn gemm = useVnni() ? gemmVnni : gemmGeneric;
+  // Each pack's format decides between the GEMMs that read it (a forced switch after the
+  // weights were prepared leaves the generic loops).
+  const GemmKind kind = gemmKind();
+  auto gemmFor = [&](const Packed& P) -> GemmFn {
+    using namespace qconv_detail;
+    if (P.wide()) return kind == GemmKind::Avx2 ? qconvGemmAvx2 : qconvGemmGeneric;
+    return kind == GemmKind::Vnni ? qconvGemmVnni : qconvGemmGeneric;
+  };
+  const GemmFn gemm = gemmFor(A), gemmR = gemmFor(R);
 
   std::vector<double> scale((size_t)M), biasD((size_t)M), invRs((size_t)M), coefW((size_t)M);
   for (int64_t m = 0; m < M; ++m) {
@@ -743,7 +687,7 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
       }
       if (doWeight) {
         int32_t* accE = wantEx ? scratch<int32_t>(kSlotAccE, (size_t)(R.panels * MR * ldc)) : nullptr;
-        if (accE) gemm(R, xe + bOff, off.data(), panelsN, accE, ldc);
+        if (accE) gemmR(R, xe + bOff, off.data(), panelsN, accE, ldc);
         for (int64_t m = 0; m < M; ++m) {
           const int64_t yo = (n * M + m) * outSize + ySlice;
           forRuns([&](int64_t j, int64_t o, int64_t len) {

@@ -1,12 +1,13 @@
 // Integer Conv for the analysis: a Conv whose input and weights are INT8-quantized, evaluated in
-// u8 x s8 -> int32 arithmetic (AVX-512 VNNI vpdpbusd where the CPU has it, portable integer
-// loops otherwise) instead of an FP32 convolution of fake-quantized tensors. The integer sums
+// u8 x s8 -> int32 arithmetic (AVX-512 VNNI vpdpbusd where the CPU has it, AVX2 vpmaddwd on
+// bytes widened to 16 bits where it has AVX2 only, portable integer loops otherwise) instead of an FP32 convolution of fake-quantized tensors. The integer sums
 // are exact, so the "full" output is the fake-quantized Conv up to one float rounding, and the
 // same GEMM also yields the activation-only and weight-only quantization effects.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/numeric/metrics.h"
@@ -45,14 +46,20 @@ class QConvWeights {
   const std::vector<float>& residualScales() const { return m_rs; }
 
   /// One int8 matrix packed for the GEMM: panels of kRowsPerPanel rows; in a panel, for each
-  /// group of 4 consecutive reduction indices, 4 bytes per row (rows past `rows` are zero).
+  /// group of 4 consecutive reduction indices, 4 values per row (rows past `rows` are zero).
   /// The reduction order is (input channel / 4, kernel position, channel % 4), channels padded
   /// to a multiple of 4 with zero weights, to match the im2col of 4-channel-interleaved input.
+  /// One format per GEMM, chosen when the weights are prepared (qconvKernelName() then): bytes
+  /// in `data` (VNNI, generic), or the same values widened to int16 in `data16` (AVX2, whose
+  /// vpmaddwd multiplies 16-bit pairs; `data` is then empty).
   struct Packed {
     int64_t rows = 0, panels = 0, groups = 0;
     std::vector<int8_t> data;
+    std::vector<int16_t> data16;
     std::vector<int32_t> rowSum;  // per row, over the real weights
+    bool wide() const { return !data16.empty(); }
     const int8_t* panel(int64_t p) const { return data.data() + p * groups * kRowsPerPanel * 4; }
+    const int16_t* panel16(int64_t p) const { return data16.data() + p * groups * kRowsPerPanel * 4; }
   };
   /// [Wq], [Wq; r8] (2M rows: full, actOnly and weightError's integer part in one pass), [r8].
   const Packed& packedQ() const { return m_q; }
@@ -125,11 +132,16 @@ struct QConvOutputs {
 Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias, const WindowGeometry& g, int threads,
              const QConvOutputs& out);
 
-/// "avx512vnni" or "generic": the GEMM qconv uses on this machine now. Both give identical
-/// results; the generic one is portable integer code, about 10x slower than VNNI and 2x slower
-/// than the FP32 Conv, so a caller should prefer float where it is the one in use.
+/// "avx512vnni", "avx2" or "generic": the GEMM qconv uses on this machine now (VNNI where the
+/// CPU has AVX-512 VNNI, else AVX2 where it has AVX2). All give identical results; the generic
+/// one is portable integer code, about 10x slower than VNNI and 2x slower than the FP32 Conv, so
+/// a caller should prefer float where it is the one in use. Weights prepared under one kernel
+/// and run under another (only after a forced switch) take the generic loops over their format.
 const char* qconvKernelName();
 /// Forces the generic path (tests, benchmarks); false restores the automatic choice.
 void setQconvGeneric(bool generic);
+/// Forces one GEMM by its qconvKernelName() ("avx512vnni", "avx2", "generic"); "auto" restores
+/// the automatic choice. False, changing nothing, for an unknown name or a GEMM the CPU lacks.
+bool setQconvKernel(const std::string& name);
 
 }  // namespace qs

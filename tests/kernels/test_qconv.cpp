@@ -1,5 +1,6 @@
 // Integer Conv (core/kernels/qconv.h) against double-precision direct convolutions of the
-// fake-quantized tensors, on both GEMM paths (VNNI, generic), which must agree bit for bit.
+// fake-quantized tensors, on the generic GEMM and the SIMD one this CPU chooses (AVX-512 VNNI or
+// AVX2), which must agree bit for bit. test_qconv_avx2.cpp forces AVX2 on any AVX2 CPU.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -21,9 +22,17 @@ struct GenericGuard {
   ~GenericGuard() { setQconvGeneric(false); }
 };
 
-bool cpuHasVnni() {
+// The automatic choice is a SIMD GEMM (VNNI or AVX2), not the portable loops.
+bool cpuHasSimdGemm() {
   setQconvGeneric(false);
-  return std::string(qconvKernelName()) == "avx512vnni";
+  return std::string(qconvKernelName()) != "generic";
+}
+
+std::string pathLabel(bool generic) {
+  setQconvGeneric(generic);
+  const std::string name = qconvKernelName();
+  setQconvGeneric(false);
+  return " (" + name + ")";
 }
 
 struct Case {
@@ -163,7 +172,7 @@ Outs runQconv(const Problem& p, const QConvWeights& w, bool bias, int threads) {
 }
 
 void checkCase(const Case& c, uint32_t seed, bool generic) {
-  SCOPED_TRACE(c.name + (generic ? " (generic)" : " (vnni)"));
+  SCOPED_TRACE(c.name + pathLabel(generic));
   GenericGuard guard(generic);
   const Problem p = makeProblem(c, seed);
   auto prepared = prepareQConvWeights(p.W, p.sw);
@@ -319,14 +328,14 @@ TEST(QConv, GenericMatchesReference) {
   for (const Case& c : cases()) checkCase(c, seed++, true);
 }
 
-TEST(QConv, VnniMatchesReference) {
-  if (!cpuHasVnni()) GTEST_SKIP() << "CPU without AVX-512 VNNI";
+TEST(QConv, SimdMatchesReference) {
+  if (!cpuHasSimdGemm()) GTEST_SKIP() << "CPU without AVX2 or AVX-512 VNNI";
   uint32_t seed = 100;
   for (const Case& c : cases()) checkCase(c, seed++, false);
 }
 
-// The VNNI and generic GEMMs give the same bits, and so do 1 and 2 threads.
-void expectVnniEqualsGeneric(const Problem& p, const Case& c) {
+// The SIMD (VNNI or AVX2) and generic GEMMs give the same bits, and so do 1 and 2 threads.
+void expectSimdEqualsGeneric(const Problem& p, const Case& c) {
   auto w = prepareQConvWeights(p.W, p.sw);
   ASSERT_TRUE(w.isOk());
   Outs v, gen;
@@ -348,12 +357,12 @@ void expectVnniEqualsGeneric(const Problem& p, const Case& c) {
   EXPECT_TRUE(sameBits(v.werr, one.werr));
 }
 
-TEST(QConv, VnniEqualsGenericBitForBit) {
-  if (!cpuHasVnni()) GTEST_SKIP() << "CPU without AVX-512 VNNI";
+TEST(QConv, SimdEqualsGenericBitForBit) {
+  if (!cpuHasSimdGemm()) GTEST_SKIP() << "CPU without AVX2 or AVX-512 VNNI";
   uint32_t seed = 500;
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
-    expectVnniEqualsGeneric(makeProblem(c, seed++), c);
+    expectSimdEqualsGeneric(makeProblem(c, seed++), c);
   }
 }
 
@@ -396,7 +405,7 @@ std::vector<Case> heavyClipCases() {
 }
 
 void checkHeavyClip(const Case& c, uint32_t seed, bool generic) {
-  SCOPED_TRACE(c.name + (generic ? " (generic)" : " (vnni)"));
+  SCOPED_TRACE(c.name + pathLabel(generic));
   GenericGuard guard(generic);
   const Problem p = heavyClipProblem(c, seed);
   int64_t beyond = 0;
@@ -448,18 +457,18 @@ TEST(QConv, HeavyClipWeightErrorGeneric) {
   for (const Case& c : heavyClipCases()) checkHeavyClip(c, seed++, true);
 }
 
-TEST(QConv, HeavyClipWeightErrorVnni) {
-  if (!cpuHasVnni()) GTEST_SKIP() << "CPU without AVX-512 VNNI";
+TEST(QConv, HeavyClipWeightErrorSimd) {
+  if (!cpuHasSimdGemm()) GTEST_SKIP() << "CPU without AVX2 or AVX-512 VNNI";
   uint32_t seed = 900;
   for (const Case& c : heavyClipCases()) checkHeavyClip(c, seed++, false);
 }
 
-TEST(QConv, HeavyClipVnniEqualsGenericBitForBit) {
-  if (!cpuHasVnni()) GTEST_SKIP() << "CPU without AVX-512 VNNI";
+TEST(QConv, HeavyClipSimdEqualsGenericBitForBit) {
+  if (!cpuHasSimdGemm()) GTEST_SKIP() << "CPU without AVX2 or AVX-512 VNNI";
   uint32_t seed = 950;
   for (const Case& c : heavyClipCases()) {
     SCOPED_TRACE(c.name);
-    expectVnniEqualsGeneric(heavyClipProblem(c, seed++), c);
+    expectSimdEqualsGeneric(heavyClipProblem(c, seed++), c);
   }
 }
 
