@@ -88,6 +88,14 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_option("--target-agreement", a.targetAgreement,
                  "Exclude the most sensitive nodes until every output with a class axis agrees with the float model "
                  "on this fraction of top-1 classes (decoded sequences for a sequence output), in [0, 1]");
+  cmd.add_option("--fallback-candidates", a.fallbackCandidates,
+                 "Fallback: nodes re-measured per step, the most sensitive first, the one whose exclusion helps "
+                 "most excluded (default 6; 1: the most sensitive, unmeasured)")
+      ->check(CLI::Range(1, 64));
+  cmd.add_option("--fallback-curve", a.fallbackCurveSteps,
+                 "Fallback: steps measured past the target for the curve of output SNR against exclusions "
+                 "(default 3; the exported model stays at the first point reaching the target)")
+      ->check(CLI::Range(0, 1000));
   cmd.add_option("--output-kind", g_text.outputKinds,
                  "NAME=classes|sequence|dense: how an output's agreement is measured (default: from its producer)")
       ->delimiter(',');

@@ -34,6 +34,13 @@ void printFallback(const AnalysisRun& run) {
     if (!std::isnan(s.worstAgreement())) std::fprintf(stderr, ", agreement %.3f", s.worstAgreement());
     std::fprintf(stderr, "\n");
   }
+  // The rest of the curve: what more exclusions would give (the report and the GUI plot it).
+  if (const auto& c = run.fallbackCurve; c && (int)c->steps.size() > c->chosen) {
+    std::fprintf(stderr, "  past the target (not applied; of %d quantizable node(s)):\n", c->quantizable);
+    for (size_t i = (size_t)c->chosen; i < c->steps.size(); ++i)
+      std::fprintf(stderr, "  %2zu excluded: + %-34s worst output SNR %.2f dB\n", i + 1,
+                   g.nodes[(size_t)c->steps[i].excluded].name.c_str(), c->steps[i].worstOutputSnrDb());
+  }
 }
 
 }  // namespace

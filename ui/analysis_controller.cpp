@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 
+#include "core/analysis/fallback_curve.h"
+
 namespace qs::ui {
 
 struct AnalysisController::Outcome {
@@ -232,9 +234,14 @@ bool AnalysisController::autoFallback(double targetDb) {
         return out;
       }
     }
-    auto steps = session->autoFallback(targetDb, report);
-    if (!steps) out->status = steps.status();
-    else out->steps = std::move(steps).value();
+    // The re-measuring fallback (core/analysis/fallback_curve.h) without the steps past the target:
+    // the dialog lists the exclusions made, the curve is the report's.
+    FallbackOptions fo;
+    fo.targetSnrDb = targetDb;
+    fo.extraSteps = 0;
+    auto curve = fallbackCurve(*session, fo, report);
+    if (!curve) out->status = curve.status();
+    else out->steps = curve->chosenSteps();
     out->result = session->result();  // partial progress of a cancelled run is kept, as the session keeps it
     return out;
   });

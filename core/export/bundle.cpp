@@ -27,6 +27,7 @@ ReportContext reportContext(const AnalysisRun& run) {
   ctx.settings = runSettings(run);
   ctx.warnings = run.warnings;
   ctx.fallback = run.fallback;
+  ctx.fallbackCurve = run.fallbackCurve;
   ctx.targetSnrDb = run.request.targetSnrDb;
   ctx.targetAgreement = run.request.targetAgreement;
   if (!run.remedies.empty()) ctx.remedies = run.remedies;

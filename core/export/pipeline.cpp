@@ -33,6 +33,10 @@ Status validateRequest(const AnalysisRequest& r) {
   }
   if (r.threads < 0) return invalidArgument("--threads " + std::to_string(r.threads) + ": expected 0 (all cores) or more");
   if (std::isinf(r.targetSnrDb)) return invalidArgument("--target-snr: expected a finite number of dB");
+  if (r.fallbackCandidates < 1)
+    return invalidArgument("--fallback-candidates " + std::to_string(r.fallbackCandidates) + ": expected at least 1");
+  if (r.fallbackCurveSteps < 0)
+    return invalidArgument("--fallback-curve " + std::to_string(r.fallbackCurveSteps) + ": expected 0 or more steps");
   if (!std::isnan(r.targetAgreement) && !(r.targetAgreement >= 0 && r.targetAgreement <= 1)) {
     return invalidArgument("--target-agreement " + std::to_string(r.targetAgreement) + ": expected a fraction in [0, 1]");
   }
@@ -325,9 +329,15 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
   auto result = run.session->analyze(run.analysisData, phase(0.35, 0.97));
   if (!result) return result.status();
   if (!std::isnan(rq.targetSnrDb) || !std::isnan(rq.targetAgreement)) {
-    auto steps = run.session->autoFallback(rq.targetSnrDb, rq.targetAgreement, phase(0.97, 1.0));
-    if (!steps) return steps.status();
-    run.fallback = std::move(steps).value();
+    FallbackOptions fo;
+    fo.targetSnrDb = rq.targetSnrDb;
+    fo.targetAgreement = rq.targetAgreement;
+    fo.candidates = rq.fallbackCandidates;
+    fo.extraSteps = rq.fallbackCurveSteps;
+    auto curve = fallbackCurve(*run.session, fo, phase(0.97, 1.0));
+    if (!curve) return curve.status();
+    run.fallback = curve->chosenSteps();
+    run.fallbackCurve = std::move(curve).value();
   }
   // Layers that TensorRT's implicit INT8 would run outside INT8 from the written ranges.
   {
@@ -396,6 +406,9 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   list("op_types_to_quantize", run.exportedConfig.opTypesToQuantize);
   if (!std::isnan(rq.targetSnrDb)) s["target_snr_db"] = std::to_string(rq.targetSnrDb);
   if (!std::isnan(rq.targetAgreement)) s["target_agreement"] = std::to_string(rq.targetAgreement);
+  if (rq.fallbackCandidates != AnalysisRequest{}.fallbackCandidates)
+    s["fallback_candidates"] = std::to_string(rq.fallbackCandidates);
+  if (rq.fallbackCurveSteps != AnalysisRequest{}.fallbackCurveSteps) s["fallback_curve"] = std::to_string(rq.fallbackCurveSteps);
   if (!rq.outputKinds.empty()) {
     std::string kinds;
     for (const auto& [name, kind] : rq.outputKinds) kinds += (kinds.empty() ? "" : ",") + name + "=" + outputKindName(kind);

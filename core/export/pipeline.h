@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/fallback_curve.h"
 #include "core/analysis/quant_session.h"
 #include "core/analysis/remedies.h"
 #include "core/export/quant_files.h"
@@ -45,6 +46,8 @@ struct AnalysisRequest {
   int threads = 0;                  // executor threads (0 = all cores)
   double targetSnrDb = NAN;         // automatic fallback to this output SNR (NaN: none)
   double targetAgreement = NAN;     // ... and/or to this top-1 / sequence agreement, a fraction (NaN: none)
+  int fallbackCandidates = 6;       // --fallback-candidates: nodes re-measured per fallback step (1: old choice)
+  int fallbackCurveSteps = 3;       // --fallback-curve: fallback steps measured past the target
   std::map<std::string, OutputKind> outputKinds;  // --output-kind: graph output -> agreement kind
   // Scales from a file instead of calibrating; at most one of the two.
   std::string loadConfig;           // quant_cfg.json: scales, node states and settings
@@ -106,6 +109,7 @@ struct AnalysisRun {
   std::shared_ptr<const CalibrationData> calibrationData, analysisData;
   std::vector<std::string> warnings;   // every warning given, in order (the report lists them)
   std::vector<FallbackStep> fallback;  // the automatic fallback's exclusions, when a target was set
+  std::optional<FallbackCurve> fallbackCurve;  // its whole curve (past the target), when a target was set
   std::string modelFingerprint;        // fileFingerprint() of the model file
   std::string scaleSource;             // what the scales came from: the data, a config or a cache
   QuantConfig exportedConfig;          // the lists quant_cfg.json records (a loaded config's plus the request's)

@@ -1,4 +1,5 @@
 #include "core/export/report.h"
+#include "core/export/fallback_report.h"
 #include "core/export/remedy_report.h"
 #include "core/export/report_format.h"
 
@@ -155,6 +156,12 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
     const bool agreementReached = !agreement || r.worstAgreement() >= ctx.targetAgreement;
     j["fallback"] = {{"target_snr_db", num(ctx.targetSnrDb)}, {"steps", steps}, {"reached", snrReached && agreementReached}};
     if (agreement) j["fallback"]["target_agreement"] = num(ctx.targetAgreement);
+    if (ctx.fallbackCurve) {
+      j["fallback"]["quantizable_nodes"] = ctx.fallbackCurve->quantizable;
+      j["fallback"]["candidates"] = ctx.fallbackCurve->candidates;
+      j["fallback"]["chosen_point"] = ctx.fallbackCurve->chosen;
+      j["fallback"]["curve"] = fallbackCurveJson(g, *ctx.fallbackCurve);
+    }
   }
   if (ctx.remedies) j["remedies"] = remediesJson(g, r, *ctx.remedies);
   return j.dump(2) + "\n";
@@ -222,6 +229,7 @@ std::string reportHtml(const Model& model, const AnalysisResult& r, const Report
     }
     h << "</table>";
   }
+  if (ctx.fallbackCurve) h << fallbackCurveHtml(g, *ctx.fallbackCurve, ctx.targetSnrDb, ctx.targetAgreement);
   if (ctx.remedies) h << remediesHtml(g, r, *ctx.remedies);
   // Per-layer SNR chart in topological order: graph-wise (blue) and layer-wise (orange), quantized nodes only.
   std::vector<NodeId> q;

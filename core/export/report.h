@@ -8,6 +8,7 @@
 
 #include <optional>
 
+#include "core/analysis/fallback_curve.h"
 #include "core/analysis/remedies.h"
 #include "core/analysis/results.h"
 #include "qs_version.h"
@@ -19,6 +20,7 @@ struct ReportContext {
   std::map<std::string, std::string> settings;  // flag -> value, as given
   std::vector<std::string> warnings;
   std::vector<FallbackStep> fallback;           // empty unless --target-snr ran
+  std::optional<FallbackCurve> fallbackCurve;   // the fallback's whole curve (past the target), when it ran
   double targetSnrDb = NAN;
   double targetAgreement = NAN;                 // --target-agreement (NaN: none)
   std::string toolVersion = kVersion;

@@ -4,6 +4,7 @@
 // the docs do not describe, or a described field the report lacks, fails here.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -71,6 +72,25 @@ TEST_P(ReportSchema, TheReportOfEachModelValidates) {
     EXPECT_EQ(r.at("layers").size(), 221u);  // 471 nodes in the file, 250 of them Constant
     ASSERT_TRUE(r.contains("fallback"));
     EXPECT_FALSE(r.at("fallback").at("steps").empty());
+    // The fallback curve: points 0, 1, 2... past the target; the steps are the chosen point's, the
+    // first that reaches the target, and every point before it misses the target.
+    const Json& fb = r.at("fallback");
+    const Json& curve = fb.at("curve");
+    const int chosen = fb.at("chosen_point").get<int>();
+    ASSERT_GT(curve.size(), (size_t)chosen);
+    for (size_t i = 0; i < curve.size(); ++i) EXPECT_EQ(curve[i].at("excluded").get<size_t>(), i);
+    EXPECT_TRUE(curve[0].at("node").is_null());
+    EXPECT_EQ(fb.at("steps").size(), (size_t)chosen);
+    auto worst = [](const Json& p) {
+      const Json& v = p.at("worst_output_snr_db");
+      return v.is_string() ? (v.get<std::string>() == "inf" ? INFINITY : -INFINITY) : v.get<double>();
+    };
+    for (int i = 0; i < chosen; ++i) EXPECT_LT(worst(curve[(size_t)i]), 40.0) << i;
+    EXPECT_TRUE(fb.at("reached").get<bool>());
+    EXPECT_GE(worst(curve[(size_t)chosen]), 40.0);
+    for (int i = 0; i < chosen; ++i)
+      EXPECT_EQ(curve[(size_t)i + 1].at("node"), fb.at("steps")[(size_t)i].at("excluded"));
+    EXPECT_GT(curve.size(), (size_t)chosen + 1) << "the curve goes on past the target";
   }
   fs::remove_all(dir);
 }

@@ -1,0 +1,64 @@
+// The fewest exclusions (issue 14 item 4): the automatic fallback that measures instead of
+// guessing. Each step ranks the quantized nodes by their sensitivity, re-measures the real output
+// SNR (and agreement) of the whole model with each of the top K excluded in turn (the session's
+// incremental setQuantized: toggle, read, toggle back) and excludes the one that helps most. The
+// steps go on past the target, so that the report and the GUI can show the whole curve of output
+// SNR against the number of excluded nodes; the session is then left at the first point of the
+// curve that reaches the target.
+//
+// With K = 1 the choice is the old one (the most sensitive node), which is what the comparison in
+// docs/quality.md ("Fewest exclusions") runs as the baseline.
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "core/analysis/results.h"
+#include "core/util/progress.h"
+#include "core/util/status.h"
+
+namespace qs {
+
+class QuantSession;
+
+struct FallbackOptions {
+  double targetSnrDb = NAN;      // every graph output at least this SNR (NaN: no SNR target)
+  double targetAgreement = NAN;  // every output with an agreement at least this fraction (NaN: none)
+  /// Candidates re-measured per step, the most sensitive first; 1: exclude the most sensitive node
+  /// without measuring the others (the fallback before the curve).
+  int candidates = 6;
+  /// Steps measured past the first point that reaches the targets (the rest of the curve); the
+  /// curve also stops once a quarter of the quantizable nodes are excluded past that point.
+  int extraSteps = 3;
+};
+
+/// The curve: point 0 is the model with no exclusion, point i the model after steps[0..i).
+struct FallbackCurve {
+  std::vector<FallbackStep> steps;     // every measured exclusion, in order
+  std::vector<double> startSnrDb;      // per graph output, before any exclusion
+  std::vector<double> startAgreement;  // per graph output (NaN: dense), before any exclusion
+  int quantizable = 0;                 // quantizable nodes of the plan
+  int candidates = 0;                  // FallbackOptions::candidates as run
+  /// The point the session was left at: the first reaching the targets, else the last point.
+  int chosen = 0;
+  bool reached = false;                // the chosen point reaches the targets
+
+  /// Worst output SNR / agreement at point `i` (0..steps.size()).
+  double worstSnrDb(int i) const;
+  double worstAgreement(int i) const;
+  /// The exclusions of the chosen point, in order (what the old fallback returned).
+  std::vector<FallbackStep> chosenSteps() const;
+};
+
+/// Runs the fallback on `session` (analysed, with sensitivity) and leaves it at the curve's chosen
+/// point. Fails for an agreement target on a model without an output that has one (the session's
+/// message), or when cancelled (the session is then at whatever point it had reached).
+Result<FallbackCurve> fallbackCurve(QuantSession& session, const FallbackOptions& options,
+                                    const ProgressFn& progress = {});
+
+/// Moves `session` to point `point` of `curve` (0: no exclusion), toggling only the nodes whose
+/// state differs. The GUI's click on a point of the plot.
+Status applyFallbackPoint(QuantSession& session, const FallbackCurve& curve, int point,
+                          const ProgressFn& progress = {});
+
+}  // namespace qs
