@@ -57,6 +57,10 @@ AnalysisRequest clsRequest(const QString& folder, int samples) {
   r.data.image.mean = {0.5f, 0.5f, 0.5f};
   r.data.image.std = {0.5f, 0.5f, 0.5f};
   r.calibration.method = CalibMethod::Entropy;
+  // The exact sweep: these tests compare every cell with a fresh session whose exclusions are
+  // configured, and only the exact figure does not depend on the other nodes' states (the fast
+  // estimate is computed from the graph-wise sums of the states the analysis ran with).
+  r.sensitivityMethod = SensitivityMethod::Exact;
   return r;
 }
 
@@ -141,6 +145,8 @@ std::shared_ptr<const AnalysisResult> freshAnalysis(std::shared_ptr<const Model>
   for (const std::string& n : excluded) cfg.nodesToExclude.push_back(n + "$");
   AnalysisOptions o;
   o.calibration = req.calibration;
+  o.sensitivity = req.sensitivity;
+  o.sensitivityMethod = req.sensitivityMethod;
   auto s = QuantSession::create(model, cfg, o);
   if (!s) return nullptr;
   auto data = CalibrationData::open(*model, req.data);
@@ -485,6 +491,7 @@ class AnalysisTest : public QObject {
     w.show();
     QVERIFY(openAndWait(w, modelFile(kClsModel)));
     AnalysisRequest request = clsRequest(m_images4, -1);  // what the flags below say, the rest at the CLI's defaults
+    request.sensitivityMethod = AnalysisRequest{}.sensitivityMethod;
     request.calibration.method = CalibMethod::Max;
     QSignalSpy calibrated(w.analysis(), &AnalysisController::calibrated);
     QVERIFY(w.analysis()->calibrate(request));
