@@ -264,6 +264,24 @@ void AnalysisActions::requestQuantized(const std::vector<std::pair<NodeId, bool>
   m_undo->push(new ToggleCommand([this](const auto& s) { applyStates(s); }, states, before, text, false));
 }
 
+bool AnalysisActions::requestFallbackPoint(int point) {
+  const auto curve = m_analysis->fallbackCurve();
+  if (!curve || point < 0 || point > (int)curve->steps.size() || !m_analysis->hasResult()) return false;
+  std::vector<std::pair<NodeId, bool>> states;
+  for (int i = 0; i < (int)curve->steps.size(); ++i) {
+    const NodeId id = curve->steps[(size_t)i].excluded;
+    const bool on = i >= point;
+    if (currentQuantized(id) != on) states.emplace_back(id, on);
+  }
+  if (states.empty()) return true;
+  requestQuantized(states, QStringLiteral("Fallback curve: %1 excluded").arg(point));
+  m_window->log(QStringLiteral("Fallback curve: point %1 (%2 node(s) excluded, %3 dB measured)")
+                    .arg(point)
+                    .arg(point)
+                    .arg(curve->worstSnrDb(point), 0, 'f', 2));
+  return true;
+}
+
 void AnalysisActions::requestNode(NodeId id, bool on) {
   const LoadedModelPtr& current = m_window->current();
   if (!current) return;

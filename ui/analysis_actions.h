@@ -79,6 +79,10 @@ class AnalysisActions : public QObject {
   void requestNode(NodeId id, bool on);
   /// Every quantizable node of an op type (the graph's context menu).
   void requestOpType(const QString& op, bool on);
+  /// Point `point` of the last fallback's curve (the plots panel's click): its first `point`
+  /// exclusions excluded, the curve's later ones quantized, as one undo step. False when there is
+  /// no curve or no such point.
+  bool requestFallbackPoint(int point);
 
   /// The graph colouring, by the name projects store ("op", "graphwise", "layerwise", "sensitivity").
   QString colouringKey() const;

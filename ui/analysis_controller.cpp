@@ -16,6 +16,7 @@ struct AnalysisController::Outcome {
   std::shared_ptr<AnalysisRun> run;  // a calibration's new run
   std::shared_ptr<const AnalysisResult> result;
   std::vector<FallbackStep> steps;
+  std::shared_ptr<const FallbackCurve> curve;  // a fallback's, steps past the target included
   std::shared_ptr<const Int4Result> int4;  // an INT4 calibration's
   double seconds = 0;
 };
@@ -234,14 +235,18 @@ bool AnalysisController::autoFallback(double targetDb) {
         return out;
       }
     }
-    // The re-measuring fallback (core/analysis/fallback_curve.h) without the steps past the target:
-    // the dialog lists the exclusions made, the curve is the report's.
+    // The re-measuring fallback (core/analysis/fallback_curve.h), with the CLI's steps past the
+    // target: the dialog lists the exclusions made, the plots panel shows the whole curve, and the
+    // session is left at the first point that reaches the target.
     FallbackOptions fo;
     fo.targetSnrDb = targetDb;
-    fo.extraSteps = 0;
-    auto curve = fallbackCurve(*session, fo, report);
-    if (!curve) out->status = curve.status();
-    else out->steps = curve->chosenSteps();
+    auto curve = qs::fallbackCurve(*session, fo, report);
+    if (!curve) {
+      out->status = curve.status();
+    } else {
+      out->steps = curve->chosenSteps();
+      out->curve = std::make_shared<const FallbackCurve>(std::move(curve).value());
+    }
     out->result = session->result();  // partial progress of a cancelled run is kept, as the session keeps it
     return out;
   });
@@ -328,6 +333,10 @@ void AnalysisController::finish(const std::shared_ptr<Outcome>& out) {
     m_int4 = out->int4;
     m_int4Settings = out->int4 ? m_pendingInt4 : Int4Settings{};
     m_request = m_pendingRequest;
+    if (m_curve) {
+      m_curve.reset();
+      emit fallbackCurveChanged(nullptr, m_fallbackTarget);
+    }
   }
   if (out->result && (ok || job == Job::Fallback)) {
     m_result = out->result;
@@ -337,7 +346,11 @@ void AnalysisController::finish(const std::shared_ptr<Outcome>& out) {
     // The fallback's exclusions become the user's own, so that later toggles and projects keep them.
     if (m_result)
       for (const FallbackStep& s : out->steps) m_requested[s.excluded] = false;
-    if (ok) emit fallbackFinished(out->steps, m_result && m_result->worstOutputSnrDb() >= m_fallbackTarget);
+    if (ok) {
+      m_curve = out->curve;
+      emit fallbackCurveChanged(m_curve, m_fallbackTarget);
+      emit fallbackFinished(out->steps, m_result && m_result->worstOutputSnrDb() >= m_fallbackTarget);
+    }
   }
   if (ok && job == Job::Calibrate) emit calibrated();
   if (!ok) {

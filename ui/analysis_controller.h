@@ -90,6 +90,10 @@ class AnalysisController : public QObject {
   std::vector<std::string> warnings() const { return m_run ? m_run->warnings : std::vector<std::string>{}; }
   /// Seconds the last finished job took in the worker.
   double lastJobSeconds() const { return m_lastSeconds; }
+  /// The last auto-fallback's curve (its steps go past the target) and its target, or null
+  /// (none since the last calibration).
+  std::shared_ptr<const FallbackCurve> fallbackCurve() const { return m_curve; }
+  double fallbackTarget() const { return m_fallbackTarget; }
 
  signals:
   void jobStarted(qs::ui::AnalysisController::Job job);
@@ -101,6 +105,8 @@ class AnalysisController : public QObject {
   void calibrated();
   /// Auto-fallback finished: the nodes it excluded, in order, with the worst output SNR after each.
   void fallbackFinished(const std::vector<qs::FallbackStep>& steps, bool reached);
+  /// The fallback curve changed (a fallback finished: its curve; a calibration: null).
+  void fallbackCurveChanged(std::shared_ptr<const qs::FallbackCurve> curve, double targetDb);
   /// One line naming the file or node and the reason.
   void failed(qs::ui::AnalysisController::Job job, const QString& message);
   void cancelled(qs::ui::AnalysisController::Job job);
@@ -123,6 +129,7 @@ class AnalysisController : public QObject {
   Int4Settings m_int4Settings, m_pendingInt4;
   AnalysisRequest m_request, m_pendingRequest;
   double m_fallbackTarget = 0;
+  std::shared_ptr<const FallbackCurve> m_curve;
   std::map<NodeId, bool> m_requested;
   std::map<NodeId, bool> m_inFlight;  // states the running job applies
   bool m_dirty = false;               // requests not yet handed to a job

@@ -26,6 +26,7 @@
 
 #include "qs_version.h"
 #include "ui/analysis_actions.h"
+#include "ui/fallback_curve_plot.h"
 #include "ui/app_icon.h"
 #include "ui/autosave.h"
 #include "ui/graph_view.h"
@@ -640,6 +641,16 @@ void MainWindow::connectAnalysis() {
   });
   connect(m_plots, &PlotsPanel::nodeClicked, this, [this](NodeId id) { selectNode(id); });
   connect(m_plots, &PlotsPanel::thresholdChanged, this, [this] { m_view->setHighlightedNodes(m_plots->nodesBelowThreshold()); });
+  // The auto-fallback's curve in its tab; a click on a point asks for that point's exclusions.
+  connect(m_analysis, &AnalysisController::fallbackCurveChanged, this,
+          [this](std::shared_ptr<const FallbackCurve> curve, double target) {
+            m_plots->fallbackCurvePlot()->setCurve(curve, target);
+            if (!curve) return;
+            m_plotsDock->show();
+            m_plots->tabs()->setCurrentIndex(PlotsPanel::FallbackTab);
+          });
+  connect(m_plots->fallbackCurvePlot(), &FallbackCurvePlot::pointClicked, this,
+          [this](int point) { m_actions->requestFallbackPoint(point); });
 }
 
 void MainWindow::refreshUnapplied() { m_tableModel->setUnappliedStates(m_analysis->unappliedStates()); }
@@ -652,6 +663,7 @@ void MainWindow::onResultChanged(const std::shared_ptr<const AnalysisResult>& re
   m_plots->setAnalysis(m_current ? m_current->model : nullptr, result, m_analysis->session(), m_analysis->data());
   m_view->setHighlightedNodes(result ? m_plots->nodesBelowThreshold() : std::vector<char>());
   showRemedies(*m_analysis, *m_tableModel, *m_table, *m_plots);
+  if (result) m_plots->fallbackCurvePlot()->matchResult(*result);
   if (result && !had) {
     for (int c = NodeTableModel::FirstAnalysisColumn; c <= NodeTableModel::LastAnalysisColumn; ++c) {
       m_table->setColumnHidden(c, false);

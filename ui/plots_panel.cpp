@@ -14,6 +14,7 @@
 #include <qcustomplot.h>
 
 #include "core/numeric/fake_quant.h"
+#include "ui/fallback_curve_plot.h"
 #include "ui/snr_scale.h"
 
 namespace qs::ui {
@@ -93,6 +94,8 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
   buildSnrPlot();
   buildHistogramPlot();
   buildScatterPlot();
+  m_curvePlot = new FallbackCurvePlot(m_tabs);
+  m_tabs->addTab(m_curvePlot, QStringLiteral("Fallback curve"));
   auto* save = new QToolButton(m_tabs);
   save->setText(QStringLiteral("Save plot…"));
   save->setToolTip(QStringLiteral("Save the plot shown as PNG or PDF"));
@@ -114,6 +117,7 @@ QCustomPlot* PlotsPanel::plot(Tab tab) const {
     case SnrTab: return m_snr;
     case HistogramTab: return m_hist;
     case ScatterTab: return m_scatter;
+    case FallbackTab: return m_curvePlot->plot();
   }
   return nullptr;
 }
@@ -578,7 +582,7 @@ bool PlotsPanel::savePlot(Tab tab, const QString& path) {
 void PlotsPanel::saveCurrent() {
   QSettings settings;
   const QString dir = settings.value(QStringLiteral("lastPlotDir"), QDir::homePath()).toString();
-  static const char* const names[] = {"snr-per-layer", "histogram", "float-vs-quantized"};
+  static const char* const names[] = {"snr-per-layer", "histogram", "float-vs-quantized", "fallback-curve"};
   const Tab tab = (Tab)m_tabs->currentIndex();
   const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Save plot"),
                                                     dir + QStringLiteral("/") + QLatin1String(names[tab]) + QStringLiteral(".png"),

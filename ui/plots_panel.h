@@ -19,10 +19,12 @@ class QTabWidget;
 
 namespace qs::ui {
 
+class FallbackCurvePlot;
+
 class PlotsPanel : public QWidget {
   Q_OBJECT
  public:
-  enum Tab { SnrTab, HistogramTab, ScatterTab };
+  enum Tab { SnrTab, HistogramTab, ScatterTab, FallbackTab };
   explicit PlotsPanel(QWidget* parent = nullptr);
   ~PlotsPanel() override;
 
@@ -51,6 +53,8 @@ class PlotsPanel : public QWidget {
   std::vector<char> nodesBelowThreshold() const;
 
   QTabWidget* tabs() const { return m_tabs; }
+  /// The auto-fallback's curve (its own tab; empty until a fallback ran).
+  FallbackCurvePlot* fallbackCurvePlot() const { return m_curvePlot; }
   QCustomPlot* plot(Tab tab) const;
   /// Writes a plot as PNG or PDF (by the suffix of `path`).
   bool savePlot(Tab tab, const QString& path);
@@ -97,6 +101,7 @@ class PlotsPanel : public QWidget {
   QCustomPlot* m_snr = nullptr;
   QCustomPlot* m_hist = nullptr;
   QCustomPlot* m_scatter = nullptr;
+  FallbackCurvePlot* m_curvePlot = nullptr;
   QCPGraph* m_beforeGraph = nullptr;  // graph-wise SNR without remedies
   QCPItemStraightLine* m_thresholdLine = nullptr;
   QCPItemText* m_thresholdLabel = nullptr;

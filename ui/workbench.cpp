@@ -55,18 +55,20 @@ AnalysisRequest calibrationFromEnv() {
 }
 
 // Arranges the window for QS_SCREENSHOT_VIEW: graph (default), table, snr, histogram, scatter,
-// calibration (the dialog alone is saved).
+// fallback, calibration (the dialog alone is saved).
 void arrangeView(MainWindow& window, const QString& view) {
   if (view == QStringLiteral("table")) {
     auto* dock = window.findChild<QDockWidget*>(QStringLiteral("nodesDock"));
     dock->show();
     dock->raise();
-  } else if (view == QStringLiteral("snr") || view == QStringLiteral("histogram") || view == QStringLiteral("scatter")) {
+  } else if (view == QStringLiteral("snr") || view == QStringLiteral("histogram") || view == QStringLiteral("scatter") ||
+             view == QStringLiteral("fallback")) {
     auto* dock = window.findChild<QDockWidget*>(QStringLiteral("plotsDock"));
     dock->show();
     dock->raise();
     window.findChild<PlotsPanel*>(QStringLiteral("plotsPanel"))->tabs()->setCurrentIndex(view == QStringLiteral("snr") ? PlotsPanel::SnrTab
                                                  : view == QStringLiteral("histogram") ? PlotsPanel::HistogramTab
+                                                 : view == QStringLiteral("fallback")  ? PlotsPanel::FallbackTab
                                                                                        : PlotsPanel::ScatterTab);
   }
 }
@@ -178,6 +180,13 @@ int runWorkbench(int argc, char** argv) {
           window.analysis()->calibrate(calibrationFromEnv());
         });
         QObject::connect(window.analysis(), &AnalysisController::calibrated, &window, [&window, screenshot] {
+          // QS_SCREENSHOT_FALLBACK=DB: the auto-fallback to that target first (its curve in the plots).
+          if (qEnvironmentVariableIsSet("QS_SCREENSHOT_FALLBACK")) {
+            QObject::connect(window.analysis(), &AnalysisController::fallbackFinished, &window,
+                             [&window, screenshot] { scheduleScreenshot(window, screenshot); }, Qt::SingleShotConnection);
+            window.analysis()->autoFallback(qEnvironmentVariable("QS_SCREENSHOT_FALLBACK").toDouble());
+            return;
+          }
           const QStringList exclude = qEnvironmentVariable("QS_SCREENSHOT_EXCLUDE").split(QLatin1Char(','), Qt::SkipEmptyParts);
           std::vector<std::pair<NodeId, bool>> states;
           for (const QString& name : exclude)

@@ -34,6 +34,7 @@
 #include "ui/calibration_dialog.h"
 #include "ui/export_dialog.h"
 #include "ui/graph_view.h"
+#include "ui/fallback_curve_plot.h"
 #include "ui/main_window.h"
 #include "ui/node_table_model.h"
 #include "ui/plots_panel.h"
@@ -481,6 +482,27 @@ class AnalysisTest : public QObject {
       const std::string pattern = exactNamePattern(g.nodes[(size_t)s.excluded].name);
       QVERIFY2(std::count(saved->config.nodesToExclude.begin(), saved->config.nodesToExclude.end(), pattern) == 1, pattern.c_str());
     }
+
+    // The curve in the plots panel: every measured point (past the target too), the model at the
+    // chosen one; a click on point 0 quantizes the curve's nodes again (one undo step) and gives
+    // the figure the fallback measured there; undo brings back the chosen point.
+    auto* plot = test::part<PlotsPanel>(w, "plotsPanel")->fallbackCurvePlot();
+    const auto curve = w.analysis()->fallbackCurve();
+    QVERIFY(curve);
+    QCOMPARE((int)curve->chosenSteps().size(), (int)steps.size());
+    QVERIFY(curve->steps.size() >= steps.size());
+    QCOMPARE(plot->pointCount(), (int)curve->steps.size() + 1);
+    QCOMPARE(plot->currentPoint(), curve->chosen);
+    emit plot->pointClicked(0);
+    QVERIFY(waitSettled(w));
+    for (const FallbackStep& s : curve->steps) QVERIFY(w.analysis()->result()->plan.nodes[(size_t)s.excluded].quantized);
+    QVERIFY(std::fabs(w.analysis()->result()->worstOutputSnrDb() - curve->worstSnrDb(0)) < 1e-6);
+    QCOMPARE(plot->currentPoint(), 0);
+    QCOMPARE(test::part<QUndoStack>(w, "undoStack")->count(), 2);
+    test::part<QUndoStack>(w, "undoStack")->undo();
+    QVERIFY(waitSettled(w));
+    QCOMPARE(plot->currentPoint(), curve->chosen);
+    QVERIFY(std::fabs(w.analysis()->result()->worstOutputSnrDb() - curve->worstSnrDb(curve->chosen)) < 1e-6);
   }
 
   // The workbench's Export and `quantscope export` write the same bytes for the same settings: one
