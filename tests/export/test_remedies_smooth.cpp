@@ -159,7 +159,9 @@ TEST(SmoothQuantRemedy, KeepsTheFloatFunctionRaisesInt8SnrAndMatchesOnnxRuntime)
     EXPECT_EQ(grp.consumers.size(), 2u);
     EXPECT_EQ(grp.channels, kC);
     EXPECT_LT(grp.errorAfter, grp.errorBefore);
-    if (!std::isnan(alpha)) EXPECT_DOUBLE_EQ(grp.alpha, 0.5);
+    if (!std::isnan(alpha)) {
+      EXPECT_DOUBLE_EQ(grp.alpha, 0.5);
+    }
     EXPECT_EQ(run->remedies.changedInitializers, (std::vector<std::string>{"beta", "gamma", "wk", "wq"}));
     // The float function of the smoothed model is the original's.
     const double floatDb = snr(ref, runModel(run->model, x));
