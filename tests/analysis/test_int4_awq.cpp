@@ -90,8 +90,9 @@ TEST(Int4Awq, NeverWorseThanRtnWithoutOutliers) {
       EXPECT_LE(lite.layers[0].graphwise.mse, rtn.layers[0].graphwise.mse);
       EXPECT_LE(lite.outputs[0].metrics.mse, rtn.outputs[0].metrics.mse);
       // Where AWQ does not help, the layer is exactly round-to-nearest.
-      if (lite.layers[0].activationScale.empty())
+      if (lite.layers[0].activationScale.empty()) {
         EXPECT_EQ(lite.layers[0].weight.q, rtn.layers[0].weight.q);
+      }
     }
   }
   std::filesystem::remove_all(dir);

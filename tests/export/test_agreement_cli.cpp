@@ -65,8 +65,9 @@ TEST_F(AgreementCli, ReportCarriesAgreementAndTheFallbackToIt) {
   const std::string html = readAll(dir + "/r.html");
   EXPECT_NE(html.find("<th>agreement with float</th>"), std::string::npos);
   const Json j = Json::parse(readAll(report));
-  if (!j.at("fallback").at("steps").empty())  // the HTML lists a fallback that excluded something
+  if (!j.at("fallback").at("steps").empty()) {  // the HTML lists a fallback that excluded something
     EXPECT_NE(html.find("Automatic fallback (target agreement 1.000)"), std::string::npos);
+  }
   const Json& a = j.at("outputs").at(0).at("agreement");
   EXPECT_EQ(a.at("kind"), "classes");
   EXPECT_EQ(a.at("positions"), 4);

@@ -61,9 +61,10 @@ TEST(FallbackReport, CurveInJsonValidatesAndHtmlChartHasEveryPoint) {
   ASSERT_EQ(fb.at("curve").size(), curve->steps.size() + 1);
   for (size_t i = 0; i < fb.at("curve").size(); ++i) {
     EXPECT_EQ(fb.at("curve")[i].at("excluded").get<size_t>(), i);
-    if (i > 0)
+    if (i > 0) {
       EXPECT_EQ(fb.at("curve")[i].at("node").get<std::string>(),
                 model->graph.nodes[(size_t)curve->steps[i - 1].excluded].name);
+    }
   }
   EXPECT_EQ(fb.at("steps").size(), (size_t)curve->chosen);
 

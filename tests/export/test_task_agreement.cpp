@@ -138,7 +138,9 @@ TEST_F(TaskAgreement, RecDecodesRenderedLinesLikeTheFloatModel) {
               extraFlags().empty() ? " at the CLI defaults" : extraFlags().c_str(), alike, kLines, emptyFloat,
               chars > 0 ? 100.0 * (double)edits / (double)chars : 0.0, (long long)edits, (long long)chars);
   EXPECT_GT(chars, kLines) << "the float model decodes the rendered lines to (almost) nothing";
-  if (extraFlags().empty()) EXPECT_GE(alike, kRecMinLinesAlike);
+  if (extraFlags().empty()) {
+    EXPECT_GE(alike, kRecMinLinesAlike);
+  }
   // The report of the same export gives the analysis's own figure (on the calibration lines).
   const std::string report = readText(dir + "/q/report.json");
   EXPECT_NE(report.find("\"kind\": \"sequence\""), std::string::npos);
@@ -179,5 +181,7 @@ TEST_F(TaskAgreement, DetTextMaskOverlapsTheFloatModels) {
               extraFlags().empty() ? " at the CLI defaults" : extraFlags().c_str(), meanIou, worst,
               (long long)textPixels);
   EXPECT_GT(textPixels, 100 * kLines) << "the float model finds no text in the rendered images";
-  if (extraFlags().empty()) EXPECT_GE(meanIou, kDetMinMaskIou);
+  if (extraFlags().empty()) {
+    EXPECT_GE(meanIou, kDetMinMaskIou);
+  }
 }
