@@ -11,7 +11,7 @@
 #include <map>
 #include <string>
 
-#include "ui/remedy_options.h"
+#include "ui/remedy_settings.h"
 
 namespace qs::ui {
 

@@ -44,20 +44,6 @@ RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedi
   setRequest(AnalysisRequest{});  // the command line's defaults, from the one place that has them
 }
 
-RemedyOptions::Sensitivity sensitivityOf(const AnalysisRequest& r) {
-  if (!r.sensitivity) return RemedyOptions::SensitivityOff;
-  return r.sensitivityMethod == SensitivityMethod::Fast ? RemedyOptions::SensitivityFast : RemedyOptions::SensitivityExact;
-}
-
-QString sensitivityName(RemedyOptions::Sensitivity s) {
-  switch (s) {
-    case RemedyOptions::SensitivityExact: return QStringLiteral("exact");
-    case RemedyOptions::SensitivityFast: return QStringLiteral("fast");
-    case RemedyOptions::SensitivityOff: return QStringLiteral("off");
-  }
-  return {};
-}
-
 void RemedyOptions::setRequest(const AnalysisRequest& r) {
   m_equalize->setChecked(r.equalize);
   m_bias->setChecked(r.biasCorrection);
@@ -73,42 +59,6 @@ void RemedyOptions::apply(AnalysisRequest& r) const {
   r.sensitivity = s != SensitivityOff;
   // Off keeps the method, so that switching back restores it.
   if (s != SensitivityOff) r.sensitivityMethod = s == SensitivityFast ? SensitivityMethod::Fast : SensitivityMethod::Exact;
-}
-
-void writeRemedySettings(const AnalysisRequest& r, QJsonObject& c) {
-  if (r.equalize) c.insert(QStringLiteral("equalize"), true);
-  if (r.biasCorrection) c.insert(QStringLiteral("bias_correction"), true);
-  const auto s = sensitivityOf(r);
-  if (s != sensitivityOf(AnalysisRequest{})) c.insert(QStringLiteral("sensitivity"), sensitivityName(s));
-}
-
-bool readRemedySettings(const QJsonObject& c, const QString& projectPath, AnalysisRequest& r, QString& error) {
-  for (auto [key, flag] : {std::pair{"equalize", &r.equalize}, std::pair{"bias_correction", &r.biasCorrection}}) {
-    const QJsonValue v = c.value(QLatin1String(key));
-    if (v.isUndefined()) continue;
-    if (!v.isBool()) {
-      error = QStringLiteral("%1: \"%2\" must be true or false").arg(projectPath, QLatin1String(key));
-      return false;
-    }
-    *flag = v.toBool();
-  }
-  const QJsonValue s = c.value(QStringLiteral("sensitivity"));
-  if (s.isUndefined()) return true;
-  const QString name = s.toString();
-  if (name == QLatin1String("off")) {
-    r.sensitivity = false;
-  } else if (name == QLatin1String("exact") || name == QLatin1String("fast")) {
-    r.sensitivity = true;
-    r.sensitivityMethod = name == QLatin1String("fast") ? SensitivityMethod::Fast : SensitivityMethod::Exact;
-  } else {
-    // A string that is no valid name is echoed without its control characters, so the message stays one line.
-    QString shown = s.isString() ? name.left(40) : QStringLiteral("(not a string)");
-    for (QChar& ch : shown)
-      if (!ch.isPrint()) ch = QLatin1Char('?');
-    error = QStringLiteral("%1: \"sensitivity\": '%2': expected exact, fast or off").arg(projectPath, shown);
-    return false;
-  }
-  return true;
 }
 
 }  // namespace qs::ui

@@ -1,0 +1,30 @@
+// The settings of the calibration dialog's "Remedies and precision" box (ui/remedy_options.h) as
+// the project file stores them: QtCore only, so that the project reader (ui/project_file.cpp) and
+// its fuzzer build without widgets.
+#pragma once
+
+#include <QJsonObject>
+#include <QString>
+
+#include "core/export/pipeline.h"
+
+namespace qs::ui {
+
+/// The sensitivity combo's entries (the CLI's --sensitivity exact|fast|off).
+enum RemedySensitivity { SensitivityExact, SensitivityFast, SensitivityOff };
+
+/// The sensitivity mode of a request: off, or the method (what --sensitivity says).
+RemedySensitivity sensitivityOf(const AnalysisRequest& request);
+/// "exact", "fast" or "off".
+QString sensitivityName(RemedySensitivity s);
+
+/// The project file's keys of the calibration object for these settings: "equalize" and
+/// "bias_correction" (written when on), "sensitivity" (written when not the default request's), so
+/// that projects without them read as they did.
+void writeRemedySettings(const AnalysisRequest& request, QJsonObject& calibration);
+/// Reads those keys into `request`; false with `error` naming the file, the key and the value
+/// when one is not what it must be.
+bool readRemedySettings(const QJsonObject& calibration, const QString& projectPath, AnalysisRequest& request,
+                        QString& error);
+
+}  // namespace qs::ui
