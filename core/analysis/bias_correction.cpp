@@ -58,22 +58,9 @@ Result<BiasCorrectionResult> correctBias(const QuantSession& session, const Cali
   const size_t N = g.nodes.size();
 
   // The quantization the analysis simulates: the plan's points, per-channel weights, and the
-  // activation scales of the session's calibration.
-  QuantState s;
-  s.mode = plan.mode;
-  s.threads = exec.threads();
-  s.pointsByNode = activationPointsByNode(g, plan);
-  s.weightClip = session.options().weightClip;
-  quantizeWeights(g, plan, s);
-  std::map<ValueId, TensorStats> stats;
-  for (const ActivationPoint& a : plan.activations)
-    if (const TensorStats* st = session.stats(a.value)) stats.try_emplace(a.value, *st);
-  s.act = computeScales(g, plan, stats, {}, session.options().calibration);
-  NodePaths paths;  // every node on the plain path: fake-quantized inputs, FP32 kernel
-  paths.affine.resize(N);
-  paths.chainAt.resize(N);
-  paths.dwConv.resize(N);
-  paths.intConv.resize(N);
+  // activation scales of the session's calibration (the clip search's choices of auto included).
+  const QuantState& s = session.state();
+  const NodePaths paths = plainPaths(N);
 
   BiasCorrectionResult res;
   std::vector<NodeId> targets;

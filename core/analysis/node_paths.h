@@ -54,6 +54,16 @@ struct NodePaths {
   std::vector<std::shared_ptr<const IntConvNode>> intConv;  // null: FP32 on fake-quantized inputs
 };
 
+/// Every one of `nodes` nodes on the plain path: fake-quantized inputs, FP32 kernel.
+inline NodePaths plainPaths(size_t nodes) {
+  NodePaths p;
+  p.affine.resize(nodes);
+  p.chainAt.resize(nodes);
+  p.dwConv.resize(nodes);
+  p.intConv.resize(nodes);
+  return p;
+}
+
 /// Elementwise ops with a scalar constant and no point of their own: y = a x + b.
 std::vector<AffineOp> findAffineOps(const Graph& g, const QuantState& s);
 /// Elementwise chains: from an activation, every op over it and the chain's values (earliest in

@@ -133,6 +133,10 @@ class QuantSession {
   const TensorStats* stats(ValueId value) const;
   std::shared_ptr<const AnalysisResult> result() const { return m_result; }
   const QuantPlan& plan() const { return m_plan; }
+  /// The quantization the analysis simulates (after calibrate()): points, quantized weights (with
+  /// AnalysisOptions::weightClip), activation scales with the clip search's and explicit amax,
+  /// high precision. Remedies copy it for their own runs on the plain path.
+  const QuantState& state() const { return m_state; }
   const Model& model() const { return *m_model; }
   const Executor& executor() const { return *m_executor; }
   const AnalysisOptions& options() const { return m_options; }

@@ -30,21 +30,16 @@ Result<WeightClipResult> searchWeightClip(const QuantSession& session, const Cal
   const size_t N = g.nodes.size();
 
   // The quantization the layer-wise analysis simulates, weights unclipped.
-  QuantState s;
-  s.mode = plan.mode;
-  s.threads = exec.threads();
-  s.highPrecision = session.options().calibration.highPrecision;
-  s.pointsByNode = activationPointsByNode(g, plan);
-  quantizeWeights(g, plan, s);
-  std::map<ValueId, TensorStats> stats;
-  for (const ActivationPoint& a : plan.activations)
-    if (const TensorStats* st = session.stats(a.value)) stats.try_emplace(a.value, *st);
-  s.act = computeScales(g, plan, stats, {}, session.options().calibration);
-  NodePaths paths;  // the plain path: fake-quantized inputs, FP32 kernel
-  paths.affine.resize(N);
-  paths.chainAt.resize(N);
-  paths.dwConv.resize(N);
-  paths.intConv.resize(N);
+  // The session's activation scales (the clip search's choices of the auto method included).
+  QuantState s = session.state();
+  if (!s.weightClip.empty()) {
+    s.weightClip.clear();
+    s.weights.clear();
+    s.fakeWeights.clear();
+    s.pointsByNode = activationPointsByNode(g, plan);
+    quantizeWeights(g, plan, s);
+  }
+  const NodePaths paths = plainPaths(N);
 
   std::vector<float> ratios;
   const int steps = std::max(1, options.steps);
