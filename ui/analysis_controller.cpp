@@ -15,7 +15,6 @@ struct AnalysisController::Outcome {
   Status status;
   std::shared_ptr<AnalysisRun> run;  // a calibration's new run
   std::shared_ptr<const AnalysisResult> result;
-  std::vector<FallbackStep> steps;
   std::shared_ptr<const FallbackCurve> curve;  // a fallback's, steps past the target included
   std::shared_ptr<const Int4Result> int4;  // an INT4 calibration's
   double seconds = 0;
@@ -241,12 +240,8 @@ bool AnalysisController::autoFallback(double targetDb) {
     FallbackOptions fo;
     fo.targetSnrDb = targetDb;
     auto curve = qs::fallbackCurve(*session, fo, report);
-    if (!curve) {
-      out->status = curve.status();
-    } else {
-      out->steps = curve->chosenSteps();
-      out->curve = std::make_shared<const FallbackCurve>(std::move(curve).value());
-    }
+    if (!curve) out->status = curve.status();
+    else out->curve = std::make_shared<const FallbackCurve>(std::move(curve).value());
     out->result = session->result();  // partial progress of a cancelled run is kept, as the session keeps it
     return out;
   });
@@ -344,12 +339,13 @@ void AnalysisController::finish(const std::shared_ptr<Outcome>& out) {
   }
   if (job == Job::Fallback) {
     // The fallback's exclusions become the user's own, so that later toggles and projects keep them.
+    const std::vector<FallbackStep> steps = out->curve ? out->curve->chosenSteps() : std::vector<FallbackStep>{};
     if (m_result)
-      for (const FallbackStep& s : out->steps) m_requested[s.excluded] = false;
+      for (const FallbackStep& s : steps) m_requested[s.excluded] = false;
     if (ok) {
       m_curve = out->curve;
       emit fallbackCurveChanged(m_curve, m_fallbackTarget);
-      emit fallbackFinished(out->steps, m_result && m_result->worstOutputSnrDb() >= m_fallbackTarget);
+      emit fallbackFinished(steps, m_result && m_result->worstOutputSnrDb() >= m_fallbackTarget);
     }
   }
   if (ok && job == Job::Calibrate) emit calibrated();
