@@ -18,17 +18,17 @@
 #include "core/onnx/loader.h"
 #include "tests/support/model_helpers.h"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/remedy_helpers.h"
 #include "tests/support/text_images.h"
 
 using namespace qs;
+using qs::test::exportRun;
+using qs::test::runCommand;
+using qs::test::runFile;
+using qs::test::runModel;
 namespace fs = std::filesystem;
 
 namespace {
-
-int runCommand(const std::string& cmd) {
-  int st = std::system(cmd.c_str());
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 // x [4, 3, 12, 12] -> Conv(8, 3x3, bias) -> Relu -> Conv(6, 3x3, bias) -> y, weights with
 // channel ranges spread over two decades (what equalization evens out).
@@ -53,38 +53,6 @@ std::string writeConvModel(const std::string& dir, std::mt19937& rng) {
   const std::string path = dir + "/conv.onnx";
   b.save(path);
   return path;
-}
-
-AnalysisRequest request(const std::string& model, const std::string& data) {
-  AnalysisRequest rq;
-  rq.modelPath = model;
-  rq.data.path = data;
-  rq.calibration.method = CalibMethod::Max;
-  rq.methodGiven = true;
-  rq.threads = 2;
-  rq.sensitivity = false;
-  return rq;
-}
-
-// Exports a run and returns the written quantized.onnx's path.
-std::string exportRun(const AnalysisRun& run, const std::string& dir) {
-  ExportTarget t;
-  t.outputDir = dir;
-  auto b = buildExportBundle(run, t);
-  EXPECT_TRUE(b) << b.status().message();
-  if (!b) return "";
-  EXPECT_TRUE(writeBundle(*b));
-  return dir + "/quantized.onnx";
-}
-
-Tensor runFile(const std::string& path, const Tensor& x) {
-  auto m = loadModel(path);
-  EXPECT_TRUE(m) << m.status().message();
-  auto ex = Executor::create(std::move(m).value());
-  EXPECT_TRUE(ex) << ex.status().message();
-  auto out = (*ex)->run({NamedTensor{"x", x}});
-  EXPECT_TRUE(out) << out.status().message();
-  return (*out)[0];
 }
 
 // Per output channel (axis 1), the mean of got - ref; returns the largest |mean|.
@@ -113,7 +81,7 @@ TEST(Remedies, BiasCorrectionZeroesTheMeanErrorPerChannelOfTheExport) {
 
   double worst[2] = {0, 0};
   for (int corrected = 0; corrected < 2; ++corrected) {
-    AnalysisRequest rq = request(model, dir + "/x.npy");
+    AnalysisRequest rq = test::remedyRequest(model, dir + "/x.npy");
     rq.biasCorrection = corrected != 0;
     auto run = runAnalysis(rq);
     ASSERT_TRUE(run) << run.status().message();
@@ -140,7 +108,7 @@ TEST(Remedies, EqualizedWeightsReachTheExportAndKeepTheFloatFunction) {
   const std::string model = writeConvModel(dir, rng);
   const Tensor x = test::randomTensor({4, 3, 12, 12}, rng, 0.f, 1.f);
   ASSERT_TRUE(writeNpy(dir + "/x.npy", x));
-  AnalysisRequest rq = request(model, dir + "/x.npy");
+  AnalysisRequest rq = test::remedyRequest(model, dir + "/x.npy");
   rq.equalize = true;
   auto run = runAnalysis(rq);
   ASSERT_TRUE(run) << run.status().message();
@@ -191,7 +159,7 @@ TEST(Remedies, ClsExportWithBothRemediesMatchesOnnxRuntime) {
   if (!fs::exists(model)) GTEST_SKIP() << model << " missing: run scripts/setup.sh";
   const std::string dir = test::makeTempDir("remedies");
   test::writeTextImages(dir + "/images", 4, 192, 48, 7);
-  AnalysisRequest rq = request(model, dir + "/images");
+  AnalysisRequest rq = test::remedyRequest(model, dir + "/images");
   rq.data.image.width = 192;
   rq.data.image.height = 48;
   rq.data.image.mean = {0.5f, 0.5f, 0.5f};

@@ -19,16 +19,16 @@
 #include "core/onnx/loader.h"
 #include "tests/support/model_helpers.h"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/remedy_helpers.h"
 
 using namespace qs;
+using qs::test::exportRun;
+using qs::test::runCommand;
+using qs::test::runFile;
+using qs::test::runModel;
 namespace fs = std::filesystem;
 
 namespace {
-
-int runCommand(const std::string& cmd) {
-  int st = std::system(cmd.c_str());
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 constexpr int64_t kB = 4, kT = 16, kC = 32, kN = 24;
 
@@ -79,41 +79,6 @@ std::string writeConvModel(const std::string& dir, std::mt19937& rng) {
   return path;
 }
 
-AnalysisRequest request(const std::string& model, const std::string& data) {
-  AnalysisRequest rq;
-  rq.modelPath = model;
-  rq.data.path = data;
-  rq.calibration.method = CalibMethod::Max;
-  rq.methodGiven = true;
-  rq.threads = 2;
-  rq.sensitivity = false;
-  return rq;
-}
-
-std::string exportRun(const AnalysisRun& run, const std::string& dir) {
-  ExportTarget t;
-  t.outputDir = dir;
-  auto b = buildExportBundle(run, t);
-  EXPECT_TRUE(b) << b.status().message();
-  if (!b) return "";
-  EXPECT_TRUE(writeBundle(*b));
-  return dir + "/quantized.onnx";
-}
-
-Tensor runModel(std::shared_ptr<const Model> m, const Tensor& x) {
-  auto ex = Executor::create(std::move(m));
-  EXPECT_TRUE(ex) << ex.status().message();
-  auto out = (*ex)->run({NamedTensor{"x", x}});
-  EXPECT_TRUE(out) << out.status().message();
-  return (*out)[0];
-}
-
-Tensor runFile(const std::string& path, const Tensor& x) {
-  auto m = loadModel(path);
-  EXPECT_TRUE(m) << m.status().message();
-  return runModel(std::move(m).value(), x);
-}
-
 double snr(const Tensor& ref, const Tensor& got) {
   ErrorAccumulator acc;
   acc.add(ref, got);
@@ -149,7 +114,7 @@ TEST(SmoothQuantRemedy, KeepsTheFloatFunctionRaisesInt8SnrAndMatchesOnnxRuntime)
   ASSERT_TRUE(writeNpy(dir + "/x.npy", x));
   const Tensor ref = runFile(model, x);
   for (double alpha : {(double)NAN, 0.5}) {
-    AnalysisRequest rq = request(model, dir + "/x.npy");
+    AnalysisRequest rq = test::remedyRequest(model, dir + "/x.npy");
     rq.smoothQuant = true;
     rq.smoothQuantAlpha = alpha;
     auto run = runAnalysis(rq);
@@ -210,7 +175,7 @@ TEST(WeightClipRemedy, NeverRaisesLayerwiseErrorAndMatchesOnnxRuntime) {
     const Tensor x = which == 0 ? test::randomTensor({4, 3, 12, 12}, rng, 0.f, 1.f)
                                 : test::randomTensor({kB, kT, kC}, rng, -1.f, 1.f);
     ASSERT_TRUE(writeNpy(dir + "/x.npy", x));
-    AnalysisRequest rq = request(model, dir + "/x.npy");
+    AnalysisRequest rq = test::remedyRequest(model, dir + "/x.npy");
     rq.weightClipSearch = true;
     auto run = runAnalysis(rq);
     ASSERT_TRUE(run) << run.status().message();
