@@ -34,7 +34,7 @@ struct Shape2d {
 int main(int argc, char** argv) {
   using namespace qs;
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 9;
-  if (const char* g = std::getenv("QS_QCONV_GENERIC"); g && *g == '1') setQconvGeneric(true);
+  if (const char* g = std::getenv("QS_QCONV_GENERIC"); g && *g == '1') setQconvKernel("generic");
   const Shape2d shapes[] = {
       {"96->24 3x3 s1 160x160", 96, 24, 160, 160, 3, 1, 1},
       {"64->128 1x1 80x80", 64, 128, 80, 80, 1, 1, 0},

@@ -445,7 +445,6 @@ const char* qconvKernelName() {
   }
 }
 
-void setQconvGeneric(bool generic) { g_forced.store(generic ? GemmKind::Generic : GemmKind::Auto, std::memory_order_relaxed); }
 
 bool setQconvKernel(const std::string& name) {
   GemmKind k;

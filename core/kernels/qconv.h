@@ -138,9 +138,7 @@ Status qconv(const Tensor& X, float sx, const QConvWeights& w, const float* bias
 /// a caller should prefer float where it is the one in use. Weights prepared under one kernel
 /// and run under another (only after a forced switch) take the generic loops over their format.
 const char* qconvKernelName();
-/// Forces the generic path (tests, benchmarks); false restores the automatic choice.
-void setQconvGeneric(bool generic);
-/// Forces one GEMM by its qconvKernelName() ("avx512vnni", "avx2", "generic"); "auto" restores
+/// Forces one GEMM by its qconvKernelName() ("avx512vnni", "avx2", "generic": tests, benchmarks); "auto" restores
 /// the automatic choice. False, changing nothing, for an unknown name or a GEMM the CPU lacks.
 bool setQconvKernel(const std::string& name);
 

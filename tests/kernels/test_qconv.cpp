@@ -18,20 +18,20 @@ namespace {
 
 // Restores the automatic GEMM choice however a test ends.
 struct GenericGuard {
-  explicit GenericGuard(bool generic) { setQconvGeneric(generic); }
-  ~GenericGuard() { setQconvGeneric(false); }
+  explicit GenericGuard(bool generic) { setQconvKernel(generic ? "generic" : "auto"); }
+  ~GenericGuard() { setQconvKernel("auto"); }
 };
 
 // The automatic choice is a SIMD GEMM (VNNI or AVX2), not the portable loops.
 bool cpuHasSimdGemm() {
-  setQconvGeneric(false);
+  setQconvKernel("auto");
   return std::string(qconvKernelName()) != "generic";
 }
 
 std::string pathLabel(bool generic) {
-  setQconvGeneric(generic);
+  setQconvKernel(generic ? "generic" : "auto");
   const std::string name = qconvKernelName();
-  setQconvGeneric(false);
+  setQconvKernel("auto");
   return " (" + name + ")";
 }
 
