@@ -72,9 +72,9 @@ void roundConstants(const Graph& g, QuantState& s);
 
 /// Fake-quantizes node inputs at the quantization points of the enabled nodes (copyable: each
 /// pass or thread that compares through it takes its own copy). With a high precision of fp16 or
-/// bf16 it takes every node over (high_precision_sim.cpp): float inputs rounded to it (then fake
-/// quantized at the points of enabled nodes, dequantized values rounded again), the node run by
-/// QuantState::executor, its float outputs rounded.
+/// bf16 it takes every node over (high_precision_sim.cpp): the float values that ONNX Runtime's CPU
+/// provider holds in that type on the export rounded to it (graph inputs, constants, the inputs of
+/// quantization points and of the nodes it runs in float16), the node run by QuantState::executor.
 class FakeQuantTransform : public InputTransform {
  public:
   enum Parts { kActivations = 1, kWeights = 2, kBoth = 3 };
@@ -98,6 +98,10 @@ class FakeQuantTransform : public InputTransform {
   // The high-precision versions of transform() and runNode() (high_precision_sim.cpp).
   const Tensor* transformRounded(NodeId node, size_t input, const Tensor& value, Tensor& storage);
   bool runNodeRounded(NodeId node, std::span<const Tensor* const> inputs, std::span<Tensor> outputs, Status& status);
+  // Whether `node` reads input `input` through a Q/DQ pair (an activation point of an enabled node).
+  bool readsDequantized(NodeId node, size_t input) const;
+  // Whether ONNX Runtime's CPU provider runs `node` of the export in float16 (high_precision_sim.cpp).
+  bool runsInFloat16(NodeId node) const;
   const QuantState& m_s;
   const NodePaths& m_paths;
   std::vector<char> m_enabled;

@@ -23,4 +23,17 @@ inline bool keptInFloat32(std::string_view opType, float constantAbsMax, HighPre
          opType == "Add" || opType == "Sub" || opType == "Mul" || opType == "Div";
 }
 
+/// Whether ONNX Runtime's CPU provider (1.30, x86) has a float16 kernel for `opType` among the ops a
+/// float part can hold: data movement, Clip, Max and Min (measured: a Cast to float16, the op, a
+/// QuantizeLinear, run with optimizations disabled and the optimized model written out; every other
+/// op of a model, arithmetic, pooling, normalization, Pad, Tile, DepthToSpace, got Casts to float32
+/// around it). QuantizeLinear, DequantizeLinear and Cast have float16 kernels too; they are the
+/// export's own nodes and handled where the analysis models them (high_precision_sim.cpp).
+inline bool ortCpuHasFloat16Kernel(std::string_view opType) {
+  return opType == "Reshape" || opType == "Transpose" || opType == "Flatten" || opType == "Squeeze" ||
+         opType == "Unsqueeze" || opType == "Slice" || opType == "Identity" || opType == "Split" ||
+         opType == "Expand" || opType == "Gather" || opType == "GatherElements" || opType == "Concat" ||
+         opType == "Clip" || opType == "Max" || opType == "Min";
+}
+
 }  // namespace qs
