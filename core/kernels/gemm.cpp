@@ -105,6 +105,25 @@ void packB(const float* B, int64_t ldb, bool transB, int64_t K, int64_t nb, floa
   }
 }
 
+// C[m0:m1, 0:nb] (+)= A[m0:m1, :] * panels of B (each K x 16, one after the other).
+void blockOverPanels(const PackedMatrix& A, int64_t m0, int64_t m1, const float* bp, int64_t nb, float* C, int64_t ldc,
+                     bool accumulate) {
+  const int64_t K = A.cols();
+  const int64_t panelsN = (nb + NR - 1) / NR;
+  for (int64_t k0 = 0; k0 < K; k0 += KC) {
+    const int64_t kc = std::min(KC, K - k0);
+    const bool acc = accumulate || k0 > 0;
+    for (int64_t jp = 0; jp < panelsN; ++jp) {
+      const float* b = bp + jp * NR * K + k0 * NR;
+      const int64_t nr = std::min(NR, nb - jp * NR);
+      for (int64_t m = m0; m < m1; m += MR) {
+        const float* a = A.panel(m / MR) + k0 * MR;
+        micro6x16(kc, a, b, NR, C + (m - m0) * ldc + jp * NR, ldc, acc, std::min(MR, m1 - m), nr);
+      }
+    }
+  }
+}
+
 struct ScratchBuf {
   float* p = nullptr;
   size_t cap = 0;
@@ -156,18 +175,47 @@ void gemmBlock(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B, in
   const int64_t panelsN = (nb + NR - 1) / NR;
   float* bp = gemmScratch(0, (size_t)(panelsN * NR * K));
   packB(B, ldb, transB, K, nb, bp);
-  for (int64_t k0 = 0; k0 < K; k0 += KC) {
-    const int64_t kc = std::min(KC, K - k0);
-    const bool acc = accumulate || k0 > 0;
-    for (int64_t jp = 0; jp < panelsN; ++jp) {
-      const float* b = bp + jp * NR * K + k0 * NR;
-      const int64_t nr = std::min(NR, nb - jp * NR);
-      for (int64_t m = m0; m < m1; m += MR) {
-        const float* a = A.panel(m / MR) + k0 * MR;
-        micro6x16(kc, a, b, NR, C + (m - m0) * ldc + jp * NR, ldc, acc, std::min(MR, m1 - m), nr);
-      }
-    }
+  blockOverPanels(A, m0, m1, bp, nb, C, ldc, accumulate);
+}
+
+PackedPanels::PackedPanels(const float* B, int64_t ldb, bool transB, int64_t K, int64_t N) : m_rows(K), m_cols(N) {
+  const int64_t panels = (N + NR - 1) / NR;
+  const size_t n = (size_t)std::max<int64_t>(1, panels * NR * K);
+  m_data = std::shared_ptr<float[]>(static_cast<float*>(std::aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64)),
+                                    [](float* p) { std::free(p); });
+  if (K > 0 && N > 0) packB(B, ldb, transB, K, N, m_data.get());
+}
+
+void gemmBlockPacked(const PackedMatrix& A, int64_t m0, int64_t m1, const PackedPanels& B, int64_t n0, int64_t nb,
+                     float* C, int64_t ldc, bool accumulate) {
+  if (nb <= 0 || m1 <= m0) return;
+  if (A.cols() == 0) {
+    if (!accumulate)
+      for (int64_t m = m0; m < m1; ++m) std::memset(C + (m - m0) * ldc, 0, sizeof(float) * (size_t)nb);
+    return;
   }
+  blockOverPanels(A, m0, m1, B.from(n0), nb, C, ldc, accumulate);
+}
+
+void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedPanels& B, bool accumulate,
+                 float* C, int64_t ldc, int threads) {
+  const int64_t N = B.cols(), K = B.rows();
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate)
+      for (int64_t m = 0; m < M; ++m) std::memset(C + m * ldc, 0, sizeof(float) * (size_t)N);
+    return;
+  }
+  PackedMatrix a(A, lda, M, K, transA, alpha);
+  int64_t mb, nb;
+  gemmBlocking(M, N, K, threads, mb, nb);
+  const int64_t rowBlocks = (M + mb - 1) / mb, colBlocks = (N + nb - 1) / nb;
+  parallelFor(threads, rowBlocks * colBlocks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t m0 = (t / colBlocks) * mb, n0 = (t % colBlocks) * nb;
+      gemmBlockPacked(a, m0, std::min(M, m0 + mb), B, n0, std::min(nb, N - n0), C + m0 * ldc + n0, ldc, accumulate);
+    }
+  });
 }
 
 void gemmBlockRows(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B, int64_t ldb, int64_t nb, float* C,

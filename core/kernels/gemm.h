@@ -48,6 +48,35 @@ void gemmBlock(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B, in
 void gemmBlockRows(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B, int64_t ldb, int64_t nb, float* C,
                    int64_t ldc, bool accumulate);
 
+/// op(B) [K, N] packed once into 16-column panels (K x 16 floats each, zero past N), the layout
+/// gemmBlock packs into per call: the constant weights of MatMul / Gemm / FusedMatMul, packed at
+/// load so that a run only packs its activations (docs/performance.md, "Transformers").
+class PackedPanels {
+ public:
+  static constexpr int64_t kColsPerPanel = 16;
+  PackedPanels() = default;
+  /// B row-major [K, N] with leading dimension ldb, or [N, K] when transB.
+  PackedPanels(const float* B, int64_t ldb, bool transB, int64_t K, int64_t N);
+  int64_t rows() const { return m_rows; }
+  int64_t cols() const { return m_cols; }
+  bool empty() const { return !m_data; }
+  /// Panels from column n0 (a multiple of 16) on, each K x 16, one after the other.
+  const float* from(int64_t n0) const { return m_data.get() + (n0 / kColsPerPanel) * kColsPerPanel * m_rows; }
+
+ private:
+  int64_t m_rows = 0, m_cols = 0;
+  std::shared_ptr<float[]> m_data;
+};
+
+/// gemmBlock over prepacked B: C[m0:m1, 0:nb] (+)= A[m0:m1, :] * op(B)[:, n0:n0+nb], n0 a
+/// multiple of 16 and A.cols() == B.rows().
+void gemmBlockPacked(const PackedMatrix& A, int64_t m0, int64_t m1, const PackedPanels& B, int64_t n0, int64_t nb,
+                     float* C, int64_t ldc, bool accumulate);
+
+/// sgemm (beta 0 or 1) with B prepacked: C[M, N] (+)= alpha * op(A) * B, op(A) [M, B.rows()].
+void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedPanels& B, bool accumulate,
+                 float* C, int64_t ldc, int threads);
+
 /// How gemm-like work of M x N (x K) is cut into blocks for `threads`: rows per block (multiple
 /// of 6) and columns per block (multiple of 16). One block when the work is small.
 void gemmBlocking(int64_t M, int64_t N, int64_t K, int threads, int64_t& mb, int64_t& nb);
