@@ -208,7 +208,7 @@ class FusedMatMulKernel : public Kernel {
                                       ? m_packedB.get()
                                       : nullptr;
     auto product = [&](int64_t t, int threads) {
-      PackedMatrix pm(pa + aOff[(size_t)t], lda, M, K, transA, m_alpha);
+      const PackedMatrix pm = PackedMatrix::packScratch(pa + aOff[(size_t)t], lda, M, K, transA, m_alpha);
       int64_t mb, nbk;
       gemmBlocking(M, N, K, threads, mb, nbk);
       const int64_t rowBlocks = (M + mb - 1) / mb, colBlocks = (N + nbk - 1) / nbk;

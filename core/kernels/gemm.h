@@ -25,15 +25,33 @@ class PackedMatrix {
   static constexpr int64_t kRowsPerPanel = 6;
   PackedMatrix() = default;
   PackedMatrix(const float* A, int64_t lda, int64_t M, int64_t K, bool transA = false, float alpha = 1.f);
+  /// The same, packed into this thread's reusable buffer instead of a new allocation: for the
+  /// activations a MatMul packs on every run (a fresh multi-megabyte buffer per call costs its
+  /// page faults every time). Valid until the next packScratch on this thread; other threads may
+  /// read it meanwhile (the GEMM's blocks while the caller waits). A row-major A with alpha 1 is
+  /// not copied at all: the result is a view() of it.
+  static PackedMatrix packScratch(const float* A, int64_t lda, int64_t M, int64_t K, bool transA = false,
+                                  float alpha = 1.f);
+  /// A row-major A [M, K] (leading dimension lda) read in place, not packed: the micro-kernel
+  /// broadcasts from its 6 rows directly, as ONNX Runtime's MLAS does. The same products in the
+  /// same order as packed; A must outlive the view.
+  static PackedMatrix view(const float* A, int64_t lda, int64_t M, int64_t K);
   int64_t rows() const { return m_rows; }
   int64_t cols() const { return m_cols; }
-  bool empty() const { return !m_data; }
-  /// Panel p: K groups of 6 floats (rows 6p..6p+5, column k at [k*6 + r]).
+  bool empty() const { return !m_data && !m_view; }
+  /// Not packed (view()): rows are at viewRow(m), one after the other with stride viewLd().
+  bool isView() const { return m_view != nullptr; }
+  const float* viewRow(int64_t m) const { return m_view + m * m_lda; }
+  int64_t viewLd() const { return m_lda; }
+  /// Panel p: K groups of 6 floats (rows 6p..6p+5, column k at [k*6 + r]). Packed matrices only.
   const float* panel(int64_t p) const { return m_data.get() + p * kRowsPerPanel * m_cols; }
 
  private:
+  void pack(const float* A, int64_t lda, bool transA, float alpha);
   int64_t m_rows = 0, m_cols = 0;
   std::shared_ptr<float[]> m_data;
+  const float* m_view = nullptr;
+  int64_t m_lda = 0;
 };
 
 /// One block of C, single-threaded: C[m0:m1, 0:nb] (+)= A[m0:m1, :] * op(B)[K, 0:nb] where B is
