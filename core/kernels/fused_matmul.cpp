@@ -76,6 +76,22 @@ class FusedMatMulKernel : public Kernel {
                     bool gelu)
       : m_permA(std::move(permA)), m_permB(std::move(permB)), m_permY(std::move(permY)), m_alpha(alpha), m_gelu(gelu) {}
 
+  // A constant B (the layer's weights) with no batch of its own is packed here once; runs that
+  // get that same tensor skip packing it per block.
+  void prepack(const Tensor* constB) {
+    if (!constB || constB->dtype() != DType::Float || constB->rank() < 2) return;
+    OperandView b;
+    if (!viewOperand("b", *constB, m_permB, b).isOk()) return;
+    const size_t rb = b.shape.size();
+    if (numelOf(Shape(b.shape.begin(), b.shape.end() - 2)) != 1) return;
+    const int64_t K = b.shape[rb - 2], N = b.shape[rb - 1];
+    bool transB = false;
+    int64_t ldb = 0;
+    if (K == 0 || N == 0 || !matrixLayout(K, N, b.strides[rb - 2], b.strides[rb - 1], transB, ldb)) return;
+    m_constB = *constB;
+    m_packedB = std::make_shared<const PackedPanels>(constB->data<float>(), ldb, transB, K, N);
+  }
+
   Status run(KernelContext& ctx) const override {
     if (ctx.inputCount() < 2 || !ctx.hasInput(0) || !ctx.hasInput(1))
       return invalidArgument("FusedMatMul needs inputs A and B");
@@ -187,8 +203,12 @@ class FusedMatMulKernel : public Kernel {
     }
     // One product: its blocks across the threads. Many small ones (attention heads): one
     // product per task, each single-threaded.
+    const PackedPanels* packedB = m_packedB && B.sharesBufferWith(m_constB) && B.shape() == m_constB.shape() &&
+                                          m_packedB->rows() == K && m_packedB->cols() == N
+                                      ? m_packedB.get()
+                                      : nullptr;
     auto product = [&](int64_t t, int threads) {
-      PackedMatrix pm(pa + aOff[(size_t)t], lda, M, K, transA, m_alpha);
+      const PackedMatrix pm = PackedMatrix::packScratch(pa + aOff[(size_t)t], lda, M, K, transA, m_alpha);
       int64_t mb, nbk;
       gemmBlocking(M, N, K, threads, mb, nbk);
       const int64_t rowBlocks = (M + mb - 1) / mb, colBlocks = (N + nbk - 1) / nbk;
@@ -200,7 +220,8 @@ class FusedMatMulKernel : public Kernel {
           const int64_t m1 = std::min(M, m0 + mb), w = std::min(nbk, N - n0);
           const float* bb = transB ? bt + n0 * ldb : bt + n0;
           float* c = yt + m0 * ldc + n0;
-          gemmBlock(pm, m0, m1, bb, ldb, transB, w, c, ldc, false);
+          if (packedB) gemmBlockPacked(pm, m0, m1, *packedB, n0, w, c, ldc, false);
+          else gemmBlock(pm, m0, m1, bb, ldb, transB, w, c, ldc, false);
           epilogue(c, m1 - m0, w, ldc, bias ? bias + n0 : nullptr);
         }
       };
@@ -239,6 +260,8 @@ class FusedMatMulKernel : public Kernel {
   std::vector<int64_t> m_permA, m_permB, m_permY;
   float m_alpha;
   bool m_gelu;
+  Tensor m_constB;
+  std::shared_ptr<const PackedPanels> m_packedB;
 };
 
 }  // namespace
@@ -263,8 +286,10 @@ Result<std::unique_ptr<Kernel>> createFusedMatMul(const KernelInit& init) {
   if (!permY.empty() && !matMulResultPermFoldable(permY)) a.fail("perm_y must be a permutation that keeps the last dim last");
   if (!act.empty() && act != "Gelu") a.fail("unsupported activation '" + act + "'");
   if (!a.ok()) return a.status();
-  return std::unique_ptr<Kernel>(
-      std::make_unique<FusedMatMulKernel>(std::move(permA), std::move(permB), std::move(permY), alpha, act == "Gelu"));
+  auto kernel =
+      std::make_unique<FusedMatMulKernel>(std::move(permA), std::move(permB), std::move(permY), alpha, act == "Gelu");
+  kernel->prepack(init.constantInput(1));
+  return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
 }  // namespace qs

@@ -16,6 +16,40 @@ constexpr int64_t MR = PackedMatrix::kRowsPerPanel;  // rows of the micro-kernel
 constexpr int64_t NR = 16;                            // columns of the micro-kernel (2 ymm)
 constexpr int64_t KC = 256;                           // K slice: a 16-column B panel slice is 16 KB (L1)
 
+// Writes (or, acc, adds) the 6x16 tile of sums to C, clipped to mr x nr.
+inline void storeTile(__m256 c00, __m256 c01, __m256 c10, __m256 c11, __m256 c20, __m256 c21, __m256 c30, __m256 c31,
+                      __m256 c40, __m256 c41, __m256 c50, __m256 c51, float* C, int64_t ldc, bool acc, int64_t mr,
+                      int64_t nr) {
+  const __m256 r[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  if (mr == MR && nr == NR) {
+    for (int i = 0; i < 6; ++i) {
+      float* c = C + i * ldc;
+      __m256 v0 = r[i][0], v1 = r[i][1];
+      if (acc) {
+        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(c));
+        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(c + 8));
+      }
+      _mm256_storeu_ps(c, v0);
+      _mm256_storeu_ps(c + 8, v1);
+    }
+    return;
+  }
+  alignas(32) float tmp[6][16];
+  for (int i = 0; i < 6; ++i) {
+    _mm256_store_ps(tmp[i], r[i][0]);
+    _mm256_store_ps(tmp[i] + 8, r[i][1]);
+  }
+  for (int64_t i = 0; i < mr; ++i) {
+    float* c = C + i * ldc;
+    if (acc) {
+      for (int64_t j = 0; j < nr; ++j) c[j] += tmp[i][j];
+    } else {
+      for (int64_t j = 0; j < nr; ++j) c[j] = tmp[i][j];
+    }
+  }
+}
+
+
 // C[0:mr, 0:nr] (+)= A[0:6, 0:kc] * B[0:kc, 0:16] for packed panels. 12 accumulators, 2 B
 // vectors and 1 broadcast: 15 of the 16 ymm registers.
 void micro6x16(int64_t kc, const float* A, const float* B, int64_t ldbk, float* C, int64_t ldc, bool acc, int64_t mr,
@@ -46,33 +80,45 @@ void micro6x16(int64_t kc, const float* A, const float* B, int64_t ldbk, float* 
     A += MR;
     B += ldbk;
   }
-  const __m256 r[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  if (mr == MR && nr == NR) {
-    for (int i = 0; i < 6; ++i) {
-      float* c = C + i * ldc;
-      __m256 v0 = r[i][0], v1 = r[i][1];
-      if (acc) {
-        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(c));
-        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(c + 8));
-      }
-      _mm256_storeu_ps(c, v0);
-      _mm256_storeu_ps(c + 8, v1);
-    }
-    return;
+  storeTile(c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, C, ldc, acc, mr, nr);
+}
+
+// micro6x16 with A read in place from 6 rows lda apart (rows past mr repeat row 0, their sums
+// dropped): the same FMAs in the same order, without packing A.
+void micro6x16Direct(int64_t kc, const float* A, int64_t lda, const float* B, int64_t ldbk, float* C, int64_t ldc,
+                     bool acc, int64_t mr, int64_t nr) {
+  const float* a0 = A;
+  const float* a1 = mr > 1 ? A + lda : A;
+  const float* a2 = mr > 2 ? A + 2 * lda : A;
+  const float* a3 = mr > 3 ? A + 3 * lda : A;
+  const float* a4 = mr > 4 ? A + 4 * lda : A;
+  const float* a5 = mr > 5 ? A + 5 * lda : A;
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(B), b1 = _mm256_loadu_ps(B + 8);
+    __m256 a = _mm256_broadcast_ss(a0 + k);
+    c00 = _mm256_fmadd_ps(a, b0, c00);
+    c01 = _mm256_fmadd_ps(a, b1, c01);
+    a = _mm256_broadcast_ss(a1 + k);
+    c10 = _mm256_fmadd_ps(a, b0, c10);
+    c11 = _mm256_fmadd_ps(a, b1, c11);
+    a = _mm256_broadcast_ss(a2 + k);
+    c20 = _mm256_fmadd_ps(a, b0, c20);
+    c21 = _mm256_fmadd_ps(a, b1, c21);
+    a = _mm256_broadcast_ss(a3 + k);
+    c30 = _mm256_fmadd_ps(a, b0, c30);
+    c31 = _mm256_fmadd_ps(a, b1, c31);
+    a = _mm256_broadcast_ss(a4 + k);
+    c40 = _mm256_fmadd_ps(a, b0, c40);
+    c41 = _mm256_fmadd_ps(a, b1, c41);
+    a = _mm256_broadcast_ss(a5 + k);
+    c50 = _mm256_fmadd_ps(a, b0, c50);
+    c51 = _mm256_fmadd_ps(a, b1, c51);
+    B += ldbk;
   }
-  alignas(32) float tmp[6][16];
-  for (int i = 0; i < 6; ++i) {
-    _mm256_store_ps(tmp[i], r[i][0]);
-    _mm256_store_ps(tmp[i] + 8, r[i][1]);
-  }
-  for (int64_t i = 0; i < mr; ++i) {
-    float* c = C + i * ldc;
-    if (acc) {
-      for (int64_t j = 0; j < nr; ++j) c[j] += tmp[i][j];
-    } else {
-      for (int64_t j = 0; j < nr; ++j) c[j] = tmp[i][j];
-    }
-  }
+  storeTile(c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, C, ldc, acc, mr, nr);
 }
 
 // B[K, nb] (or B^T) -> panels of 16 columns, each K x 16 contiguous, zero-padded past nb.
@@ -94,12 +140,74 @@ void packB(const float* B, int64_t ldb, bool transB, int64_t K, int64_t nb, floa
           for (; j < NR; ++j) d[j] = 0.f;
         }
       }
+    } else if (nr == NR) {
+      // B is [nb, K]: column j of op(B) is row j of B. 8x8 transposes in registers: 16 rows of B
+      // read 8 floats at a time, written as 8 panel rows (the scalar gather was 2% of swin_t).
+      int64_t k = 0;
+      for (; k + 8 <= K; k += 8) {
+        for (int64_t h = 0; h < 2; ++h) {
+          const float* s = B + (j0 + 8 * h) * ldb + k;
+          __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ldb), r2 = _mm256_loadu_ps(s + 2 * ldb),
+                 r3 = _mm256_loadu_ps(s + 3 * ldb), r4 = _mm256_loadu_ps(s + 4 * ldb), r5 = _mm256_loadu_ps(s + 5 * ldb),
+                 r6 = _mm256_loadu_ps(s + 6 * ldb), r7 = _mm256_loadu_ps(s + 7 * ldb);
+          const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+          const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+          const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+          const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+          const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+          const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+          const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+          const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+          r0 = _mm256_permute2f128_ps(u0, u4, 0x20);
+          r1 = _mm256_permute2f128_ps(u1, u5, 0x20);
+          r2 = _mm256_permute2f128_ps(u2, u6, 0x20);
+          r3 = _mm256_permute2f128_ps(u3, u7, 0x20);
+          r4 = _mm256_permute2f128_ps(u0, u4, 0x31);
+          r5 = _mm256_permute2f128_ps(u1, u5, 0x31);
+          r6 = _mm256_permute2f128_ps(u2, u6, 0x31);
+          r7 = _mm256_permute2f128_ps(u3, u7, 0x31);
+          float* o = d + k * NR + 8 * h;
+          _mm256_storeu_ps(o, r0);
+          _mm256_storeu_ps(o + NR, r1);
+          _mm256_storeu_ps(o + 2 * NR, r2);
+          _mm256_storeu_ps(o + 3 * NR, r3);
+          _mm256_storeu_ps(o + 4 * NR, r4);
+          _mm256_storeu_ps(o + 5 * NR, r5);
+          _mm256_storeu_ps(o + 6 * NR, r6);
+          _mm256_storeu_ps(o + 7 * NR, r7);
+        }
+      }
+      for (; k < K; ++k)
+        for (int64_t j = 0; j < NR; ++j) d[k * NR + j] = B[(j0 + j) * ldb + k];
     } else {
       // B is [nb, K]: column j of op(B) is row j of B.
       for (int64_t k = 0; k < K; ++k, d += NR) {
         int64_t j = 0;
         for (; j < nr; ++j) d[j] = B[(j0 + j) * ldb + k];
         for (; j < NR; ++j) d[j] = 0.f;
+      }
+    }
+  }
+}
+
+// C[m0:m1, 0:nb] (+)= A[m0:m1, :] * panels of B (each K x 16, one after the other).
+void blockOverPanels(const PackedMatrix& A, int64_t m0, int64_t m1, const float* bp, int64_t nb, float* C, int64_t ldc,
+                     bool accumulate) {
+  const int64_t K = A.cols();
+  const int64_t panelsN = (nb + NR - 1) / NR;
+  for (int64_t k0 = 0; k0 < K; k0 += KC) {
+    const int64_t kc = std::min(KC, K - k0);
+    const bool acc = accumulate || k0 > 0;
+    for (int64_t jp = 0; jp < panelsN; ++jp) {
+      const float* b = bp + jp * NR * K + k0 * NR;
+      const int64_t nr = std::min(NR, nb - jp * NR);
+      for (int64_t m = m0; m < m1; m += MR) {
+        float* c = C + (m - m0) * ldc + jp * NR;
+        if (A.isView()) {
+          micro6x16Direct(kc, A.viewRow(m) + k0, A.viewLd(), b, NR, c, ldc, acc, std::min(MR, m1 - m), nr);
+        } else {
+          micro6x16(kc, A.panel(m / MR) + k0 * MR, b, NR, c, ldc, acc, std::min(MR, m1 - m), nr);
+        }
       }
     }
   }
@@ -131,14 +239,66 @@ PackedMatrix::PackedMatrix(const float* A, int64_t lda, int64_t M, int64_t K, bo
   const size_t n = (size_t)std::max<int64_t>(1, panels * MR * K);
   m_data = std::shared_ptr<float[]>(static_cast<float*>(std::aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64)),
                                     [](float* p) { std::free(p); });
+  pack(A, lda, transA, alpha);
+}
+
+PackedMatrix PackedMatrix::view(const float* A, int64_t lda, int64_t M, int64_t K) {
+  PackedMatrix pm;
+  pm.m_rows = M;
+  pm.m_cols = K;
+  pm.m_view = A;
+  pm.m_lda = lda;
+  return pm;
+}
+
+PackedMatrix PackedMatrix::packScratch(const float* A, int64_t lda, int64_t M, int64_t K, bool transA, float alpha) {
+  // Row-major A, unscaled: read in place (nothing to pack).
+  if (!transA && alpha == 1.f) return view(A, lda, M, K);
+  thread_local ScratchBuf buf;
+  const int64_t panels = (M + MR - 1) / MR;
+  const size_t n = (size_t)std::max<int64_t>(1, panels * MR * K);
+  if (n > buf.cap || !buf.p) {
+    std::free(buf.p);
+    buf.cap = ((n + 15) / 16) * 16;
+    buf.p = static_cast<float*>(std::aligned_alloc(64, buf.cap * sizeof(float)));
+  }
+  PackedMatrix pm;
+  pm.m_rows = M;
+  pm.m_cols = K;
+  pm.m_data = std::shared_ptr<float[]>(buf.p, [](float*) {});
+  pm.pack(A, lda, transA, alpha);
+  return pm;
+}
+
+void PackedMatrix::pack(const float* A, int64_t lda, bool transA, float alpha) {
+  const int64_t M = m_rows, K = m_cols;
+  const int64_t panels = (M + MR - 1) / MR;
   float* d = m_data.get();
-  for (int64_t p = 0; p < panels; ++p) {
-    for (int64_t k = 0; k < K; ++k) {
-      for (int64_t r = 0; r < MR; ++r) {
-        const int64_t m = p * MR + r;
-        float v = 0.f;
-        if (m < M) v = alpha * (transA ? A[k * lda + m] : A[m * lda + k]);
-        *d++ = v;
+  for (int64_t p = 0; p < panels; ++p, d += MR * K) {
+    const int64_t rows = std::min(MR, M - p * MR);
+    if (transA) {
+      // A is [K, M]: the panel's 6 values of column k are contiguous.
+      for (int64_t k = 0; k < K; ++k) {
+        const float* s = A + k * lda + p * MR;
+        float* o = d + k * MR;
+        int64_t r = 0;
+        for (; r < rows; ++r) o[r] = alpha * s[r];
+        for (; r < MR; ++r) o[r] = 0.f;
+      }
+      continue;
+    }
+    // Row by row (sequential reads), each written with a stride of 6.
+    for (int64_t r = 0; r < MR; ++r) {
+      float* o = d + r;
+      if (r >= rows) {
+        for (int64_t k = 0; k < K; ++k) o[k * MR] = 0.f;
+        continue;
+      }
+      const float* s = A + (p * MR + r) * lda;
+      if (alpha == 1.f) {
+        for (int64_t k = 0; k < K; ++k) o[k * MR] = s[k];
+      } else {
+        for (int64_t k = 0; k < K; ++k) o[k * MR] = alpha * s[k];
       }
     }
   }
@@ -156,18 +316,47 @@ void gemmBlock(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B, in
   const int64_t panelsN = (nb + NR - 1) / NR;
   float* bp = gemmScratch(0, (size_t)(panelsN * NR * K));
   packB(B, ldb, transB, K, nb, bp);
-  for (int64_t k0 = 0; k0 < K; k0 += KC) {
-    const int64_t kc = std::min(KC, K - k0);
-    const bool acc = accumulate || k0 > 0;
-    for (int64_t jp = 0; jp < panelsN; ++jp) {
-      const float* b = bp + jp * NR * K + k0 * NR;
-      const int64_t nr = std::min(NR, nb - jp * NR);
-      for (int64_t m = m0; m < m1; m += MR) {
-        const float* a = A.panel(m / MR) + k0 * MR;
-        micro6x16(kc, a, b, NR, C + (m - m0) * ldc + jp * NR, ldc, acc, std::min(MR, m1 - m), nr);
-      }
-    }
+  blockOverPanels(A, m0, m1, bp, nb, C, ldc, accumulate);
+}
+
+PackedPanels::PackedPanels(const float* B, int64_t ldb, bool transB, int64_t K, int64_t N) : m_rows(K), m_cols(N) {
+  const int64_t panels = (N + NR - 1) / NR;
+  const size_t n = (size_t)std::max<int64_t>(1, panels * NR * K);
+  m_data = std::shared_ptr<float[]>(static_cast<float*>(std::aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64)),
+                                    [](float* p) { std::free(p); });
+  if (K > 0 && N > 0) packB(B, ldb, transB, K, N, m_data.get());
+}
+
+void gemmBlockPacked(const PackedMatrix& A, int64_t m0, int64_t m1, const PackedPanels& B, int64_t n0, int64_t nb,
+                     float* C, int64_t ldc, bool accumulate) {
+  if (nb <= 0 || m1 <= m0) return;
+  if (A.cols() == 0) {
+    if (!accumulate)
+      for (int64_t m = m0; m < m1; ++m) std::memset(C + (m - m0) * ldc, 0, sizeof(float) * (size_t)nb);
+    return;
   }
+  blockOverPanels(A, m0, m1, B.from(n0), nb, C, ldc, accumulate);
+}
+
+void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedPanels& B, bool accumulate,
+                 float* C, int64_t ldc, int threads) {
+  const int64_t N = B.cols(), K = B.rows();
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate)
+      for (int64_t m = 0; m < M; ++m) std::memset(C + m * ldc, 0, sizeof(float) * (size_t)N);
+    return;
+  }
+  const PackedMatrix a = PackedMatrix::packScratch(A, lda, M, K, transA, alpha);
+  int64_t mb, nb;
+  gemmBlocking(M, N, K, threads, mb, nb);
+  const int64_t rowBlocks = (M + mb - 1) / mb, colBlocks = (N + nb - 1) / nb;
+  parallelFor(threads, rowBlocks * colBlocks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t m0 = (t / colBlocks) * mb, n0 = (t % colBlocks) * nb;
+      gemmBlockPacked(a, m0, std::min(M, m0 + mb), B, n0, std::min(nb, N - n0), C + m0 * ldc + n0, ldc, accumulate);
+    }
+  });
 }
 
 void gemmBlockRows(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B, int64_t ldb, int64_t nb, float* C,
@@ -186,8 +375,12 @@ void gemmBlockRows(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B
       const float* b = B + k0 * ldb + jp * NR;
       const int64_t nr = std::min(NR, nb - jp * NR);
       for (int64_t m = m0; m < m1; m += MR) {
-        const float* a = A.panel(m / MR) + k0 * MR;
-        micro6x16(kc, a, b, ldb, C + (m - m0) * ldc + jp * NR, ldc, acc, std::min(MR, m1 - m), nr);
+        float* c = C + (m - m0) * ldc + jp * NR;
+        if (A.isView()) {
+          micro6x16Direct(kc, A.viewRow(m) + k0, A.viewLd(), b, ldb, c, ldc, acc, std::min(MR, m1 - m), nr);
+        } else {
+          micro6x16(kc, A.panel(m / MR) + k0 * MR, b, ldb, c, ldc, acc, std::min(MR, m1 - m), nr);
+        }
       }
     }
   }
@@ -229,7 +422,7 @@ void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alph
       for (int64_t m = 0; m < M; ++m) std::memset(C + m * ldc, 0, sizeof(float) * (size_t)N);
     return;
   }
-  PackedMatrix a(A, lda, M, K, transA, alpha);
+  const PackedMatrix a = PackedMatrix::packScratch(A, lda, M, K, transA, alpha);
   int64_t mb, nb;
   gemmBlocking(M, N, K, threads, mb, nb);
   const int64_t rowBlocks = (M + mb - 1) / mb, colBlocks = (N + nb - 1) / nb;

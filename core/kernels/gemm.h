@@ -25,15 +25,33 @@ class PackedMatrix {
   static constexpr int64_t kRowsPerPanel = 6;
   PackedMatrix() = default;
   PackedMatrix(const float* A, int64_t lda, int64_t M, int64_t K, bool transA = false, float alpha = 1.f);
+  /// The same, packed into this thread's reusable buffer instead of a new allocation: for the
+  /// activations a MatMul packs on every run (a fresh multi-megabyte buffer per call costs its
+  /// page faults every time). Valid until the next packScratch on this thread; other threads may
+  /// read it meanwhile (the GEMM's blocks while the caller waits). A row-major A with alpha 1 is
+  /// not copied at all: the result is a view() of it.
+  static PackedMatrix packScratch(const float* A, int64_t lda, int64_t M, int64_t K, bool transA = false,
+                                  float alpha = 1.f);
+  /// A row-major A [M, K] (leading dimension lda) read in place, not packed: the micro-kernel
+  /// broadcasts from its 6 rows directly, as ONNX Runtime's MLAS does. The same products in the
+  /// same order as packed; A must outlive the view.
+  static PackedMatrix view(const float* A, int64_t lda, int64_t M, int64_t K);
   int64_t rows() const { return m_rows; }
   int64_t cols() const { return m_cols; }
-  bool empty() const { return !m_data; }
-  /// Panel p: K groups of 6 floats (rows 6p..6p+5, column k at [k*6 + r]).
+  bool empty() const { return !m_data && !m_view; }
+  /// Not packed (view()): rows are at viewRow(m), one after the other with stride viewLd().
+  bool isView() const { return m_view != nullptr; }
+  const float* viewRow(int64_t m) const { return m_view + m * m_lda; }
+  int64_t viewLd() const { return m_lda; }
+  /// Panel p: K groups of 6 floats (rows 6p..6p+5, column k at [k*6 + r]). Packed matrices only.
   const float* panel(int64_t p) const { return m_data.get() + p * kRowsPerPanel * m_cols; }
 
  private:
+  void pack(const float* A, int64_t lda, bool transA, float alpha);
   int64_t m_rows = 0, m_cols = 0;
   std::shared_ptr<float[]> m_data;
+  const float* m_view = nullptr;
+  int64_t m_lda = 0;
 };
 
 /// One block of C, single-threaded: C[m0:m1, 0:nb] (+)= A[m0:m1, :] * op(B)[K, 0:nb] where B is
@@ -47,6 +65,35 @@ void gemmBlock(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B, in
 /// built for it; ldb a multiple of 16 that is not a multiple of 256 keeps L1 sets apart.
 void gemmBlockRows(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B, int64_t ldb, int64_t nb, float* C,
                    int64_t ldc, bool accumulate);
+
+/// op(B) [K, N] packed once into 16-column panels (K x 16 floats each, zero past N), the layout
+/// gemmBlock packs into per call: the constant weights of MatMul / Gemm / FusedMatMul, packed at
+/// load so that a run only packs its activations (docs/performance.md, "Transformers").
+class PackedPanels {
+ public:
+  static constexpr int64_t kColsPerPanel = 16;
+  PackedPanels() = default;
+  /// B row-major [K, N] with leading dimension ldb, or [N, K] when transB.
+  PackedPanels(const float* B, int64_t ldb, bool transB, int64_t K, int64_t N);
+  int64_t rows() const { return m_rows; }
+  int64_t cols() const { return m_cols; }
+  bool empty() const { return !m_data; }
+  /// Panels from column n0 (a multiple of 16) on, each K x 16, one after the other.
+  const float* from(int64_t n0) const { return m_data.get() + (n0 / kColsPerPanel) * kColsPerPanel * m_rows; }
+
+ private:
+  int64_t m_rows = 0, m_cols = 0;
+  std::shared_ptr<float[]> m_data;
+};
+
+/// gemmBlock over prepacked B: C[m0:m1, 0:nb] (+)= A[m0:m1, :] * op(B)[:, n0:n0+nb], n0 a
+/// multiple of 16 and A.cols() == B.rows().
+void gemmBlockPacked(const PackedMatrix& A, int64_t m0, int64_t m1, const PackedPanels& B, int64_t n0, int64_t nb,
+                     float* C, int64_t ldc, bool accumulate);
+
+/// sgemm (beta 0 or 1) with B prepacked: C[M, N] (+)= alpha * op(A) * B, op(A) [M, B.rows()].
+void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedPanels& B, bool accumulate,
+                 float* C, int64_t ldc, int threads);
 
 /// How gemm-like work of M x N (x K) is cut into blocks for `threads`: rows per block (multiple
 /// of 6) and columns per block (multiple of 16). One block when the work is small.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "core/kernels/gemm.h"
@@ -48,8 +49,15 @@ void smallRowsGemm(bool transB, int64_t M, int64_t N, int64_t K, float alpha, co
 
 class GemmKernel : public Kernel {
  public:
-  GemmKernel(bool transA, bool transB, float alpha, float beta)
-      : m_transA(transA), m_transB(transB), m_alpha(alpha), m_beta(beta) {}
+  GemmKernel(bool transA, bool transB, float alpha, float beta, const Tensor* constB)
+      : m_transA(transA), m_transB(transB), m_alpha(alpha), m_beta(beta) {
+    // Constant weights packed once for the micro-kernel (see PackedPanels).
+    if (constB && constB->dtype() == DType::Float && constB->rank() == 2 && constB->numel() > 0) {
+      m_constB = *constB;
+      const int64_t K = transB ? constB->dim(1) : constB->dim(0), N = transB ? constB->dim(0) : constB->dim(1);
+      m_packedB = std::make_shared<const PackedPanels>(constB->data<float>(), constB->dim(1), transB, K, N);
+    }
+  }
 
   Status run(KernelContext& ctx) const override {
     if (ctx.inputCount() < 2 || !ctx.hasInput(0) || !ctx.hasInput(1)) return invalidArgument("Gemm needs inputs A and B");
@@ -96,6 +104,12 @@ class GemmKernel : public Kernel {
       smallRowsGemm(m_transB, M, N, K, m_alpha, A.data<float>(), B.data<float>(), beta, y, ctx);
       return Status::ok();
     }
+    if (m_packedB && B.sharesBufferWith(m_constB) && B.shape() == m_constB.shape()) {
+      if (beta != 0.f && beta != 1.f)
+        for (int64_t i = 0; i < M * N; ++i) y[i] *= beta;
+      sgemmPacked(m_transA, M, m_alpha, A.data<float>(), A.dim(1), *m_packedB, beta != 0.f, y, N, ctx.threads);
+      return Status::ok();
+    }
     sgemm(m_transA, m_transB, M, N, K, m_alpha, A.data<float>(), A.dim(1), B.data<float>(), B.dim(1), beta, y, N,
           ctx.threads);
     return Status::ok();
@@ -104,10 +118,20 @@ class GemmKernel : public Kernel {
  private:
   bool m_transA, m_transB;
   float m_alpha, m_beta;
+  Tensor m_constB;
+  std::shared_ptr<const PackedPanels> m_packedB;
 };
 
 class MatMulKernel : public Kernel {
  public:
+  explicit MatMulKernel(const Tensor* constB) {
+    if (constB && constB->dtype() == DType::Float && constB->rank() == 2 && constB->numel() > 0) {
+      m_constB = *constB;
+      m_packedB = std::make_shared<const PackedPanels>(constB->data<float>(), constB->dim(1), false, constB->dim(0),
+                                                       constB->dim(1));
+    }
+  }
+
   Status run(KernelContext& ctx) const override {
     if (ctx.inputCount() < 2 || !ctx.hasInput(0) || !ctx.hasInput(1)) return invalidArgument("MatMul needs inputs A and B");
     const Tensor& A = ctx.input(0);
@@ -145,6 +169,8 @@ class MatMulKernel : public Kernel {
     // B shared by every batch and A's batches laid out like the output: one big GEMM.
     if (bNb == 1 && aNb == nb) {
       if (nb * M <= 2) smallRowsGemm(false, nb * M, N, K, 1.f, a, b, 0.f, y, ctx);
+      else if (m_packedB && B.sharesBufferWith(m_constB) && B.shape() == m_constB.shape())
+        sgemmPacked(false, nb * M, 1.f, a, K, *m_packedB, false, y, N, ctx.threads);
       else sgemm(false, false, nb * M, N, K, 1.f, a, K, b, N, 0.f, y, N, ctx.threads);
       return Status::ok();
     }
@@ -194,6 +220,10 @@ class MatMulKernel : public Kernel {
     }
     return Status::ok();
   }
+
+ private:
+  Tensor m_constB;
+  std::shared_ptr<const PackedPanels> m_packedB;
 };
 
 }  // namespace
@@ -205,11 +235,11 @@ Result<std::unique_ptr<Kernel>> createGemm(const KernelInit& init) {
   const float alpha = a.f("alpha", 1.f);
   const float beta = a.f("beta", 1.f);
   if (!a.ok()) return a.status();
-  return std::unique_ptr<Kernel>(std::make_unique<GemmKernel>(transA != 0, transB != 0, alpha, beta));
+  return std::unique_ptr<Kernel>(std::make_unique<GemmKernel>(transA != 0, transB != 0, alpha, beta, init.constantInput(1)));
 }
 
-Result<std::unique_ptr<Kernel>> createMatMul(const KernelInit&) {
-  return std::unique_ptr<Kernel>(std::make_unique<MatMulKernel>());
+Result<std::unique_ptr<Kernel>> createMatMul(const KernelInit& init) {
+  return std::unique_ptr<Kernel>(std::make_unique<MatMulKernel>(init.constantInput(1)));
 }
 
 }  // namespace qs

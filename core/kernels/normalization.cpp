@@ -1,6 +1,8 @@
 // BatchNormalization, InstanceNormalization, LayerNormalization, LpNormalization (FP32).
 #include "core/kernels/normalization.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -149,6 +151,51 @@ class InstanceNormKernel : public Kernel {
 };
 
 // ---------------------------------------------------------------- LayerNormalization
+// One row: mean and 1/sqrt(variance + eps) with 8-lane AVX2 sums (two passes: the centred second
+// pass keeps the variance accurate where mean^2 >> variance), then y = (x - m) * inv * scale (+ b).
+// The scalar loops it replaces summed in one dependency chain, 4 cycles an element: 3% of swin_t.
+// Lane sums change the rounding of the statistics (not their accuracy), as in ONNX Runtime's MLAS.
+float laneSum(__m256 a, __m256 b) {
+  const __m256 v = _mm256_add_ps(a, b);
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  q = _mm_add_ss(q, _mm_movehdup_ps(q));
+  return _mm_cvtss_f32(q);
+}
+
+void layerNormRow(const float* xp, float* yp, int64_t n, const float* scale, const float* bias, float eps, float& mean,
+                  float& invStd) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(xp + i));
+    s1 = _mm256_add_ps(s1, _mm256_loadu_ps(xp + i + 8));
+  }
+  float sum = laneSum(s0, s1);
+  for (; i < n; ++i) sum += xp[i];
+  const float m = sum / (float)n;
+  const __m256 vm = _mm256_set1_ps(m);
+  s0 = _mm256_setzero_ps();
+  s1 = _mm256_setzero_ps();
+  for (i = 0; i + 16 <= n; i += 16) {
+    const __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(xp + i), vm), d1 = _mm256_sub_ps(_mm256_loadu_ps(xp + i + 8), vm);
+    s0 = _mm256_fmadd_ps(d0, d0, s0);
+    s1 = _mm256_fmadd_ps(d1, d1, s1);
+  }
+  float sq = laneSum(s0, s1);
+  for (; i < n; ++i) sq += (xp[i] - m) * (xp[i] - m);
+  const float inv = 1.f / std::sqrt(sq / (float)n + eps);
+  const __m256 vi = _mm256_set1_ps(inv);
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 c = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xp + i), vm), vi);
+    const __m256 sc = _mm256_loadu_ps(scale + i);
+    _mm256_storeu_ps(yp + i, bias ? _mm256_fmadd_ps(c, sc, _mm256_loadu_ps(bias + i)) : _mm256_mul_ps(c, sc));
+  }
+  for (; i < n; ++i) yp[i] = bias ? (xp[i] - m) * inv * scale[i] + bias[i] : (xp[i] - m) * inv * scale[i];
+  mean = m;
+  invStd = inv;
+}
+
 // Opset 17..21: statistics over dims [axis, rank); Scale and optional B broadcast to those dims.
 // Optional outputs Mean and InvStdDev have shape X.shape[:axis] + [1] * (rank - axis).
 class LayerNormKernel : public Kernel {
@@ -231,22 +278,8 @@ class LayerNormKernel : public Kernel {
     const float* x = X.data<float>();
     ctx.parallelFor(outer, std::max<int64_t>(1, 8192 / std::max<int64_t>(inner, 1)), [&](int64_t s, int64_t e) {
       for (int64_t r = s; r < e; ++r) {
-        const float* xp = x + r * inner;
-        float* yp = y + r * inner;
-        float sum = 0.f;
-        for (int64_t i = 0; i < inner; ++i) sum += xp[i];
-        const float m = sum / (float)inner;
-        float sq = 0.f;
-        for (int64_t i = 0; i < inner; ++i) {
-          const float d = xp[i] - m;
-          sq += d * d;
-        }
-        const float inv = 1.f / std::sqrt(sq / (float)inner + m_eps);
-        if (bias) {
-          for (int64_t i = 0; i < inner; ++i) yp[i] = (xp[i] - m) * inv * scale[i] + bias[i];
-        } else {
-          for (int64_t i = 0; i < inner; ++i) yp[i] = (xp[i] - m) * inv * scale[i];
-        }
+        float m, inv;
+        layerNormRow(x + r * inner, y + r * inner, inner, scale, bias, m_eps, m, inv);
         if (meanOut) meanOut[r] = m;
         if (invOut) invOut[r] = inv;
       }
