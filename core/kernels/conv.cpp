@@ -10,6 +10,7 @@
 
 #include "core/exec/parallel.h"
 #include "core/kernels/conv_dnnl.h"
+#include "core/kernels/depthwise_c8.h"
 #include "core/kernels/gemm.h"
 
 namespace qs {
@@ -540,7 +541,11 @@ class ConvKernel : public Kernel {
     if (N == 0 || M == 0 || outSize == 0) return Status::ok();
     // oneDNN where it measured faster (conv_dnnl.h), while W and B are the constants it was
     // prepared with; ours computes y if it refuses.
-    if (m_dnnl && W.sharesBufferWith(m_constW) && W.shape() == m_constW.shape() &&
+    // Depthwise planes the eight-channel kernel takes (depthwise_c8.h) stay ours: it measured ahead
+    // of oneDNN's there (docs/performance.md, "Small CNNs").
+    const bool depthwise = G == C && M == C && Cg == 1 && g.nd <= 2;
+    const bool dw8 = depthwise && depthwise8Preferred(C, g);
+    if (m_dnnl && !dw8 && W.sharesBufferWith(m_constW) && W.shape() == m_constW.shape() &&
         (ctx.hasInput(2) ? ctx.input(2).sharesBufferWith(m_constB) : m_constB.numel() == 0) &&
         DnnlConv::preferred(C, M, G, g) && m_dnnl->run(x, N, C, g, y, ctx.threads))
       return Status::ok();
@@ -555,11 +560,20 @@ class ConvKernel : public Kernel {
     };
 
     // Depthwise: one input channel per group, one output channel per group, 1-D or 2-D.
-    if (G == C && M == C && Cg == 1 && g.nd <= 2) {
-      // Chunks of at least ~1M multiply-adds (tens of microseconds): smaller ones run serially.
-      parallelFor(ctx.threads, N * C, std::max<int64_t>(1, (1 << 20) / std::max<int64_t>(1, outSize * kSize)), [&](int64_t b, int64_t e) {
-        for (int64_t p = b; p < e; ++p) {
-          const int64_t c = p % C;
+    if (depthwise) {
+      // Work units per image: blocks of eight channels (dw8) and then single planes. Chunks of at
+      // least ~1M multiply-adds (tens of microseconds), ~256K for the eight-channel kernel (it
+      // runs them 2-3x faster; mobilenet_v2's 1M-multiply-add depthwise convs then use 2 threads).
+      const int64_t blocks = dw8 ? C / 8 : 0, units = blocks + (C - 8 * blocks);
+      const int64_t unitMacs = std::max<int64_t>(1, outSize * kSize * (dw8 ? 8 : 1));
+      parallelFor(ctx.threads, N * units, std::max<int64_t>(1, (dw8 ? (1 << 18) : (1 << 20)) / unitMacs), [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+          const int64_t n = t / units, u = t % units;
+          if (u < blocks) {
+            depthwiseConv8(x + n * C * inSize, w, bias, 8 * u, g, m_activations, y + n * C * outSize);
+            continue;
+          }
+          const int64_t c = 8 * blocks + (u - blocks), p = n * C + c;
           depthwiseConvPlane(x + p * inSize, w + c * kSize, bias ? bias[c] : 0.f, g, y + p * outSize);
           if (!m_activations.empty()) applyFusedActivations(y + p * outSize, outSize, 0.f, m_activations);
         }
