@@ -10,6 +10,7 @@
 
 #include "core/exec/parallel.h"
 #include "core/kernels/conv_dnnl.h"
+#include "core/kernels/conv_gemv.h"
 #include "core/kernels/depthwise_c8.h"
 #include "core/kernels/gemm.h"
 
@@ -499,6 +500,10 @@ class ConvKernel : public Kernel {
       m_packed = packWeights(*constW);
       if (constB) m_constB = *constB;
       if (library) m_dnnl = DnnlConv::create(*constW, constB, m_attrs.group, m_activations);
+      if (m_attrs.group == 1 && constW->numel() == constW->dim(0) * constW->dim(1)) {
+        auto gemv = std::make_unique<PointwiseGemv>(*constW);
+        if (gemv->valid()) m_gemv = std::move(gemv);
+      }
     }
   }
 
@@ -539,6 +544,15 @@ class ConvKernel : public Kernel {
     const int64_t inSize = g.inSize(), outSize = g.outSize(), kSize = g.kSize();
     const int64_t Mg = M / G;
     if (N == 0 || M == 0 || outSize == 0) return Status::ok();
+    // A 1x1 image through a 1x1 filter (SE blocks): a matrix-vector product (conv_gemv.h), while W
+    // is the constant it was packed from; at batch > 1 only while W stays in L2 (it is read once
+    // per image).
+    if (m_gemv && inSize == 1 && outSize == 1 && G == 1 && g.padB[0] + g.padB[1] + g.padB[2] == 0 &&
+        W.sharesBufferWith(m_constW) &&
+        W.shape() == m_constW.shape() && (N == 1 || M * C <= (1 << 18))) {
+      m_gemv->run(x, N, bias, m_activations, y);
+      return Status::ok();
+    }
     // oneDNN where it measured faster (conv_dnnl.h), while W and B are the constants it was
     // prepared with; ours computes y if it refuses.
     // Depthwise planes the eight-channel kernel takes (depthwise_c8.h) stay ours: it measured ahead
@@ -641,6 +655,7 @@ class ConvKernel : public Kernel {
   Tensor m_constW, m_constB;
   std::shared_ptr<const std::vector<PackedMatrix>> m_packed;
   std::unique_ptr<DnnlConv> m_dnnl;  // null without oneDNN
+  std::unique_ptr<PointwiseGemv> m_gemv;  // 1x1 filters of group 1: the path for 1x1 images
 };
 
 }  // namespace

@@ -229,6 +229,7 @@ TEST_F(ConvDnnl, RuleSendsTheMeasuredClassesToOneDnn) {
   EXPECT_TRUE(DnnlConv::preferred(512, 512, 1, geometry(7, 3, 1, 1)));        // 3x3, small spatial
   EXPECT_TRUE(DnnlConv::preferred(3, 64, 1, geometry(224, 7, 2, 3)));         // the stem
   EXPECT_TRUE(DnnlConv::preferred(104, 104, 13, geometry(28, 3, 1, 1)));      // grouped
+  EXPECT_TRUE(DnnlConv::preferred(440, 440, 55, geometry(7, 3, 1, 1)));       // grouped, under the floor too
   // Under 2 M multiply-adds per image ours stays (oneDNN's per-call cost; cls ran 3.6 ms instead
   // of 1.0 with every conv in oneDNN): a depthwise 3x3 at 14x14, a small conv of cls.
   EXPECT_FALSE(DnnlConv::preferred(384, 384, 384, geometry(14, 3, 1, 1)));
