@@ -235,7 +235,10 @@ TEST_F(ConvDnnl, RuleSendsTheMeasuredClassesToOneDnn) {
   EXPECT_FALSE(DnnlConv::preferred(384, 384, 384, geometry(14, 3, 1, 1)));
   EXPECT_FALSE(DnnlConv::preferred(16, 16, 1, geometry(24, 3, 1, 1)));
   EXPECT_FALSE(DnnlConv::preferred(32, 32, 32, geometry(112, 3, 1, 1)));      // depthwise at 112
-  EXPECT_TRUE(DnnlConv::preferred(1024, 256, 1, geometry(14, 1, 1, 0)));      // 1x1 at 14
+  EXPECT_TRUE(DnnlConv::preferred(1024, 256, 1, geometry(14, 1, 1, 0)));      // 1x1 at 14, large
+  EXPECT_FALSE(DnnlConv::preferred(96, 576, 1, geometry(14, 1, 1, 0)));       // 1x1 at 14, mobilenet-sized
+  EXPECT_FALSE(DnnlConv::preferred(128, 512, 1, geometry(28, 1, 1, 0)));      // 1x1 at 28
+  EXPECT_TRUE(DnnlConv::preferred(960, 160, 1, geometry(7, 1, 1, 0)));        // 1x1 at 7
   EXPECT_FALSE(DnnlConv::preferred(64, 256, 1, geometry(56, 1, 1, 0)));       // 1x1 at 56
 }
 
