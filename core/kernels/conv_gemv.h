@@ -17,21 +17,21 @@
 namespace qs {
 
 class PointwiseGemv {
-public:
+ public:
   /// Packs W [M, C, 1, ..., 1] (float). Empty (valid() false) for any other W.
-  explicit PointwiseGemv(const Tensor &W);
+  explicit PointwiseGemv(const Tensor& W);
   bool valid() const { return m_M > 0; }
 
   /// y[n, m] = activations(bias[m] + sum_c W[m, c] x[n, c]) for N images of C
   /// values each (x [N, C], y [N, M], both contiguous); bias may be null. The
   /// same bits as the Conv kernel's GEMM path followed by its epilogue.
-  void run(const float *x, int64_t N, const float *bias,
-           const std::vector<FusedActivation> &activations, float *y) const;
+  void run(const float* x, int64_t N, const float* bias, const std::vector<FusedActivation>& activations,
+           float* y) const;
 
-private:
+ private:
   int64_t m_M = 0, m_C = 0, m_Mpad = 0;
-  std::vector<float> m_wt; // [C][Mpad]: W transposed, rows padded with zeros to
-                           // a multiple of 32
+  std::vector<float> m_wt;  // [C][Mpad]: W transposed, rows padded with zeros to
+                            // a multiple of 32
 };
 
-} // namespace qs
+}  // namespace qs

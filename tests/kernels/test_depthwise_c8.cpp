@@ -29,19 +29,17 @@ struct Shape2 {
 
 std::vector<Shape2> shapes() {
   return {
-      {8, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, // mobilenet_v2 @14
-      {16, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1,
-       1}, // @7: every column a masked tail
-      {8, 28, 28, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},  // stride 2
-      {24, 56, 56, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, // strips of rows
-      {8, 113, 9, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1},  // tall, narrow, H stride only
-      {16, 15, 17, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2}, // 5x5 s2, odd sizes
-      {8, 12, 10, 3, 3, 1, 2, 2, 1, 2, 0, 1,
-       2}, // dilated, asymmetric pads, W stride 2
-      {8, 9, 11, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3}, // 7x7 (49 taps)
-      {8, 6, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  // 1x1
-      {8, 5, 6, 3, 3, 3, 3, 1, 1, 0, 0, 0, 0},  // stride 3, no padding
-      {8, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  // one pixel
+      {8, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   // mobilenet_v2 @14
+      {16, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    // @7: every column a masked tail
+      {8, 28, 28, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},   // stride 2
+      {24, 56, 56, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  // strips of rows
+      {8, 113, 9, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1},   // tall, narrow, H stride only
+      {16, 15, 17, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},  // 5x5 s2, odd sizes
+      {8, 12, 10, 3, 3, 1, 2, 2, 1, 2, 0, 1, 2},   // dilated, asymmetric pads, W stride 2
+      {8, 9, 11, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},    // 7x7 (49 taps)
+      {8, 6, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     // 1x1
+      {8, 5, 6, 3, 3, 3, 3, 1, 1, 0, 0, 0, 0},     // stride 3, no padding
+      {8, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     // one pixel
   };
 }
 
@@ -57,7 +55,7 @@ std::vector<std::vector<FusedActivation>> activationSets() {
   };
 }
 
-WindowGeometry geometry(const Shape2 &s) {
+WindowGeometry geometry(const Shape2& s) {
   WindowAttrs attrs;
   attrs.strides = {s.sh, s.sw};
   attrs.dilations = {s.dh, s.dw};
@@ -70,34 +68,26 @@ WindowGeometry geometry(const Shape2 &s) {
 TEST(DepthwiseC8, SameBitsAsThePlaneKernel) {
   std::mt19937 rng(31);
   int index = 0;
-  for (const Shape2 &s : shapes()) {
+  for (const Shape2& s : shapes()) {
     const WindowGeometry g = geometry(s);
     const Tensor x = randomTensor({s.C, s.H, s.W}, rng);
     const Tensor w = randomTensor({s.C, s.kh, s.kw}, rng, -0.5f, 0.5f);
     const Tensor b = randomTensor({s.C}, rng);
     int actIndex = 0;
-    for (const auto &acts : activationSets()) {
-      for (const float *bias :
-           {b.data<float>(), static_cast<const float *>(nullptr)}) {
-        const std::string what = "shape " + std::to_string(index) +
-                                 " activations " + std::to_string(actIndex) +
+    for (const auto& acts : activationSets()) {
+      for (const float* bias : {b.data<float>(), static_cast<const float*>(nullptr)}) {
+        const std::string what = "shape " + std::to_string(index) + " activations " + std::to_string(actIndex) +
                                  (bias ? " bias" : " no bias");
-        std::vector<float> want((size_t)(s.C * g.outSize())),
-            got(want.size(), -7.f);
+        std::vector<float> want((size_t)(s.C * g.outSize())), got(want.size(), -7.f);
         for (int64_t c = 0; c < s.C; ++c) {
-          float *plane = want.data() + c * g.outSize();
-          depthwiseConvPlane(x.data<float>() + c * g.inSize(),
-                             w.data<float>() + c * g.kSize(),
-                             bias ? bias[c] : 0.f, g, plane);
+          float* plane = want.data() + c * g.outSize();
+          depthwiseConvPlane(x.data<float>() + c * g.inSize(), w.data<float>() + c * g.kSize(), bias ? bias[c] : 0.f, g,
+                             plane);
           applyFusedActivations(plane, g.outSize(), 0.f, acts);
         }
         for (int64_t c0 = 0; c0 + 8 <= s.C; c0 += 8)
-          depthwiseConv8(x.data<float>(), w.data<float>(), bias, c0, g, acts,
-                         got.data());
-        ASSERT_EQ(
-            std::memcmp(got.data(), want.data(), sizeof(float) * want.size()),
-            0)
-            << what;
+          depthwiseConv8(x.data<float>(), w.data<float>(), bias, c0, g, acts, got.data());
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * want.size()), 0) << what;
       }
       ++actIndex;
     }
@@ -107,9 +97,8 @@ TEST(DepthwiseC8, SameBitsAsThePlaneKernel) {
 
 // The Conv kernel on a depthwise node: blocks of eight and single planes after
 // them, batch 2.
-Tensor runDepthwiseConv(const Shape2 &s, const Tensor &x, const Tensor &w,
-                        const Tensor &b,
-                        const std::vector<FusedActivation> &acts, int threads) {
+Tensor runDepthwiseConv(const Shape2& s, const Tensor& x, const Tensor& w, const Tensor& b,
+                        const std::vector<FusedActivation>& acts, int threads) {
   Graph graph;
   Node node;
   node.name = "dw";
@@ -135,12 +124,11 @@ Tensor runDepthwiseConv(const Shape2 &s, const Tensor &x, const Tensor &w,
   node.outputs = {graph.valueId("y")};
   auto k = createConv(KernelInit{node, 1, graph, /*library=*/true});
   EXPECT_TRUE(k.isOk()) << k.status().message();
-  if (!k.isOk())
-    return Tensor();
-  const Tensor *in[3] = {&x, &w, &b};
+  if (!k.isOk()) return Tensor();
+  const Tensor* in[3] = {&x, &w, &b};
   Tensor out[1];
   KernelContext ctx;
-  ctx.inputs = std::span<const Tensor *const>(in, 3);
+  ctx.inputs = std::span<const Tensor* const>(in, 3);
   ctx.outputs = out;
   ctx.threads = threads;
   Status st = k.value()->run(ctx);
@@ -151,22 +139,19 @@ Tensor runDepthwiseConv(const Shape2 &s, const Tensor &x, const Tensor &w,
 TEST(DepthwiseC8, ConvKernelVsNaiveWithPlanesLeftOver) {
   std::mt19937 rng(5);
   const std::vector<FusedActivation> acts = {{K::Clip, 0.f, 6.f}};
-  for (const Shape2 &s : {Shape2{20, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
-                          Shape2{13, 28, 27, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
-                          Shape2{36, 7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}}) {
+  for (const Shape2& s :
+       {Shape2{20, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, Shape2{13, 28, 27, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+        Shape2{36, 7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}}) {
     const WindowGeometry g = geometry(s);
     ASSERT_TRUE(depthwise8Preferred(s.C, g));
     const int64_t N = 2;
     const Tensor x = randomTensor({N, s.C, s.H, s.W}, rng);
     const Tensor w = randomTensor({s.C, 1, s.kh, s.kw}, rng, -0.5f, 0.5f);
     const Tensor b = randomTensor({s.C}, rng);
-    const Tensor y1 = runDepthwiseConv(s, x, w, b, acts, 1),
-                 y2 = runDepthwiseConv(s, x, w, b, acts, 2);
+    const Tensor y1 = runDepthwiseConv(s, x, w, b, acts, 1), y2 = runDepthwiseConv(s, x, w, b, acts, 2);
     ASSERT_EQ(y1.shape(), (Shape{N, s.C, g.out[1], g.out[2]}));
     ASSERT_EQ(y2.shape(), y1.shape());
-    EXPECT_EQ(std::memcmp(y1.data<float>(), y2.data<float>(),
-                          sizeof(float) * (size_t)y1.numel()),
-              0);
+    EXPECT_EQ(std::memcmp(y1.data<float>(), y2.data<float>(), sizeof(float) * (size_t)y1.numel()), 0);
     for (int64_t n = 0; n < N; ++n)
       for (int64_t c = 0; c < s.C; ++c)
         for (int64_t oh = 0; oh < g.out[1]; ++oh)
@@ -174,21 +159,14 @@ TEST(DepthwiseC8, ConvKernelVsNaiveWithPlanesLeftOver) {
             double acc = b.data<float>()[c];
             for (int64_t a = 0; a < s.kh; ++a)
               for (int64_t e = 0; e < s.kw; ++e) {
-                const int64_t ih = oh * s.sh - s.pt + a * s.dh,
-                              iw = ow * s.sw - s.pl + e * s.dw;
-                if (ih < 0 || ih >= s.H || iw < 0 || iw >= s.W)
-                  continue;
-                acc +=
-                    (double)
-                        x.data<float>()[((n * s.C + c) * s.H + ih) * s.W + iw] *
-                    w.data<float>()[(c * s.kh + a) * s.kw + e];
+                const int64_t ih = oh * s.sh - s.pt + a * s.dh, iw = ow * s.sw - s.pl + e * s.dw;
+                if (ih < 0 || ih >= s.H || iw < 0 || iw >= s.W) continue;
+                acc += (double)x.data<float>()[((n * s.C + c) * s.H + ih) * s.W + iw] *
+                       w.data<float>()[(c * s.kh + a) * s.kw + e];
               }
             const double want = std::min(std::max(acc, 0.0), 6.0);
-            const float got =
-                y1.data<float>()[((n * s.C + c) * g.out[1] + oh) * g.out[2] +
-                                 ow];
-            ASSERT_NEAR(got, want, 1e-4 * (1 + std::fabs(want)))
-                << "C " << s.C << " n " << n << " c " << c;
+            const float got = y1.data<float>()[((n * s.C + c) * g.out[1] + oh) * g.out[2] + ow];
+            ASSERT_NEAR(got, want, 1e-4 * (1 + std::fabs(want))) << "C " << s.C << " n " << n << " c " << c;
           }
   }
 }
@@ -198,11 +176,11 @@ TEST(DepthwiseC8, RuleLeavesWideRowsAndThinChannelsToThePlaneKernel) {
   attrs.pads = {1, 1, 1, 1};
   WindowGeometry g;
   ASSERT_TRUE(resolveWindow(attrs, {112, 112}, {3, 3}, false, g));
-  EXPECT_FALSE(depthwise8Preferred(32, g)); // rows of 112: the plane kernel
+  EXPECT_FALSE(depthwise8Preferred(32, g));  // rows of 112: the plane kernel
   ASSERT_TRUE(resolveWindow(attrs, {14, 14}, {3, 3}, false, g));
   EXPECT_TRUE(depthwise8Preferred(576, g));
-  EXPECT_FALSE(depthwise8Preferred(4, g)); // fewer than eight channels
+  EXPECT_FALSE(depthwise8Preferred(4, g));  // fewer than eight channels
 }
 
-} // namespace
-} // namespace qs
+}  // namespace
+}  // namespace qs

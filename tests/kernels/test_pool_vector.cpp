@@ -22,7 +22,7 @@ struct PoolCase {
   bool ceil;
 };
 
-Tensor runMaxPool(const PoolCase &c, const Tensor &x) {
+Tensor runMaxPool(const PoolCase& c, const Tensor& x) {
   Graph graph;
   Node node;
   node.name = "pool";
@@ -44,12 +44,11 @@ Tensor runMaxPool(const PoolCase &c, const Tensor &x) {
   node.outputs = {graph.valueId("y")};
   auto k = createMaxPool(KernelInit{node, 12, graph});
   EXPECT_TRUE(k.isOk()) << k.status().message();
-  if (!k.isOk())
-    return Tensor();
-  const Tensor *in[1] = {&x};
+  if (!k.isOk()) return Tensor();
+  const Tensor* in[1] = {&x};
   Tensor out[1];
   KernelContext ctx;
-  ctx.inputs = std::span<const Tensor *const>(in, 1);
+  ctx.inputs = std::span<const Tensor* const>(in, 1);
   ctx.outputs = out;
   ctx.threads = 2;
   Status st = k.value()->run(ctx);
@@ -59,29 +58,27 @@ Tensor runMaxPool(const PoolCase &c, const Tensor &x) {
 
 TEST(PoolVector, MaxPoolMatchesTheScalarDefinition) {
   const std::vector<PoolCase> cases = {
-      {112, 112, 3, 3, 2, 2, 1, 1, 1, 1,
-       false}, // the stem's pool (resnet, densenet, shufflenet)
-      {56, 56, 3, 3, 1, 1, 1, 1, 1, 1, false}, // stride 1
-      {17, 23, 3, 3, 2, 2, 1, 1, 1, 1, true},  // odd sizes, ceil mode
-      {20, 40, 2, 2, 2, 2, 0, 0, 0, 0, false}, // 2x2 s2, no padding
-      {9, 37, 3, 2, 1, 2, 0, 1, 1, 0,
-       false}, // asymmetric pads, W stride 2 only
-      {8, 24, 5, 5, 2, 1, 2, 2, 2, 2, false}, // 5x5, H stride only
-      {6, 8, 3, 3, 3, 3, 1, 1, 1, 1, false},  // W stride 3: scalar only
+      {112, 112, 3, 3, 2, 2, 1, 1, 1, 1, false},  // the stem's pool (resnet, densenet, shufflenet)
+      {56, 56, 3, 3, 1, 1, 1, 1, 1, 1, false},    // stride 1
+      {17, 23, 3, 3, 2, 2, 1, 1, 1, 1, true},     // odd sizes, ceil mode
+      {20, 40, 2, 2, 2, 2, 0, 0, 0, 0, false},    // 2x2 s2, no padding
+      {9, 37, 3, 2, 1, 2, 0, 1, 1, 0, false},     // asymmetric pads, W stride 2 only
+      {8, 24, 5, 5, 2, 1, 2, 2, 2, 2, false},     // 5x5, H stride only
+      {6, 8, 3, 3, 3, 3, 1, 1, 1, 1, false},      // W stride 3: scalar only
   };
   std::mt19937 rng(23);
   std::uniform_real_distribution<float> u(-4.f, 4.f);
   std::uniform_int_distribution<int> special(0, 40);
   int index = 0;
-  for (const PoolCase &c : cases) {
+  for (const PoolCase& c : cases) {
     const int64_t N = 2, C = 3;
     Tensor x(DType::Float, {N, C, c.H, c.W});
-    float *xv = x.data<float>();
+    float* xv = x.data<float>();
     for (int64_t i = 0; i < x.numel(); ++i) {
       const int s = special(rng);
       xv[i] = s == 0   ? std::numeric_limits<float>::quiet_NaN()
               : s == 1 ? -std::numeric_limits<float>::infinity()
-              : s == 2 ? 1.f // ties
+              : s == 2 ? 1.f  // ties
                        : u(rng);
     }
     const Tensor y = runMaxPool(c, x);
@@ -94,22 +91,18 @@ TEST(PoolVector, MaxPoolMatchesTheScalarDefinition) {
           bool first = true;
           for (int64_t a = 0; a < c.kh; ++a)
             for (int64_t b = 0; b < c.kw; ++b) {
-              const int64_t ih = oh * c.sh - c.pt + a,
-                            iw = ow * c.sw - c.pl + b;
-              if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W)
-                continue;
+              const int64_t ih = oh * c.sh - c.pt + a, iw = ow * c.sw - c.pl + b;
+              if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
               const float v = xv[(p * c.H + ih) * c.W + iw];
-              if (first || v > best)
-                best = v, first = false;
+              if (first || v > best) best = v, first = false;
             }
           const float got = y.data<float>()[(p * OH + oh) * OW + ow];
           ASSERT_EQ(std::memcmp(&got, &best, sizeof(float)), 0)
-              << "case " << index << " plane " << p << " at " << oh << "," << ow
-              << ": " << got << " vs " << best;
+              << "case " << index << " plane " << p << " at " << oh << "," << ow << ": " << got << " vs " << best;
         }
     ++index;
   }
 }
 
-} // namespace
-} // namespace qs
+}  // namespace
+}  // namespace qs
