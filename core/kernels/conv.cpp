@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <type_traits>
 
 #include "core/exec/parallel.h"
@@ -500,10 +501,6 @@ class ConvKernel : public Kernel {
       m_packed = packWeights(*constW);
       if (constB) m_constB = *constB;
       if (library) m_dnnl = DnnlConv::create(*constW, constB, m_attrs.group, m_activations);
-      if (m_attrs.group == 1 && constW->numel() == constW->dim(0) * constW->dim(1)) {
-        auto gemv = std::make_unique<PointwiseGemv>(*constW);
-        if (gemv->valid()) m_gemv = std::move(gemv);
-      }
     }
   }
 
@@ -546,12 +543,17 @@ class ConvKernel : public Kernel {
     if (N == 0 || M == 0 || outSize == 0) return Status::ok();
     // A 1x1 image through a 1x1 filter (SE blocks): a matrix-vector product (conv_gemv.h), while W
     // is the constant it was packed from; at batch > 1 only while W stays in L2 (it is read once
-    // per image).
-    if (m_gemv && inSize == 1 && outSize == 1 && G == 1 && g.padB[0] + g.padB[1] + g.padB[2] == 0 &&
-        W.sharesBufferWith(m_constW) &&
-        W.shape() == m_constW.shape() && (N == 1 || M * C <= (1 << 18))) {
-      m_gemv->run(x, N, bias, m_activations, y);
-      return Status::ok();
+    // per image). Packed on the first such run, so that 1x1 convs over larger images hold no copy.
+    if (inSize == 1 && outSize == 1 && G == 1 && g.padB[0] + g.padB[1] + g.padB[2] == 0 && m_constW.numel() > 0 &&
+        W.sharesBufferWith(m_constW) && W.shape() == m_constW.shape() && (N == 1 || M * C <= (1 << 18))) {
+      std::call_once(m_gemvOnce, [&] {
+        auto gemv = std::make_unique<PointwiseGemv>(m_constW);
+        if (gemv->valid()) m_gemv = std::move(gemv);
+      });
+      if (m_gemv) {
+        m_gemv->run(x, N, bias, m_activations, y);
+        return Status::ok();
+      }
     }
     // oneDNN where it measured faster (conv_dnnl.h), while W and B are the constants it was
     // prepared with; ours computes y if it refuses.
@@ -655,7 +657,8 @@ class ConvKernel : public Kernel {
   Tensor m_constW, m_constB;
   std::shared_ptr<const std::vector<PackedMatrix>> m_packed;
   std::unique_ptr<DnnlConv> m_dnnl;  // null without oneDNN
-  std::unique_ptr<PointwiseGemv> m_gemv;  // 1x1 filters of group 1: the path for 1x1 images
+  mutable std::once_flag m_gemvOnce;
+  mutable std::unique_ptr<PointwiseGemv> m_gemv;  // the path for 1x1 images, made on first use
 };
 
 }  // namespace

@@ -30,7 +30,7 @@ bool DnnlConv::preferred(int64_t C, int64_t M, int64_t group, const WindowGeomet
   const bool depthwise = group == C && M == C;
   // Grouped (not depthwise) convs run our im2col + GEMM per group, with a few output channels per
   // group (regnet: 8): oneDNN's direct kernel took 2-4x less below the floor too (regnet_y_400mf's
-  // 440 channels in 55 groups at 7x7, 1.6 M multiply-adds: 0.48 -> 0.13 ms, one thread).
+  // 440 channels in 55 groups at 7x7, 1.6 M multiply-adds: 0.47 -> 0.11 ms, one thread).
   if (group > 1 && !depthwise && g.kSize() > 1) return true;
   const double macs = (double)M * (double)(C / group) * (double)g.kSize() * (double)outPixels;
   if (macs < kMinMacsPerImage) return false;
