@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <type_traits>
 
 #include "core/exec/parallel.h"
 #include "core/kernels/conv_dnnl.h"
+#include "core/kernels/conv_gemv.h"
+#include "core/kernels/depthwise_c8.h"
 #include "core/kernels/gemm.h"
 
 namespace qs {
@@ -538,9 +541,27 @@ class ConvKernel : public Kernel {
     const int64_t inSize = g.inSize(), outSize = g.outSize(), kSize = g.kSize();
     const int64_t Mg = M / G;
     if (N == 0 || M == 0 || outSize == 0) return Status::ok();
+    // A 1x1 image through a 1x1 filter (SE blocks): a matrix-vector product (conv_gemv.h), while W
+    // is the constant it was packed from; at batch > 1 only while W stays in L2 (it is read once
+    // per image). Packed on the first such run, so that 1x1 convs over larger images hold no copy.
+    if (inSize == 1 && outSize == 1 && G == 1 && g.padB[0] + g.padB[1] + g.padB[2] == 0 && m_constW.numel() > 0 &&
+        W.sharesBufferWith(m_constW) && W.shape() == m_constW.shape() && (N == 1 || M * C <= (1 << 18))) {
+      std::call_once(m_gemvOnce, [&] {
+        auto gemv = std::make_unique<PointwiseGemv>(m_constW);
+        if (gemv->valid()) m_gemv = std::move(gemv);
+      });
+      if (m_gemv) {
+        m_gemv->run(x, N, bias, m_activations, y);
+        return Status::ok();
+      }
+    }
     // oneDNN where it measured faster (conv_dnnl.h), while W and B are the constants it was
     // prepared with; ours computes y if it refuses.
-    if (m_dnnl && W.sharesBufferWith(m_constW) && W.shape() == m_constW.shape() &&
+    // Depthwise planes the eight-channel kernel takes (depthwise_c8.h) stay ours: it measured ahead
+    // of oneDNN's there (docs/performance.md, "Small CNNs").
+    const bool depthwise = G == C && M == C && Cg == 1 && g.nd <= 2;
+    const bool dw8 = depthwise && depthwise8Preferred(C, g);
+    if (m_dnnl && !dw8 && W.sharesBufferWith(m_constW) && W.shape() == m_constW.shape() &&
         (ctx.hasInput(2) ? ctx.input(2).sharesBufferWith(m_constB) : m_constB.numel() == 0) &&
         DnnlConv::preferred(C, M, G, g) && m_dnnl->run(x, N, C, g, y, ctx.threads))
       return Status::ok();
@@ -555,11 +576,20 @@ class ConvKernel : public Kernel {
     };
 
     // Depthwise: one input channel per group, one output channel per group, 1-D or 2-D.
-    if (G == C && M == C && Cg == 1 && g.nd <= 2) {
-      // Chunks of at least ~1M multiply-adds (tens of microseconds): smaller ones run serially.
-      parallelFor(ctx.threads, N * C, std::max<int64_t>(1, (1 << 20) / std::max<int64_t>(1, outSize * kSize)), [&](int64_t b, int64_t e) {
-        for (int64_t p = b; p < e; ++p) {
-          const int64_t c = p % C;
+    if (depthwise) {
+      // Work units per image: blocks of eight channels (dw8) and then single planes. Chunks of at
+      // least ~1M multiply-adds (tens of microseconds), ~256K for the eight-channel kernel (it
+      // runs them 2-3x faster; mobilenet_v2's 1M-multiply-add depthwise convs then use 2 threads).
+      const int64_t blocks = dw8 ? C / 8 : 0, units = blocks + (C - 8 * blocks);
+      const int64_t unitMacs = std::max<int64_t>(1, outSize * kSize * (dw8 ? 8 : 1));
+      parallelFor(ctx.threads, N * units, std::max<int64_t>(1, (dw8 ? (1 << 18) : (1 << 20)) / unitMacs), [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+          const int64_t n = t / units, u = t % units;
+          if (u < blocks) {
+            depthwiseConv8(x + n * C * inSize, w, bias, 8 * u, g, m_activations, y + n * C * outSize);
+            continue;
+          }
+          const int64_t c = 8 * blocks + (u - blocks), p = n * C + c;
           depthwiseConvPlane(x + p * inSize, w + c * kSize, bias ? bias[c] : 0.f, g, y + p * outSize);
           if (!m_activations.empty()) applyFusedActivations(y + p * outSize, outSize, 0.f, m_activations);
         }
@@ -627,6 +657,8 @@ class ConvKernel : public Kernel {
   Tensor m_constW, m_constB;
   std::shared_ptr<const std::vector<PackedMatrix>> m_packed;
   std::unique_ptr<DnnlConv> m_dnnl;  // null without oneDNN
+  mutable std::once_flag m_gemvOnce;
+  mutable std::unique_ptr<PointwiseGemv> m_gemv;  // the path for 1x1 images, made on first use
 };
 
 }  // namespace

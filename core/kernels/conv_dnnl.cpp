@@ -27,11 +27,20 @@ bool DnnlConv::preferred(int64_t C, int64_t M, int64_t group, const WindowGeomet
   // on an idle machine cls (convs of 0.01-1.5 M multiply-adds per image) ran 0.98 ms ours, 3.6 ms
   // with oneDNN on every conv, 1.7 ms with this floor; resnet50 kept its gain (123 -> 83 ms).
   constexpr double kMinMacsPerImage = 2e6;
-  if ((double)M * (double)(C / group) * (double)g.kSize() * (double)outPixels < kMinMacsPerImage) return false;
   const bool depthwise = group == C && M == C;
+  // Grouped (not depthwise) convs run our im2col + GEMM per group, with a few output channels per
+  // group (regnet: 8): oneDNN's direct kernel took 2-4x less below the floor too (regnet_y_400mf's
+  // 440 channels in 55 groups at 7x7, 1.6 M multiply-adds: 0.47 -> 0.11 ms, one thread).
+  if (group > 1 && !depthwise && g.kSize() > 1) return true;
+  const double macs = (double)M * (double)(C / group) * (double)g.kSize() * (double)outPixels;
+  if (macs < kMinMacsPerImage) return false;
   if (depthwise) return outPixels <= 56 * 56;
   if (group > 1) return true;
-  if (g.kSize() == 1) return outPixels <= 28 * 28;
+  // 1x1: oneDNN below 14x14 outputs (mobilenet_v2's at 7x7: 15-30% ahead) and for the large ones
+  // at 14x14 (resnet50's 1024 <-> 256: ~6%); ours for the mobilenet-sized ones at 14x14 (96 <-> 576,
+  // 11 M multiply-adds: ~10% ahead) and at 28x28 (level to 1.35x ahead), single-shape A/B runs of
+  // both backends in one process (docs/performance.md, "Small CNNs").
+  if (g.kSize() == 1) return outPixels < 14 * 14 || (outPixels <= 14 * 14 && macs >= 20e6);
   return true;
 }
 

@@ -42,9 +42,51 @@ inline void tapRange(int64_t start, int64_t k, int64_t d, int64_t len, int64_t& 
 
 // 1-D / 2-D max pooling without indices or dilation: the same comparisons as maxPoolPlanes
 // (first valid tap, then v > best) without the index bookkeeping, with 2-tap rows unrolled.
+// Eight consecutive outputs' inputs for one tap at W stride S (1, or 2: even lanes of 16 floats).
+template <int S>
+inline __m256 poolTap(const float* p) {
+  if constexpr (S == 1) {
+    return _mm256_loadu_ps(p);
+  } else {
+    const __m256 even = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), _MM_SHUFFLE(2, 0, 2, 0));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+}
+
+// Outputs [ow, owEnd) of one row, eight at a time, every W tap of each inside the row: the scalar
+// loop's comparisons (first valid tap, then v > best, false for NaN) lane by lane. Returns where
+// it stopped.
+template <int S>
+int64_t maxPoolRowVector(const float* xp, int64_t sh, int64_t hlo, int64_t hhi, int64_t IW, int64_t KW, int64_t padL,
+                         int64_t ow, int64_t owEnd, float* yp) {
+  for (; ow + 8 <= owEnd; ow += 8) {
+    const int64_t sw = ow * S - padL;
+    // The stride-2 loads read one float past the last even lane: it must lie in the row.
+    if (sw + 8 * S + KW - 1 > IW) break;
+    __m256 best = _mm256_setzero_ps();
+    bool first = true;
+    for (int64_t a = hlo; a < hhi; ++a) {
+      const float* row = xp + (sh + a) * IW + sw;
+      for (int64_t c = 0; c < KW; ++c) {
+        const __m256 v = poolTap<S>(row + c);
+        best = first ? v : _mm256_blendv_ps(best, v, _mm256_cmp_ps(v, best, _CMP_GT_OQ));
+        first = false;
+      }
+    }
+    _mm256_storeu_ps(yp + ow, best);
+  }
+  return ow;
+}
+
 template <class T>
 void maxPoolPlanes2d(const T* x, T* y, int64_t p0, int64_t p1, const WindowGeometry& g, const std::vector<int64_t>& wRange) {
   const int64_t inSize = g.inSize(), outSize = g.outSize(), IW = g.in[2], OW = g.out[2];
+  // Columns whose windows lie inside the row (no W padding): vector code for float (densenet's and
+  // shufflenet's 3x3 stride-2 MaxPool after the stem ran at ~0.2 G outputs/s scalar).
+  int64_t owLo = 0, owHi = 0;
+  while (owLo < OW && !(wRange[(size_t)owLo * 2] == 0 && wRange[(size_t)owLo * 2 + 1] == g.k[2])) ++owLo;
+  owHi = owLo;
+  while (owHi < OW && wRange[(size_t)owHi * 2] == 0 && wRange[(size_t)owHi * 2 + 1] == g.k[2]) ++owHi;
   for (int64_t p = p0; p < p1; ++p) {
     const T* xp = x + p * inSize;
     T* yp = y + p * outSize;
@@ -52,7 +94,17 @@ void maxPoolPlanes2d(const T* x, T* y, int64_t p0, int64_t p1, const WindowGeome
       const int64_t sh = oh * g.s[1] - g.padB[1];
       int64_t hlo, hhi;
       tapRange(sh, g.k[1], 1, g.in[1], hlo, hhi);
+      int64_t vecFrom = OW, vecTo = OW;  // outputs the vector code wrote
+      if constexpr (std::is_same_v<T, float>) {
+        if (hhi > hlo && (g.s[2] == 1 || g.s[2] == 2)) {
+          vecFrom = owLo;
+          vecTo = g.s[2] == 1 ? maxPoolRowVector<1>(xp, sh, hlo, hhi, IW, g.k[2], g.padB[2], owLo, owHi, yp)
+                              : maxPoolRowVector<2>(xp, sh, hlo, hhi, IW, g.k[2], g.padB[2], owLo, owHi, yp);
+        }
+      }
       for (int64_t ow = 0; ow < OW; ++ow) {
+        if (ow == vecFrom) ow = vecTo;
+        if (ow >= OW) break;
         const int64_t sw = ow * g.s[2] - g.padB[2];
         const int64_t wlo = wRange[(size_t)ow * 2], whi = wRange[(size_t)ow * 2 + 1];
         T best = std::numeric_limits<T>::lowest();

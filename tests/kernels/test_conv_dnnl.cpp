@@ -229,12 +229,16 @@ TEST_F(ConvDnnl, RuleSendsTheMeasuredClassesToOneDnn) {
   EXPECT_TRUE(DnnlConv::preferred(512, 512, 1, geometry(7, 3, 1, 1)));        // 3x3, small spatial
   EXPECT_TRUE(DnnlConv::preferred(3, 64, 1, geometry(224, 7, 2, 3)));         // the stem
   EXPECT_TRUE(DnnlConv::preferred(104, 104, 13, geometry(28, 3, 1, 1)));      // grouped
+  EXPECT_TRUE(DnnlConv::preferred(440, 440, 55, geometry(7, 3, 1, 1)));       // grouped, under the floor too
   // Under 2 M multiply-adds per image ours stays (oneDNN's per-call cost; cls ran 3.6 ms instead
   // of 1.0 with every conv in oneDNN): a depthwise 3x3 at 14x14, a small conv of cls.
   EXPECT_FALSE(DnnlConv::preferred(384, 384, 384, geometry(14, 3, 1, 1)));
   EXPECT_FALSE(DnnlConv::preferred(16, 16, 1, geometry(24, 3, 1, 1)));
   EXPECT_FALSE(DnnlConv::preferred(32, 32, 32, geometry(112, 3, 1, 1)));      // depthwise at 112
-  EXPECT_TRUE(DnnlConv::preferred(1024, 256, 1, geometry(14, 1, 1, 0)));      // 1x1 at 14
+  EXPECT_TRUE(DnnlConv::preferred(1024, 256, 1, geometry(14, 1, 1, 0)));      // 1x1 at 14, large
+  EXPECT_FALSE(DnnlConv::preferred(96, 576, 1, geometry(14, 1, 1, 0)));       // 1x1 at 14, mobilenet-sized
+  EXPECT_FALSE(DnnlConv::preferred(128, 512, 1, geometry(28, 1, 1, 0)));      // 1x1 at 28
+  EXPECT_TRUE(DnnlConv::preferred(960, 160, 1, geometry(7, 1, 1, 0)));        // 1x1 at 7
   EXPECT_FALSE(DnnlConv::preferred(64, 256, 1, geometry(56, 1, 1, 0)));       // 1x1 at 56
 }
 

@@ -1,0 +1,98 @@
+// The 1x1-image path of the Conv kernel (core/kernels/conv_gemv.h, SE blocks):
+// the same bits as the GEMM path (the same node with W not a constant, so
+// nothing is packed at load) for channel counts around the 32-channel pass and
+// the 256-long K slice, batch 1 and 3, every fused activation, with and without
+// bias; and a naive reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "core/exec/kernel.h"
+#include "core/kernels/conv.h"
+#include "core/kernels/conv_gemv.h"
+#include "tests/support/model_helpers.h"
+
+namespace qs {
+namespace {
+
+using K = FusedActivation::Kind;
+using qs::test::randomTensor;
+
+// A FusedConv 1x1 node; W (and B) constants of the graph when `constant`, else
+// plain inputs.
+Tensor runConv1x1(const Tensor& x, const Tensor& w, const Tensor* b, const std::vector<FusedActivation>& acts,
+                  bool constant) {
+  Graph graph;
+  Node node;
+  node.name = "se";
+  node.opType = kFusedConvOp;
+  node.domain = kFusedDomain;
+  setFusedActivations(node, acts);
+  node.inputs = {graph.valueId("x"), graph.valueId("w")};
+  if (constant) graph.value(node.inputs[1]).constant = w;
+  if (b) {
+    node.inputs.push_back(graph.valueId("b"));
+    if (constant) graph.value(node.inputs[2]).constant = *b;
+  }
+  node.outputs = {graph.valueId("y")};
+  auto k = createConv(KernelInit{node, 1, graph, false});
+  EXPECT_TRUE(k.isOk()) << k.status().message();
+  if (!k.isOk()) return Tensor();
+  const Tensor* in[3] = {&x, &w, b};
+  Tensor out[1];
+  KernelContext ctx;
+  ctx.inputs = std::span<const Tensor* const>(in, b ? 3 : 2);
+  ctx.outputs = out;
+  ctx.threads = 1;
+  Status st = k.value()->run(ctx);
+  EXPECT_TRUE(st.isOk()) << st.message();
+  return out[0];
+}
+
+TEST(ConvGemv, SameBitsAsTheGemmPathAndNearNaive) {
+  std::mt19937 rng(17);
+  const std::vector<std::vector<FusedActivation>> actSets = {{},
+                                                             {{K::Relu, 0, 0}},
+                                                             {{K::Sigmoid, 0, 0}},
+                                                             {{K::HardSigmoid, 0.2f, 0.5f}},
+                                                             {{K::Clip, 0.f, 6.f}, {K::Mul, 0.5f, 0}}};
+  const std::vector<std::pair<int64_t, int64_t>> sizes = {{440, 110}, {110, 440}, {7, 5}, {600, 33},
+                                                          {256, 32},  {257, 31},  {16, 1}};
+  for (auto [C, M] : sizes)
+    for (int64_t N : {1, 3})
+      for (size_t a = 0; a < actSets.size(); ++a)
+        for (bool withBias : {true, false}) {
+          const std::string what = "C " + std::to_string(C) + " M " + std::to_string(M) + " N " + std::to_string(N) +
+                                   " activations " + std::to_string(a) + (withBias ? " bias" : "");
+          const Tensor x = randomTensor({N, C, 1, 1}, rng);
+          const Tensor w = randomTensor({M, C, 1, 1}, rng, -0.5f, 0.5f);
+          const Tensor b = randomTensor({M}, rng);
+          const Tensor* bp = withBias ? &b : nullptr;
+          const Tensor fast = runConv1x1(x, w, bp, actSets[a], true), gemm = runConv1x1(x, w, bp, actSets[a], false);
+          ASSERT_EQ(fast.shape(), (Shape{N, M, 1, 1})) << what;
+          ASSERT_EQ(gemm.shape(), fast.shape()) << what;
+          ASSERT_EQ(std::memcmp(fast.data<float>(), gemm.data<float>(), sizeof(float) * (size_t)fast.numel()), 0)
+              << what;
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t m = 0; m < M; ++m) {
+              double acc = 0;
+              for (int64_t c = 0; c < C; ++c) acc += (double)w.data<float>()[m * C + c] * x.data<float>()[n * C + c];
+              float want = (float)acc;
+              applyFusedActivations(&want, 1, withBias ? b.data<float>()[m] : 0.f, actSets[a]);
+              ASSERT_NEAR(fast.data<float>()[n * M + m], want, 1e-4f * (1.f + std::fabs(want))) << what;
+            }
+        }
+}
+
+TEST(ConvGemv, OnlyOneByOneFilters) {
+  std::mt19937 rng(1);
+  EXPECT_TRUE(PointwiseGemv(randomTensor({4, 3, 1, 1}, rng)).valid());
+  EXPECT_FALSE(PointwiseGemv(randomTensor({4, 3, 3, 3}, rng)).valid());
+  EXPECT_FALSE(PointwiseGemv(randomTensor({4, 3}, rng)).valid());
+}
+
+}  // namespace
+}  // namespace qs
