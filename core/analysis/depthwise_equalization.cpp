@@ -98,7 +98,7 @@ struct Pair {
   std::vector<ValueId> scaled;
 };
 
-std::vector<Pair> findPairs(const Graph& g) {
+std::vector<Pair> findPairs(const Graph& g, bool throughRelu) {
   std::vector<Pair> pairs;
   for (NodeId id : g.topoOrder) {
     const Node& d = g.nodes[(size_t)id];
@@ -109,6 +109,7 @@ std::vector<Pair> findPairs(const Graph& g) {
     NodeId p = g.value(x).producer;
     if (p < 0) continue;
     if (positiveHomogeneous(g, g.nodes[(size_t)p])) {
+      if (!throughRelu) continue;
       const ValueId y = g.nodes[(size_t)p].inputs[0];
       if (y == kNoValue || soleReader(g, y) != p) continue;
       p = g.value(y).producer;
@@ -161,17 +162,17 @@ class RangeObserver : public ExecutionObserver {
 
 }  // namespace
 
-std::vector<DepthwiseEqualizedPair> findDepthwiseEqualizablePairs(const Model& model) {
+std::vector<DepthwiseEqualizedPair> findDepthwiseEqualizablePairs(const Model& model, bool throughRelu) {
   std::vector<DepthwiseEqualizedPair> out;
-  for (const Pair& p : findPairs(model.graph)) out.push_back({p.producer, p.consumer, (int)p.channels, 0});
+  for (const Pair& p : findPairs(model.graph, throughRelu)) out.push_back({p.producer, p.consumer, (int)p.channels, 0});
   return out;
 }
 
 Result<DepthwiseEqualizationResult> equalizeDepthwiseInputs(std::shared_ptr<const Model> model,
-                                                            const CalibrationData& data, int threads, int maxBatches,
-                                                            const ProgressFn& progress) {
+                                                            const CalibrationData& data, int threads, bool throughRelu,
+                                                            int maxBatches, const ProgressFn& progress) {
   DepthwiseEqualizationResult res;
-  const std::vector<Pair> pairs = findPairs(model->graph);
+  const std::vector<Pair> pairs = findPairs(model->graph, throughRelu);
   if (pairs.empty()) {
     res.model = std::move(model);
     return res;

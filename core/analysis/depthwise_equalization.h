@@ -10,11 +10,13 @@
 // quantized per channel, and the producer's scaled channels are its output channels (per channel
 // too), so no weight's relative quantization error changes.
 //
-// Pairs: producer P -> [Relu | Clip(min 0, no max)] -> depthwise Conv D, where P is a
-// BatchNormalization (its scale and bias take 1/s) or a Conv with a constant weight (its weight
-// rows and bias take 1/s), every intermediate tensor read by the next node only and no graph
-// output; P's and D's constants are read by them only. Nothing else commutes with a per-channel
-// scale exactly (Hardswish, Clip at 6, a scalar Add), so nothing else is paired.
+// Pairs: producer P -> depthwise Conv D, or with `throughRelu` P -> Relu | Clip(min 0, no max) -> D,
+// where P is a BatchNormalization (its scale and bias take 1/s) or a Conv with a constant weight
+// (its weight rows and bias take 1/s), every intermediate tensor read by the next node only and no
+// graph output; P's and D's constants are read by them only. Nothing else commutes with a
+// per-channel scale exactly (Hardswish, Clip at 6, a scalar Add), so nothing else is paired.
+// The pipeline's default pairs direct ones only: through Relu, PaddleOCR cls lost 0.4 dB with
+// percentile and 0.95 dB with auto (its 3 pairs; docs/quality.md, "Depthwise input equalization").
 #pragma once
 
 #include <memory>
@@ -41,13 +43,14 @@ struct DepthwiseEqualizationResult {
 };
 
 /// The pairs of `model` (without data; rangeRatio 0).
-std::vector<DepthwiseEqualizedPair> findDepthwiseEqualizablePairs(const Model& model);
+std::vector<DepthwiseEqualizedPair> findDepthwiseEqualizablePairs(const Model& model, bool throughRelu = false);
 
 /// Measures the channel ranges of each pair's depthwise input on the first `maxBatches` batches of
 /// `data` (all when <= 0) in float and equalizes them. The input model is not changed; a model
 /// without pairs comes back as is, with no pairs. Fails when the model does not run on `data`.
 Result<DepthwiseEqualizationResult> equalizeDepthwiseInputs(std::shared_ptr<const Model> model,
                                                             const CalibrationData& data, int threads,
-                                                            int maxBatches = 0, const ProgressFn& progress = {});
+                                                            bool throughRelu = false, int maxBatches = 0,
+                                                            const ProgressFn& progress = {});
 
 }  // namespace qs

@@ -1,5 +1,5 @@
 // Depthwise input equalization (core/analysis/depthwise_equalization.h), on by default for int8:
-// on a model built in code (Conv -> Relu -> depthwise Conv -> Conv, the first Conv's channels two
+// on a model built in code (Conv -> depthwise Conv -> Conv, the first Conv's channels two
 // decades apart) it keeps the float function, raises the predicted SNR, and quantized.onnx carries
 // the rescaled weights: ONNX Runtime computes the predicted SNR within 0.5 dB. Off with
 // --depthwise-equalize off; a bad value is refused in one line.
@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// x [4, 3, 12, 12] -> Conv(8, 3x3, bias) -> Relu -> depthwise Conv(8, 3x3, bias) -> Conv(6, 1x1) -> y.
+// x [4, 3, 12, 12] -> Conv(8, 3x3, bias) -> depthwise Conv(8, 3x3, bias) -> Conv(6, 1x1) -> y.
 std::string writeDepthwiseModel(const std::string& dir, std::mt19937& rng) {
   test::OnnxBuilder b;
   b.input("x", {4, 3, 12, 12}).output("y", {4, 6, 12, 12});
@@ -41,8 +41,7 @@ std::string writeDepthwiseModel(const std::string& dir, std::mt19937& rng) {
   b.initializer("w3", {6, 8, 1, 1}, test::randomValues(48, rng));
   auto& c1 = b.node("Conv", {"x", "w1", "b1"}, {"c1"}, "conv1");
   test::OnnxBuilder::attrInts(c1, "pads", {1, 1, 1, 1});
-  b.node("Relu", {"c1"}, {"r1"}, "relu1");
-  auto& dw = b.node("Conv", {"r1", "wd", "bd"}, {"d1"}, "dwconv");
+  auto& dw = b.node("Conv", {"c1", "wd", "bd"}, {"d1"}, "dwconv");
   test::OnnxBuilder::attrInts(dw, "pads", {1, 1, 1, 1});
   test::OnnxBuilder::attrInt(dw, "group", 8);
   b.node("Conv", {"d1", "w3"}, {"y"}, "conv3");
@@ -92,7 +91,7 @@ TEST(DepthwiseEqualization, KeepsTheFloatFunctionRaisesTheSnrAndReachesOnnxRunti
   // The small channels no longer lose to the per-tensor step of the depthwise input.
   const double before = off->result()->outputs[0].metrics.snrDb, after = on->result()->outputs[0].metrics.snrDb;
   std::printf("depthwise equalization: %.2f dB -> %.2f dB (predicted)\n", before, after);
-  EXPECT_GT(after, before + 1.0);  // 32.2 -> 33.9 dB when written
+  EXPECT_GT(after, before + 1.0);
 
   // quantized.onnx carries the rescaled weights: ONNX Runtime at the prediction.
   const std::string q = exportRun(*on, dir + "/out");
@@ -113,23 +112,27 @@ TEST(DepthwiseEqualization, KeepsTheFloatFunctionRaisesTheSnrAndReachesOnnxRunti
   fs::remove_all(dir);
 }
 
-TEST(DepthwiseEqualization, FindsNoPairThroughANonHomogeneousActivation) {
-  std::mt19937 rng(4);
-  test::OnnxBuilder b;
-  b.input("x", {1, 3, 8, 8}).output("y", {1, 4, 8, 8});
-  b.initializer("w1", {4, 3, 1, 1}, test::randomValues(12, rng));
-  b.initializer("wd", {4, 1, 3, 3}, test::randomValues(36, rng));
-  b.node("Conv", {"x", "w1"}, {"c1"}, "conv1");
-  b.node("Sigmoid", {"c1"}, {"s1"}, "sig");
-  auto& dw = b.node("Conv", {"s1", "wd"}, {"y"}, "dwconv");
-  test::OnnxBuilder::attrInts(dw, "pads", {1, 1, 1, 1});
-  test::OnnxBuilder::attrInt(dw, "group", 4);
-  const std::string dir = test::makeTempDir("dw-equalize");
-  b.save(dir + "/m.onnx");
-  auto m = loadModel(dir + "/m.onnx");
-  ASSERT_TRUE(m) << m.status().message();
-  EXPECT_TRUE(findDepthwiseEqualizablePairs(**m).empty());
-  fs::remove_all(dir);
+// Conv -> `act` -> depthwise Conv: a pair through Relu only when asked, never through Sigmoid.
+TEST(DepthwiseEqualization, PairsThroughReluOnlyWhenAskedAndNeverThroughSigmoid) {
+  for (const char* act : {"Relu", "Sigmoid"}) {
+    std::mt19937 rng(4);
+    test::OnnxBuilder b;
+    b.input("x", {1, 3, 8, 8}).output("y", {1, 4, 8, 8});
+    b.initializer("w1", {4, 3, 1, 1}, test::randomValues(12, rng));
+    b.initializer("wd", {4, 1, 3, 3}, test::randomValues(36, rng));
+    b.node("Conv", {"x", "w1"}, {"c1"}, "conv1");
+    b.node(act, {"c1"}, {"a1"}, "act");
+    auto& dw = b.node("Conv", {"a1", "wd"}, {"y"}, "dwconv");
+    test::OnnxBuilder::attrInts(dw, "pads", {1, 1, 1, 1});
+    test::OnnxBuilder::attrInt(dw, "group", 4);
+    const std::string dir = test::makeTempDir("dw-equalize");
+    b.save(dir + "/m.onnx");
+    auto m = loadModel(dir + "/m.onnx");
+    ASSERT_TRUE(m) << m.status().message();
+    EXPECT_TRUE(findDepthwiseEqualizablePairs(**m).empty()) << act;
+    EXPECT_EQ(findDepthwiseEqualizablePairs(**m, /*throughRelu=*/true).size(), std::string(act) == "Relu" ? 1u : 0u) << act;
+    fs::remove_all(dir);
+  }
 }
 
 TEST(DepthwiseEqualization, CliRefusesABadValue) {
