@@ -18,6 +18,8 @@
 #include "tests/support/model_helpers.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/remedy_helpers.h"
+#include "tests/support/sanitizer.h"
+#include "tests/support/text_images.h"
 
 using namespace qs;
 using qs::test::exportRun;
@@ -145,4 +147,86 @@ TEST(DepthwiseEqualization, CliRefusesABadValue) {
   const int st = pclose(p);
   EXPECT_NE(st, 0);
   EXPECT_NE(out.find("--depthwise-equalize 'maybe': expected on or off"), std::string::npos) << out;
+}
+
+// PP-OCRv4 rec (its stem: Conv -> BatchNormalization -> depthwise Conv, weights in Constant nodes):
+// the equalized export computes the predicted SNR (our executor on the written file) and beats the
+// unequalized one; ONNX Runtime's figures are printed (see the note at the end).
+TEST(DepthwiseEqualization, RecExportComputesThePredictionAndOrtIsPrinted) {
+  const std::string model = std::string(QS_MODELS_DIR) + "/ch_PP-OCRv4_rec_infer.onnx";
+  if (!fs::exists(model)) GTEST_SKIP() << model << " missing: run scripts/setup.sh";
+  if (qs::test::kUnderSanitizer) GTEST_SKIP() << "release build only (the small model above covers the code under ASan)";
+  const std::string dir = test::makeTempDir("dw-equalize");
+  test::writeTextImages(dir + "/images", 4, 320, 48, 7);
+  AnalysisRequest rq = test::remedyRequest(model, dir + "/images");  // max calibration, 2 threads
+  rq.data.image.width = 320;
+  rq.data.image.height = 48;
+  rq.data.image.mean = {0.5f, 0.5f, 0.5f};
+  rq.data.image.std = {0.5f, 0.5f, 0.5f};
+  rq.data.batchSize = 1;
+  rq.layerwise = false;
+  auto run = runAnalysis(rq);
+  ASSERT_TRUE(run) << run.status().message();
+  ASSERT_EQ(run->remedies.depthwisePairs.size(), 1u);
+  EXPECT_EQ(run->model->graph.nodes[(size_t)run->remedies.depthwisePairs[0].consumer].name, "p2o.Conv.1");
+  const std::string q = exportRun(*run, dir + "/out");
+  ASSERT_FALSE(q.empty());
+  const int samples = (int)run->analysisData->batchCount();
+  for (int s = 0; s < samples; ++s) {
+    auto feeds = run->analysisData->batch(s);
+    ASSERT_TRUE(feeds);
+    ASSERT_TRUE(writeNpy(dir + "/in_" + std::to_string(s) + "_0.npy", (*feeds)[0].tensor));
+  }
+  auto ort = [&](const std::string& m, const std::string& out) {
+    return runCommand("ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_batch.mjs " + m +
+                      " " + dir + " " + out + " --samples " + std::to_string(samples) +
+                      " --threads 2 --level disabled --disable-qdq");
+  };
+  ASSERT_EQ(ort(model, dir + "/fp32"), 0);
+  ASSERT_EQ(ort(q, dir + "/q"), 0);
+  auto ortSnr = [&](const std::string& out) {
+    ErrorAccumulator acc;
+    for (int s = 0; s < samples; ++s) {
+      auto ref = readNpy(dir + "/fp32/out_" + std::to_string(s) + "_0.npy");
+      auto got = readNpy(dir + "/" + out + "/out_" + std::to_string(s) + "_0.npy");
+      EXPECT_TRUE(ref && got);
+      if (ref && got) acc.add(*ref, *got);
+    }
+    return acc.metrics().snrDb;
+  };
+  const double predicted = run->result()->outputs[0].metrics.snrDb, ortOn = ortSnr("q");
+  rq.depthwiseEqualize = false;
+  auto off = runAnalysis(rq);
+  ASSERT_TRUE(off) << off.status().message();
+  const std::string qOff = exportRun(*off, dir + "/out-off");
+  ASSERT_EQ(ort(qOff, dir + "/q-off"), 0);
+  const double without = off->result()->outputs[0].metrics.snrDb, ortOff = ortSnr("q-off");
+  std::printf("rec, max, 4 lines: predicted %.3f dB, ONNX Runtime %.3f dB; without depthwise equalization %.3f / %.3f dB\n",
+              predicted, ortOn, without, ortOff);
+  // Our executor on the written files, for comparison with ORT's.
+  auto oursSnr = [&](const std::string& file) {
+    auto fm = loadModel(model);
+    auto qm = loadModel(file);
+    EXPECT_TRUE(fm && qm);
+    auto fe = Executor::create(std::move(fm).value());
+    auto qe = Executor::create(std::move(qm).value());
+    ErrorAccumulator acc;
+    for (int s = 0; s < samples; ++s) {
+      auto feeds = run->analysisData->batch(s);
+      auto a = (*fe)->run(*feeds);
+      auto b = (*qe)->run(*feeds);
+      if (a && b) acc.add((*a)[0], (*b)[0]);
+    }
+    return acc.metrics().snrDb;
+  };
+  const double oursOn = oursSnr(q), oursOff = oursSnr(qOff);
+  std::printf("our executor on the files: %.3f dB, without depthwise equalization %.3f dB\n", oursOn, oursOff);
+  // The written files compute what the analysis predicted.
+  EXPECT_NEAR(oursOn, predicted, 0.05);
+  EXPECT_NEAR(oursOff, without, 0.05);
+  EXPECT_GT(predicted, without);
+  // ONNX Runtime on rec's int8 export differs from our arithmetic by more than 0.5 dB on these 4
+  // lines with and without the equalization (2026-11-26: +1.26 dB without, -1.87 dB with it;
+  // docs/quality.md, "Depthwise input equalization"): printed, not asserted, until that is explained.
+  fs::remove_all(dir);
 }
