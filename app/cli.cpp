@@ -46,6 +46,7 @@ struct TextFlags {
   CLI::Option* blockSizeOption = nullptr;
   std::vector<std::string> outputKinds;  // NAME=classes|sequence|dense
   std::string highPrecision = "fp32";
+  std::string depthwiseEqualize;  // on|off
 };
 TextFlags g_text;
 Int4Args g_int4;
@@ -119,6 +120,9 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                  "Fixed SmoothQuant alpha in [0, 1] (default: searched per layer over 0, 0.1, ..., 1)");
   cmd.add_flag("--weight-clip-search,--weight_clip_search", a.weightClipSearch,
                "Per output channel, the clip ratio (1 down to 0.5) of the weight scale with the least layer-wise error");
+  cmd.add_option("--depthwise-equalize", g_text.depthwiseEqualize,
+                 "on|off: int8, rescale the input channels of depthwise Convs (at their BatchNormalization or Conv "
+                 "producer) to one range, measured on the calibration data; the float model is unchanged (default on)");
   cmd.add_option("--high-precision-dtype,--high_precision_dtype", g_text.highPrecision,
                  "fp32, fp16 or bf16: the precision of the nodes left out of quantization (default fp32)");
 }
@@ -173,6 +177,12 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
       return invalidArgument("--all-tensor-ranges '" + g_text.allTensorRanges + "': expected on or off");
     }
     a.allTensorRanges = g_text.allTensorRanges == "on";
+  }
+  if (!g_text.depthwiseEqualize.empty()) {
+    if (g_text.depthwiseEqualize != "on" && g_text.depthwiseEqualize != "off") {
+      return invalidArgument("--depthwise-equalize '" + g_text.depthwiseEqualize + "': expected on or off");
+    }
+    a.depthwiseEqualize = g_text.depthwiseEqualize == "on";
   }
   if (!g_text.sensitivity.empty()) {
     if (g_text.sensitivity == "off") a.sensitivity = false;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/analysis/bias_correction.h"
+#include "core/analysis/depthwise_equalization.h"
 #include "core/analysis/results.h"
 #include "core/analysis/smoothquant.h"
 #include "core/analysis/weight_clip.h"
@@ -23,6 +24,7 @@ struct RemedySummary {
   std::vector<SmoothedGroup> smoothed;            // SmoothQuant
   std::vector<std::string> smoothSkipped;         // "node: reason"
   std::vector<WeightClipNode> weightClips;        // weight clip search
+  std::vector<DepthwiseEqualizedPair> depthwisePairs;  // depthwise input equalization (not in `applied`: on by default)
   std::vector<std::string> changedInitializers;   // sorted: what quantized.onnx takes from the remedied model
   std::shared_ptr<const AnalysisResult> before;   // the analysis without remedies (no sensitivity)
   bool empty() const { return applied.empty(); }

@@ -248,6 +248,9 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
     run.analysisData = std::shared_ptr<const CalibrationData>(std::move(ad).value());
   }
 
+  if (rq.depthwiseEqualize && !scalesGiven && rq.calibration.mode == QuantMode::Int8)
+    QS_RETURN_IF_ERROR(equalizeRunDepthwise(run));
+
   // The session: the request's lists, or a saved config's node states plus the request's lists.
   QuantConfig config = rq.config;
   run.exportedConfig = rq.config;
@@ -426,6 +429,11 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (rq.biasCorrection) s["bias_correction"] = "on";
   if (rq.smoothQuant) s["smoothquant"] = std::isnan(rq.smoothQuantAlpha) ? "search" : "alpha " + std::to_string(rq.smoothQuantAlpha);
   if (rq.weightClipSearch) s["weight_clip_search"] = "on";
+  if (!rq.depthwiseEqualize) {
+    s["depthwise_equalize"] = "off";
+  } else if (const size_t n = run.remedies.depthwisePairs.size(); n > 0) {
+    s["depthwise_equalize"] = std::to_string(n) + (n == 1 ? " pair" : " pairs");
+  }
   return s;
 }
 

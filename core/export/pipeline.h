@@ -68,6 +68,9 @@ struct AnalysisRequest {
   bool smoothQuant = false;         // SmoothQuant of MatMul/Gemm after a LayerNormalization (core/analysis/smoothquant.h)
   double smoothQuantAlpha = NAN;    // its alpha, fixed (NaN: searched per group)
   bool weightClipSearch = false;    // per-channel weight clip ratio search (core/analysis/weight_clip.h)
+  /// Activation equalization of the depthwise Convs' inputs (core/analysis/depthwise_equalization.h),
+  /// int8 with calibrated scales only; float-preserving, so not a remedy with a before/after.
+  bool depthwiseEqualize = true;
 };
 
 /// The calibration method named `name` (auto, max, entropy, percentile, mse). The one parser of method

@@ -50,6 +50,24 @@ Status equalizeRunModel(AnalysisRun& run) {
   return Status::ok();
 }
 
+Status equalizeRunDepthwise(AnalysisRun& run) {
+  const bool same = run.originalModel == run.model;
+  auto eq = equalizeDepthwiseInputs(run.model, *run.calibrationData, run.request.threads);
+  if (!eq) return eq.status();
+  if (eq->pairs.empty()) return Status::ok();
+  run.model = eq->model;
+  if (same) {
+    run.originalModel = run.model;
+  } else if (run.originalModel) {  // --equalize: the baseline gets the same depthwise equalization
+    auto base = equalizeDepthwiseInputs(run.originalModel, *run.calibrationData, run.request.threads);
+    if (!base) return base.status();
+    run.originalModel = base->model;
+  }
+  run.remedies.depthwisePairs = eq->pairs;
+  addChanged(run.remedies, eq->changedInitializers);
+  return Status::ok();
+}
+
 Status createBaselineSession(AnalysisRun& run, const QuantConfig& config, const AnalysisOptions& options,
                              const std::shared_ptr<CancelToken>& cancel) {
   run.sessionConfig = config;

@@ -13,6 +13,11 @@ namespace qs {
 /// pairs) and keeps the original in run.originalModel. Nothing when the request asks no remedy.
 Status equalizeRunModel(AnalysisRun& run);
 
+/// AnalysisRequest::depthwiseEqualize, after the calibration data opened: replaces run.model (and
+/// run.originalModel, the baseline of the remedies' before/after) by its depthwise-equalized copy
+/// and records the pairs and changed constants in run.remedies. Nothing when no pair is found.
+Status equalizeRunDepthwise(AnalysisRun& run);
+
 /// When the request asks for a remedy: a session on run.originalModel with the same
 /// configuration and options (no sensitivity), analysed by runRemedies() for remedies.before.
 Status createBaselineSession(AnalysisRun& run, const QuantConfig& config, const AnalysisOptions& options,

@@ -1,0 +1,246 @@
+#include "core/analysis/depthwise_equalization.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <unordered_map>
+
+#include "core/exec/executor.h"
+
+namespace qs {
+
+namespace {
+
+// The smallest scale applied: a channel below 1/1024 of the largest range (a dead channel) is
+// lifted by 1024 at most.
+constexpr double kMinScale = 1.0 / 1024;
+
+// A float constant read by one node slot only (so changing it changes nothing else).
+bool ownFloatConstant(const Graph& g, ValueId id) {
+  if (id == kNoValue) return false;
+  const Value& v = g.value(id);
+  return v.constant && v.constant->dtype() == DType::Float && !v.isOverridable && v.consumers.size() == 1;
+}
+
+// The node reading `v`, when it is the only reader and `v` is no graph output; else -1.
+NodeId soleReader(const Graph& g, ValueId v) {
+  const Value& val = g.value(v);
+  if (val.isGraphOutput || val.consumers.size() != 1) return -1;
+  return val.consumers[0];
+}
+
+int64_t groupOf(const Node& n) {
+  const Attribute* a = n.attr("group");
+  return a ? a->i : 1;
+}
+
+// A Conv whose weight [C, 1, k...] is its own constant and group == C; -1 channels otherwise.
+int64_t depthwiseChannels(const Graph& g, const Node& n) {
+  if (n.opType != "Conv" || !n.domain.empty() || n.inputs.size() < 2 || n.outputs.empty()) return -1;
+  if (n.inputs[0] == kNoValue || g.value(n.inputs[0]).constant || !ownFloatConstant(g, n.inputs[1])) return -1;
+  const Tensor& w = *g.value(n.inputs[1]).constant;
+  if (w.rank() < 3 || w.dim(1) != 1 || groupOf(n) != w.dim(0) || w.dim(0) < 2) return -1;
+  return w.dim(0);
+}
+
+// Relu, or Clip with min 0 and no max (constant inputs or opset-6 attributes).
+bool positiveHomogeneous(const Graph& g, const Node& n) {
+  if (!n.domain.empty() || n.inputs.empty() || n.outputs.empty()) return false;
+  if (n.opType == "Relu") return true;
+  if (n.opType != "Clip") return false;
+  if (n.inputs.size() > 1) {
+    const ValueId lo = n.inputs[1];
+    if (lo == kNoValue) return false;
+    const Value& v = g.value(lo);
+    if (!v.constant || v.constant->numel() != 1 || v.constant->dtype() != DType::Float || v.constant->data<float>()[0] != 0.f)
+      return false;
+    if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
+      const Value& h = g.value(n.inputs[2]);
+      if (!h.constant || h.constant->numel() != 1 || h.constant->dtype() != DType::Float) return false;
+      const float hi = h.constant->data<float>()[0];
+      return std::isinf(hi) && hi > 0;
+    }
+    return true;
+  }
+  const Attribute* mn = n.attr("min");
+  const Attribute* mx = n.attr("max");
+  return mn && mn->f == 0.f && (!mx || (std::isinf(mx->f) && mx->f > 0));
+}
+
+// The constants of producer `p` that take 1/s per output channel, or an empty list when `p` is
+// not a producer this pass can rescale with `channels` output channels.
+std::vector<ValueId> scaledConstants(const Graph& g, const Node& p, int64_t channels) {
+  if (!p.domain.empty() || p.outputs.empty()) return {};
+  auto perChannel = [&](ValueId id) {
+    return ownFloatConstant(g, id) && g.value(id).constant->rank() == 1 && g.value(id).constant->dim(0) == channels;
+  };
+  if (p.opType == "BatchNormalization") {
+    if (p.inputs.size() < 5 || p.outputs.size() != 1 || !perChannel(p.inputs[1]) || !perChannel(p.inputs[2])) return {};
+    return {p.inputs[1], p.inputs[2]};  // scale, B
+  }
+  if (p.opType == "Conv") {
+    if (p.inputs.size() < 2 || !ownFloatConstant(g, p.inputs[1])) return {};
+    const Tensor& w = *g.value(p.inputs[1]).constant;
+    if (w.rank() < 3 || w.dim(0) != channels) return {};
+    if (p.inputs.size() > 2 && p.inputs[2] != kNoValue) {
+      if (!perChannel(p.inputs[2])) return {};
+      return {p.inputs[1], p.inputs[2]};
+    }
+    return {p.inputs[1]};
+  }
+  return {};
+}
+
+struct Pair {
+  NodeId producer = -1, consumer = -1;
+  ValueId input = kNoValue;  // the depthwise Conv's input, whose channel ranges are measured
+  int64_t channels = 0;
+  std::vector<ValueId> scaled;
+};
+
+std::vector<Pair> findPairs(const Graph& g, bool throughRelu) {
+  std::vector<Pair> pairs;
+  for (NodeId id : g.topoOrder) {
+    const Node& d = g.nodes[(size_t)id];
+    const int64_t c = depthwiseChannels(g, d);
+    if (c < 0) continue;
+    const ValueId x = d.inputs[0];
+    if (soleReader(g, x) != id) continue;
+    NodeId p = g.value(x).producer;
+    if (p < 0) continue;
+    if (positiveHomogeneous(g, g.nodes[(size_t)p])) {
+      if (!throughRelu) continue;
+      const ValueId y = g.nodes[(size_t)p].inputs[0];
+      if (y == kNoValue || soleReader(g, y) != p) continue;
+      p = g.value(y).producer;
+      if (p < 0) continue;
+    }
+    auto scaled = scaledConstants(g, g.nodes[(size_t)p], c);
+    if (scaled.empty()) continue;
+    pairs.push_back(Pair{p, id, x, c, std::move(scaled)});
+  }
+  return pairs;
+}
+
+// Per watched value, the largest |x| per channel (axis 1) over the batches seen.
+class RangeObserver : public ExecutionObserver {
+ public:
+  explicit RangeObserver(const std::vector<Pair>& pairs) {
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      index_[pairs[i].input] = i;
+      ranges_.emplace_back((size_t)pairs[i].channels, 0.0);
+    }
+  }
+  void onNodeOutput(NodeId, size_t, ValueId id, const Tensor& value) override {
+    auto it = index_.find(id);
+    if (it == index_.end() || value.dtype() != DType::Float || value.rank() < 2) return;
+    std::vector<double>& r = ranges_[it->second];
+    const int64_t C = value.dim(1);
+    if (C != (int64_t)r.size()) {
+      mismatch_ = true;
+      return;
+    }
+    int64_t inner = 1;
+    for (int i = 2; i < value.rank(); ++i) inner *= value.dim(i);
+    const float* p = value.data<float>();
+    for (int64_t n = 0; n < value.dim(0); ++n)
+      for (int64_t ch = 0; ch < C; ++ch) {
+        const float* q = p + (n * C + ch) * inner;
+        float m = 0;
+        for (int64_t i = 0; i < inner; ++i) m = std::max(m, std::fabs(q[i]));
+        r[(size_t)ch] = std::max(r[(size_t)ch], (double)m);
+      }
+  }
+  const std::vector<double>& ranges(size_t pair) const { return ranges_[pair]; }
+  bool mismatch() const { return mismatch_; }
+
+ private:
+  std::unordered_map<ValueId, size_t> index_;
+  std::vector<std::vector<double>> ranges_;
+  bool mismatch_ = false;
+};
+
+}  // namespace
+
+std::vector<DepthwiseEqualizedPair> findDepthwiseEqualizablePairs(const Model& model, bool throughRelu) {
+  std::vector<DepthwiseEqualizedPair> out;
+  for (const Pair& p : findPairs(model.graph, throughRelu)) out.push_back({p.producer, p.consumer, (int)p.channels, 0});
+  return out;
+}
+
+Result<DepthwiseEqualizationResult> equalizeDepthwiseInputs(std::shared_ptr<const Model> model,
+                                                            const CalibrationData& data, int threads, bool throughRelu,
+                                                            int maxBatches, const ProgressFn& progress) {
+  DepthwiseEqualizationResult res;
+  const std::vector<Pair> pairs = findPairs(model->graph, throughRelu);
+  if (pairs.empty()) {
+    res.model = std::move(model);
+    return res;
+  }
+  ExecutorOptions eo;
+  eo.threads = threads;
+  auto exec = Executor::create(model, eo);
+  if (!exec) return exec.status();
+  RangeObserver observer(pairs);
+  RunOptions ro;
+  ro.observer = &observer;
+  const int64_t batches = maxBatches > 0 ? std::min<int64_t>(maxBatches, data.batchCount()) : data.batchCount();
+  for (int64_t b = 0; b < batches; ++b) {
+    if (progress && !progress((double)b / (double)batches, "depthwise equalization"))
+      return Status(StatusCode::Cancelled, model->path + ": depthwise equalization cancelled");
+    auto feeds = data.batch(b);
+    if (!feeds) return feeds.status();
+    auto out = (*exec)->run(*feeds, ro);
+    if (!out) return out.status();
+  }
+  if (observer.mismatch()) {
+    return runtimeError(model->path + ": depthwise equalization: an input of a depthwise Conv has another channel "
+                                      "count at run time than its weight");
+  }
+
+  auto copy = std::make_shared<Model>(*model);
+  Graph& g = copy->graph;
+  std::set<ValueId> changed;
+  auto own = [&](ValueId id) -> Tensor& {
+    Tensor& t = *g.value(id).constant;
+    if (changed.insert(id).second) t = t.clone();
+    return t;
+  };
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const Pair& p = pairs[i];
+    const std::vector<double>& r = observer.ranges(i);
+    const double top = *std::max_element(r.begin(), r.end());
+    if (!(top > 0) || !std::isfinite(top)) continue;
+    double lowest = top;
+    for (double v : r)
+      if (v >= top * kMinScale) lowest = std::min(lowest, v);
+    if (lowest >= top * 0.999) continue;  // already even
+    std::vector<float> s((size_t)p.channels);
+    for (int64_t c = 0; c < p.channels; ++c) s[(size_t)c] = (float)std::max(kMinScale, r[(size_t)c] / top);
+    // Producer: every constant's channel c (a weight's output channel, a BN's scale and B) by 1/s_c.
+    for (ValueId v : p.scaled) {
+      Tensor& t = own(v);
+      const int64_t block = t.numel() / p.channels;
+      float* d = t.data<float>();
+      for (int64_t c = 0; c < p.channels; ++c)
+        for (int64_t k = 0; k < block; ++k) d[c * block + k] /= s[(size_t)c];
+    }
+    // Consumer: the depthwise weights of channel c by s_c (its bias is unchanged).
+    Tensor& w = own(g.nodes[(size_t)p.consumer].inputs[1]);
+    const int64_t block = w.numel() / p.channels;
+    float* d = w.data<float>();
+    for (int64_t c = 0; c < p.channels; ++c)
+      for (int64_t k = 0; k < block; ++k) d[c * block + k] *= s[(size_t)c];
+    res.pairs.push_back({p.producer, p.consumer, (int)p.channels, top / lowest});
+  }
+  for (ValueId id : changed) res.changedInitializers.push_back(g.value(id).name);
+  std::sort(res.changedInitializers.begin(), res.changedInitializers.end());
+  if (res.pairs.empty()) {
+    res.model = std::move(model);
+  } else {
+    res.model = std::move(copy);
+  }
+  return res;
+}
+
+}  // namespace qs

@@ -1,0 +1,232 @@
+// Depthwise input equalization (core/analysis/depthwise_equalization.h), on by default for int8:
+// on a model built in code (Conv -> depthwise Conv -> Conv, the first Conv's channels two
+// decades apart) it keeps the float function, raises the predicted SNR, and quantized.onnx carries
+// the rescaled weights: ONNX Runtime computes the predicted SNR within 0.5 dB. Off with
+// --depthwise-equalize off; a bad value is refused in one line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "core/analysis/depthwise_equalization.h"
+#include "core/export/pipeline.h"
+#include "core/io/npy.h"
+#include "core/numeric/metrics.h"
+#include "tests/support/model_helpers.h"
+#include "tests/support/onnx_builder.h"
+#include "tests/support/remedy_helpers.h"
+#include "tests/support/sanitizer.h"
+#include "tests/support/text_images.h"
+
+using namespace qs;
+using qs::test::exportRun;
+using qs::test::runCommand;
+using qs::test::runFile;
+namespace fs = std::filesystem;
+
+namespace {
+
+// x [4, 3, 12, 12] -> Conv(8, 3x3, bias) -> depthwise Conv(8, 3x3, bias) -> Conv(6, 1x1) -> y.
+std::string writeDepthwiseModel(const std::string& dir, std::mt19937& rng) {
+  test::OnnxBuilder b;
+  b.input("x", {4, 3, 12, 12}).output("y", {4, 6, 12, 12});
+  std::vector<float> w1 = test::randomValues(8 * 27, rng);
+  for (int64_t c = 0; c < 8; ++c)
+    for (int64_t i = 0; i < 27; ++i) w1[(size_t)(c * 27 + i)] *= std::pow(10.f, (float)(c % 4) / 1.5f - 1.f);
+  b.initializer("w1", {8, 3, 3, 3}, w1);
+  b.initializer("b1", {8}, test::randomValues(8, rng, -0.05f, 0.05f));
+  b.initializer("wd", {8, 1, 3, 3}, test::randomValues(8 * 9, rng));
+  b.initializer("bd", {8}, test::randomValues(8, rng, -0.1f, 0.1f));
+  b.initializer("w3", {6, 8, 1, 1}, test::randomValues(48, rng));
+  auto& c1 = b.node("Conv", {"x", "w1", "b1"}, {"c1"}, "conv1");
+  test::OnnxBuilder::attrInts(c1, "pads", {1, 1, 1, 1});
+  auto& dw = b.node("Conv", {"c1", "wd", "bd"}, {"d1"}, "dwconv");
+  test::OnnxBuilder::attrInts(dw, "pads", {1, 1, 1, 1});
+  test::OnnxBuilder::attrInt(dw, "group", 8);
+  b.node("Conv", {"d1", "w3"}, {"y"}, "conv3");
+  const std::string path = dir + "/dw.onnx";
+  b.save(path);
+  return path;
+}
+
+std::string readText(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST(DepthwiseEqualization, KeepsTheFloatFunctionRaisesTheSnrAndReachesOnnxRuntime) {
+  std::mt19937 rng(3);
+  const std::string dir = test::makeTempDir("dw-equalize");
+  const std::string model = writeDepthwiseModel(dir, rng);
+  const Tensor x = test::randomTensor({4, 3, 12, 12}, rng, -1.f, 1.f);
+  ASSERT_TRUE(writeNpy(dir + "/x.npy", x));
+  ASSERT_TRUE(writeNpy(dir + "/in_0_0.npy", x));
+
+  AnalysisRequest rq = test::remedyRequest(model, dir + "/x.npy");
+  rq.depthwiseEqualize = false;
+  auto off = runAnalysis(rq);
+  ASSERT_TRUE(off) << off.status().message();
+  EXPECT_TRUE(off->remedies.depthwisePairs.empty());
+  rq.depthwiseEqualize = true;  // the default
+  EXPECT_TRUE(AnalysisRequest{}.depthwiseEqualize);
+  auto on = runAnalysis(rq);
+  ASSERT_TRUE(on) << on.status().message();
+  ASSERT_EQ(on->remedies.depthwisePairs.size(), 1u);
+  EXPECT_EQ(on->model->graph.nodes[(size_t)on->remedies.depthwisePairs[0].producer].name, "conv1");
+  EXPECT_EQ(on->model->graph.nodes[(size_t)on->remedies.depthwisePairs[0].consumer].name, "dwconv");
+  EXPECT_GT(on->remedies.depthwisePairs[0].rangeRatio, 10.0);
+  EXPECT_EQ(on->remedies.changedInitializers, (std::vector<std::string>{"b1", "w1", "wd"}));
+  EXPECT_TRUE(on->remedies.empty());  // not a remedy with a before/after: no remedies section
+
+  // The float function is the original's.
+  const Tensor ref = runFile(model, x);
+  ErrorAccumulator fl;
+  fl.add(ref, test::runModel(on->model, x));
+  EXPECT_GE(fl.metrics().snrDb, 100.0);
+  // The small channels no longer lose to the per-tensor step of the depthwise input.
+  const double before = off->result()->outputs[0].metrics.snrDb, after = on->result()->outputs[0].metrics.snrDb;
+  std::printf("depthwise equalization: %.2f dB -> %.2f dB (predicted)\n", before, after);
+  EXPECT_GT(after, before + 1.0);
+
+  // quantized.onnx carries the rescaled weights: ONNX Runtime at the prediction.
+  const std::string q = exportRun(*on, dir + "/out");
+  ASSERT_FALSE(q.empty());
+  EXPECT_NE(readText(dir + "/out/report.json").find("\"depthwise_equalize\": \"1 pair\""), std::string::npos);
+  EXPECT_EQ(runCommand("/usr/bin/python3 " + std::string(QS_SOURCE_DIR) + "/tests/support/validate_json.py " +
+                       std::string(QS_SOURCE_DIR) + "/docs/report.schema.json " + dir + "/out/report.json"),
+            0);
+  ASSERT_EQ(runCommand("ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_batch.mjs " + q +
+                       " " + dir + " " + dir + "/q --samples 1 --threads 2 --level disabled --disable-qdq"),
+            0);
+  auto got = readNpy(dir + "/q/out_0_0.npy");
+  ASSERT_TRUE(got) << got.status().message();
+  ErrorAccumulator ort;
+  ort.add(ref, *got);
+  std::printf("ONNX Runtime on quantized.onnx: %.2f dB\n", ort.metrics().snrDb);
+  EXPECT_NEAR(ort.metrics().snrDb, after, 0.5);
+  fs::remove_all(dir);
+}
+
+// Conv -> `act` -> depthwise Conv: a pair through Relu only when asked, never through Sigmoid.
+TEST(DepthwiseEqualization, PairsThroughReluOnlyWhenAskedAndNeverThroughSigmoid) {
+  for (const char* act : {"Relu", "Sigmoid"}) {
+    std::mt19937 rng(4);
+    test::OnnxBuilder b;
+    b.input("x", {1, 3, 8, 8}).output("y", {1, 4, 8, 8});
+    b.initializer("w1", {4, 3, 1, 1}, test::randomValues(12, rng));
+    b.initializer("wd", {4, 1, 3, 3}, test::randomValues(36, rng));
+    b.node("Conv", {"x", "w1"}, {"c1"}, "conv1");
+    b.node(act, {"c1"}, {"a1"}, "act");
+    auto& dw = b.node("Conv", {"a1", "wd"}, {"y"}, "dwconv");
+    test::OnnxBuilder::attrInts(dw, "pads", {1, 1, 1, 1});
+    test::OnnxBuilder::attrInt(dw, "group", 4);
+    const std::string dir = test::makeTempDir("dw-equalize");
+    b.save(dir + "/m.onnx");
+    auto m = loadModel(dir + "/m.onnx");
+    ASSERT_TRUE(m) << m.status().message();
+    EXPECT_TRUE(findDepthwiseEqualizablePairs(**m).empty()) << act;
+    EXPECT_EQ(findDepthwiseEqualizablePairs(**m, /*throughRelu=*/true).size(), std::string(act) == "Relu" ? 1u : 0u) << act;
+    fs::remove_all(dir);
+  }
+}
+
+TEST(DepthwiseEqualization, CliRefusesABadValue) {
+  const std::string cmd = std::string(QS_BINARY) + " analyze nothing.onnx --depthwise-equalize maybe 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  const int st = pclose(p);
+  EXPECT_NE(st, 0);
+  EXPECT_NE(out.find("--depthwise-equalize 'maybe': expected on or off"), std::string::npos) << out;
+}
+
+// PP-OCRv4 rec (its stem: Conv -> BatchNormalization -> depthwise Conv, weights in Constant nodes):
+// the equalized export computes the predicted SNR (our executor on the written file) and beats the
+// unequalized one; ONNX Runtime's figures are printed (see the note at the end).
+TEST(DepthwiseEqualization, RecExportComputesThePredictionAndOrtIsPrinted) {
+  const std::string model = std::string(QS_MODELS_DIR) + "/ch_PP-OCRv4_rec_infer.onnx";
+  if (!fs::exists(model)) GTEST_SKIP() << model << " missing: run scripts/setup.sh";
+  if (qs::test::kUnderSanitizer) GTEST_SKIP() << "release build only (the small model above covers the code under ASan)";
+  const std::string dir = test::makeTempDir("dw-equalize");
+  test::writeTextImages(dir + "/images", 4, 320, 48, 7);
+  AnalysisRequest rq = test::remedyRequest(model, dir + "/images");  // max calibration, 2 threads
+  rq.data.image.width = 320;
+  rq.data.image.height = 48;
+  rq.data.image.mean = {0.5f, 0.5f, 0.5f};
+  rq.data.image.std = {0.5f, 0.5f, 0.5f};
+  rq.data.batchSize = 1;
+  rq.layerwise = false;
+  auto run = runAnalysis(rq);
+  ASSERT_TRUE(run) << run.status().message();
+  ASSERT_EQ(run->remedies.depthwisePairs.size(), 1u);
+  EXPECT_EQ(run->model->graph.nodes[(size_t)run->remedies.depthwisePairs[0].consumer].name, "p2o.Conv.1");
+  const std::string q = exportRun(*run, dir + "/out");
+  ASSERT_FALSE(q.empty());
+  const int samples = (int)run->analysisData->batchCount();
+  for (int s = 0; s < samples; ++s) {
+    auto feeds = run->analysisData->batch(s);
+    ASSERT_TRUE(feeds);
+    ASSERT_TRUE(writeNpy(dir + "/in_" + std::to_string(s) + "_0.npy", (*feeds)[0].tensor));
+  }
+  auto ort = [&](const std::string& m, const std::string& out) {
+    return runCommand("ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_batch.mjs " + m +
+                      " " + dir + " " + out + " --samples " + std::to_string(samples) +
+                      " --threads 2 --level disabled --disable-qdq");
+  };
+  ASSERT_EQ(ort(model, dir + "/fp32"), 0);
+  ASSERT_EQ(ort(q, dir + "/q"), 0);
+  auto ortSnr = [&](const std::string& out) {
+    ErrorAccumulator acc;
+    for (int s = 0; s < samples; ++s) {
+      auto ref = readNpy(dir + "/fp32/out_" + std::to_string(s) + "_0.npy");
+      auto got = readNpy(dir + "/" + out + "/out_" + std::to_string(s) + "_0.npy");
+      EXPECT_TRUE(ref && got);
+      if (ref && got) acc.add(*ref, *got);
+    }
+    return acc.metrics().snrDb;
+  };
+  const double predicted = run->result()->outputs[0].metrics.snrDb, ortOn = ortSnr("q");
+  rq.depthwiseEqualize = false;
+  auto off = runAnalysis(rq);
+  ASSERT_TRUE(off) << off.status().message();
+  const std::string qOff = exportRun(*off, dir + "/out-off");
+  ASSERT_EQ(ort(qOff, dir + "/q-off"), 0);
+  const double without = off->result()->outputs[0].metrics.snrDb, ortOff = ortSnr("q-off");
+  std::printf("rec, max, 4 lines: predicted %.3f dB, ONNX Runtime %.3f dB; without depthwise equalization %.3f / %.3f dB\n",
+              predicted, ortOn, without, ortOff);
+  // Our executor on the written files, for comparison with ORT's.
+  auto oursSnr = [&](const std::string& file) {
+    auto fm = loadModel(model);
+    auto qm = loadModel(file);
+    EXPECT_TRUE(fm && qm);
+    auto fe = Executor::create(std::move(fm).value());
+    auto qe = Executor::create(std::move(qm).value());
+    ErrorAccumulator acc;
+    for (int s = 0; s < samples; ++s) {
+      auto feeds = run->analysisData->batch(s);
+      auto a = (*fe)->run(*feeds);
+      auto b = (*qe)->run(*feeds);
+      if (a && b) acc.add((*a)[0], (*b)[0]);
+    }
+    return acc.metrics().snrDb;
+  };
+  const double oursOn = oursSnr(q), oursOff = oursSnr(qOff);
+  std::printf("our executor on the files: %.3f dB, without depthwise equalization %.3f dB\n", oursOn, oursOff);
+  // The written files compute what the analysis predicted.
+  EXPECT_NEAR(oursOn, predicted, 0.05);
+  EXPECT_NEAR(oursOff, without, 0.05);
+  EXPECT_GT(predicted, without);
+  // ONNX Runtime on rec's int8 export differs from our arithmetic by more than 0.5 dB on these 4
+  // lines with and without the equalization (2026-11-26: +1.26 dB without, -1.87 dB with it;
+  // docs/quality.md, "Depthwise input equalization"): printed, not asserted, until that is explained.
+  fs::remove_all(dir);
+}
