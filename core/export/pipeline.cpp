@@ -266,6 +266,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   ao.sensitivityMethod = rq.sensitivityMethod;
   ao.calibration = rq.calibration;
   ao.allTensorRanges = rq.allTensorRanges.value_or(true);  // every TensorRT that reads caches (8.5-10.x) needs them
+  ao.integerConv = rq.integerConv;
   std::vector<std::string> configWarnings;
   auto session = QuantSession::create(run.model, config, ao, &configWarnings);
   if (!session) return session.status();
@@ -426,6 +427,7 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (rq.biasCorrection) s["bias_correction"] = "on";
   if (rq.smoothQuant) s["smoothquant"] = std::isnan(rq.smoothQuantAlpha) ? "search" : "alpha " + std::to_string(rq.smoothQuantAlpha);
   if (rq.weightClipSearch) s["weight_clip_search"] = "on";
+  if (!rq.integerConv) s["integer_conv"] = "off";
   return s;
 }
 

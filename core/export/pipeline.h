@@ -68,6 +68,9 @@ struct AnalysisRequest {
   bool smoothQuant = false;         // SmoothQuant of MatMul/Gemm after a LayerNormalization (core/analysis/smoothquant.h)
   double smoothQuantAlpha = NAN;    // its alpha, fixed (NaN: searched per group)
   bool weightClipSearch = false;    // per-channel weight clip ratio search (core/analysis/weight_clip.h)
+  /// --integer-conv: INT8 Convs summed exactly in integers where the CPU has AVX2 or VNNI
+  /// (AnalysisOptions::integerConv), or off: FP32 convolutions of fake-quantized tensors.
+  bool integerConv = true;
 };
 
 /// The calibration method named `name` (auto, max, entropy, percentile, mse). The one parser of method
