@@ -38,7 +38,7 @@ bool parseTriple(const std::string& s, std::array<float, 3>& out) {
 
 // What CLI11 keeps as text until finishAnalysisOptions() converts it.
 struct TextFlags {
-  std::string size, mean, stdev, method, mode = "int8", trtVersion, allTensorRanges, sensitivity;
+  std::string size, mean, stdev, method, mode = "int8", trtVersion, allTensorRanges, sensitivity, integerConv;
   std::vector<std::string> shapes;
   bool dqOnly = true;
   CLI::Option* dqOnlyOption = nullptr;
@@ -125,6 +125,9 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                  "producer) to one range, measured on the calibration data; the float model is unchanged (default on)");
   cmd.add_option("--high-precision-dtype,--high_precision_dtype", g_text.highPrecision,
                  "fp32, fp16 or bf16: the precision of the nodes left out of quantization (default fp32)");
+  cmd.add_option("--integer-conv", g_text.integerConv,
+                 "on|off: INT8 Convs summed exactly in integers where the CPU has AVX2 or AVX-512 VNNI, as TensorRT "
+                 "(default on), or FP32 convolutions of the fake-quantized tensors, as ONNX Runtime runs the Q/DQ file");
 }
 
 Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
@@ -189,6 +192,11 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
     else if (g_text.sensitivity == "fast") a.sensitivityMethod = SensitivityMethod::Fast;
     else if (g_text.sensitivity == "exact") a.sensitivityMethod = SensitivityMethod::Exact;
     else return invalidArgument("--sensitivity '" + g_text.sensitivity + "': expected exact, fast or off");
+  }
+  if (!g_text.integerConv.empty()) {
+    if (g_text.integerConv != "on" && g_text.integerConv != "off")
+      return invalidArgument("--integer-conv '" + g_text.integerConv + "': expected on or off");
+    a.integerConv = g_text.integerConv == "on";
   }
   return validateRequest(a);
 }

@@ -12,6 +12,8 @@
 // usage: qs_bench_int8 [MODEL [W H [SAMPLES [THREADS [ROUNDS]]]]]
 //        (default: PP-OCRv4 det, 640x640, 4 samples, 1 thread, 5 rounds; W = H = 0: random
 //        inputs, one sample per batch, for the zoo's models)
+//        QS_INT8_PROFILE=int|fq: only that variant's graph-wise analyze, ROUNDS times, nothing
+//        printed (to run under `perf record`)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -123,6 +125,12 @@ int main(int argc, char** argv) {
       sessions[integer][lw] = std::move(*s);
     }
 
+  if (const char* p = std::getenv("QS_INT8_PROFILE")) {
+    const int integer = std::string(p) == "int" ? 1 : 0;
+    for (int r = 0; r < a.rounds; ++r)
+      if (auto res = sessions[integer][0]->analyze(data); !res) fail(res.status().message());
+    return 0;
+  }
   std::map<std::string, std::vector<double>> t;
   double snr[2] = {0, 0};
   for (int r = 0; r < a.rounds + 1; ++r) {  // round 0 warms up (packed weights, buffer pool)

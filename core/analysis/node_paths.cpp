@@ -170,7 +170,7 @@ std::vector<std::shared_ptr<const DepthwiseNode>> findDepthwiseConvs(const Graph
 std::vector<std::shared_ptr<const IntConvNode>> findIntConvs(const Graph& g, const QuantPlan& plan,
                                                              const QuantState& s) {
   std::vector<std::shared_ptr<const IntConvNode>> intConv(g.nodes.size());
-  if (plan.mode != QuantMode::Int8 || std::string(qconvKernelName()) != "avx512vnni") return intConv;
+  if (plan.mode != QuantMode::Int8 || std::string(qconvKernelName()) == "generic") return intConv;
   for (size_t k = 0; k < plan.weights.size(); ++k) {
     const WeightPoint& w = plan.weights[k];
     const Node& n = g.nodes[(size_t)w.node];

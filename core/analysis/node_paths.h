@@ -74,8 +74,9 @@ std::vector<std::shared_ptr<const ElementwiseChain>> findElementwiseChains(const
 /// any mode).
 std::vector<std::shared_ptr<const DepthwiseNode>> findDepthwiseConvs(const Graph& g, const QuantPlan& plan,
                                                                       const QuantState& s);
-/// Convs with INT8 points on X and W that run as integer Convs. Only where VNNI makes them
-/// faster than FP32 (the portable integer path is not): all null elsewhere and in FP8 mode.
+/// Convs with INT8 points on X and W that run as integer Convs. Only where the AVX-512 VNNI or
+/// AVX2 GEMM makes them faster than FP32 (the portable integer path is not): all null elsewhere
+/// and in FP8 mode.
 std::vector<std::shared_ptr<const IntConvNode>> findIntConvs(const Graph& g, const QuantPlan& plan,
                                                              const QuantState& s);
 

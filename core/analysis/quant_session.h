@@ -54,9 +54,11 @@ struct AnalysisOptions {
   /// budget, a toggle re-runs the whole quantized pass (results are the same, only slower).
   uint64_t cacheBudgetBytes = uint64_t(1) << 30;
   /// INT8 Convs (group 1, quantized input and weights) in integer arithmetic where the CPU has
-  /// AVX-512 VNNI (core/kernels/qconv.h): the same integers as fake quantization, summed
-  /// exactly. Off: FP32 convolutions of the fake-quantized tensors (the reference the tests
-  /// compare with).
+  /// AVX-512 VNNI or AVX2 (core/kernels/qconv.h): the same integers as fake quantization, summed
+  /// exactly (what TensorRT's INT8 kernels compute). Off: FP32 convolutions of the fake-quantized
+  /// tensors (what ONNX Runtime computes on the Q/DQ file; the reference the tests compare with).
+  /// The two differ where the FP32 sums' rounding moves a value across the next point's rounding
+  /// tie: ~1e-4 dB on most figures, more on tiny outputs (docs/design.md, "Integer Convs").
   bool integerConv = true;
   /// A depthwise Conv's three layer-wise runs (both points, activations only, weights only) in
   /// one pass plane by plane, each output compared while in cache: the same output bits as

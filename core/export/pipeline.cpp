@@ -269,6 +269,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   ao.sensitivityMethod = rq.sensitivityMethod;
   ao.calibration = rq.calibration;
   ao.allTensorRanges = rq.allTensorRanges.value_or(true);  // every TensorRT that reads caches (8.5-10.x) needs them
+  ao.integerConv = rq.integerConv;
   std::vector<std::string> configWarnings;
   auto session = QuantSession::create(run.model, config, ao, &configWarnings);
   if (!session) return session.status();
@@ -434,6 +435,7 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   } else if (const size_t n = run.remedies.depthwisePairs.size(); n > 0) {
     s["depthwise_equalize"] = std::to_string(n) + (n == 1 ? " pair" : " pairs");
   }
+  if (!rq.integerConv) s["integer_conv"] = "off";
   return s;
 }
 

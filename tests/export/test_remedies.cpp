@@ -168,6 +168,12 @@ TEST(Remedies, ClsExportWithBothRemediesMatchesOnnxRuntime) {
   rq.layerwise = false;
   rq.equalize = true;
   rq.biasCorrection = true;
+  // The analysis with FP32 convolutions of fake-quantized tensors, the arithmetic ORT runs the
+  // Q/DQ file with. Integer Convs (exact sums, the default where the CPU has AVX2) move a few
+  // values across rounding ties, which cls's squeeze-excitation paths (a handful of values per
+  // sample, 4 samples) amplify: 18.36 dB predicted against ORT's 19.64 with them, on the AVX2
+  // machine (2026-11-26).
+  rq.integerConv = false;
   auto run = runAnalysis(rq);
   ASSERT_TRUE(run) << run.status().message();
   EXPECT_FALSE(run->remedies.pairs.empty());
