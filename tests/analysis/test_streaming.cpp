@@ -173,9 +173,12 @@ TEST(Streaming, PlanMemory) {
   EXPECT_EQ(p.batchThreads, 16);
   p = planMemory(400 * M, G, 300 * M, 8, 16, false);
   EXPECT_FALSE(p.streaming);
-  // The cones: fewer batches side by side first (800 MiB: a 400 MiB cache budget, one table at a
+  // The cones: fewer batches side by side first (1 GiB: a 512 MiB cache budget, one table at a
   // time), streaming with every thread once a single table exceeds the budget.
   p = planMemory(G, G, 300 * M, 8, 16, true);
+  EXPECT_FALSE(p.streaming);
+  EXPECT_EQ(p.batchThreads, 1);
+  p = planMemory(4 * G, G, 300 * M, 8, 16, true);
   EXPECT_FALSE(p.streaming);
   EXPECT_EQ(p.batchThreads, 3);
   p = planMemory(800 * M, G, 300 * M, 8, 16, true);
