@@ -180,6 +180,7 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
     a.allTensorRanges = g_text.allTensorRanges == "on";
   }
   if (!g_text.memoryBudget.empty()) QS_RETURN_IF_ERROR(parseByteSize(g_text.memoryBudget, a.memoryBudgetBytes));
+  a.keepForToggles = false;  // nothing toggles after a CLI run but its fallback, which keeps them anyway
   if (!g_text.sensitivity.empty()) {
     if (g_text.sensitivity == "off") a.sensitivity = false;
     else if (g_text.sensitivity == "fast") a.sensitivityMethod = SensitivityMethod::Fast;

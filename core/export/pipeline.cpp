@@ -262,6 +262,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   AnalysisOptions ao;
   ao.threads = rq.threads;
   ao.memoryBudgetBytes = rq.memoryBudgetBytes > 0 ? rq.memoryBudgetBytes : defaultMemoryBudgetBytes();
+  if (!rq.keepForToggles && std::isnan(rq.targetSnrDb) && std::isnan(rq.targetAgreement)) ao.cacheBudgetBytes = 0;
   ao.layerwise = rq.layerwise;
   ao.sensitivity = rq.sensitivity || !std::isnan(rq.targetSnrDb) || !std::isnan(rq.targetAgreement);
   ao.outputKinds = rq.outputKinds;
