@@ -13,9 +13,11 @@ MemoryPlan planMemory(uint64_t budget, uint64_t cacheBudget, uint64_t floatTable
   p.batchThreads = std::max(1, threads);
   if (floatTableBytes == 0) return p;
   // The cones read a whole float table per batch: batches run side by side only as far as their
-  // tables fit the cache budget together (as before budgets existed).
+  // tables fit together in half the budget, and at most in the cache budget or 1 GiB (as before
+  // budgets existed; a run that keeps nothing for toggles still runs its cones side by side).
+  const uint64_t coneTables = std::min(budget / 2, std::max<uint64_t>(cacheBudget, uint64_t(1) << 30));
   if (cones)
-    p.batchThreads = (int)std::max<uint64_t>(1, std::min<uint64_t>((uint64_t)p.batchThreads, p.cacheBudget / (floatTableBytes + 1)));
+    p.batchThreads = (int)std::max<uint64_t>(1, std::min<uint64_t>((uint64_t)p.batchThreads, coneTables / (floatTableBytes + 1)));
   const uint64_t held = cones ? (uint64_t)std::max<int64_t>(1, std::min<int64_t>(p.batchThreads, batches)) : 1;
   p.streaming = floatTableBytes > budget / held;
   // Streamed batches hold two live sets each, not tables: side by side again.

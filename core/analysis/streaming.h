@@ -38,7 +38,8 @@ struct MemoryPlan {
 /// `budget`: AnalysisOptions::memoryBudgetBytes; `cacheBudget`: AnalysisOptions::cacheBudgetBytes;
 /// `floatTableBytes`: the activations (graph inputs and node outputs) of one batch's float pass
 /// (0: unknown, nothing streams); `cones`: the exact sensitivity sweep runs in analyze(), whose
-/// batches would then hold a float table each. Streaming when the float tables held at once
+/// batches would then hold a float table each (as many side by side as fit in half the budget,
+/// at most max(cacheBudget, 1 GiB)). Streaming when the float tables held at once
 /// (one, or one per batch run side by side for the cones) exceed `budget`.
 MemoryPlan planMemory(uint64_t budget, uint64_t cacheBudget, uint64_t floatTableBytes, int64_t batches, int threads,
                       bool cones);

@@ -188,6 +188,11 @@ TEST(Streaming, PlanMemory) {
   p = planMemory(200 * M, G, 300 * M, 8, 16, true);
   EXPECT_TRUE(p.streaming);
   EXPECT_EQ(p.batchThreads, 16);
+  // The command line keeps nothing for toggles (cache budget 0): its cones still run side by side.
+  p = planMemory(8 * G, 0, 300 * M, 8, 16, true);
+  EXPECT_EQ(p.cacheBudget, 0u);
+  EXPECT_EQ(p.batchThreads, 3);
+  EXPECT_FALSE(p.streaming);
   // Unknown table size: nothing streams.
   EXPECT_FALSE(planMemory(1, G, 0, 8, 16, true).streaming);
 }
