@@ -272,8 +272,12 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   if (m_batchBytes > 0) keepCount = std::min<int64_t>(batches, (int64_t)(budget / m_batchBytes));
   if (first == 1 && !kept[0]) keepCount = 0;  // the first batch did not fit: none will
   // The sensitivity cones read the whole float table (half a batch's bytes): batches run side by
-  // side only as far as their tables fit the cache budget together, so that memory stays bounded.
-  const int batchThreads = mem.batchThreads;
+  // side only as far as their tables fit together (planMemory), so that memory stays bounded; when
+  // the first batch measured the table (no calibration, no budget: nothing streams), from its size.
+  const int batchThreads = first == 1 ? planMemory(m_options.memoryBudgetBytes, m_options.cacheBudgetBytes,
+                                                   m_batchBytes / 2, batches, m_executor->threads(), cones)
+                                            .batchThreads
+                                      : mem.batchThreads;
   schedule.run(batchThreads, first, batches, [&](int64_t b) {
     uint64_t bytes = 0;
     // Each kept batch may use an equal share of the budget (at least the estimate).
