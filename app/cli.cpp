@@ -3,6 +3,7 @@
 #include "qs_version.h"
 
 #include <CLI/CLI.hpp>
+#include "core/util/memory_budget.h"
 #include <cstdio>
 #include <array>
 #include <cstring>
@@ -47,6 +48,7 @@ struct TextFlags {
   std::vector<std::string> outputKinds;  // NAME=classes|sequence|dense
   std::string highPrecision = "fp32";
   std::string depthwiseEqualize;  // on|off
+  std::string memoryBudget;  // --memory-budget SIZE
 };
 TextFlags g_text;
 Int4Args g_int4;
@@ -106,6 +108,9 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                  "exact|fast|off: output sensitivity per node by re-running each node's downstream cone, "
                  "by the first-order estimate (default; the fallback re-runs its top candidates exactly), or not at all");
   cmd.add_option("--threads", a.threads, "Intra-op threads (default: all cores)")->check(CLI::Range(0, 1024));
+  cmd.add_option("--memory-budget", g_text.memoryBudget,
+                 "SIZE (e.g. 4G, 512M): activations the analysis may hold; above it, it keeps no whole activation "
+                 "table and recomputes instead, with the same figures (default: half the available memory)");
   cmd.add_option("--all-tensor-ranges", g_text.allTensorRanges,
                  "on|off: ranges for every activation tensor in quant_cfg.json and calibration.cache, as TensorRT's "
                  "implicit INT8 needs (default on), or for the Q/DQ points only");
@@ -187,6 +192,8 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
     }
     a.depthwiseEqualize = g_text.depthwiseEqualize == "on";
   }
+  if (!g_text.memoryBudget.empty()) QS_RETURN_IF_ERROR(parseByteSize(g_text.memoryBudget, a.memoryBudgetBytes));
+  a.keepForToggles = false;  // nothing toggles after a CLI run but its fallback, which keeps them anyway
   if (!g_text.sensitivity.empty()) {
     if (g_text.sensitivity == "off") a.sensitivity = false;
     else if (g_text.sensitivity == "fast") a.sensitivityMethod = SensitivityMethod::Fast;

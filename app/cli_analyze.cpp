@@ -5,6 +5,7 @@
 #include "app/cli.h"
 #include "core/export/model_explorer.h"
 #include "core/util/atomic_file.h"
+#include "core/util/memory_budget.h"
 
 namespace qs::cli {
 
@@ -57,6 +58,13 @@ int runAnalyze(const AnalyzeArgs& args) {
                 o.metrics.mse);
     if (const std::string a = describeAgreement(o.agreement); !a.empty())
       std::printf("       %-32s agreement (%s): %s\n", "", outputKindName(o.agreement.kind), a.c_str());
+  }
+  if (r.peakRssBytes > 0) {
+    std::printf("memory: peak RSS %s", formatByteSize(r.peakRssBytes).c_str());
+    if (r.memoryBudgetBytes > 0)
+      std::printf(", budget %s%s", formatByteSize(r.memoryBudgetBytes).c_str(),
+                  r.streamed ? " (streamed: no whole activation table kept)" : "");
+    std::printf("\n");
   }
   ReportContext ctx = reportContext(*run);
   ctx.peakRss = true;

@@ -12,7 +12,9 @@ a BERT-style encoder (6 layers, d=384, 12 heads, sequence 128, int64 token ids a
 mask) and a GPT-style decoder (8 layers, d=512, 8 heads, causal mask, sequence 128, logits over an
 8192-token vocabulary). Issue 19's models (opset 13): lstm_speech (2-layer bidirectional LSTM over
 40 mel features), scripted_control (torch.jit.script: a data-dependent If and a Loop whose trip
-count comes from the input) and nms_detector (a small conv detector ending in NonMaxSuppression). Every model has a dynamic batch axis. Fixed seeds: the same files every time.
+count comes from the input) and nms_detector (a small conv detector ending in NonMaxSuppression).
+On request only (`--only gpt32`, not listed): issue 16's gpt32, the GPT-style decoder with 32
+blocks, d=256, 4 heads, sequence 64. Every model has a dynamic batch axis. Fixed seeds: the same files every time.
 Files already present are kept (delete one to rebuild it); each is written to a temporary name and
 renamed, so an interrupted run leaves no half-written model.
 """
@@ -181,6 +183,15 @@ def gpt():
     return model, (ids,), ["input_ids"], ["logits"], {"input_ids": {0: "batch"}, "logits": {0: "batch"}}, 17
 
 
+def gpt32():
+    """Issue 16's deep decoder: 32 pre-norm blocks, d=256, 4 heads, 64 tokens (random weights)."""
+    model = GptDecoder(layers=32, d=256, heads=4)
+    scale_init(model)
+    model.eval()
+    ids = torch.randint(0, VOCAB, (1, 64), generator=torch.Generator().manual_seed(5))
+    return model, (ids,), ["input_ids"], ["logits"], {"input_ids": {0: "batch"}, "logits": {0: "batch"}}, 17
+
+
 class LstmSpeech(nn.Module):
     """Speech-style (issue 19): 40 mel features -> conv front end -> 2-layer bidirectional LSTM ->
     per-frame log-probabilities over 32 classes."""
@@ -275,13 +286,19 @@ ZOO = {
 }
 
 
+# Made on request only (--only NAME), not by --list or setup: bench/gpt32.sh's model (issue 16).
+EXTRA = {
+    "gpt32": gpt32,
+}
+
+
 def export(name, out_dir):
     path = os.path.join(out_dir, name + ".onnx")
     if os.path.exists(path):
         return False
     torch.manual_seed(1234)
     t0 = time.time()
-    model, args, inputs, outputs, axes, opset = ZOO[name]()
+    model, args, inputs, outputs, axes, opset = {**ZOO, **EXTRA}[name]()
     tmp = path + ".tmp"
     with torch.no_grad():
         torch.onnx.export(model, args, tmp, input_names=inputs, output_names=outputs, dynamic_axes=axes,
@@ -304,8 +321,8 @@ def main():
         ap.error("OUT_DIR is required")
     names = args.only or list(ZOO)
     for n in names:
-        if n not in ZOO:
-            ap.error(f"unknown model '{n}' (known: {', '.join(ZOO)})")
+        if n not in ZOO and n not in EXTRA:
+            ap.error(f"unknown model '{n}' (known: {', '.join([*ZOO, *EXTRA])})")
     os.makedirs(args.out_dir, exist_ok=True)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     for n in names:

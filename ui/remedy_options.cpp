@@ -1,9 +1,12 @@
 #include "ui/remedy_options.h"
 
+#include <algorithm>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFormLayout>
 #include <QHBoxLayout>
+#include <QSpinBox>
 
 namespace qs::ui {
 
@@ -41,6 +44,15 @@ RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedi
                                            "estimates it at no extra cost; a node's exact figure is one right "
                                            "click away in the layer table"));
   form->addRow(QStringLiteral("Sensitivity"), m_sensitivity);
+  m_memoryBudget = new QSpinBox(this);
+  m_memoryBudget->setObjectName(QStringLiteral("memoryBudgetBox"));
+  m_memoryBudget->setRange(0, 1 << 24);  // MiB: up to 16 TiB
+  m_memoryBudget->setSingleStep(256);
+  m_memoryBudget->setSuffix(QStringLiteral(" MiB"));
+  m_memoryBudget->setSpecialValueText(QStringLiteral("default (half the available memory)"));
+  m_memoryBudget->setToolTip(QStringLiteral("--memory-budget: activations the analysis may hold; above it, it keeps "
+                                            "no whole activation table and recomputes instead, with the same figures"));
+  form->addRow(QStringLiteral("Memory budget"), m_memoryBudget);
   setRequest(AnalysisRequest{});  // the command line's defaults, from the one place that has them
 }
 
@@ -49,11 +61,13 @@ void RemedyOptions::setRequest(const AnalysisRequest& r) {
   m_bias->setChecked(r.biasCorrection);
   m_highPrecision->setCurrentIndex(m_highPrecision->findData((int)r.calibration.highPrecision));
   m_sensitivity->setCurrentIndex(m_sensitivity->findData(sensitivityOf(r)));
+  m_memoryBudget->setValue((int)std::min<uint64_t>(r.memoryBudgetBytes >> 20, (uint64_t)m_memoryBudget->maximum()));
 }
 
 void RemedyOptions::apply(AnalysisRequest& r) const {
   r.equalize = m_equalize->isChecked();
   r.biasCorrection = m_bias->isChecked();
+  r.memoryBudgetBytes = (uint64_t)m_memoryBudget->value() << 20;
   r.calibration.highPrecision = (HighPrecision)m_highPrecision->currentData().toInt();
   const auto s = (Sensitivity)m_sensitivity->currentData().toInt();
   r.sensitivity = s != SensitivityOff;

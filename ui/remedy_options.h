@@ -1,5 +1,5 @@
 // The calibration dialog's "Remedies and precision" box: the switches the command line has as
-// --equalize, --bias-correction, --high-precision-dtype and --sensitivity, each mapped onto the
+// --equalize, --bias-correction, --high-precision-dtype, --sensitivity and --memory-budget, each mapped onto the
 // AnalysisRequest the pipeline runs (core/export/pipeline.h), so that a click in the workbench and
 // the same flags on the command line run the same thing. The project file's keys
 // for them are in ui/remedy_settings.h.
@@ -12,6 +12,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QSpinBox;
 
 namespace qs::ui {
 
@@ -33,12 +34,15 @@ class RemedyOptions : public QGroupBox {
   QCheckBox* biasCorrectionBox() const { return m_bias; }
   QComboBox* highPrecisionCombo() const { return m_highPrecision; }
   QComboBox* sensitivityCombo() const { return m_sensitivity; }
+  /// --memory-budget in MiB; 0 ("default") is half the available memory.
+  QSpinBox* memoryBudgetBox() const { return m_memoryBudget; }
 
  private:
   QCheckBox* m_equalize = nullptr;
   QCheckBox* m_bias = nullptr;
   QComboBox* m_highPrecision = nullptr;
   QComboBox* m_sensitivity = nullptr;
+  QSpinBox* m_memoryBudget = nullptr;
 };
 
 }  // namespace qs::ui

@@ -1,5 +1,7 @@
 #include "ui/remedy_settings.h"
 
+#include <cmath>
+
 namespace qs::ui {
 
 RemedySensitivity sensitivityOf(const AnalysisRequest& r) {
@@ -21,6 +23,7 @@ void writeRemedySettings(const AnalysisRequest& r, QJsonObject& c) {
   if (r.biasCorrection) c.insert(QStringLiteral("bias_correction"), true);
   const auto s = sensitivityOf(r);
   if (s != sensitivityOf(AnalysisRequest{})) c.insert(QStringLiteral("sensitivity"), sensitivityName(s));
+  if (r.memoryBudgetBytes > 0) c.insert(QStringLiteral("memory_budget_bytes"), (double)r.memoryBudgetBytes);
 }
 
 bool readRemedySettings(const QJsonObject& c, const QString& projectPath, AnalysisRequest& r, QString& error) {
@@ -32,6 +35,14 @@ bool readRemedySettings(const QJsonObject& c, const QString& projectPath, Analys
       return false;
     }
     *flag = v.toBool();
+  }
+  if (const QJsonValue m = c.value(QStringLiteral("memory_budget_bytes")); !m.isUndefined()) {
+    const double bytes = m.toDouble(-1);
+    if (!m.isDouble() || !(bytes >= 1) || bytes > 9.0e15 || bytes != std::floor(bytes)) {
+      error = QStringLiteral("%1: \"memory_budget_bytes\" must be a whole number of bytes, at least 1").arg(projectPath);
+      return false;
+    }
+    r.memoryBudgetBytes = (uint64_t)bytes;
   }
   const QJsonValue s = c.value(QStringLiteral("sensitivity"));
   if (s.isUndefined()) return true;

@@ -19,8 +19,9 @@ RemedySensitivity sensitivityOf(const AnalysisRequest& request);
 QString sensitivityName(RemedySensitivity s);
 
 /// The project file's keys of the calibration object for these settings: "equalize" and
-/// "bias_correction" (written when on), "sensitivity" (written when not the default request's), so
-/// that projects without them read as they did.
+/// "bias_correction" (written when on), "sensitivity" (written when not the default request's),
+/// "memory_budget_bytes" (--memory-budget, written when set), so that projects without them read as
+/// they did.
 void writeRemedySettings(const AnalysisRequest& request, QJsonObject& calibration);
 /// Reads those keys into `request`; false with `error` naming the file, the key and the value
 /// when one is not what it must be.

@@ -5,6 +5,7 @@
 #include "core/analysis/batch_schedule.h"
 #include "core/analysis/batch_sweep.h"
 #include "core/analysis/quant_session.h"
+#include "core/analysis/streaming.h"
 
 namespace qs {
 
@@ -41,6 +42,10 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::exactSensitivity(con
     } else {
       auto feeds = m_data->batch(b);
       if (!feeds) return feeds.status();
+      // Within the memory budget only without a float table: the cones from a shared float prefix.
+      if (m_streaming)
+        return streamingSensitivity(c, *feeds, todo, cones, sums[(size_t)b],
+                                    [&](double f) { return schedule.report(f, kStage); });
       auto ft = floatPass(c, *feeds);
       if (!ft) return ft.status();
       own = std::move(ft).value();

@@ -8,6 +8,7 @@
 #include "core/analysis/batch_schedule.h"
 #include "core/analysis/batch_sweep.h"
 #include "core/analysis/fast_sensitivity.h"
+#include "core/analysis/streaming.h"
 #include "core/exec/parallel.h"
 #include "core/quant/placement.h"
 #include "core/util/memory.h"
@@ -217,8 +218,28 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   const bool cones = m_options.sensitivity && m_options.sensitivityMethod == SensitivityMethod::Exact;
   // The estimate reads the layer-wise sums: the fast method computes them even without layer-wise.
   const bool layerwise = m_options.layerwise || (m_options.sensitivity && !cones);
-  const BatchSweep sweep(passContext(), m_plan, enabledMask(), layerwise, cones);
   const int64_t batches = data->batchCount();
+  // The memory budget (streaming.h) needs one batch's float table: measured here if calibration did not.
+  if (m_batchBytes == 0 && m_options.memoryBudgetBytes != UINT64_MAX && batches > 0) {
+    auto feeds = data->batch(0);
+    if (!feeds) return feeds.status();
+    auto bytes = measureFloatTableBytes(passContext(), *feeds);
+    if (!bytes) return bytes.status();
+    m_batchBytes = 2 * *bytes;
+  }
+  const MemoryPlan mem = planMemory(m_options.memoryBudgetBytes, m_options.cacheBudgetBytes, m_batchBytes / 2, batches,
+                                    m_executor->threads(), cones);
+  m_streaming = mem.streaming;
+  // Streamed, the cones run from a shared float prefix after each batch's sweep instead of over its table.
+  std::vector<NodeId> streamed;
+  std::vector<std::vector<NodeId>> streamedCones;
+  if (cones && mem.streaming)
+    for (NodeId id : g.topoOrder)
+      if (m_plan.nodes[(size_t)id].quantizable) {
+        streamed.push_back(id);
+        streamedCones.push_back(coneOf(g, {id}));
+      }
+  const BatchSweep sweep(passContext(), m_plan, enabledMask(), layerwise, cones && !mem.streaming);
   std::vector<BatchSums> sums((size_t)batches);
   std::vector<std::unique_ptr<BatchCache>> kept((size_t)batches);
   BatchSchedule schedule(batches, *m_cancelToken, progress);
@@ -227,13 +248,23 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   // The first batches whose tables fit the cache budget are kept for toggles; the size of one
   // batch comes from calibration, or else from running the first batch alone.
   int64_t first = 0, keepCount = 0;
-  const uint64_t budget = m_options.cacheBudgetBytes;
+  const uint64_t budget = mem.cacheBudget;
+  auto streamCones = [&](int64_t b) -> Status {
+    if (streamed.empty()) return Status::ok();
+    auto feeds = data->batch(b);
+    if (!feeds) return feeds.status();
+    std::vector<ErrorAccumulator> acc(streamed.size());
+    QS_RETURN_IF_ERROR(streamingSensitivity(passContext(), *feeds, streamed, streamedCones, acc,
+                                            [&](double f) { return schedule.report(f, "sensitivity (streamed)"); }));
+    for (size_t k = 0; k < streamed.size(); ++k) sums[(size_t)b].sens[(size_t)streamed[k]] = acc[k];
+    return Status::ok();
+  };
   if (m_batchBytes == 0 && batches > 0) {
     schedule.run(1, 0, 1, [&](int64_t) {
       uint64_t bytes = 0;
       QS_RETURN_IF_ERROR(sweep.run(*data, 0, true, budget, &kept[0], bytes, sums[0], report));
       m_batchBytes = bytes;
-      return Status::ok();
+      return streamCones(0);
     });
     if (!schedule.status(0)) return schedule.status(0);
     first = 1;
@@ -241,15 +272,18 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   if (m_batchBytes > 0) keepCount = std::min<int64_t>(batches, (int64_t)(budget / m_batchBytes));
   if (first == 1 && !kept[0]) keepCount = 0;  // the first batch did not fit: none will
   // The sensitivity cones read the whole float table (half a batch's bytes): batches run side by
-  // side only as far as their tables fit the cache budget together, so that memory stays bounded.
-  int batchThreads = m_executor->threads();
-  if (cones && m_batchBytes > 0)
-    batchThreads = (int)std::max<uint64_t>(1, std::min<uint64_t>((uint64_t)batchThreads, budget / (m_batchBytes / 2 + 1)));
+  // side only as far as their tables fit together (planMemory), so that memory stays bounded; when
+  // the first batch measured the table (no calibration, no budget: nothing streams), from its size.
+  const int batchThreads = first == 1 ? planMemory(m_options.memoryBudgetBytes, m_options.cacheBudgetBytes,
+                                                   m_batchBytes / 2, batches, m_executor->threads(), cones)
+                                            .batchThreads
+                                      : mem.batchThreads;
   schedule.run(batchThreads, first, batches, [&](int64_t b) {
     uint64_t bytes = 0;
     // Each kept batch may use an equal share of the budget (at least the estimate).
     const uint64_t own = b < keepCount ? budget / (uint64_t)keepCount : 0;
-    return sweep.run(*data, b, b < keepCount, own, &kept[(size_t)b], bytes, sums[(size_t)b], report);
+    QS_RETURN_IF_ERROR(sweep.run(*data, b, b < keepCount, own, &kept[(size_t)b], bytes, sums[(size_t)b], report));
+    return streamCones(b);
   });
   QS_RETURN_IF_ERROR(schedule.result(cancelled()));
 
@@ -314,6 +348,8 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   m_data = std::move(data);
   finishResult(*r, m_nodeAcc, m_outAcc);
   r->peakRssBytes = peakRssBytes();
+  r->streamed = m_streaming;
+  r->memoryBudgetBytes = m_options.memoryBudgetBytes == UINT64_MAX ? 0 : m_options.memoryBudgetBytes;
   m_result = r;
   keepGoing(*m_cancelToken, progress, 1.0, "analysed");
   return m_result;
@@ -385,6 +421,9 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
                              &agreeB[(size_t)b]);
   }, kStage);
   schedule.run(1, cachedCount, batches, [&](int64_t b) -> Status {
+    if (m_streaming)
+      return streamingToggleBatch(c, m_plan, target, *m_data, b, cone, nodeB[(size_t)b], outB[(size_t)b],
+                                  &agreeB[(size_t)b]);
     auto feeds = m_data->batch(b);
     if (!feeds) return feeds.status();
     auto ft = floatPass(c, *feeds);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <atomic>
 #include <cmath>
 #include <functional>
@@ -53,6 +54,10 @@ struct AnalysisOptions {
   /// Activations kept across batches so that a toggle re-runs only the affected cone. Above this
   /// budget, a toggle re-runs the whole quantized pass (results are the same, only slower).
   uint64_t cacheBudgetBytes = uint64_t(1) << 30;
+  /// Bytes of activations the analysis may hold (streaming.h): when the float tables it would
+  /// keep exceed this, it keeps none and recomputes (the same figures, more time); the toggle
+  /// cache takes at most half. Unbounded by default; `--memory-budget` sets it.
+  uint64_t memoryBudgetBytes = UINT64_MAX;
   /// INT8 Convs (group 1, quantized input and weights) in integer arithmetic where the CPU has
   /// AVX-512 VNNI or AVX2 (core/kernels/qconv.h): the same integers as fake quantization, summed
   /// exactly (what TensorRT's INT8 kernels compute). Off: FP32 convolutions of the fake-quantized
@@ -149,6 +154,9 @@ class QuantSession {
   /// Bytes of activations kept for incremental toggles, and the number of batches they cover.
   uint64_t cachedBytes() const { return m_cachedBytes; }
   int64_t cachedBatches() const { return (int64_t)m_cache.size(); }
+  /// Whether the last analyze() streamed (AnalysisOptions::memoryBudgetBytes): toggles beyond the
+  /// cache and exactSensitivity() then recompute instead of keeping a float table.
+  bool streaming() const { return m_streaming; }
 
  private:
   QuantSession() = default;
@@ -186,6 +194,7 @@ class QuantSession {
   std::vector<OutputKind> m_outputKinds;         // per graph output, from AnalysisOptions::outputKinds
   std::vector<std::unique_ptr<BatchCache>> m_cache;  // per analysed batch, when within budget
   uint64_t m_cachedBytes = 0;
+  bool m_streaming = false;  // the memory budget holds no whole float table (streaming.h)
   uint64_t m_batchBytes = 0;  // float and quantized activations of one batch (0: not known yet)
   std::shared_ptr<const CalibrationData> m_data;
   std::shared_ptr<CancelToken> m_cancelToken = std::make_shared<CancelToken>();

@@ -87,6 +87,10 @@ struct AnalysisResult {
   CalibrationSettings calibration;
   /// Peak resident set size of the process when the analysis finished (bytes; 0: unknown).
   uint64_t peakRssBytes = 0;
+  /// The analysis kept no whole float table to stay within AnalysisOptions::memoryBudgetBytes.
+  bool streamed = false;
+  /// AnalysisOptions::memoryBudgetBytes of the analysis (0: unbounded).
+  uint64_t memoryBudgetBytes = 0;
   /// Method `auto` only: per activation tensor, the winning clip candidate (empty otherwise).
   std::map<ValueId, ClipChoice> clipChoices;
 

@@ -5,6 +5,7 @@
 
 #include "core/export/remedy_run.h"
 #include "core/onnx/loader.h"
+#include "core/util/memory_budget.h"
 
 namespace qs {
 
@@ -263,6 +264,8 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   }
   AnalysisOptions ao;
   ao.threads = rq.threads;
+  ao.memoryBudgetBytes = rq.memoryBudgetBytes > 0 ? rq.memoryBudgetBytes : defaultMemoryBudgetBytes();
+  if (!rq.keepForToggles && std::isnan(rq.targetSnrDb) && std::isnan(rq.targetAgreement)) ao.cacheBudgetBytes = 0;
   ao.layerwise = rq.layerwise;
   ao.sensitivity = rq.sensitivity || !std::isnan(rq.targetSnrDb) || !std::isnan(rq.targetAgreement);
   ao.outputKinds = rq.outputKinds;

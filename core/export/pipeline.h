@@ -44,6 +44,13 @@ struct AnalysisRequest {
   /// development zoo (docs/performance.md, "Fast sensitivity"); rec's top-10 overlap is 6.
   SensitivityMethod sensitivityMethod = SensitivityMethod::Fast;
   int threads = 0;                  // executor threads (0 = all cores)
+  /// --memory-budget: activation bytes the analysis may hold before it streams (AnalysisOptions::
+  /// memoryBudgetBytes); 0: defaultMemoryBudgetBytes(), half the machine's available memory.
+  uint64_t memoryBudgetBytes = 0;
+  /// Keep activations for toggles after the run (AnalysisOptions::cacheBudgetBytes): the workbench
+  /// toggles; the CLI clears it, since only its fallback toggles, so that a plain analyze holds no
+  /// table beyond the passes' own (issue 16's bound on peak RSS).
+  bool keepForToggles = true;
   double targetSnrDb = NAN;         // automatic fallback to this output SNR (NaN: none)
   double targetAgreement = NAN;     // ... and/or to this top-1 / sequence agreement, a fraction (NaN: none)
   int fallbackCandidates = 6;       // --fallback-candidates: nodes re-measured per fallback step (1: old choice)

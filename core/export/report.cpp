@@ -138,6 +138,10 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
   j["tensors"] = tensors;
   j["warnings"] = ctx.warnings;
   if (ctx.peakRss && r.peakRssBytes > 0) j["peak_rss_bytes"] = r.peakRssBytes;
+  if (ctx.peakRss && r.memoryBudgetBytes > 0) {
+    j["memory_budget_bytes"] = r.memoryBudgetBytes;
+    j["streamed"] = r.streamed;
+  }
   if (!ctx.fallback.empty() || !std::isnan(ctx.targetSnrDb) || !std::isnan(ctx.targetAgreement)) {
     const bool agreement = !std::isnan(ctx.targetAgreement);
     Json steps = Json::array();

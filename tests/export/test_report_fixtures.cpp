@@ -86,6 +86,8 @@ bool addedSince(const std::string& at, const std::string& key, const Json& value
       {"", "settings"},
       {"", "subgraph_nodes"},         // control flow (issue #19); the fixtures' models have none
       {"", "peak_rss_bytes"},         // issue #16: varies from run to run
+      {"", "memory_budget_bytes"},    // issue #16: from the machine's memory
+      {"", "streamed"},               // issue #16
       {"/outputs/", "agreement"},     // issue #14
       {"/layers/", "sensitivity_exact"},  // issue #16
   };
