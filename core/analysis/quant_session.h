@@ -147,6 +147,13 @@ class QuantSession {
   /// Bytes of activations kept for incremental toggles, and the number of batches they cover.
   uint64_t cachedBytes() const { return m_cachedBytes; }
   int64_t cachedBatches() const { return (int64_t)m_cache.size(); }
+  /// Batches not cached whose float graph outputs are kept (exactSensitivity() then runs only
+  /// the float nodes that feed the cones).
+  int64_t floatOutputBatches() const {
+    int64_t n = 0;
+    for (const auto& o : m_floatOutputs) n += !o.empty();
+    return n;
+  }
 
  private:
   QuantSession() = default;
@@ -186,6 +193,8 @@ class QuantSession {
   uint64_t m_cachedBytes = 0;
   uint64_t m_batchBytes = 0;  // float and quantized activations of one batch (0: not known yet)
   std::shared_ptr<const CalibrationData> m_data;
+  // Per analysed batch not cached: its float graph outputs, where kept (exactSensitivity()).
+  std::vector<std::vector<Tensor>> m_floatOutputs;
   std::shared_ptr<CancelToken> m_cancelToken = std::make_shared<CancelToken>();
 };
 
