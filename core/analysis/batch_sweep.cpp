@@ -3,6 +3,7 @@
 #include <climits>
 
 #include "core/analysis/compare_outputs.h"
+#include "core/analysis/layerwise_matmul.h"
 
 namespace qs {
 
@@ -208,6 +209,13 @@ Status BatchSweep::layerwiseNode(NodeId id, const std::vector<Tensor>& floatTabl
     if (const Tensor* q = ta.transform(id, j, *floatIn[j], storage[j])) actIn[j] = q;
     if (const Tensor* q = tw.transform(id, j, *floatIn[j], unused)) weightIn[j] = q;
   }
+  // A MatMul with an activation point on A and a weight point on B: the three runs in one go,
+  // Xq and Wq packed once (the same output bits as three runs of the node).
+  if (both && k == 2 && n.opType == "MatMul" && floatIn[0] && floatIn[1] && actIn[0] != floatIn[0] &&
+      weightIn[0] == floatIn[0] && actIn[1] == floatIn[1] && weightIn[1] != floatIn[1] &&
+      layerwiseMatMul(*floatIn[0], *actIn[0], *floatIn[1], *weightIn[1], ref, m_c.threads(), S.layer[i], S.weight[i],
+                      S.act[i]))
+    return Status::ok();
   auto runWith = [&](int parts, ErrorAccumulator& acc) -> Status {
     for (size_t j = 0; j < k; ++j) {
       inputs[j] = floatIn[j];
@@ -320,6 +328,8 @@ Status BatchSweep::run(const CalibrationData& data, int64_t b, bool keep, uint64
   }
   accumulateOutputs(m_g, floatTable, quantTable, S.out, &m_c.outputKinds, &S.agree);
   if (m_sensitivity) QS_RETURN_IF_ERROR(sensitivity(floatTable, S, report));
+  if (!keeping)
+    for (ValueId out : m_g.outputs) S.floatOutputs.push_back(floatTable[(size_t)out]);
   if (keeping) {
     auto bc = std::make_unique<BatchCache>();
     bc->floatTable = std::move(floatTable);

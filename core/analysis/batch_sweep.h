@@ -30,6 +30,9 @@ struct BatchCache {
 struct BatchSums {
   std::vector<ErrorAccumulator> node, out, layer, weight, act, sens;
   std::vector<AgreementAccumulator> agree;  // per graph output, as `out`
+  /// The graph outputs of the float pass, when the batch's tables were not kept (they share its
+  /// buffers): what exactSensitivity() compares with, so that it need not re-run the whole float pass.
+  std::vector<Tensor> floatOutputs;
 };
 
 /// What the passes read: the session's model, executor, quantization state and paths, and its

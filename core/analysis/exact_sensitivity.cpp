@@ -26,6 +26,25 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::exactSensitivity(con
   if (todo.empty()) return m_result;
   std::vector<std::vector<NodeId>> cones;
   for (NodeId id : todo) cones.push_back(coneOf(g, {id}));
+  // For a batch not cached but whose float outputs were kept: the float pass of only what the
+  // cones read from outside themselves (and what that needs), not of the cones too.
+  std::vector<NodeId> feeding;
+  {
+    std::vector<char> need(g.nodes.size(), 0), in(g.nodes.size(), 0);
+    for (const std::vector<NodeId>& cone : cones) {
+      for (NodeId id : cone) in[(size_t)id] = 1;
+      for (NodeId id : cone)
+        for (ValueId v : g.nodes[(size_t)id].inputs)
+          if (v != kNoValue && g.value(v).producer >= 0 && !in[(size_t)g.value(v).producer]) need[(size_t)g.value(v).producer] = 1;
+      for (NodeId id : cone) in[(size_t)id] = 0;
+    }
+    for (auto it = g.topoOrder.rbegin(); it != g.topoOrder.rend(); ++it)
+      if (need[(size_t)*it])
+        for (ValueId v : g.nodes[(size_t)*it].inputs)
+          if (v != kNoValue && g.value(v).producer >= 0) need[(size_t)g.value(v).producer] = 1;
+    for (NodeId id : g.topoOrder)
+      if (need[(size_t)id]) feeding.push_back(id);
+  }
   const PassContext c = passContext();
   const int64_t batches = m_data->batchCount();
   // Per batch and node, merged in batch order: the figures equal those of an exact analyze().
@@ -39,6 +58,17 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::exactSensitivity(con
     const std::vector<Tensor>* table = nullptr;
     if ((size_t)b < m_cache.size() && m_cache[(size_t)b]) {
       table = &m_cache[(size_t)b]->floatTable;
+    } else if ((size_t)b < m_floatOutputs.size() && m_floatOutputs[(size_t)b].size() == g.outputs.size()) {
+      auto feeds = m_data->batch(b);
+      if (!feeds) return feeds.status();
+      auto ft = m_executor->makeValueTable(*feeds);
+      if (!ft) return ft.status();
+      own = std::move(ft).value();
+      RunOptions ro;
+      ro.cancel = &m_cancelToken->flag();
+      QS_RETURN_IF_ERROR(m_executor->runNodes(feeding, own, ro));
+      for (size_t o = 0; o < g.outputs.size(); ++o) own[(size_t)g.outputs[o]] = m_floatOutputs[(size_t)b][o];
+      table = &own;
     } else {
       auto feeds = m_data->batch(b);
       if (!feeds) return feeds.status();

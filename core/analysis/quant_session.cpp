@@ -3,6 +3,7 @@
 #include "core/analysis/quant_session.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 
 #include "core/analysis/batch_schedule.h"
@@ -259,10 +260,20 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     for (size_t k = 0; k < streamed.size(); ++k) sums[(size_t)b].sens[(size_t)streamed[k]] = acc[k];
     return Status::ok();
   };
+  // The float graph outputs of the batches not kept, for exactSensitivity(), within an eighth of
+  // the budget (whichever batches come first; where none fit it re-runs the whole float pass).
+  m_floatOutputs.assign((size_t)batches, {});
+  std::atomic<uint64_t> outputBytes{0};
+  auto keepOutputs = [&](BatchSums& S) {
+    uint64_t bytes = 0;
+    for (const Tensor& t : S.floatOutputs) bytes += t.byteSize();
+    if (outputBytes.fetch_add(bytes) + bytes > budget / 8) S.floatOutputs.clear();
+  };
   if (m_batchBytes == 0 && batches > 0) {
     schedule.run(1, 0, 1, [&](int64_t) {
       uint64_t bytes = 0;
       QS_RETURN_IF_ERROR(sweep.run(*data, 0, true, budget, &kept[0], bytes, sums[0], report));
+      keepOutputs(sums[0]);
       m_batchBytes = bytes;
       return streamCones(0);
     });
@@ -283,6 +294,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     // Each kept batch may use an equal share of the budget (at least the estimate).
     const uint64_t own = b < keepCount ? budget / (uint64_t)keepCount : 0;
     QS_RETURN_IF_ERROR(sweep.run(*data, b, b < keepCount, own, &kept[(size_t)b], bytes, sums[(size_t)b], report));
+    keepOutputs(sums[(size_t)b]);
     return streamCones(b);
   });
   QS_RETURN_IF_ERROR(schedule.result(cancelled()));
@@ -290,6 +302,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   std::vector<ErrorAccumulator> nodeAcc(N), outAcc(g.outputs.size());
   std::vector<ErrorAccumulator> layerAcc(N), weightAcc(N), actAcc(N), sensAcc(N);
   std::vector<AgreementAccumulator> outAgree(g.outputs.size());
+  for (size_t b = 0; b < sums.size(); ++b) m_floatOutputs[b] = std::move(sums[b].floatOutputs);
   for (const BatchSums& S : sums) {
     for (size_t i = 0; i < N; ++i) {
       nodeAcc[i].merge(S.node[i]);

@@ -157,6 +157,13 @@ class QuantSession {
   /// Whether the last analyze() streamed (AnalysisOptions::memoryBudgetBytes): toggles beyond the
   /// cache and exactSensitivity() then recompute instead of keeping a float table.
   bool streaming() const { return m_streaming; }
+  /// Batches not cached whose float graph outputs are kept (exactSensitivity() then runs only
+  /// the float nodes that feed the cones).
+  int64_t floatOutputBatches() const {
+    int64_t n = 0;
+    for (const auto& o : m_floatOutputs) n += !o.empty();
+    return n;
+  }
 
  private:
   QuantSession() = default;
@@ -197,6 +204,8 @@ class QuantSession {
   bool m_streaming = false;  // the memory budget holds no whole float table (streaming.h)
   uint64_t m_batchBytes = 0;  // float and quantized activations of one batch (0: not known yet)
   std::shared_ptr<const CalibrationData> m_data;
+  // Per analysed batch not cached: its float graph outputs, where kept (exactSensitivity()).
+  std::vector<std::vector<Tensor>> m_floatOutputs;
   std::shared_ptr<CancelToken> m_cancelToken = std::make_shared<CancelToken>();
 };
 

@@ -359,6 +359,33 @@ void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t ld
   });
 }
 
+void gemmBlockPair(const PackedMatrix& A1, const PackedMatrix& A2, int64_t m0, int64_t m1, const float* B, int64_t ldb,
+                   bool transB, int64_t nb, float* C1, float* C2, int64_t ldc) {
+  const int64_t K = A1.cols();
+  if (K == 0 || K != A2.cols()) {
+    gemmBlock(A1, m0, m1, B, ldb, transB, nb, C1, ldc, false);
+    gemmBlock(A2, m0, m1, B, ldb, transB, nb, C2, ldc, false);
+    return;
+  }
+  if (nb <= 0 || m1 <= m0) return;
+  const int64_t panelsN = (nb + NR - 1) / NR;
+  float* bp = gemmScratch(0, (size_t)(panelsN * NR * K));
+  packB(B, ldb, transB, K, nb, bp);
+  // gemmBlock's loops, each B panel slice used for both A's while it is in L1.
+  for (int64_t k0 = 0; k0 < K; k0 += KC) {
+    const int64_t kc = std::min(KC, K - k0);
+    const bool acc = k0 > 0;
+    for (int64_t jp = 0; jp < panelsN; ++jp) {
+      const float* b = bp + jp * NR * K + k0 * NR;
+      const int64_t nr = std::min(NR, nb - jp * NR);
+      for (int64_t m = m0; m < m1; m += MR) {
+        micro6x16(kc, A1.panel(m / MR) + k0 * MR, b, NR, C1 + (m - m0) * ldc + jp * NR, ldc, acc, std::min(MR, m1 - m), nr);
+        micro6x16(kc, A2.panel(m / MR) + k0 * MR, b, NR, C2 + (m - m0) * ldc + jp * NR, ldc, acc, std::min(MR, m1 - m), nr);
+      }
+    }
+  }
+}
+
 void gemmBlockRows(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B, int64_t ldb, int64_t nb, float* C,
                    int64_t ldc, bool accumulate) {
   const int64_t K = A.cols();

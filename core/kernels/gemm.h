@@ -60,6 +60,12 @@ class PackedMatrix {
 void gemmBlock(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B, int64_t ldb, bool transB, int64_t nb,
                float* C, int64_t ldc, bool accumulate);
 
+/// gemmBlock for two A matrices of the same shape against the same B, packed once: C1 = A1 * op(B)
+/// and C2 = A2 * op(B) over rows [m0, m1), each element computed exactly as gemmBlock computes it
+/// (the same micro-kernel calls). For the analysis's layer-wise runs, X*Wq and Xq*Wq.
+void gemmBlockPair(const PackedMatrix& A1, const PackedMatrix& A2, int64_t m0, int64_t m1, const float* B, int64_t ldb,
+                   bool transB, int64_t nb, float* C1, float* C2, int64_t ldc);
+
 /// gemmBlock for a B that needs no packing: row-major [K, nb] with leading dimension ldb, whose
 /// columns up to nb rounded up to 16 are readable (values past nb are ignored). For im2col blocks
 /// built for it; ldb a multiple of 16 that is not a multiple of 256 keeps L1 sets apart.

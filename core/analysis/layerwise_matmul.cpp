@@ -1,0 +1,48 @@
+#include "core/analysis/layerwise_matmul.h"
+
+#include <algorithm>
+
+#include "core/exec/parallel.h"
+#include "core/kernels/gemm.h"
+
+namespace qs {
+
+bool layerwiseMatMul(const Tensor& x, const Tensor& xq, const Tensor& w, const Tensor& wq, const Tensor& ref,
+                     int threads, ErrorAccumulator& full, ErrorAccumulator& weight, ErrorAccumulator& act) {
+  for (const Tensor* t : {&x, &xq, &w, &wq, &ref})
+    if (t->dtype() != DType::Float) return false;
+  if (x.rank() < 2 || w.rank() != 2 || xq.shape() != x.shape() || wq.shape() != w.shape()) return false;
+  const int64_t K = x.shape().back(), N = w.shape()[1];
+  if (K <= 0 || N <= 0 || w.shape()[0] != K) return false;
+  const int64_t M = x.numel() / K;  // the batch dims and rows as one GEMM, as MatMulKernel runs it
+  Shape yShape(x.shape().begin(), x.shape().end() - 1);
+  yShape.push_back(N);
+  // Two rows or fewer go to the kernel's small-rows GEMM, which sums in another order.
+  if (M <= 2 || ref.shape() != yShape) return false;
+  const PackedMatrix pq(xq.data<float>(), K, M, K), px(x.data<float>(), K, M, K);
+  Tensor yFull(DType::Float, yShape), yWeight(DType::Float, yShape), yAct(DType::Float, yShape);
+  float* cf = yFull.data<float>();
+  float* cw = yWeight.data<float>();
+  float* ca = yAct.data<float>();
+  const float* bq = wq.data<float>();
+  const float* b = w.data<float>();
+  // sgemm's blocking for one of these products; each block packs Wq once for both of its products.
+  int64_t mb, nb;
+  gemmBlocking(M, N, K, threads, mb, nb);
+  const int64_t rowBlocks = (M + mb - 1) / mb, colBlocks = (N + nb - 1) / nb;
+  parallelFor(threads, rowBlocks * colBlocks, 1, [&](int64_t s, int64_t e) {
+    for (int64_t t = s; t < e; ++t) {
+      const int64_t m0 = (t / colBlocks) * mb, n0 = (t % colBlocks) * nb;
+      const int64_t m1 = std::min(M, m0 + mb), cols = std::min(nb, N - n0);
+      const int64_t off = m0 * N + n0;
+      gemmBlockPair(pq, px, m0, m1, bq + n0, N, false, cols, cf + off, cw + off, N);
+      gemmBlock(pq, m0, m1, b + n0, N, false, cols, ca + off, N, false);
+    }
+  });
+  full.add(ref, yFull, threads);
+  weight.add(ref, yWeight, threads);
+  act.add(ref, yAct, threads);
+  return true;
+}
+
+}  // namespace qs

@@ -1,0 +1,89 @@
+// QuantSession::exactSensitivity on each kind of batch (core/analysis/exact_sensitivity.cpp):
+// cached (the kept float table), not cached but with its float outputs kept (only the float nodes
+// that feed the cones re-run), and neither (a whole float pass): the same figures, equal to an
+// exact analyze()'s sweep.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/analysis/quant_session.h"
+#include "tests/support/sensitivity_model.h"
+
+using namespace qs;
+
+namespace {
+
+std::unique_ptr<QuantSession> session(std::shared_ptr<Model> model, const CalibrationData& data,
+                                      SensitivityMethod method, uint64_t budget) {
+  AnalysisOptions ao;
+  ao.threads = 2;
+  ao.calibration.method = CalibMethod::Max;
+  ao.sensitivityMethod = method;
+  ao.cacheBudgetBytes = budget;
+  auto s = QuantSession::create(std::move(model), {}, ao);
+  EXPECT_TRUE(s) << s.status().message();
+  EXPECT_TRUE(s.value()->calibrate(data));
+  return std::move(s).value();
+}
+
+}  // namespace
+
+TEST(ExactSensitivity, EveryKindOfBatchGivesTheSweepsFigures) {
+  auto model = test::badNodeChainModel();
+  ASSERT_TRUE(model);
+  auto data = test::randomData(*model, 4);
+  ASSERT_TRUE(data);
+  const Graph& g = model->graph;
+
+  auto exact = session(model, *data, SensitivityMethod::Exact, uint64_t(1) << 30);
+  auto re = exact->analyze(data);
+  ASSERT_TRUE(re) << re.status().message();
+  std::vector<NodeId> nodes;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!std::isnan((*re)->nodes[i].sensitivitySnrDb)) nodes.push_back((NodeId)i);
+  ASSERT_EQ(nodes.size(), 4u);  // m1..m4
+  const uint64_t batchBytes = exact->cachedBytes() / (uint64_t)exact->cachedBatches();
+  ASSERT_GT(batchBytes, 0u);
+
+  // Budgets: every batch cached; none cached, the float outputs of some kept (an eighth of the
+  // budget holds one batch's); none cached and no outputs kept.
+  const uint64_t budgets[] = {uint64_t(1) << 30, batchBytes - 1, 0};
+  std::vector<std::vector<double>> figures;
+  for (uint64_t budget : budgets) {
+    auto fast = session(model, *data, SensitivityMethod::Fast, budget);
+    auto rf = fast->analyze(data);
+    ASSERT_TRUE(rf) << rf.status().message();
+    if (budget == budgets[0]) {
+      EXPECT_EQ(fast->cachedBatches(), 4);
+      EXPECT_EQ(fast->floatOutputBatches(), 0);
+    } else if (budget == budgets[1]) {
+      EXPECT_EQ(fast->cachedBatches(), 0);
+      EXPECT_GE(fast->floatOutputBatches(), 1);
+      EXPECT_LT(fast->floatOutputBatches(), 4);
+    } else {
+      EXPECT_EQ(fast->cachedBatches(), 0);
+      EXPECT_EQ(fast->floatOutputBatches(), 0);
+    }
+    std::vector<double> f;
+    // One node at a time (what the GUI asks), then two together: their cones overlap.
+    for (NodeId id : nodes) {
+      auto on = fast->exactSensitivity({id});
+      ASSERT_TRUE(on) << on.status().message();
+      EXPECT_TRUE((*on)->nodes[(size_t)id].sensitivityExact);
+      f.push_back((*on)->nodes[(size_t)id].sensitivitySnrDb);
+    }
+    auto two = fast->exactSensitivity({nodes[2], nodes[0]});
+    ASSERT_TRUE(two) << two.status().message();
+    EXPECT_EQ((*two)->nodes[(size_t)nodes[0]].sensitivitySnrDb, f[0]);
+    EXPECT_EQ((*two)->nodes[(size_t)nodes[2]].sensitivitySnrDb, f[2]);
+    figures.push_back(f);
+  }
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const double sweep = (*re)->nodes[(size_t)nodes[k]].sensitivitySnrDb;
+    ASSERT_TRUE(std::isfinite(sweep)) << g.nodes[(size_t)nodes[k]].name;
+    for (const std::vector<double>& f : figures) {
+      EXPECT_NEAR(f[k], sweep, 1e-9) << g.nodes[(size_t)nodes[k]].name;
+      EXPECT_EQ(f[k], figures[0][k]) << g.nodes[(size_t)nodes[k]].name;
+    }
+  }
+}

@@ -1,0 +1,90 @@
+// The layer-wise MatMul in one go (core/analysis/layerwise_matmul.h) against three runs of the
+// MatMul kernel's GEMM: the same sums bit for bit, on shapes that exercise every edge of the
+// blocking (rows not a multiple of 6, columns not a multiple of 16, K past one 256 slice, several
+// row and column blocks, one and two threads).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "core/analysis/layerwise_matmul.h"
+#include "core/kernels/gemm.h"
+#include "core/numeric/fake_quant.h"
+
+namespace qs {
+namespace {
+
+Tensor randomTensor(Shape shape, std::mt19937& rng, float scale) {
+  Tensor t(DType::Float, std::move(shape));
+  std::normal_distribution<float> d(0.f, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+// What MatMulKernel computes for A [..., M, K] x B [K, N]: one sgemm over all rows.
+Tensor kernelMatMul(const Tensor& a, const Tensor& b, int threads) {
+  const int64_t K = a.shape().back(), N = b.shape()[1], M = a.numel() / K;
+  Shape ys(a.shape().begin(), a.shape().end() - 1);
+  ys.push_back(N);
+  Tensor y(DType::Float, ys);
+  sgemm(false, false, M, N, K, 1.f, a.data<float>(), K, b.data<float>(), N, 0.f, y.data<float>(), N, threads);
+  return y;
+}
+
+void expectSame(const ErrorAccumulator& a, const ErrorAccumulator& b, const char* what) {
+  const ErrorMetrics x = a.metrics(), y = b.metrics();
+  EXPECT_EQ(x.count, y.count) << what;
+  EXPECT_EQ(x.snrDb, y.snrDb) << what;
+  EXPECT_EQ(x.cosine, y.cosine) << what;
+  EXPECT_EQ(x.mse, y.mse) << what;
+  EXPECT_EQ(x.maxAbs, y.maxAbs) << what;
+}
+
+TEST(LayerwiseMatMul, SameSumsAsThreeRunsOfTheKernel) {
+  struct Case {
+    Shape x;
+    int64_t n;
+  };
+  const Case cases[] = {{{1, 128, 96}, 80},  {{2, 37, 70}, 83},  {{3, 100, 300}, 40},
+                        {{1, 7, 33}, 17},    {{400, 64}, 530},   {{1, 1, 5, 24}, 16}};
+  std::mt19937 rng(11);
+  for (const Case& c : cases) {
+    for (int threads : {1, 2}) {
+      const int64_t K = c.x.back();
+      Tensor x = randomTensor(c.x, rng, 1.f), w = randomTensor({K, c.n}, rng, 0.1f);
+      Tensor xq = fakeQuantize(x, {0.02f}, 0, QuantMode::Int8, kActQmin, kActQmax);
+      std::vector<float> wScale((size_t)c.n, 0.001f);
+      Tensor wq = fakeQuantize(w, wScale, 1, QuantMode::Int8, kWeightQmin, kWeightQmax);
+      const Tensor ref = kernelMatMul(x, w, threads);
+      ErrorAccumulator full, weight, act;
+      ASSERT_TRUE(layerwiseMatMul(x, xq, w, wq, ref, threads, full, weight, act));
+      ErrorAccumulator eFull, eWeight, eAct;
+      eFull.add(ref, kernelMatMul(xq, wq, threads), threads);
+      eWeight.add(ref, kernelMatMul(x, wq, threads), threads);
+      eAct.add(ref, kernelMatMul(xq, w, threads), threads);
+      expectSame(full, eFull, "both points");
+      expectSame(weight, eWeight, "weights only");
+      expectSame(act, eAct, "activations only");
+      // Each kind of error is really there.
+      EXPECT_GT(full.metrics().mse, 0.0);
+      EXPECT_GT(weight.metrics().mse, 0.0);
+      EXPECT_GT(act.metrics().mse, 0.0);
+    }
+  }
+}
+
+TEST(LayerwiseMatMul, RefusesWhatTheKernelRunsAnotherWay) {
+  std::mt19937 rng(3);
+  ErrorAccumulator a, b, c;
+  // Two rows: the kernel's small-rows GEMM.
+  Tensor x = randomTensor({2, 8}, rng, 1.f), w = randomTensor({8, 4}, rng, 1.f);
+  EXPECT_FALSE(layerwiseMatMul(x, x, w, w, kernelMatMul(x, w, 1), 1, a, b, c));
+  // A batched (3-D) B, and a reference of the wrong shape.
+  Tensor x3 = randomTensor({4, 8}, rng, 1.f), w3 = randomTensor({1, 8, 4}, rng, 1.f);
+  EXPECT_FALSE(layerwiseMatMul(x3, x3, w3, w3, randomTensor({4, 4}, rng, 1.f), 1, a, b, c));
+  EXPECT_FALSE(layerwiseMatMul(x3, x3, w, w, randomTensor({4, 5}, rng, 1.f), 1, a, b, c));
+  EXPECT_EQ(a.metrics().count, 0);
+}
+
+}  // namespace
+}  // namespace qs
