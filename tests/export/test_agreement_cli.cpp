@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "tests/support/onnx_builder.h"
+#include "tests/support/remedy_helpers.h"
 #include "tests/support/text_images.h"
 
 namespace fs = std::filesystem;
@@ -21,17 +22,8 @@ using Json = nlohmann::json;
 
 namespace {
 
-std::string readAll(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-int exitCode(const std::string& cmd) {
-  const int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
+using qs::test::readText;
+int exitCode(const std::string& cmd) { return qs::test::runCommand(cmd); }
 
 class AgreementCli : public ::testing::Test {
  protected:
@@ -57,14 +49,14 @@ TEST_F(AgreementCli, ReportCarriesAgreementAndTheFallbackToIt) {
   const std::string cmd = common + " --target-agreement 1 --output-kind softmax_0.tmp_0=classes --report " + report +
                           " --html " + dir + "/r.html" +
                           " >" + dir + "/out.txt 2>" + dir + "/err.txt";
-  ASSERT_EQ(exitCode(cmd), 0) << cmd << "\n" << readAll(dir + "/err.txt");
-  const std::string out = readAll(dir + "/out.txt");
+  ASSERT_EQ(exitCode(cmd), 0) << cmd << "\n" << readText(dir + "/err.txt");
+  const std::string out = readText(dir + "/out.txt");
   EXPECT_NE(out.find("agreement (classes): top-1 "), std::string::npos) << out;
-  EXPECT_NE(readAll(dir + "/err.txt").find("auto fallback to agreement 1:"), std::string::npos)
-      << readAll(dir + "/err.txt");
-  const std::string html = readAll(dir + "/r.html");
+  EXPECT_NE(readText(dir + "/err.txt").find("auto fallback to agreement 1:"), std::string::npos)
+      << readText(dir + "/err.txt");
+  const std::string html = readText(dir + "/r.html");
   EXPECT_NE(html.find("<th>agreement with float</th>"), std::string::npos);
-  const Json j = Json::parse(readAll(report));
+  const Json j = Json::parse(readText(report));
   if (!j.at("fallback").at("steps").empty()) {  // the HTML lists a fallback that excluded something
     EXPECT_NE(html.find("Automatic fallback (target agreement 1.000)"), std::string::npos);
   }
@@ -81,7 +73,7 @@ TEST_F(AgreementCli, ReportCarriesAgreementAndTheFallbackToIt) {
   const std::string validate = "/usr/bin/python3 " + std::string(QS_SOURCE_DIR) + "/tests/support/validate_json.py " +
                                std::string(QS_SOURCE_DIR) + "/docs/report.schema.json " + report + " 2>" + dir +
                                "/schema.txt";
-  EXPECT_EQ(exitCode(validate), 0) << readAll(dir + "/schema.txt");
+  EXPECT_EQ(exitCode(validate), 0) << readText(dir + "/schema.txt");
 }
 
 TEST_F(AgreementCli, BadValuesFailInOneLine) {
@@ -97,7 +89,7 @@ TEST_F(AgreementCli, BadValuesFailInOneLine) {
     const std::string report = dir + "/bad.json";
     const std::string cmd = common + " " + c.flags + " --report " + report + " >/dev/null 2>" + dir + "/err.txt";
     EXPECT_EQ(exitCode(cmd), 2) << c.flags;
-    const std::string err = readAll(dir + "/err.txt");
+    const std::string err = readText(dir + "/err.txt");
     EXPECT_NE(err.find(c.message), std::string::npos) << c.flags << ": " << err;
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << c.flags << ": " << err;
     EXPECT_FALSE(fs::exists(report)) << c.flags;

@@ -18,6 +18,7 @@
 
 #include "core/kernels/qconv.h"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/remedy_helpers.h"
 #include "tests/support/text_images.h"
 
 namespace fs = std::filesystem;
@@ -25,17 +26,8 @@ using Json = nlohmann::json;
 
 namespace {
 
-std::string readAll(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-int exitCode(const std::string& cmd) {
-  const int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
+using qs::test::readText;
+int exitCode(const std::string& cmd) { return qs::test::runCommand(cmd); }
 
 class IntegerConvCli : public ::testing::Test {
  protected:
@@ -62,8 +54,8 @@ TEST_F(IntegerConvCli, OffIsRecordedAndAgreesWithTheIntegerPath) {
     const std::string report = dir + "/r" + std::to_string(off) + ".json";
     const std::string cmd = common + (off ? " --integer-conv off" : "") + " --report " + report + " >/dev/null 2>" +
                             dir + "/err.txt";
-    ASSERT_EQ(exitCode(cmd), 0) << cmd << "\n" << readAll(dir + "/err.txt");
-    reports[off] = Json::parse(readAll(report));
+    ASSERT_EQ(exitCode(cmd), 0) << cmd << "\n" << readText(dir + "/err.txt");
+    reports[off] = Json::parse(readText(report));
   }
   EXPECT_FALSE(reports[0]["settings"].contains("integer_conv"));
   EXPECT_EQ(reports[1]["settings"].value("integer_conv", ""), "off");
@@ -95,7 +87,7 @@ TEST_F(IntegerConvCli, BadValueFailsInOneLine) {
   const std::string report = dir + "/bad.json";
   const std::string cmd = common + " --integer-conv maybe --report " + report + " >/dev/null 2>" + dir + "/err.txt";
   EXPECT_EQ(exitCode(cmd), 2);
-  const std::string err = readAll(dir + "/err.txt");
+  const std::string err = readText(dir + "/err.txt");
   EXPECT_NE(err.find("--integer-conv 'maybe': expected on or off"), std::string::npos) << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   EXPECT_FALSE(fs::exists(report));

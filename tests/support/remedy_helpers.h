@@ -1,4 +1,4 @@
-// What the remedy tests (tests/export/test_remedies*.cpp) share: a shell command's exit code, the
+// What the remedy tests (tests/export/test_remedies*.cpp) share: a shell command's exit code, a text file's contents, the
 // request they run (max calibration, 2 threads, no sensitivity), the export of a run, and a model
 // file or model run on one input "x". Header-only, like model_helpers.h.
 #pragma once
@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <string>
 
@@ -20,6 +22,14 @@ namespace qs::test {
 inline int runCommand(const std::string& cmd) {
   int st = std::system(cmd.c_str());
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/// A text file's contents ("" when it cannot be read).
+inline std::string readText(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
 }
 
 inline AnalysisRequest remedyRequest(const std::string& model, const std::string& data) {
