@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/exec/executor.h"
+#include "core/quant/equalization.h"
 
 namespace qs {
 
@@ -15,20 +16,6 @@ namespace {
 // lifted by 1024 at most.
 constexpr double kMinScale = 1.0 / 1024;
 
-// A float constant read by one node slot only (so changing it changes nothing else).
-bool ownFloatConstant(const Graph& g, ValueId id) {
-  if (id == kNoValue) return false;
-  const Value& v = g.value(id);
-  return v.constant && v.constant->dtype() == DType::Float && !v.isOverridable && v.consumers.size() == 1;
-}
-
-// The node reading `v`, when it is the only reader and `v` is no graph output; else -1.
-NodeId soleReader(const Graph& g, ValueId v) {
-  const Value& val = g.value(v);
-  if (val.isGraphOutput || val.consumers.size() != 1) return -1;
-  return val.consumers[0];
-}
-
 int64_t groupOf(const Node& n) {
   const Attribute* a = n.attr("group");
   return a ? a->i : 1;
@@ -37,34 +24,10 @@ int64_t groupOf(const Node& n) {
 // A Conv whose weight [C, 1, k...] is its own constant and group == C; -1 channels otherwise.
 int64_t depthwiseChannels(const Graph& g, const Node& n) {
   if (n.opType != "Conv" || !n.domain.empty() || n.inputs.size() < 2 || n.outputs.empty()) return -1;
-  if (n.inputs[0] == kNoValue || g.value(n.inputs[0]).constant || !ownFloatConstant(g, n.inputs[1])) return -1;
+  if (n.inputs[0] == kNoValue || g.value(n.inputs[0]).constant || !isOwnFloatConstant(g, n.inputs[1])) return -1;
   const Tensor& w = *g.value(n.inputs[1]).constant;
   if (w.rank() < 3 || w.dim(1) != 1 || groupOf(n) != w.dim(0) || w.dim(0) < 2) return -1;
   return w.dim(0);
-}
-
-// Relu, or Clip with min 0 and no max (constant inputs or opset-6 attributes).
-bool positiveHomogeneous(const Graph& g, const Node& n) {
-  if (!n.domain.empty() || n.inputs.empty() || n.outputs.empty()) return false;
-  if (n.opType == "Relu") return true;
-  if (n.opType != "Clip") return false;
-  if (n.inputs.size() > 1) {
-    const ValueId lo = n.inputs[1];
-    if (lo == kNoValue) return false;
-    const Value& v = g.value(lo);
-    if (!v.constant || v.constant->numel() != 1 || v.constant->dtype() != DType::Float || v.constant->data<float>()[0] != 0.f)
-      return false;
-    if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
-      const Value& h = g.value(n.inputs[2]);
-      if (!h.constant || h.constant->numel() != 1 || h.constant->dtype() != DType::Float) return false;
-      const float hi = h.constant->data<float>()[0];
-      return std::isinf(hi) && hi > 0;
-    }
-    return true;
-  }
-  const Attribute* mn = n.attr("min");
-  const Attribute* mx = n.attr("max");
-  return mn && mn->f == 0.f && (!mx || (std::isinf(mx->f) && mx->f > 0));
 }
 
 // The constants of producer `p` that take 1/s per output channel, or an empty list when `p` is
@@ -72,14 +35,14 @@ bool positiveHomogeneous(const Graph& g, const Node& n) {
 std::vector<ValueId> scaledConstants(const Graph& g, const Node& p, int64_t channels) {
   if (!p.domain.empty() || p.outputs.empty()) return {};
   auto perChannel = [&](ValueId id) {
-    return ownFloatConstant(g, id) && g.value(id).constant->rank() == 1 && g.value(id).constant->dim(0) == channels;
+    return isOwnFloatConstant(g, id) && g.value(id).constant->rank() == 1 && g.value(id).constant->dim(0) == channels;
   };
   if (p.opType == "BatchNormalization") {
     if (p.inputs.size() < 5 || p.outputs.size() != 1 || !perChannel(p.inputs[1]) || !perChannel(p.inputs[2])) return {};
     return {p.inputs[1], p.inputs[2]};  // scale, B
   }
   if (p.opType == "Conv") {
-    if (p.inputs.size() < 2 || !ownFloatConstant(g, p.inputs[1])) return {};
+    if (p.inputs.size() < 2 || !isOwnFloatConstant(g, p.inputs[1])) return {};
     const Tensor& w = *g.value(p.inputs[1]).constant;
     if (w.rank() < 3 || w.dim(0) != channels) return {};
     if (p.inputs.size() > 2 && p.inputs[2] != kNoValue) {
@@ -105,13 +68,13 @@ std::vector<Pair> findPairs(const Graph& g, bool throughRelu) {
     const int64_t c = depthwiseChannels(g, d);
     if (c < 0) continue;
     const ValueId x = d.inputs[0];
-    if (soleReader(g, x) != id) continue;
+    if (soleConsumer(g, x) != id) continue;
     NodeId p = g.value(x).producer;
     if (p < 0) continue;
-    if (positiveHomogeneous(g, g.nodes[(size_t)p])) {
+    if (isPositiveHomogeneous(g, g.nodes[(size_t)p])) {
       if (!throughRelu) continue;
       const ValueId y = g.nodes[(size_t)p].inputs[0];
-      if (y == kNoValue || soleReader(g, y) != p) continue;
+      if (y == kNoValue || soleConsumer(g, y) != p) continue;
       p = g.value(y).producer;
       if (p < 0) continue;
     }

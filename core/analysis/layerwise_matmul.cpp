@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "core/exec/parallel.h"
 #include "core/kernels/gemm.h"
 
 namespace qs {
@@ -27,17 +26,10 @@ bool layerwiseMatMul(const Tensor& x, const Tensor& xq, const Tensor& w, const T
   const float* bq = wq.data<float>();
   const float* b = w.data<float>();
   // sgemm's blocking for one of these products; each block packs Wq once for both of its products.
-  int64_t mb, nb;
-  gemmBlocking(M, N, K, threads, mb, nb);
-  const int64_t rowBlocks = (M + mb - 1) / mb, colBlocks = (N + nb - 1) / nb;
-  parallelFor(threads, rowBlocks * colBlocks, 1, [&](int64_t s, int64_t e) {
-    for (int64_t t = s; t < e; ++t) {
-      const int64_t m0 = (t / colBlocks) * mb, n0 = (t % colBlocks) * nb;
-      const int64_t m1 = std::min(M, m0 + mb), cols = std::min(nb, N - n0);
-      const int64_t off = m0 * N + n0;
-      gemmBlockPair(pq, px, m0, m1, bq + n0, N, false, cols, cf + off, cw + off, N);
-      gemmBlock(pq, m0, m1, b + n0, N, false, cols, ca + off, N, false);
-    }
+  forEachGemmBlock(M, N, K, threads, [&](int64_t m0, int64_t m1, int64_t n0, int64_t cols) {
+    const int64_t off = m0 * N + n0;
+    gemmBlockPair(pq, px, m0, m1, bq + n0, N, false, cols, cf + off, cw + off, N);
+    gemmBlock(pq, m0, m1, b + n0, N, false, cols, ca + off, N, false);
   });
   full.add(ref, yFull, threads);
   weight.add(ref, yWeight, threads);

@@ -304,15 +304,17 @@ void PackedMatrix::pack(const float* A, int64_t lda, bool transA, float alpha) {
   }
 }
 
+// C[M, N] of a product over no reduction index: zeros, or left as it is when accumulating.
+static void zeroRows(int64_t M, int64_t N, float* C, int64_t ldc, bool accumulate) {
+  if (accumulate) return;
+  for (int64_t m = 0; m < M; ++m) std::memset(C + m * ldc, 0, sizeof(float) * (size_t)N);
+}
+
 void gemmBlock(const PackedMatrix& A, int64_t m0, int64_t m1, const float* B, int64_t ldb, bool transB, int64_t nb,
                float* C, int64_t ldc, bool accumulate) {
   const int64_t K = A.cols();
   if (nb <= 0 || m1 <= m0) return;
-  if (K == 0) {
-    if (!accumulate)
-      for (int64_t m = m0; m < m1; ++m) std::memset(C + (m - m0) * ldc, 0, sizeof(float) * (size_t)nb);
-    return;
-  }
+  if (K == 0) return zeroRows(m1 - m0, nb, C, ldc, accumulate);
   const int64_t panelsN = (nb + NR - 1) / NR;
   float* bp = gemmScratch(0, (size_t)(panelsN * NR * K));
   packB(B, ldb, transB, K, nb, bp);
@@ -327,14 +329,23 @@ PackedPanels::PackedPanels(const float* B, int64_t ldb, bool transB, int64_t K, 
   if (K > 0 && N > 0) packB(B, ldb, transB, K, N, m_data.get());
 }
 
+void forEachGemmBlock(int64_t M, int64_t N, int64_t K, int threads,
+                      const std::function<void(int64_t m0, int64_t m1, int64_t n0, int64_t nb)>& fn) {
+  int64_t mb, nb;
+  gemmBlocking(M, N, K, threads, mb, nb);
+  const int64_t rowBlocks = (M + mb - 1) / mb, colBlocks = (N + nb - 1) / nb;
+  parallelFor(threads, rowBlocks * colBlocks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t m0 = (t / colBlocks) * mb, n0 = (t % colBlocks) * nb;
+      fn(m0, std::min(M, m0 + mb), n0, std::min(nb, N - n0));
+    }
+  });
+}
+
 void gemmBlockPacked(const PackedMatrix& A, int64_t m0, int64_t m1, const PackedPanels& B, int64_t n0, int64_t nb,
                      float* C, int64_t ldc, bool accumulate) {
   if (nb <= 0 || m1 <= m0) return;
-  if (A.cols() == 0) {
-    if (!accumulate)
-      for (int64_t m = m0; m < m1; ++m) std::memset(C + (m - m0) * ldc, 0, sizeof(float) * (size_t)nb);
-    return;
-  }
+  if (A.cols() == 0) return zeroRows(m1 - m0, nb, C, ldc, accumulate);
   blockOverPanels(A, m0, m1, B.from(n0), nb, C, ldc, accumulate);
 }
 
@@ -342,20 +353,10 @@ void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t ld
                  float* C, int64_t ldc, int threads) {
   const int64_t N = B.cols(), K = B.rows();
   if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    if (!accumulate)
-      for (int64_t m = 0; m < M; ++m) std::memset(C + m * ldc, 0, sizeof(float) * (size_t)N);
-    return;
-  }
+  if (K <= 0) return zeroRows(M, N, C, ldc, accumulate);
   const PackedMatrix a = PackedMatrix::packScratch(A, lda, M, K, transA, alpha);
-  int64_t mb, nb;
-  gemmBlocking(M, N, K, threads, mb, nb);
-  const int64_t rowBlocks = (M + mb - 1) / mb, colBlocks = (N + nb - 1) / nb;
-  parallelFor(threads, rowBlocks * colBlocks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t m0 = (t / colBlocks) * mb, n0 = (t % colBlocks) * nb;
-      gemmBlockPacked(a, m0, std::min(M, m0 + mb), B, n0, std::min(nb, N - n0), C + m0 * ldc + n0, ldc, accumulate);
-    }
+  forEachGemmBlock(M, N, K, threads, [&](int64_t m0, int64_t m1, int64_t n0, int64_t nb) {
+    gemmBlockPacked(a, m0, m1, B, n0, nb, C + m0 * ldc + n0, ldc, accumulate);
   });
 }
 
@@ -444,21 +445,10 @@ void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alph
       for (int64_t n = 0; n < N; ++n) C[m * ldc + n] *= beta;
   }
   const bool accumulate = beta != 0.f;
-  if (K <= 0) {
-    if (!accumulate)
-      for (int64_t m = 0; m < M; ++m) std::memset(C + m * ldc, 0, sizeof(float) * (size_t)N);
-    return;
-  }
+  if (K <= 0) return zeroRows(M, N, C, ldc, accumulate);
   const PackedMatrix a = PackedMatrix::packScratch(A, lda, M, K, transA, alpha);
-  int64_t mb, nb;
-  gemmBlocking(M, N, K, threads, mb, nb);
-  const int64_t rowBlocks = (M + mb - 1) / mb, colBlocks = (N + nb - 1) / nb;
-  parallelFor(threads, rowBlocks * colBlocks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t m0 = (t / colBlocks) * mb, n0 = (t % colBlocks) * nb;
-      const float* bb = transB ? B + n0 * ldb : B + n0;
-      gemmBlock(a, m0, std::min(M, m0 + mb), bb, ldb, transB, std::min(nb, N - n0), C + m0 * ldc + n0, ldc, accumulate);
-    }
+  forEachGemmBlock(M, N, K, threads, [&](int64_t m0, int64_t m1, int64_t n0, int64_t nb) {
+    gemmBlock(a, m0, m1, transB ? B + n0 * ldb : B + n0, ldb, transB, nb, C + m0 * ldc + n0, ldc, accumulate);
   });
 }
 

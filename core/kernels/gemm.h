@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 namespace qs {
@@ -104,6 +105,11 @@ void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t ld
 /// How gemm-like work of M x N (x K) is cut into blocks for `threads`: rows per block (multiple
 /// of 6) and columns per block (multiple of 16). One block when the work is small.
 void gemmBlocking(int64_t M, int64_t N, int64_t K, int threads, int64_t& mb, int64_t& nb);
+
+/// The blocks of gemmBlocking spread over `threads` on the pool: fn(m0, m1, n0, nb) for rows
+/// [m0, m1) and columns [n0, n0 + nb) of each block, as sgemm runs them.
+void forEachGemmBlock(int64_t M, int64_t N, int64_t K, int threads,
+                      const std::function<void(int64_t m0, int64_t m1, int64_t n0, int64_t nb)>& fn);
 
 /// Per-thread scratch of at least n floats, 64-byte aligned, reused across calls (grows only).
 /// `slot` selects one of a few independent buffers (0: gemm's packed B; 1..3: callers).

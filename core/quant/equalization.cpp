@@ -19,19 +19,12 @@ struct Layer {
   int64_t group = 1;
 };
 
-bool ownConstant(const Graph& g, ValueId id) {
-  if (id == kNoValue) return false;
-  const Value& v = g.value(id);
-  return v.constant && v.constant->dtype() == DType::Float && !v.isOverridable &&
-         v.consumers.size() == 1;
-}
-
 bool isActivation(const Graph& g, ValueId id) { return id != kNoValue && !g.value(id).constant; }
 
 std::optional<Layer> asLayer(const Graph& g, NodeId id) {
   const Node& n = g.nodes[(size_t)id];
   if (!n.domain.empty() || n.inputs.size() < 2 || n.outputs.empty() || n.outputs[0] == kNoValue) return std::nullopt;
-  if (!isActivation(g, n.inputs[0]) || !ownConstant(g, n.inputs[1])) return std::nullopt;
+  if (!isActivation(g, n.inputs[0]) || !isOwnFloatConstant(g, n.inputs[1])) return std::nullopt;
   Layer l;
   l.node = id;
   l.weight = n.inputs[1];
@@ -53,7 +46,7 @@ std::optional<Layer> asLayer(const Graph& g, NodeId id) {
     return std::nullopt;
   }
   if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
-    if (!ownConstant(g, n.inputs[2])) return std::nullopt;
+    if (!isOwnFloatConstant(g, n.inputs[2])) return std::nullopt;
     const Tensor& b = *g.value(n.inputs[2]).constant;
     const int64_t outC = l.kind == LayerKind::MatrixKN ? w.dim(1) : w.dim(0);
     if (b.rank() != 1 || b.dim(0) != outC) return std::nullopt;  // a broadcast Gemm C is left alone
@@ -102,36 +95,6 @@ void forInChannel(const Layer& l, W& w, int64_t c, Fn fn) {
     for (int64_t i = 0; i < spatial; ++i) fn(d[(o * cpg + local) * spatial + i]);
 }
 
-// Relu, or Clip with min 0 and no max: f(x / s) = f(x) / s for s > 0.
-bool isPositiveHomogeneous(const Graph& g, const Node& n) {
-  if (!n.domain.empty()) return false;
-  if (n.opType == "Relu") return true;
-  if (n.opType != "Clip") return false;
-  auto scalarOf = [&](size_t slot, float& out) -> int {  // -1 absent, 0 not a constant scalar, 1 read
-    if (slot >= n.inputs.size() || n.inputs[slot] == kNoValue) return -1;
-    const Value& v = g.value(n.inputs[slot]);
-    if (!v.constant || v.constant->numel() != 1 || v.constant->dtype() != DType::Float) return 0;
-    out = v.constant->data<float>()[0];
-    return 1;
-  };
-  float lo = 0, hi = 0;
-  if (n.inputs.size() > 1) {
-    if (scalarOf(1, lo) != 1 || lo != 0.f) return false;
-    const int max = scalarOf(2, hi);
-    return max == -1 || (max == 1 && std::isinf(hi) && hi > 0);
-  }
-  const Attribute* mn = n.attr("min");
-  const Attribute* mx = n.attr("max");
-  return mn && mn->f == 0.f && (!mx || (std::isinf(mx->f) && mx->f > 0));
-}
-
-// The single consumer of `v`, when it has exactly one and is not a graph output.
-NodeId soleConsumer(const Graph& g, ValueId v) {
-  const Value& val = g.value(v);
-  if (val.isGraphOutput || val.consumers.size() != 1) return -1;
-  return val.consumers[0];
-}
-
 struct Pair {
   Layer first, second;
 };
@@ -162,6 +125,41 @@ std::vector<Pair> findPairs(const Graph& g) {
 }
 
 }  // namespace
+
+bool isOwnFloatConstant(const Graph& g, ValueId id) {
+  if (id == kNoValue) return false;
+  const Value& v = g.value(id);
+  return v.constant && v.constant->dtype() == DType::Float && !v.isOverridable &&
+         v.consumers.size() == 1;
+}
+
+bool isPositiveHomogeneous(const Graph& g, const Node& n) {
+  if (!n.domain.empty()) return false;
+  if (n.opType == "Relu") return true;
+  if (n.opType != "Clip") return false;
+  auto scalarOf = [&](size_t slot, float& out) -> int {  // -1 absent, 0 not a constant scalar, 1 read
+    if (slot >= n.inputs.size() || n.inputs[slot] == kNoValue) return -1;
+    const Value& v = g.value(n.inputs[slot]);
+    if (!v.constant || v.constant->numel() != 1 || v.constant->dtype() != DType::Float) return 0;
+    out = v.constant->data<float>()[0];
+    return 1;
+  };
+  float lo = 0, hi = 0;
+  if (n.inputs.size() > 1) {
+    if (scalarOf(1, lo) != 1 || lo != 0.f) return false;
+    const int max = scalarOf(2, hi);
+    return max == -1 || (max == 1 && std::isinf(hi) && hi > 0);
+  }
+  const Attribute* mn = n.attr("min");
+  const Attribute* mx = n.attr("max");
+  return mn && mn->f == 0.f && (!mx || (std::isinf(mx->f) && mx->f > 0));
+}
+
+NodeId soleConsumer(const Graph& g, ValueId v) {
+  const Value& val = g.value(v);
+  if (val.isGraphOutput || val.consumers.size() != 1) return -1;
+  return val.consumers[0];
+}
 
 std::vector<EqualizedPair> findEqualizablePairs(const Model& model) {
   std::vector<EqualizedPair> out;

@@ -44,4 +44,14 @@ Result<EqualizationResult> equalizeCrossLayer(const Model& model, int maxIterati
 /// The pairs equalizeCrossLayer() would equalize, without changing anything.
 std::vector<EqualizedPair> findEqualizablePairs(const Model& model);
 
+/// A float constant that only one node slot reads and no input overrides: changing it changes
+/// nothing else.
+bool isOwnFloatConstant(const Graph& g, ValueId id);
+
+/// Relu, or Clip with min 0 and no max: f(x / s) = f(x) / s for s > 0.
+bool isPositiveHomogeneous(const Graph& g, const Node& n);
+
+/// The single consumer of `v`, when it has exactly one and is not a graph output; else -1.
+NodeId soleConsumer(const Graph& g, ValueId v);
+
 }  // namespace qs
