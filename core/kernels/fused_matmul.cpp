@@ -8,6 +8,7 @@
 #include <Eigen/Core>
 #include <unsupported/Eigen/SpecialFunctions>
 
+#include "core/exec/parallel.h"
 #include "core/kernels/gemm.h"
 
 namespace qs {
@@ -209,15 +210,15 @@ class FusedMatMulKernel : public Kernel {
                                       : nullptr;
     auto product = [&](int64_t t, int threads) {
       const PackedMatrix pm = PackedMatrix::packScratch(pa + aOff[(size_t)t], lda, M, K, transA, m_alpha);
-      int64_t mb, nbk;
-      gemmBlocking(M, N, K, threads, mb, nbk);
-      const int64_t rowBlocks = (M + mb - 1) / mb, colBlocks = (N + nbk - 1) / nbk;
+      // Blocks of equal work, as many per thread, on the pool directly (ctx.parallelFor's
+      // grain scaling would hand one thread twice the blocks of the other: 12 blocks as 3 chunks of 4).
+      const GemmBlocks blocks = balancedGemmBlocks(M, N, K, threads);
       const float* bt = pb + bOff[(size_t)t];
       float* yt = y + yOff[(size_t)t];
       auto block = [&](int64_t s, int64_t e) {
         for (int64_t q = s; q < e; ++q) {
-          const int64_t m0 = (q / colBlocks) * mb, n0 = (q % colBlocks) * nbk;
-          const int64_t m1 = std::min(M, m0 + mb), w = std::min(nbk, N - n0);
+          int64_t m0, m1, n0, w;
+          blocks.block(q, m0, m1, n0, w);
           const float* bb = transB ? bt + n0 * ldb : bt + n0;
           float* c = yt + m0 * ldc + n0;
           if (packedB) gemmBlockPacked(pm, m0, m1, *packedB, n0, w, c, ldc, false);
@@ -225,15 +226,18 @@ class FusedMatMulKernel : public Kernel {
           epilogue(c, m1 - m0, w, ldc, bias ? bias + n0 : nullptr);
         }
       };
-      if (threads <= 1 || rowBlocks * colBlocks == 1) {
-        block(0, rowBlocks * colBlocks);
+      if (threads <= 1 || blocks.count() == 1) {
+        block(0, blocks.count());
       } else {
-        ctx.parallelFor(rowBlocks * colBlocks, 1, block);
+        parallelFor(threads, blocks.count(), 1, block);
       }
     };
     const double flops = 2.0 * (double)M * (double)N * (double)K;
     if (nb > 1 && ctx.threads > 1 && (nb >= 2 * ctx.threads || flops < 4e6)) {
-      ctx.parallelFor(nb, std::max<int64_t>(1, (int64_t)(2e5 / flops)), [&](int64_t s, int64_t e) {
+      // ctx.parallelFor's grain (2e5 flops, scaled by 4 there) made even per thread: 12 heads
+      // on 2 threads as 6 chunks of 2, not 3 chunks of 4.
+      const int64_t grain = balancedGrain(nb, ctx.threads, std::max<int64_t>(1, (int64_t)(8e5 / flops)));
+      parallelFor(ctx.threads, nb, grain, [&](int64_t s, int64_t e) {
         for (int64_t t = s; t < e; ++t) product(t, 1);
       });
     } else {

@@ -355,7 +355,7 @@ void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t ld
   if (M <= 0 || N <= 0) return;
   if (K <= 0) return zeroRows(M, N, C, ldc, accumulate);
   const PackedMatrix a = PackedMatrix::packScratch(A, lda, M, K, transA, alpha);
-  forEachGemmBlock(M, N, K, threads, [&](int64_t m0, int64_t m1, int64_t n0, int64_t nb) {
+  forEachBalancedGemmBlock(M, N, K, threads, [&](int64_t m0, int64_t m1, int64_t n0, int64_t nb) {
     gemmBlockPacked(a, m0, m1, B, n0, nb, C + m0 * ldc + n0, ldc, accumulate);
   });
 }
@@ -435,6 +435,67 @@ void gemmBlocking(int64_t M, int64_t N, int64_t K, int threads, int64_t& mb, int
   auto blocks = [&] { return ((M + mb - 1) / mb) * ((N + nb - 1) / nb); };
   while (blocks() < 4 * threads && nb > 32) nb = std::max<int64_t>(32, ((nb / 2 + NR - 1) / NR) * NR);
   while (blocks() < 2 * threads && mb > 24) mb = std::max<int64_t>(24, ((mb / 2 + MR - 1) / MR) * MR);
+}
+
+void GemmBlocks::block(int64_t q, int64_t& m0, int64_t& m1, int64_t& n0, int64_t& nb) const {
+  const int64_t r = q / colBlocks, c = q % colBlocks;
+  m0 = MR * (rowTiles * r / rowBlocks);
+  m1 = std::min(M, MR * (rowTiles * (r + 1) / rowBlocks));
+  n0 = NR * (panels * c / colBlocks);
+  nb = std::min(N, NR * (panels * (c + 1) / colBlocks)) - n0;
+}
+
+GemmBlocks balancedGemmBlocks(int64_t M, int64_t N, int64_t K, int threads) {
+  GemmBlocks g;
+  g.M = std::max<int64_t>(M, 0);
+  g.N = std::max<int64_t>(N, 0);
+  g.rowTiles = std::max<int64_t>(1, (g.M + MR - 1) / MR);
+  g.panels = std::max<int64_t>(1, (g.N + NR - 1) / NR);
+  if (g.M == 0 || g.N == 0) return g;
+  // The blocks one thread would use (cache-sized), and gemmBlocking's split for `threads`.
+  int64_t mb, nb;
+  gemmBlocking(M, N, K, 1, mb, nb);
+  const int64_t r0 = (M + mb - 1) / mb, c0 = (N + nb - 1) / nb;
+  gemmBlocking(M, N, K, threads, mb, nb);
+  g.rowBlocks = std::min(g.rowTiles, (M + mb - 1) / mb);
+  g.colBlocks = std::min(g.panels, (N + nb - 1) / nb);
+  if (threads <= 1 || g.count() == 1) return g;
+  // The fewest blocks, a multiple of 4 x threads, of at least r0 x c0 (the cache limits), with
+  // as few row blocks as possible: every block then reads all of a short A (a Linear layer at
+  // batch 1: 128 rows) and its own columns of the weights.
+  const int64_t want = 4 * (int64_t)threads;
+  for (int64_t total = ((r0 * c0 + want - 1) / want) * want; total <= g.rowTiles * g.panels; total += want) {
+    for (int64_t r = r0; r <= std::min(g.rowTiles, total / c0); ++r) {
+      if (total % r != 0 || total / r > g.panels) continue;
+      g.rowBlocks = r;
+      g.colBlocks = total / r;
+      return g;
+    }
+  }
+  return g;  // no even split (a product of a few tiles): gemmBlocking's
+}
+
+void forEachBalancedGemmBlock(int64_t M, int64_t N, int64_t K, int threads,
+                              const std::function<void(int64_t m0, int64_t m1, int64_t n0, int64_t nb)>& fn) {
+  const GemmBlocks g = balancedGemmBlocks(M, N, K, threads);
+  parallelFor(threads, g.count(), 1, [&](int64_t b, int64_t e) {
+    for (int64_t q = b; q < e; ++q) {
+      int64_t m0, m1, n0, nb;
+      g.block(q, m0, m1, n0, nb);
+      fn(m0, m1, n0, nb);
+    }
+  });
+}
+
+int64_t balancedGrain(int64_t n, int threads, int64_t minGrain) {
+  minGrain = std::max<int64_t>(minGrain, 1);
+  if (threads <= 1 || n <= minGrain) return minGrain;
+  // parallelFor makes min(ceil(n / grain), 4 x threads) chunks, chunk c = [n c / chunks, n (c + 1) / chunks).
+  for (int64_t g = minGrain; g <= n / threads; ++g) {
+    const int64_t pieces = n / g;
+    if (n % g == 0 && pieces % threads == 0 && pieces <= 4 * (int64_t)threads) return g;
+  }
+  return minGrain;
 }
 
 void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,

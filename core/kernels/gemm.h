@@ -111,6 +111,32 @@ void gemmBlocking(int64_t M, int64_t N, int64_t K, int threads, int64_t& mb, int
 void forEachGemmBlock(int64_t M, int64_t N, int64_t K, int threads,
                       const std::function<void(int64_t m0, int64_t m1, int64_t n0, int64_t nb)>& fn);
 
+/// A product's blocks dealt out evenly over `threads`: rowBlocks x colBlocks blocks whose rows
+/// (6-row tiles) and columns (16-column panels) differ by at most one tile or panel, their count
+/// a multiple of 4 x threads, parallelFor's chunk count, so that every chunk holds the same
+/// number of blocks and each thread gets the same work (docs/performance.md, "Transformers at
+/// batch 1"). gemmBlocking's cache limits on a block's rows and columns still hold. With one
+/// thread, or below gemmBlocking's threshold for a second thread, gemmBlocking's blocks.
+struct GemmBlocks {
+  int64_t M = 0, N = 0, rowTiles = 0, panels = 0, rowBlocks = 1, colBlocks = 1;
+  int64_t count() const { return rowBlocks * colBlocks; }
+  /// Block q in [0, count()): rows [m0, m1), m0 a multiple of 6; columns [n0, n0 + nb), n0 a
+  /// multiple of 16. Empty (m1 == m0 or nb == 0) only when M or N is 0.
+  void block(int64_t q, int64_t& m0, int64_t& m1, int64_t& n0, int64_t& nb) const;
+};
+GemmBlocks balancedGemmBlocks(int64_t M, int64_t N, int64_t K, int threads);
+
+/// The blocks of balancedGemmBlocks on the pool (qs::parallelFor, one block per item):
+/// fn(m0, m1, n0, nb), as sgemmPacked runs them.
+void forEachBalancedGemmBlock(int64_t M, int64_t N, int64_t K, int threads,
+                              const std::function<void(int64_t m0, int64_t m1, int64_t n0, int64_t nb)>& fn);
+
+/// A grain (items per chunk) of at least minGrain for parallelFor over n equal items on
+/// `threads` that gives every thread the same number of chunks of the same size when one
+/// exists (12 attention heads on 2 threads: 6 chunks of 2, not parallelFor's 8 uneven chunks);
+/// otherwise minGrain.
+int64_t balancedGrain(int64_t n, int threads, int64_t minGrain);
+
 /// Per-thread scratch of at least n floats, 64-byte aligned, reused across calls (grows only).
 /// `slot` selects one of a few independent buffers (0: gemm's packed B; 1..3: callers).
 float* gemmScratch(int slot, size_t n);
