@@ -1,10 +1,13 @@
 // Softmax and LogSoftmax (opsets 1..12: 2-D coercion at axis; 13..21: single axis).
 #include "core/kernels/softmax.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
@@ -86,13 +89,51 @@ void softmaxColumns(const T* x, T* y, int64_t L, int64_t inner, int64_t j0, int6
   }
 }
 
+// exp(x) for 8 floats x <= 0 (x - the row's maximum): Cephes' expf, as Eigen's and MLAS's,
+// 2^n * p(r) with n = round(x / ln 2). Below -87.3 (2^-126) the result is 0, NaN stays NaN.
+inline __m256 expNonPositive(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.33654f);
+  const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_max_ps(lo, x);  // a NaN x passes through (max returns its second operand)
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+inline float horizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float horizontalMax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
 template <class T, bool Log>
 void softmaxTyped(const T* x, T* y, int64_t outer, int64_t L, int64_t inner, const KernelContext& ctx) {
   if (outer * L * inner == 0) return;
   if (inner == 1) {
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(L, 1));
     auto body = [&](int64_t b, int64_t e) {
-      for (int64_t o = b; o < e; ++o) softmaxRow<T, Log>(x + o * L, y + o * L, L);
+      for (int64_t o = b; o < e; ++o) {
+        if constexpr (std::is_same_v<T, float> && !Log) softmaxRowFloat(x + o * L, y + o * L, L);
+        else softmaxRow<T, Log>(x + o * L, y + o * L, L);
+      }
     };
     if (outer < 2 * grain || ctx.threads <= 1) {
       body(0, outer);
@@ -218,6 +259,34 @@ Result<std::unique_ptr<Kernel>> create(const KernelInit& init, bool log) {
 }
 
 }  // namespace
+
+void softmaxRowFloat(const float* x, float* y, int64_t L) {
+  if (L <= 0) return;
+  static const int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  const int64_t full = L & ~int64_t(7), rem = L - full;
+  const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - rem));
+  // Maximum; a NaN entry is skipped, as rowMax skips it (max returns its second operand).
+  __m256 vm = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t i = 0; i < full; i += 8) vm = _mm256_max_ps(_mm256_loadu_ps(x + i), vm);
+  float m = horizontalMax(vm);
+  for (int64_t i = full; i < L; ++i) m = x[i] > m ? x[i] : m;
+  const __m256 vmax = _mm256_set1_ps(m);
+  __m256 vs = _mm256_setzero_ps();
+  for (int64_t i = 0; i < full; i += 8) {
+    const __m256 e = expNonPositive(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+    _mm256_storeu_ps(y + i, e);
+    vs = _mm256_add_ps(vs, e);
+  }
+  if (rem) {
+    const __m256 e = _mm256_and_ps(expNonPositive(_mm256_sub_ps(_mm256_maskload_ps(x + full, mask), vmax)),
+                                   _mm256_castsi256_ps(mask));
+    _mm256_maskstore_ps(y + full, mask, e);
+    vs = _mm256_add_ps(vs, e);
+  }
+  const __m256 inv = _mm256_set1_ps(1.f / horizontalSum(vs));
+  for (int64_t i = 0; i < full; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
+  if (rem) _mm256_maskstore_ps(y + full, mask, _mm256_mul_ps(_mm256_maskload_ps(y + full, mask), inv));
+}
 
 Result<std::unique_ptr<Kernel>> createSoftmax(const KernelInit& init) { return create(init, false); }
 Result<std::unique_ptr<Kernel>> createLogSoftmax(const KernelInit& init) { return create(init, true); }

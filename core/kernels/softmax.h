@@ -15,4 +15,10 @@ Result<std::unique_ptr<Kernel>> createLogSoftmax(const KernelInit& init);
 // Hardmax 1..21: 1 at the first maximum along the axis (same axis rules), 0 elsewhere.
 Result<std::unique_ptr<Kernel>> createHardmax(const KernelInit& init);
 
+/// Softmax of one contiguous float row of length L (y may not alias x), AVX2: the maximum, then
+/// exp (the Cephes polynomial Eigen and MLAS use) stored and summed in one pass, then the scale;
+/// the row's tail in masked vectors, not scalar code (swin's rows are 49 long). Entries below
+/// the maximum by more than ~87 (masked scores, -inf) give exactly 0; a NaN gives NaN.
+void softmaxRowFloat(const float* x, float* y, int64_t L);
+
 }  // namespace qs
