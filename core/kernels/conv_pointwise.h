@@ -1,0 +1,37 @@
+// 1x1 Conv (ai.onnx Conv 1..21 / ai.quantscope FusedConv; group 1, stride 1, no padding) read
+// straight from NCHW: y[n, m, p] = activations(bias[m] + sum_c W[m, c] x[n, c, p]).
+//
+// The GEMM path packs the input (the B matrix, [C, pixels]) into 16-column panels on every call,
+// once per block of output rows: for the small channel counts of MobileNets, ShuffleNets and
+// RegNets (C = 16..320) that copy costs about as much as the multiply-adds. Here the weights are
+// the 6-row panels the Conv kernel packed at load (PackedMatrix), the micro-kernel loads 16 (or,
+// for the last pixels of a row, 8, masked) consecutive pixels of each input channel in place, and
+// bias and the fused activations are applied in registers before the one store. Each output is
+// summed as the GEMM sums it (K slices of 256, each an FMA chain from zero, the slices added, then
+// the bias, then the activations in order), so the bits are those of the GEMM path.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/kernels/conv.h"
+#include "core/kernels/gemm.h"
+
+namespace qs {
+
+/// Whether the direct pointwise kernel should run a 1x1 Conv of C input and M output channels over
+/// `pixels` outputs per image (group 1, stride 1, no padding) where oneDNN could run it too; false
+/// for the shapes where oneDNN measured faster. Without oneDNN the direct kernel runs every such
+/// shape (it is level with or ahead of the GEMM path on all of them). Measured: docs/performance.md,
+/// "Small CNNs", "1x1 convolutions read in place".
+bool pointwiseDirectPreferred(int64_t C, int64_t M, int64_t pixels);
+
+/// y [N, M, P] = activations(bias + W x) for x [N, C, P] (contiguous), W the M x C matrix packed
+/// in `w` (6-row panels, rows past M zero). bias (M values) may be null. Work is split over
+/// (image, pixel block, output-row block) tasks on the pool; the split depends on the shape only,
+/// and every output is computed by one FMA chain per K slice, so the result does not depend on
+/// `threads`.
+void pointwiseConvDirect(const PackedMatrix& w, const float* x, int64_t N, int64_t P, const float* bias,
+                         const std::vector<FusedActivation>& activations, float* y, int threads);
+
+}  // namespace qs
