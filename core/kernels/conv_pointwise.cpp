@@ -60,12 +60,14 @@ inline __m256 finish(__m256 o, float bias, const Epilogue& ep) {
   }
 }
 
-// One tile: rows [m, m + mr) of the output (mr <= 6) over nr <= 8 * NV pixels starting at x / y.
+// One tile: rows [m, m + mr) of the output (mr <= 6 * PANELS) over nr <= 8 * NV pixels starting at
+// x / y, W's panels at `panel` and, for PANELS == 2, the next one after it (one vector of pixels
+// over 12 rows: the last few pixels of a row keep 12 FMA chains in flight instead of 6).
 // MASKED: the last vector holds fewer than 8 pixels (masked loads and stores; nothing outside the
 // rows is read or written). The K loop runs in slices of 256 as the GEMM's does: the first slice's
 // sums are kept in registers (K <= 256, every 1x1 here but the widest) or in `total`, each later
 // slice's chain starts from zero and is added to them (slice + total, the GEMM's operand order).
-template <int NV, bool MASKED>
+template <int NV, bool MASKED, int PANELS = 1>
 void tile(const float* panel, int64_t C, const float* x, int64_t P, float* y, int64_t m, int64_t mr, int64_t nr,
           const Epilogue& ep) {
   __m256i mask = _mm256_setzero_si256();
@@ -79,12 +81,14 @@ void tile(const float* panel, int64_t C, const float* x, int64_t P, float* y, in
     }
     return _mm256_loadu_ps(p);
   };
-  __m256 acc[kRows][NV] = {};
-  alignas(32) float total[kRows][8 * NV];
+  constexpr int kTileRows = (int)kRows * PANELS;
+  const int64_t panelStride = kRows * C;  // PackedMatrix: panel p at p * 6 * K
+  __m256 acc[kTileRows][NV] = {};
+  alignas(32) float total[kTileRows][8 * NV];
   for (int64_t k0 = 0; k0 < C; k0 += kSlice) {
     const int64_t kc = std::min(kSlice, C - k0);
-#pragma GCC unroll 6
-    for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 12
+    for (int r = 0; r < kTileRows; ++r)
 #pragma GCC unroll 2
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
     const float* a = panel + k0 * kRows;
@@ -93,16 +97,16 @@ void tile(const float* panel, int64_t C, const float* x, int64_t P, float* y, in
       __m256 bv[NV];
 #pragma GCC unroll 2
       for (int v = 0; v < NV; ++v) bv[v] = loadB(b + 8 * v, v);
-#pragma GCC unroll 6
-      for (int r = 0; r < kRows; ++r) {
-        const __m256 av = _mm256_broadcast_ss(a + r);
+#pragma GCC unroll 12
+      for (int r = 0; r < kTileRows; ++r) {
+        const __m256 av = _mm256_broadcast_ss(a + (r / kRows) * panelStride + r % kRows);
 #pragma GCC unroll 2
         for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
       }
     }
     if (C > kSlice) {
-#pragma GCC unroll 6
-      for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 12
+      for (int r = 0; r < kTileRows; ++r)
 #pragma GCC unroll 2
         for (int v = 0; v < NV; ++v) {
           if (k0 > 0) acc[r][v] = _mm256_add_ps(acc[r][v], _mm256_load_ps(total[r] + 8 * v));
@@ -111,8 +115,8 @@ void tile(const float* panel, int64_t C, const float* x, int64_t P, float* y, in
     }
   }
   // Constant bounds, fully unrolled: an accumulator indexed at run time would live on the stack.
-#pragma GCC unroll 6
-  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 12
+  for (int r = 0; r < kTileRows; ++r) {
     if (r >= mr) break;
     float* out = y + (m + r) * P;
     // The GEMM path adds a zero bias not at all (keeps a -0 sum's sign): the same here.
@@ -145,8 +149,20 @@ void block(const PackedMatrix& w, const float* x, int64_t P, float* y, int64_t m
       for (; p + kStrip <= g1; p += kStrip) tile<2, false>(panel, C, x + p, P, y + p, m, mr, kStrip, ep);
       const int64_t rest = g1 - p;
       if (rest > 8) tile<2, true>(panel, C, x + p, P, y + p, m, mr, rest, ep);
-      else if (rest == 8) tile<1, false>(panel, C, x + p, P, y + p, m, mr, rest, ep);
-      else if (rest > 0) tile<1, true>(panel, C, x + p, P, y + p, m, mr, rest, ep);
+    }
+    // The group's last 1-8 pixels: one vector over two panels (12 rows) at a time.
+    const int64_t rest = (g1 - g0) % kStrip, p = g1 - rest;
+    if (rest == 0 || rest > 8) continue;
+    for (int64_t m = m0; m < m1; m += 2 * kRows) {
+      const float* panel = w.panel(m / kRows);
+      const int64_t mr = std::min(2 * kRows, m1 - m);
+      if (mr > kRows) {
+        if (rest == 8) tile<1, false, 2>(panel, C, x + p, P, y + p, m, mr, rest, ep);
+        else tile<1, true, 2>(panel, C, x + p, P, y + p, m, mr, rest, ep);
+      } else {
+        if (rest == 8) tile<1, false>(panel, C, x + p, P, y + p, m, mr, rest, ep);
+        else tile<1, true>(panel, C, x + p, P, y + p, m, mr, rest, ep);
+      }
     }
   }
 }
@@ -154,11 +170,13 @@ void block(const PackedMatrix& w, const float* x, int64_t P, float* y, int64_t m
 }  // namespace
 
 bool pointwiseDirectPreferred(int64_t C, int64_t M, int64_t pixels) {
-  // oneDNN's 1x1 kernel (blocked layout, reorders included) measured 3-20% ahead at 7x7 from
-  // ~50 K weights (mobilenet_v2's 576 -> 160 and up, shufflenet's 464 -> 1024, regnet's 440 -> 440);
-  // the direct kernel everywhere else, level to 18% ahead of the GEMM path and oneDNN
-  // (qs_bench_pointwise, docs/performance.md).
-  return !(pixels < 14 * 14 && C * M >= 50000);
+  (void)M;
+  // oneDNN's 1x1 kernel (blocked layout, reorders included) measured 5-35% ahead below 14x14
+  // outputs from ~256 input channels on (mobilenet_v2's 576 -> 160, 960 -> 160, 320 -> 1280,
+  // shufflenet's 464 -> 1024, regnet's 440 -> 440); level at 232 -> 232; behind with fewer
+  // (160 -> 960: 0.70-0.89x). The direct kernel everywhere else: level with or ahead of the GEMM
+  // path and of oneDNN (qs_bench_pointwise, docs/performance.md).
+  return pixels >= 14 * 14 || C < 256;
 }
 
 void pointwiseConvDirect(const PackedMatrix& w, const float* x, int64_t N, int64_t P, const float* bias,

@@ -138,9 +138,10 @@ TEST(ConvPointwise, StridedAndPaddedOneByOneKeepTheirOwnPaths) {
   }
 }
 
-TEST(ConvPointwise, OneDnnKeepsOnlyTheLargeSevenBySevenShapes) {
+TEST(ConvPointwise, OneDnnKeepsOnlyTheDeepSevenBySevenShapes) {
   EXPECT_FALSE(pointwiseDirectPreferred(960, 160, 49));
   EXPECT_FALSE(pointwiseDirectPreferred(440, 440, 49));
+  EXPECT_TRUE(pointwiseDirectPreferred(160, 960, 49));
   EXPECT_TRUE(pointwiseDirectPreferred(96, 24, 49));
   EXPECT_TRUE(pointwiseDirectPreferred(576, 96, 196));
   EXPECT_TRUE(pointwiseDirectPreferred(16, 96, 112 * 112));
