@@ -6,8 +6,8 @@
 //   onednn   oneDNN's convolution (DnnlConv, reorders included), where built with it
 // Microseconds, best of REPEATS calls per round, the best round of ROUNDS; the backends alternate
 // within each round. Clip(0, 6) is fused (mobilenet's ReLU6). The largest |direct - gemm| is
-// printed too (0: the same bits).
-// usage: qs_bench_pointwise [THREADS] [REPEATS] [ROUNDS]
+// printed too (0: the same bits), and the path the Conv kernel's rules pick (with oneDNN built).
+// usage: qs_bench_pointwise [THREADS] [REPEATS] [ROUNDS] [CxMxHxW ...] (other shapes instead of the list)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -26,7 +26,7 @@ namespace {
 
 struct PointwiseShape {
   const char* model;
-  int64_t C, M, H;
+  int64_t C, M, H, W = 0;  // W 0: square
 };
 
 // The Conv kernel's GEMM path for a 1x1 conv (core/kernels/conv.cpp), group 1.
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 20;
   const int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
-  const PointwiseShape shapes[] = {
+  std::vector<PointwiseShape> shapes = {
       {"mobilenet_v2", 32, 16, 112},  {"mobilenet_v2", 16, 96, 112},  {"mobilenet_v2", 96, 24, 56},
       {"mobilenet_v2", 24, 144, 56},  {"mobilenet_v2", 144, 24, 56},  {"mobilenet_v2", 144, 32, 28},
       {"mobilenet_v2", 32, 192, 28},  {"mobilenet_v2", 192, 32, 28},  {"mobilenet_v2", 192, 64, 14},
@@ -64,14 +64,21 @@ int main(int argc, char** argv) {
       {"regnet_y_400mf", 32, 48, 112}, {"regnet_y_400mf", 48, 48, 56},  {"regnet_y_400mf", 104, 104, 28},
       {"regnet_y_400mf", 208, 208, 14}, {"regnet_y_400mf", 440, 440, 7},
   };
+  if (argc > 4) {
+    shapes.clear();
+    for (int i = 4; i < argc; ++i) {
+      long long c, m, h, w;
+      if (std::sscanf(argv[i], "%lldx%lldx%lldx%lld", &c, &m, &h, &w) == 4) shapes.push_back({"given", c, m, h, w});
+    }
+  }
   const std::vector<FusedActivation> acts = {{FusedActivation::Kind::Clip, 0.f, 6.f}};
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   std::printf("threads %d; us, best of %d calls x %d rounds (GFLOP/s)\n", threads, repeats, rounds);
-  std::printf("| model | 1x1 conv | gemm | direct | oneDNN | direct / gemm | max diff |\n|---|---|---:|---:|---:|---:|---:|\n");
+  std::printf("| model | 1x1 conv | gemm | direct | oneDNN | direct / gemm | max diff | rule |\n|---|---|---:|---:|---:|---:|---:|---|\n");
   double sum[3] = {0, 0, 0};
   for (const PointwiseShape& s : shapes) {
-    const int64_t P = s.H * s.H;
+    const int64_t SW = s.W ? s.W : s.H, P = s.H * SW;
     Tensor W(DType::Float, {s.M, s.C, 1, 1}), B(DType::Float, {s.M});
     std::vector<float> x((size_t)(s.C * P)), y0((size_t)(s.M * P)), y1(y0.size()), y2(y0.size());
     for (int64_t i = 0; i < W.numel(); ++i) W.data<float>()[i] = 0.3f * u(rng);
@@ -81,7 +88,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<DnnlConv> dnnl = DnnlConv::create(W, &B, 1, acts);
     WindowAttrs attrs;
     WindowGeometry g;
-    const bool geometry = resolveWindow(attrs, {s.H, s.H}, {1, 1}, false, g).isOk();
+    const bool geometry = resolveWindow(attrs, {s.H, SW}, {1, 1}, false, g).isOk();
     double best[3] = {1e30, 1e30, 1e30};
     for (int r = 0; r < rounds; ++r) {
       best[0] = std::min(best[0], bench::bestMs(repeats, [&] {
@@ -102,9 +109,14 @@ int main(int argc, char** argv) {
       std::snprintf(buf, sizeof buf, "%.1f (%.0f)", 1e3 * ms, gflop / ms);
       return (const char*)buf;
     };
-    std::printf("| %s | %lld->%lld @%lld | %s", s.model, (long long)s.C, (long long)s.M, (long long)s.H, cell(best[0]));
+    std::printf("| %s | %lld->%lld @%lldx%lld | %s", s.model, (long long)s.C, (long long)s.M, (long long)s.H,
+                (long long)SW, cell(best[0]));
     std::printf(" | %s", cell(best[1]));
-    std::printf(" | %s | %.2f | %.1e |\n", cell(best[2]), best[1] / best[0], diff);
+    const bool onednnRule = DnnlConv::available() && geometry && DnnlConv::preferred(s.C, s.M, 1, g);
+    const char* rule = !pointwiseDirectPreferred(s.C, s.M, P)                       ? (onednnRule ? "oneDNN" : "gemm")
+                       : onednnRule && !pointwiseDirectBeatsOneDnn(s.C, P) ? "oneDNN"
+                                                                            : "direct";
+    std::printf(" | %s | %.2f | %.1e | %s |\n", cell(best[2]), best[1] / best[0], diff, rule);
     for (int i = 0; i < 3; ++i)
       if (best[i] < 1e29) sum[i] += best[i];
   }

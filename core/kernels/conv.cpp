@@ -557,13 +557,13 @@ class ConvKernel : public Kernel {
       }
     }
     // 1x1, stride 1, unpadded, group 1, W the constant packed at load: read in place, bias and
-    // activations in registers (conv_pointwise.h); ahead of the GEMM path everywhere and of oneDNN
-    // but on its deep shapes below 14x14 outputs (pointwiseDirectPreferred).
+    // activations in registers (conv_pointwise.h), where it measured ahead of the GEMM path and
+    // of oneDNN (pointwiseDirectPreferred, pointwiseDirectBeatsOneDnn).
     const bool unitWindow = kSize == 1 && g.s[0] * g.s[1] * g.s[2] == 1 &&
                             g.padB[0] + g.padB[1] + g.padB[2] + g.padE[0] + g.padE[1] + g.padE[2] == 0;
     if (G == 1 && unitWindow && outSize > 1 && m_packed && W.sharesBufferWith(m_constW) &&
-        W.shape() == m_constW.shape() &&
-        (!m_dnnl || !DnnlConv::preferred(C, M, G, g) || pointwiseDirectPreferred(C, M, outSize))) {
+        W.shape() == m_constW.shape() && pointwiseDirectPreferred(C, M, outSize) &&
+        (!m_dnnl || !DnnlConv::preferred(C, M, G, g) || pointwiseDirectBeatsOneDnn(C, outSize))) {
       pointwiseConvDirect((*m_packed)[0], x, N, outSize, bias, m_activations, y, ctx.threads);
       return Status::ok();
     }

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/exec/parallel.h"
 
@@ -139,7 +140,7 @@ void tile(const float* panel, int64_t C, const float* x, int64_t P, float* y, in
 void block(const PackedMatrix& w, const float* x, int64_t P, float* y, int64_t m0, int64_t m1, int64_t p0, int64_t p1,
            const Epilogue& ep) {
   const int64_t C = w.cols();
-  const int64_t group = std::clamp<int64_t>(384 / std::max<int64_t>(C, 1), 1, 8) * kStrip;
+  const int64_t group = std::clamp<int64_t>(384 / std::max<int64_t>(C, 1), 1, 32) * kStrip;
   for (int64_t g0 = p0; g0 < p1; g0 += group) {
     const int64_t g1 = std::min(p1, g0 + group);
     for (int64_t m = m0; m < m1; m += kRows) {
@@ -170,12 +171,26 @@ void block(const PackedMatrix& w, const float* x, int64_t P, float* y, int64_t m
 }  // namespace
 
 bool pointwiseDirectPreferred(int64_t C, int64_t M, int64_t pixels) {
-  (void)M;
+  // The kernel reads C rows of a strip P floats apart. Where P * 4 bytes is a multiple of 64, the
+  // rows' lines fall into only 64 / gcd(P / 16, 64) of L1's 64 sets (8 ways): at 160x160 all into
+  // one, at 80x80 into 4, at 40x40 into 16. Past ~10 rows a set, the strip no longer stays in L1
+  // while the panels run over it, and where many panels do (M >= 48) the GEMM path, which packs
+  // the strip contiguously, measured ahead (det's 48 -> 48 at 160x160, 96 -> 96 at 80x80,
+  // 192 -> 192 at 40x40: 1.05-1.34x); with few output channels, packing costs more than the misses
+  // (48 -> 12 at 160x160: 0.78x).
+  if (pixels % 16 == 0) {
+    const int64_t sets = 64 / std::gcd<int64_t>(pixels / 16, 64);
+    if (C >= 48 && M >= 48 && C > 10 * sets) return false;
+  }
+  return true;
+}
+
+bool pointwiseDirectBeatsOneDnn(int64_t C, int64_t pixels) {
   // oneDNN's 1x1 kernel (blocked layout, reorders included) measured 5-35% ahead below 14x14
   // outputs from ~256 input channels on (mobilenet_v2's 576 -> 160, 960 -> 160, 320 -> 1280,
   // shufflenet's 464 -> 1024, regnet's 440 -> 440); level at 232 -> 232; behind with fewer
-  // (160 -> 960: 0.70-0.89x). The direct kernel everywhere else: level with or ahead of the GEMM
-  // path and of oneDNN (qs_bench_pointwise, docs/performance.md).
+  // (160 -> 960: 0.70-0.89x). The direct kernel everywhere else: level with or ahead of oneDNN
+  // (qs_bench_pointwise, docs/performance.md).
   return pixels >= 14 * 14 || C < 256;
 }
 

@@ -19,12 +19,15 @@
 
 namespace qs {
 
-/// Whether the direct pointwise kernel should run a 1x1 Conv of C input and M output channels over
-/// `pixels` outputs per image (group 1, stride 1, no padding) where oneDNN could run it too; false
-/// for the shapes where oneDNN measured faster. Without oneDNN the direct kernel runs every such
-/// shape (it is level with or ahead of the GEMM path on all of them). Measured: docs/performance.md,
-/// "Small CNNs", "1x1 convolutions read in place".
+/// Whether the direct kernel should run a 1x1 Conv (group 1, stride 1, no padding) of C input and
+/// M output channels over `pixels` outputs per image rather than the GEMM path: false where the
+/// input rows, `pixels` floats apart, crowd into few L1 sets and many output channels re-read them.
+/// Measured: docs/performance.md, "Small CNNs", "1x1 convolutions read in place".
 bool pointwiseDirectPreferred(int64_t C, int64_t M, int64_t pixels);
+
+/// Whether the direct kernel should run such a conv where oneDNN's rule (DnnlConv::preferred) would
+/// take it: false on oneDNN's deep shapes below 14x14 outputs, where it measured faster.
+bool pointwiseDirectBeatsOneDnn(int64_t C, int64_t pixels);
 
 /// y [N, M, P] = activations(bias + W x) for x [N, C, P] (contiguous), W the M x C matrix packed
 /// in `w` (6-row panels, rows past M zero). bias (M values) may be null. Work is split over

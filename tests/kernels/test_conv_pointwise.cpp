@@ -138,12 +138,18 @@ TEST(ConvPointwise, StridedAndPaddedOneByOneKeepTheirOwnPaths) {
   }
 }
 
-TEST(ConvPointwise, OneDnnKeepsOnlyTheDeepSevenBySevenShapes) {
-  EXPECT_FALSE(pointwiseDirectPreferred(960, 160, 49));
-  EXPECT_FALSE(pointwiseDirectPreferred(440, 440, 49));
-  EXPECT_TRUE(pointwiseDirectPreferred(160, 960, 49));
-  EXPECT_TRUE(pointwiseDirectPreferred(96, 24, 49));
-  EXPECT_TRUE(pointwiseDirectPreferred(576, 96, 196));
+TEST(ConvPointwise, RulesLeaveCrowdedStridesToTheGemmAndDeepSevenBySevenToOneDnn) {
+  EXPECT_FALSE(pointwiseDirectBeatsOneDnn(960, 49));
+  EXPECT_FALSE(pointwiseDirectBeatsOneDnn(440, 49));
+  EXPECT_TRUE(pointwiseDirectBeatsOneDnn(160, 49));
+  EXPECT_TRUE(pointwiseDirectBeatsOneDnn(576, 196));
+  // 160x160: every row of a strip in one L1 set; 80x80: four; 28x28 (784 floats, 49 lines): all 64.
+  EXPECT_FALSE(pointwiseDirectPreferred(48, 48, 160 * 160));
+  EXPECT_FALSE(pointwiseDirectPreferred(96, 96, 80 * 80));
+  EXPECT_TRUE(pointwiseDirectPreferred(48, 12, 160 * 160));
+  EXPECT_TRUE(pointwiseDirectPreferred(32, 48, 160 * 160));
+  EXPECT_TRUE(pointwiseDirectPreferred(104, 104, 28 * 28));
+  EXPECT_TRUE(pointwiseDirectPreferred(144, 24, 56 * 56));
   EXPECT_TRUE(pointwiseDirectPreferred(16, 96, 112 * 112));
 }
 
