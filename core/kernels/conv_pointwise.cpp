@@ -176,7 +176,7 @@ bool pointwiseDirectPreferred(int64_t C, int64_t M, int64_t pixels) {
   // one, at 80x80 into 4, at 40x40 into 16. Past ~10 rows a set, the strip no longer stays in L1
   // while the panels run over it, and where many panels do (M >= 48) the GEMM path, which packs
   // the strip contiguously, measured ahead (det's 48 -> 48 at 160x160, 96 -> 96 at 80x80,
-  // 192 -> 192 at 40x40: 1.05-1.34x); with few output channels, packing costs more than the misses
+  // 192 -> 192 at 40x40: mostly 1.05-1.34x); with few output channels, packing costs more than the misses
   // (48 -> 12 at 160x160: 0.78x).
   if (pixels % 16 == 0) {
     const int64_t sets = 64 / std::gcd<int64_t>(pixels / 16, 64);
@@ -186,10 +186,10 @@ bool pointwiseDirectPreferred(int64_t C, int64_t M, int64_t pixels) {
 }
 
 bool pointwiseDirectBeatsOneDnn(int64_t C, int64_t pixels) {
-  // oneDNN's 1x1 kernel (blocked layout, reorders included) measured 5-35% ahead below 14x14
-  // outputs from ~256 input channels on (mobilenet_v2's 576 -> 160, 960 -> 160, 320 -> 1280,
-  // shufflenet's 464 -> 1024, regnet's 440 -> 440); level at 232 -> 232; behind with fewer
-  // (160 -> 960: 0.70-0.89x). The direct kernel everywhere else: level with or ahead of oneDNN
+  // oneDNN's 1x1 kernel (blocked layout, reorders included) measured up to 20% ahead below 14x14
+  // outputs from ~256 input channels on (mobilenet_v2's 960 -> 160, 320 -> 1280, shufflenet's
+  // 464 -> 1024, regnet's 440 -> 440; level at 576 -> 160), level or behind with fewer (160 -> 960,
+  // 232 -> 232). The direct kernel everywhere else: level with or ahead of oneDNN
   // (qs_bench_pointwise, docs/performance.md).
   return pixels >= 14 * 14 || C < 256;
 }
