@@ -133,9 +133,9 @@ void tile(const float* panel, int64_t C, const float* x, int64_t P, float* y, in
 }
 
 // Rows [m0, m1) (m0 a multiple of 6) over pixels [p0, p1) of one image, in groups of strips whose
-// input (C rows of up to 8 x 16 pixels) stays within ~24 KB of L1: every 6-row panel of the block's
+// input (C rows of up to 32 x 16 pixels) stays within ~24 KB of L1: every 6-row panel of the block's
 // W (L2) runs over the group's strips, so the panel is reused from L1 too, and each output row is
-// written a run of up to 512 bytes at a time (a strip at a time over all rows left the stores of
+// written a run of up to 2 KB at a time (a strip at a time over all rows left the stores of
 // wide, shallow convs such as 16 -> 96 at 112x112 scattered over ~100 rows).
 void block(const PackedMatrix& w, const float* x, int64_t P, float* y, int64_t m0, int64_t m1, int64_t p0, int64_t p1,
            const Epilogue& ep) {
