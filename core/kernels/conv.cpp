@@ -12,6 +12,7 @@
 #include "core/exec/parallel.h"
 #include "core/kernels/conv_dnnl.h"
 #include "core/kernels/conv_gemv.h"
+#include "core/kernels/conv_pointwise.h"
 #include "core/kernels/depthwise_c8.h"
 #include "core/kernels/gemm.h"
 
@@ -554,6 +555,17 @@ class ConvKernel : public Kernel {
         m_gemv->run(x, N, bias, m_activations, y);
         return Status::ok();
       }
+    }
+    // 1x1, stride 1, unpadded, group 1, W the constant packed at load: read in place, bias and
+    // activations in registers (conv_pointwise.h), where it measured ahead of the GEMM path and
+    // of oneDNN (pointwiseDirectPreferred, pointwiseDirectBeatsOneDnn).
+    const bool unitWindow = kSize == 1 && g.s[0] * g.s[1] * g.s[2] == 1 &&
+                            g.padB[0] + g.padB[1] + g.padB[2] + g.padE[0] + g.padE[1] + g.padE[2] == 0;
+    if (G == 1 && unitWindow && outSize > 1 && m_packed && W.sharesBufferWith(m_constW) &&
+        W.shape() == m_constW.shape() && pointwiseDirectPreferred(C, M, outSize) &&
+        (!m_dnnl || !DnnlConv::preferred(C, M, G, g) || pointwiseDirectBeatsOneDnn(C, outSize))) {
+      pointwiseConvDirect((*m_packed)[0], x, N, outSize, bias, m_activations, y, ctx.threads);
+      return Status::ok();
     }
     // oneDNN where it measured faster (conv_dnnl.h), while W and B are the constants it was
     // prepared with; ours computes y if it refuses.
