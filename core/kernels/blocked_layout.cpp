@@ -46,6 +46,23 @@ Status runFromBlocked(KernelContext& ctx) {
   return Status::ok();
 }
 
+// out[p][c] = in[p][c] * s[c] + h[c] (then max with 0) over HW pixels of one 8-channel block.
+template <bool kRelu>
+void affine8(const float* in, const float* s, const float* h, int64_t HW, float* out) {
+  float sv[8], hv[8];
+  for (int c = 0; c < 8; ++c) {
+    sv[c] = s[c];
+    hv[c] = h[c];
+  }
+  for (int64_t p = 0; p < HW; ++p) {
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      const float v = in[p * 8 + c] * sv[c] + hv[c];
+      out[p * 8 + c] = kRelu ? (v > 0.f ? v : 0.f) : v;
+    }
+  }
+}
+
 class BlockedBatchNormKernel : public Kernel {
  public:
   explicit BlockedBatchNormKernel(bool relu) : m_relu(relu) {}
@@ -61,18 +78,12 @@ class BlockedBatchNormKernel : public Kernel {
     const float* shift = ctx.input(2).data<float>();
     Tensor Y(DType::Float, X.shape());
     float* y = Y.data<float>();
-    const bool relu = m_relu;
     parallelFor(ctx.threads, N * CB, blockGrain(HW), [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
-        const float* s = scale + (t % CB) * 8;
-        const float* h = shift + (t % CB) * 8;
         const float* in = x + t * HW * 8;
         float* out = y + t * HW * 8;
-        for (int64_t p = 0; p < HW; ++p)
-          for (int c = 0; c < 8; ++c) {
-            const float v = in[p * 8 + c] * s[c] + h[c];
-            out[p * 8 + c] = relu ? std::max(v, 0.f) : v;
-          }
+        if (m_relu) affine8<true>(in, scale + (t % CB) * 8, shift + (t % CB) * 8, HW, out);
+        else affine8<false>(in, scale + (t % CB) * 8, shift + (t % CB) * 8, HW, out);
       }
     });
     ctx.outputs[0] = std::move(Y);
