@@ -98,7 +98,8 @@ struct Rewrite {
     const Node& n = g.nodes[(size_t)id];
     if (n.outputs.empty() || n.outputs[0] == kNoValue) return;
     for (size_t o = 1; o < n.outputs.size(); ++o)
-      if (n.outputs[o] != kNoValue && !g.value(n.outputs[o]).consumers.empty()) return;
+      if (n.outputs[o] != kNoValue && (!g.value(n.outputs[o]).consumers.empty() || g.value(n.outputs[o]).isGraphOutput))
+        return;
     if (isOp(n, "Conv") || isOp(n, kFusedConvOp, kFusedDomain)) {
       const Tensor* W = n.inputs.size() > 1 ? fixedConstant(g, n.inputs[1]) : nullptr;
       if (!W || W->dtype() != DType::Float || W->rank() != 4 || W->dim(0) % 8 != 0 || W->dim(1) % 8 != 0) return;
