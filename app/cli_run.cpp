@@ -107,6 +107,9 @@ int runRun(const RunArgs& args) {
   // and oneDNN's convolutions where they measured faster (QS_DNNL=0: ours only, for A/B runs)
   const char* dnnl = std::getenv("QS_DNNL");
   eo.libraryKernels = !(dnnl && std::string(dnnl) == "0");
+  // and chains of them in oneDNN's blocked layout (QS_BLOCKED=0: a reorder around every Conv, for A/B runs)
+  const char* blocked = std::getenv("QS_BLOCKED");
+  eo.blockedRegions = !(blocked && std::string(blocked) == "0");
   auto ex = Executor::create(*model, eo);
   if (!ex) return reportError(ex.status());
   auto feeds = readFeeds(args, **model);

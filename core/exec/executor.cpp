@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "core/exec/blocked_rewrite.h"
 #include "core/exec/graph_rewrites.h"
 #include "core/exec/parallel.h"
 
@@ -145,9 +146,13 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> 
     auto rewritten = rewriteForInference(*model, *registry, ex->m_threads, &report);
     if (!rewritten) return rewritten.status();
     auto plan = std::make_unique<Plan>();
-    plan->model = std::move(rewritten).value();
+    std::shared_ptr<Model> fast = std::move(rewritten).value();
     plan->origin = std::move(report.origin);
     plan->absorbed = std::move(report.absorbed);
+    BlockedRegionReport blocked;  // oneDNN convolution chains kept in nChw8c (blocked_rewrite.h)
+    if (options.libraryKernels && options.blockedRegions)
+      QS_RETURN_IF_ERROR(rewriteBlockedRegions(*fast, plan->origin, plan->absorbed, &blocked));
+    plan->model = std::move(fast);
     QS_RETURN_IF_ERROR(createKernels(*plan, *registry, options.libraryKernels, ex->m_threads));
     markShapeOnly(*plan);
     ex->m_fast = std::move(plan);
@@ -158,6 +163,10 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> 
                            std::to_string(report.foldedIntoMatMul) + " nodes fused into " +
                            std::to_string(report.fusedMatMuls) + " FusedMatMul, " +
                            std::to_string(report.fusedLayerNorms) + " decomposed LayerNorm chains fused";
+    if (blocked.regions > 0)
+      ex->m_rewriteSummary += ", " + std::to_string(blocked.convs) + " Convs in " + std::to_string(blocked.regions) +
+                              " nChw8c regions (" + std::to_string(blocked.residualAdds) + " residual Adds fused, " +
+                              std::to_string(blocked.reorders) + " reorders)";
   }
   return ex;
 }
@@ -276,7 +285,7 @@ double Executor::estimateFlops(const Node& node, std::span<const Tensor* const> 
   if (out.empty() || out[0].empty()) return 0;
   const std::string& op = node.opType;
   double outElems = (double)out[0].numel();
-  if ((op == "Conv" || op == "ConvTranspose" || op == "FusedConv") && in.size() > 1 && in[1]) {
+  if ((op == "Conv" || op == "ConvTranspose" || op == "FusedConv" || op == "BlockedConv") && in.size() > 1 && in[1]) {
     // each output element of Conv: Cin/group * prod(kernel) MACs; ConvTranspose: per input element.
     const Shape& w = in[1]->shape();
     if (op != "ConvTranspose") return 2.0 * outElems * product(w, 1);
@@ -409,7 +418,9 @@ Result<std::vector<Tensor>> Executor::runPlan(const Plan& plan, const std::vecto
       if (!isOriginal) {
         np.node = plan.origin[(size_t)id];
         np.absorbed = plan.absorbed[(size_t)id];
-        if (!np.absorbed.empty()) {
+        if (np.absorbed.empty() && node.opType != m_model->graph.nodes[(size_t)np.node].opType) {
+          np.kernel = node.opType;  // e.g. a reorder of a blocked region (blocked_rewrite.h)
+        } else if (!np.absorbed.empty()) {
           const Graph& og = m_model->graph;
           np.kernel = node.opType + "(" + og.nodes[(size_t)np.node].opType;
           for (NodeId a : np.absorbed) np.kernel += "," + og.nodes[(size_t)a].opType;

@@ -86,6 +86,9 @@ struct ExecutorOptions {
   /// core/kernels/conv_dnnl.h). Its sums run in another order, so the analyses (whose figures
   /// are compared to 1e-9 across versions) keep it off; `quantscope run` turns it on.
   bool libraryKernels = false;
+  /// With rewrites and libraryKernels: keep chains of oneDNN convolutions in nChw8c, reordering
+  /// only at their borders (core/exec/blocked_rewrite.h). Off only for A/B runs (QS_BLOCKED=0).
+  bool blockedRegions = true;
 };
 
 class Executor {

@@ -53,9 +53,17 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Tensor&, const Tensor*, int64_t
 }
 DnnlConv::DnnlConv(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 DnnlConv::~DnnlConv() = default;
+std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor&, const Tensor*, std::vector<FusedActivation>, bool,
+                                                  bool) {
+  return nullptr;
+}
 Status DnnlConv::run(const float*, int64_t, int64_t, const WindowGeometry&, float*, int) const {
   return unsupported("built without oneDNN");
 }
+Status DnnlConv::runBlocked(const float*, int64_t, int64_t, const WindowGeometry&, float*, const float*, int) const {
+  return unsupported("built without oneDNN");
+}
+bool DnnlConv::blocked() const { return false; }
 
 #else
 
@@ -103,6 +111,8 @@ struct DnnlConv::Impl {
   Tensor W;
   std::vector<float> bias;  // empty: none
   int64_t group = 1;
+  bool blocked = false;   // src and dst nChw8c (createBlocked)
+  bool residual = false;  // sum post-op: dst holds the residual before the primitive runs
   dnnl::post_ops postOps;
   std::vector<FusedActivation> after;  // activations oneDNN has no post-op for, applied per task
   std::mutex mutex;
@@ -133,12 +143,13 @@ struct DnnlConv::Impl {
     const int64_t Gs = group / S;  // groups per slice (group > 1)
     const memory::dims src{1, Cs, g.in[1], g.in[2]}, dst{1, Ms, g.out[1], g.out[2]};
     const memory::dims wts = group > 1 ? memory::dims{Gs, Ms / Gs, C / group, KH, KW} : memory::dims{Ms, C, KH, KW};
-    p->userSrc = memory::desc(src, DT::f32, Tag::nchw);
-    p->userDst = memory::desc(dst, DT::f32, Tag::nchw);
+    const Tag user = blocked ? Tag::nChw8c : Tag::nchw;
+    p->userSrc = memory::desc(src, DT::f32, user);
+    p->userDst = memory::desc(dst, DT::f32, user);
     const memory::desc biasMd({Ms}, DT::f32, Tag::x);
     dnnl::convolution_forward::desc d(
-        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, memory::desc(src, DT::f32, Tag::any),
-        memory::desc(wts, DT::f32, Tag::any), bias.empty() ? memory::desc() : biasMd, memory::desc(dst, DT::f32, Tag::any),
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, blocked ? p->userSrc : memory::desc(src, DT::f32, Tag::any),
+        memory::desc(wts, DT::f32, Tag::any), bias.empty() ? memory::desc() : biasMd, blocked ? p->userDst : memory::desc(dst, DT::f32, Tag::any),
         {g.s[1], g.s[2]}, {g.d[1] - 1, g.d[2] - 1}, {g.padB[1], g.padB[2]}, {g.padE[1], g.padE[2]});
     dnnl::primitive_attr attr;
     attr.set_post_ops(postOps);
@@ -208,7 +219,42 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Tensor& W, const Tensor* B, int
   return std::unique_ptr<DnnlConv>(new DnnlConv(std::move(impl)));
 }
 
+std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor& W, const Tensor* B,
+                                                  std::vector<FusedActivation> activations, bool residual,
+                                                  bool reluAfterResidual) {
+  if (W.dtype() != DType::Float || W.rank() != 4 || W.dim(0) % 8 != 0 || W.dim(1) % 8 != 0) return nullptr;
+  if (residual && !activations.empty()) return nullptr;
+  std::unique_ptr<DnnlConv> conv = create(W, B, 1, std::move(activations));
+  if (!conv) return nullptr;
+  conv->m_impl->blocked = true;
+  if (residual) {
+    conv->m_impl->residual = true;
+    conv->m_impl->postOps = dnnl::post_ops();
+    conv->m_impl->postOps.append_sum(1.f);
+    if (reluAfterResidual) conv->m_impl->postOps.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  }
+  return conv;
+}
+
+bool DnnlConv::blocked() const { return m_impl->blocked; }
+
 Status DnnlConv::run(const float* x, int64_t N, int64_t C, const WindowGeometry& g, float* y, int threads) const {
+  if (m_impl->blocked) return invalidArgument("oneDNN backend: made for the blocked layout");
+  return execute(x, N, C, g, y, nullptr, threads);
+}
+
+Status DnnlConv::runBlocked(const float* x, int64_t N, int64_t C, const WindowGeometry& g, float* y,
+                            const float* residual, int threads) const {
+  if (!m_impl->blocked) return invalidArgument("oneDNN backend: not made for the blocked layout");
+  if ((residual != nullptr) != m_impl->residual)
+    return invalidArgument(m_impl->residual ? "oneDNN backend: the residual input is missing"
+                                            : "oneDNN backend: a residual input it was not made for");
+  if (C % 8 != 0) return invalidArgument("oneDNN backend: the blocked layout needs a multiple of 8 channels");
+  return execute(x, N, C, g, y, residual, threads);
+}
+
+Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeometry& g, float* y,
+                         const float* residual, int threads) const {
   if (g.nd != 2) return unsupported("oneDNN backend: 2-D only");
   const int64_t M = m_impl->W.dim(0);
   if (C != m_impl->W.dim(1) * m_impl->group)
@@ -243,6 +289,7 @@ Status DnnlConv::run(const float* x, int64_t N, int64_t C, const WindowGeometry&
         userSrc.set_data_handle(const_cast<float*>(x) + (n * C + s * (Cs == C ? 0 : Cs)) * inSize);
         float* out = y + (n * M + s * Ms) * outSize;
         userDst.set_data_handle(out);
+        if (residual) std::memcpy(out, residual + (out - y), sizeof(float) * (size_t)(Ms * outSize));
         if (p.toSrc) p.toSrc->execute(stream, userSrc, src);
         std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.toSrc ? src : userSrc},
                                              {DNNL_ARG_WEIGHTS, p.weights[(size_t)s]},

@@ -29,6 +29,13 @@ class DnnlConv {
   /// build has no oneDNN or W is not a 2-D float filter.
   static std::unique_ptr<DnnlConv> create(const Tensor& W, const Tensor* B, int64_t group,
                                           std::vector<FusedActivation> activations);
+  /// The blocked-layout form (core/kernels/blocked_layout.h): x and y are oneDNN's nChw8c,
+  /// [N, C/8, H, W, 8] (C and M multiples of 8, group 1). With `residual`, run's `residual`
+  /// (nChw8c, y's shape) is added to conv(x) + B (oneDNN's sum post-op), then Relu when
+  /// `reluAfterResidual`; `activations` must then be empty. nullptr as create.
+  static std::unique_ptr<DnnlConv> createBlocked(const Tensor& W, const Tensor* B,
+                                                 std::vector<FusedActivation> activations, bool residual,
+                                                 bool reluAfterResidual);
   ~DnnlConv();
 
   /// y = activations(conv(x) + B), x [N, C, g.in] and y [N, M, g.out] plain NCHW, y allocated by
@@ -36,10 +43,18 @@ class DnnlConv {
   /// and kept (the newest 8). Fails when oneDNN refuses the shape or the run (y may then be
   /// partly written): the caller then computes y itself.
   Status run(const float* x, int64_t N, int64_t C, const WindowGeometry& g, float* y, int threads) const;
+  /// run() for a createBlocked backend: x, y (and residual, which must be given exactly when it
+  /// was created with one) in nChw8c; nothing is reordered.
+  Status runBlocked(const float* x, int64_t N, int64_t C, const WindowGeometry& g, float* y, const float* residual,
+                    int threads) const;
+  /// Whether this backend was made by createBlocked.
+  bool blocked() const;
 
  private:
   struct Impl;
   explicit DnnlConv(std::unique_ptr<Impl> impl);
+  Status execute(const float* x, int64_t N, int64_t C, const WindowGeometry& g, float* y, const float* residual,
+                 int threads) const;
   std::unique_ptr<Impl> m_impl;
 };
 

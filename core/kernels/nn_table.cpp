@@ -1,5 +1,6 @@
 // Kernel table of the 'nn' group: one row per (op, opset range).
 #include "core/exec/kernel_registry.h"
+#include "core/kernels/blocked_layout.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/conv_transpose.h"
 #include "core/kernels/einsum.h"
@@ -11,7 +12,7 @@
 namespace qs {
 
 std::vector<KernelEntry> nnKernels() {
-  return {
+  std::vector<KernelEntry> rows = {
       {"Conv", "", 1, 21, createConv},
       // Made by the executor's graph rewrites (Conv + folded BatchNormalization + activations).
       {kFusedConvOp, kFusedDomain, 1, 1, createConv},
@@ -32,6 +33,9 @@ std::vector<KernelEntry> nnKernels() {
       {"GlobalAveragePool", "", 1, 21, createGlobalAveragePool},
       {"GlobalMaxPool", "", 1, 21, createGlobalMaxPool},
   };
+  // Made by the blocked-region rewrite (core/exec/blocked_rewrite.h).
+  for (KernelEntry& e : blockedLayoutKernels()) rows.push_back(std::move(e));
+  return rows;
 }
 
 }  // namespace qs

@@ -126,16 +126,18 @@ TEST_P(ZooParity, EveryOutputAbove90dB) {
   auto model = loadModel(modelPath);
   ASSERT_TRUE(model) << model.status().message();
   const Graph& g = (*model)->graph;
-  std::map<bool, std::unique_ptr<Executor>> engines;
-  for (bool rewrites : {false, true}) {
+  // 0: plain, 1: rewrites, 2: what `quantscope run` uses (rewrites, oneDNN convolutions, blocked regions).
+  std::map<int, std::unique_ptr<Executor>> engines;
+  for (int config : {0, 1, 2}) {
     ExecutorOptions eo;
     eo.threads = 2;
-    eo.rewrites = rewrites;
+    eo.rewrites = config > 0;
+    eo.libraryKernels = config == 2;
     auto ex = Executor::create(*model, eo);
     ASSERT_TRUE(ex) << ex.status().message();
-    engines[rewrites] = std::move(ex).value();
+    engines[config] = std::move(ex).value();
   }
-  ASSERT_TRUE(engines[true]->rewritesActive());
+  ASSERT_TRUE(engines[1]->rewritesActive());
 
   // Images: smooth colour fields with edges and a little noise, in about [-2, 2] (ImageNet
   // normalisation); token ids uniform over their embedding table; other integers (masks) 1, with
@@ -173,8 +175,9 @@ TEST_P(ZooParity, EveryOutputAbove90dB) {
   std::string cmd = "ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_run.mjs " +
                     modelPath + " " + dir + " " + dir + " --threads 2";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  for (bool rewrites : {false, true}) {
-    auto ours = engines[rewrites]->run(feeds);
+  for (int config : {0, 1, 2}) {
+    const bool rewrites = config > 0;
+    auto ours = engines[config]->run(feeds);
     ASSERT_TRUE(ours) << ours.status().message();
     for (size_t i = 0; i < ours->size(); ++i) {
       auto ref = readNpy(dir + "/out_" + std::to_string(i) + ".npy");
@@ -183,10 +186,11 @@ TEST_P(ZooParity, EveryOutputAbove90dB) {
       ErrorAccumulator acc;
       acc.add(*ref, (*ours)[i]);
       const auto m = acc.metrics();
-      std::printf("%s output '%s' %s, rewrites %s: SNR %.1f dB, max abs error %.3g\n", name.c_str(),
+      std::printf("%s output '%s' %s, rewrites %s%s: SNR %.1f dB, max abs error %.3g\n", name.c_str(),
                   g.value(g.outputs[i]).name.c_str(), shapeToString(ref->shape()).c_str(), rewrites ? "on" : "off",
-                  m.snrDb, m.maxAbs);
-      EXPECT_GE(m.snrDb, 90.0) << name << " output " << i << (rewrites ? ", rewrites on" : "");
+                  config == 2 ? " + library kernels" : "", m.snrDb, m.maxAbs);
+      EXPECT_GE(m.snrDb, 90.0) << name << " output " << i << (rewrites ? ", rewrites on" : "")
+                               << (config == 2 ? " + library kernels" : "");
     }
   }
   fs::remove_all(dir);

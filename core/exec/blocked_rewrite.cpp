@@ -1,0 +1,390 @@
+// Blocked regions: see blocked_rewrite.h.
+#include "core/exec/blocked_rewrite.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <optional>
+#include <string>
+
+#include "core/kernels/blocked_layout.h"
+#include "core/kernels/conv.h"
+#include "core/kernels/conv_dnnl.h"
+
+namespace qs {
+
+namespace {
+
+enum class Kind { None, Conv, BatchNorm, Concat, Relu };
+
+const Tensor* fixedConstant(const Graph& g, ValueId v) {
+  if (v == kNoValue) return nullptr;
+  const Value& val = g.value(v);
+  if (!val.constant || val.isGraphInput || val.isOverridable) return nullptr;
+  return &*val.constant;
+}
+
+bool isOp(const Node& n, const char* op, const char* domain = "") { return n.opType == op && n.domain == domain; }
+
+int64_t intAttr(const Node& n, const char* key, int64_t def) {
+  const Attribute* a = n.attr(key);
+  return a && a->type == Attribute::Type::Int ? a->i : def;
+}
+
+// Dims equal as far as they are known: both fixed and equal, or the same symbol.
+bool sameKnownShape(const Value& a, const Value& b) {
+  if (!a.shape || !b.shape || a.shape->size() != 4 || b.shape->size() != 4) return false;
+  for (size_t i = 0; i < 4; ++i) {
+    const Dim &x = (*a.shape)[i], &y = (*b.shape)[i];
+    if (x.isFixed() ? !(y.isFixed() && x.value == y.value) : (x.symbol.empty() || x.symbol != y.symbol)) return false;
+  }
+  return true;
+}
+
+struct Rewrite {
+  Model& model;
+  Graph& g;
+  std::vector<NodeId>& origin;
+  std::vector<std::vector<NodeId>>& absorbed;
+  BlockedRegionReport& report;
+
+  std::vector<Kind> kind;
+  std::vector<int64_t> outC;       // channels of the node's output (candidates)
+  std::vector<ValueId> residual;   // Conv: the residual input of a fused Add
+  std::vector<NodeId> fusedAdd, fusedRelu;  // per candidate: the Add / Relu it absorbs (-1: none)
+  std::vector<char> removed;
+  std::vector<NodeId> parent;      // union-find over candidates
+
+  NodeId find(NodeId x) {
+    while (parent[(size_t)x] != x) x = parent[(size_t)x] = parent[(size_t)parent[(size_t)x]];
+    return x;
+  }
+  void unite(NodeId a, NodeId b) { parent[(size_t)find(a)] = find(b); }
+
+  // The value a candidate's consumers read: its own output, or that of the Add / Relu it absorbs.
+  ValueId finalOutput(NodeId id) const {
+    const NodeId last = fusedRelu[(size_t)id] >= 0 ? fusedRelu[(size_t)id] : fusedAdd[(size_t)id];
+    return g.nodes[(size_t)(last >= 0 ? last : id)].outputs[0];
+  }
+  // The candidate producing value v (through an absorbed Add / Relu), or -1.
+  std::vector<NodeId> owner;
+  NodeId producerOf(ValueId v) const {
+    const NodeId p = g.value(v).producer;
+    return p >= 0 ? owner[(size_t)p] : -1;
+  }
+  int64_t channelsOf(ValueId v) const {
+    const NodeId p = producerOf(v);
+    if (p >= 0 && kind[(size_t)p] != Kind::None) return outC[(size_t)p];
+    const Value& val = g.value(v);
+    if (val.dtype != DType::Float || !val.shape || val.shape->size() != 4 || !(*val.shape)[1].isFixed()) return -1;
+    return (*val.shape)[1].value;
+  }
+  std::vector<ValueId> activationInputs(NodeId id) const {
+    const Node& n = g.nodes[(size_t)id];
+    switch (kind[(size_t)id]) {
+      case Kind::Conv: {
+        std::vector<ValueId> in{n.inputs[0]};
+        if (residual[(size_t)id] != kNoValue) in.push_back(residual[(size_t)id]);
+        return in;
+      }
+      case Kind::Concat: return n.inputs;
+      case Kind::BatchNorm:
+      case Kind::Relu: return {n.inputs[0]};
+      default: return {};
+    }
+  }
+
+  void classify(NodeId id) {
+    const Node& n = g.nodes[(size_t)id];
+    if (n.outputs.empty() || n.outputs[0] == kNoValue) return;
+    for (size_t o = 1; o < n.outputs.size(); ++o)
+      if (n.outputs[o] != kNoValue && (!g.value(n.outputs[o]).consumers.empty() || g.value(n.outputs[o]).isGraphOutput))
+        return;
+    if (isOp(n, "Conv") || isOp(n, kFusedConvOp, kFusedDomain)) {
+      const Tensor* W = n.inputs.size() > 1 ? fixedConstant(g, n.inputs[1]) : nullptr;
+      if (!W || W->dtype() != DType::Float || W->rank() != 4 || W->dim(0) % 8 != 0 || W->dim(1) % 8 != 0) return;
+      if (n.inputs.size() > 3 || intAttr(n, "group", 1) != 1) return;
+      if (n.inputs.size() == 3 && n.inputs[2] != kNoValue && !fixedConstant(g, n.inputs[2])) return;
+      const int64_t C = channelsOf(n.inputs[0]);
+      if (C >= 0 && C != W->dim(1)) return;
+      kind[(size_t)id] = Kind::Conv;
+      outC[(size_t)id] = W->dim(0);
+    } else if (isOp(n, "BatchNormalization")) {
+      if (n.inputs.size() != 5 || intAttr(n, "training_mode", 0) != 0) return;
+      const Tensor* s = fixedConstant(g, n.inputs[1]);
+      if (!s || s->rank() != 1 || s->numel() % 8 != 0) return;
+      for (size_t i = 1; i < 5; ++i) {
+        const Tensor* t = fixedConstant(g, n.inputs[i]);
+        if (!t || t->dtype() != DType::Float || t->numel() != s->numel()) return;
+      }
+      const int64_t C = channelsOf(n.inputs[0]);
+      if (C >= 0 && C != s->numel()) return;
+      if (C < 0 && producerOf(n.inputs[0]) < 0) return;  // rank unknown: maybe not 4-D
+      kind[(size_t)id] = Kind::BatchNorm;
+      outC[(size_t)id] = s->numel();
+    } else if (isOp(n, "Concat") && intAttr(n, "axis", 1) == 1 && n.attr("axis")) {
+      int64_t sum = 0;
+      for (ValueId v : n.inputs) {
+        const int64_t c = v == kNoValue ? -1 : channelsOf(v);
+        if (c <= 0 || c % 8 != 0) return;
+        sum += c;
+      }
+      kind[(size_t)id] = Kind::Concat;
+      outC[(size_t)id] = sum;
+    } else if (isOp(n, "Relu") && n.inputs.size() == 1) {
+      const NodeId p = producerOf(n.inputs[0]);
+      if (p < 0 || kind[(size_t)p] == Kind::None) return;
+      kind[(size_t)id] = Kind::Relu;
+      outC[(size_t)id] = outC[(size_t)p];
+    }
+  }
+
+  // The sole consumer of v when it is not a graph output, else -1.
+  NodeId soleConsumer(ValueId v) const {
+    const Value& val = g.value(v);
+    if (val.isGraphOutput || val.consumers.size() != 1) return -1;
+    return val.consumers[0];
+  }
+
+  void fuseEpilogues(NodeId id) {
+    const Node& n = g.nodes[(size_t)id];
+    const NodeId next = soleConsumer(n.outputs[0]);
+    if (next < 0 || removed[(size_t)next]) return;
+    const Node& c = g.nodes[(size_t)next];
+    if (kind[(size_t)id] == Kind::BatchNorm) {
+      if (isOp(c, "Relu")) fusedRelu[(size_t)id] = next;
+    } else if (kind[(size_t)id] == Kind::Conv) {
+      const Attribute* acts = n.attr("activations");
+      if (acts && !acts->strings.empty()) return;
+      if (!isOp(c, "Add") || c.inputs.size() != 2 || c.inputs[0] == c.inputs[1]) return;
+      const ValueId r = c.inputs[0] == n.outputs[0] ? c.inputs[1] : c.inputs[0];
+      if (!sameKnownShape(g.value(r), g.value(n.outputs[0])) || channelsOf(r) != outC[(size_t)id]) return;
+      residual[(size_t)id] = r;
+      fusedAdd[(size_t)id] = next;
+      const NodeId relu = soleConsumer(c.outputs[0]);
+      if (relu >= 0 && isOp(g.nodes[(size_t)relu], "Relu")) fusedRelu[(size_t)id] = relu;
+    }
+    if (fusedRelu[(size_t)id] >= 0) {
+      removed[(size_t)fusedRelu[(size_t)id]] = 1;
+      kind[(size_t)fusedRelu[(size_t)id]] = Kind::None;
+      owner[(size_t)fusedRelu[(size_t)id]] = id;
+    }
+    if (fusedAdd[(size_t)id] >= 0) {
+      removed[(size_t)fusedAdd[(size_t)id]] = 1;
+      owner[(size_t)fusedAdd[(size_t)id]] = id;
+    }
+  }
+
+  ValueId newValue(const std::string& base, std::optional<Tensor> constant) {
+    std::string name = base;
+    for (int i = 1; g.findValue(name) != kNoValue; ++i) name = base + "_" + std::to_string(i);
+    const ValueId id = g.valueId(name);
+    Value& v = g.value(id);
+    v.dtype = DType::Float;
+    if (constant) {
+      std::vector<Dim> dims;
+      for (int64_t d : constant->shape()) dims.push_back(Dim{d, {}});
+      v.shape = dims;
+      v.constant = std::move(constant);
+    }
+    return id;
+  }
+
+  Status run() {
+    const size_t n = g.nodes.size();
+    kind.assign(n, Kind::None);
+    outC.assign(n, -1);
+    residual.assign(n, kNoValue);
+    fusedAdd.assign(n, -1);
+    fusedRelu.assign(n, -1);
+    removed.assign(n, 0);
+    owner.resize(n);
+    std::iota(owner.begin(), owner.end(), 0);
+    for (NodeId id : g.topoOrder) classify(id);
+    for (NodeId id : g.topoOrder)
+      if (kind[(size_t)id] != Kind::None && !removed[(size_t)id]) fuseEpilogues(id);
+    // Regions: candidates joined by the values between them; kept with >= 2 convolutions larger than 1x1.
+    parent.resize(n);
+    std::iota(parent.begin(), parent.end(), 0);
+    for (NodeId id = 0; id < (NodeId)n; ++id) {
+      if (kind[(size_t)id] == Kind::None) continue;
+      for (ValueId v : activationInputs(id)) {
+        const NodeId p = producerOf(v);
+        if (p >= 0 && kind[(size_t)p] != Kind::None) unite(p, id);
+      }
+    }
+    std::vector<int> spatialConvs(n, 0), members(n, 0);
+    for (NodeId id = 0; id < (NodeId)n; ++id) {
+      if (kind[(size_t)id] == Kind::None) continue;
+      ++members[(size_t)find(id)];
+      if (kind[(size_t)id] == Kind::Conv) {
+        const Tensor* W = fixedConstant(g, g.nodes[(size_t)id].inputs[1]);
+        if (W->dim(2) * W->dim(3) > 1) ++spatialConvs[(size_t)find(id)];
+      }
+    }
+    std::vector<char> kept(n, 0);
+    for (NodeId id = 0; id < (NodeId)n; ++id) {
+      if (kind[(size_t)id] == Kind::None) continue;
+      kept[(size_t)id] = spatialConvs[(size_t)find(id)] >= 2;
+      if (kept[(size_t)id] && find(id) == id) ++report.regions;
+    }
+    // Undo the fusions of candidates that are not kept.
+    for (NodeId id = 0; id < (NodeId)n; ++id) {
+      if (kind[(size_t)id] == Kind::None || kept[(size_t)id]) continue;
+      for (NodeId f : {fusedAdd[(size_t)id], fusedRelu[(size_t)id]})
+        if (f >= 0) {
+          removed[(size_t)f] = 0;
+          owner[(size_t)f] = f;
+        }
+      fusedAdd[(size_t)id] = fusedRelu[(size_t)id] = -1;
+      residual[(size_t)id] = kNoValue;
+    }
+    if (report.regions == 0) return Status::ok();
+
+    std::vector<Node> nodes;
+    std::vector<NodeId> newOrigin;
+    std::vector<std::vector<NodeId>> newAbsorbed;
+    std::vector<ValueId> blockedOf(g.values.size(), kNoValue);  // plain value -> its blocked twin
+    auto blockedValue = [&](ValueId v) {
+      if (blockedOf[(size_t)v] == kNoValue) {
+        const ValueId b = newValue(g.value(v).name + "#nChw8c", std::nullopt);
+        blockedOf.resize(g.values.size(), kNoValue);
+        blockedOf[(size_t)v] = b;
+      }
+      return blockedOf[(size_t)v];
+    };
+    auto isKept = [&](ValueId v) {
+      const NodeId p = producerOf(v);
+      return p >= 0 && kept[(size_t)p];
+    };
+    std::vector<char> toBlockedMade(g.values.size(), 0);
+    for (NodeId id = 0; id < (NodeId)n; ++id) {
+      if (removed[(size_t)id]) continue;
+      Node node = g.nodes[(size_t)id];
+      std::vector<NodeId> abs = absorbed[(size_t)id];
+      if (!kept[(size_t)id]) {
+        nodes.push_back(std::move(node));
+        newOrigin.push_back(origin[(size_t)id]);
+        newAbsorbed.push_back(std::move(abs));
+        continue;
+      }
+      // Inputs from outside the region are reordered in, once per value.
+      auto mapInput = [&](ValueId v) {
+        const ValueId b = blockedValue(v);
+        if (!isKept(v) && !toBlockedMade[(size_t)v]) {
+          toBlockedMade[(size_t)v] = 1;
+          Node r;
+          r.name = g.value(v).name + "/to_nChw8c";
+          r.opType = kToBlockedOp;
+          r.domain = kFusedDomain;
+          r.inputs = {v};
+          r.outputs = {b};
+          nodes.push_back(std::move(r));
+          newOrigin.push_back(origin[(size_t)id]);
+          newAbsorbed.emplace_back();
+          ++report.reorders;
+        }
+        return b;
+      };
+      const ValueId out = finalOutput(id);
+      switch (kind[(size_t)id]) {
+        case Kind::Conv: {
+          node.opType = kBlockedConvOp;
+          node.domain = kFusedDomain;
+          node.inputs.resize(4, kNoValue);
+          node.inputs[0] = mapInput(node.inputs[0]);
+          if (residual[(size_t)id] != kNoValue) {
+            node.inputs[3] = mapInput(residual[(size_t)id]);
+            ++report.residualAdds;
+          } else {
+            node.inputs.resize(3);
+          }
+          Attribute relu;
+          relu.type = Attribute::Type::Int;
+          relu.i = fusedRelu[(size_t)id] >= 0 ? 1 : 0;
+          node.attributes["residual_relu"] = relu;
+          ++report.convs;
+          break;
+        }
+        case Kind::BatchNorm: {
+          const Tensor& s = *fixedConstant(g, node.inputs[1]);
+          const Tensor& b = *fixedConstant(g, node.inputs[2]);
+          const Tensor& m = *fixedConstant(g, node.inputs[3]);
+          const Tensor& var = *fixedConstant(g, node.inputs[4]);
+          const Attribute* e = node.attr("epsilon");
+          const float eps = e && e->type == Attribute::Type::Float ? e->f : 1e-5f;
+          const int64_t C = s.numel();
+          Tensor scale(DType::Float, {C}), shift(DType::Float, {C});
+          for (int64_t c = 0; c < C; ++c) {
+            const float k = s.data<float>()[c] / std::sqrt(var.data<float>()[c] + eps);
+            scale.data<float>()[c] = k;
+            shift.data<float>()[c] = b.data<float>()[c] - m.data<float>()[c] * k;
+          }
+          const ValueId x = mapInput(node.inputs[0]);
+          node.inputs = {x, newValue(node.name + "/blocked_scale", std::move(scale)),
+                         newValue(node.name + "/blocked_shift", std::move(shift))};
+          node.outputs.resize(1);
+          node.opType = kBlockedBatchNormOp;
+          node.domain = kFusedDomain;
+          node.attributes.clear();
+          Attribute relu;
+          relu.type = Attribute::Type::Int;
+          relu.i = fusedRelu[(size_t)id] >= 0 ? 1 : 0;
+          node.attributes["relu"] = relu;
+          break;
+        }
+        case Kind::Concat:
+          for (ValueId& v : node.inputs) v = mapInput(v);
+          break;
+        case Kind::Relu:
+          node.inputs[0] = mapInput(node.inputs[0]);
+          break;
+        default:
+          break;
+      }
+      for (NodeId f : {fusedAdd[(size_t)id], fusedRelu[(size_t)id]})
+        if (f >= 0) abs.push_back(origin[(size_t)f]);
+      node.outputs[0] = blockedValue(out);
+      nodes.push_back(std::move(node));
+      newOrigin.push_back(origin[(size_t)id]);
+      newAbsorbed.push_back(std::move(abs));
+      // Readers outside the region, and graph outputs, get the value back in NCHW under its own id.
+      bool outside = g.value(out).isGraphOutput;
+      for (NodeId c : g.value(out).consumers)
+        if (!removed[(size_t)c] && !kept[(size_t)c]) outside = true;
+      if (outside) {
+        Node r;
+        r.name = g.value(out).name + "/from_nChw8c";
+        r.opType = kFromBlockedOp;
+        r.domain = kFusedDomain;
+        r.inputs = {blockedOf[(size_t)out]};
+        r.outputs = {out};
+        nodes.push_back(std::move(r));
+        newOrigin.push_back(origin[(size_t)id]);
+        newAbsorbed.emplace_back();
+        ++report.reorders;
+      }
+    }
+    g.nodes = std::move(nodes);
+    origin = std::move(newOrigin);
+    absorbed = std::move(newAbsorbed);
+    model.opsets[kFusedDomain] = std::max<int64_t>(model.opsets[kFusedDomain], 1);
+    return g.finalize(model.path + " (blocked regions)");
+  }
+};
+
+}  // namespace
+
+Status rewriteBlockedRegions(Model& model, std::vector<NodeId>& origin, std::vector<std::vector<NodeId>>& absorbed,
+                             BlockedRegionReport* report) {
+  BlockedRegionReport local;
+  BlockedRegionReport& r = report ? *report : local;
+  r = BlockedRegionReport();
+  if (!DnnlConv::available()) return Status::ok();
+  if (origin.size() != model.graph.nodes.size() || absorbed.size() != origin.size())
+    return runtimeError(model.path + ": blocked regions: node bookkeeping does not match the graph");
+  Rewrite rw{model, model.graph, origin, absorbed, r, {}, {}, {}, {}, {}, {}, {}, {}};
+  return rw.run();
+}
+
+}  // namespace qs

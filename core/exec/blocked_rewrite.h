@@ -1,0 +1,40 @@
+// Blocked regions (issue 13, docs/performance.md "Blocked regions"): after the graph rewrites, a
+// connected chain of convolutions that oneDNN runs keeps its activations in oneDNN's nChw8c
+// layout (core/kernels/blocked_layout.h), with reorders only at the chain's borders, instead of
+// reordering NCHW -> nChw8c before every Conv and back after it. In a region:
+//  - Conv / FusedConv with constant W, group 1, input and output channels multiples of 8 become
+//    BlockedConv; a residual Add right after one (same shapes, no other consumer) and a Relu after
+//    that Add are fused into it (oneDNN's sum and eltwise post-ops);
+//  - inference BatchNormalization with constant parameters (and a Relu after it) becomes
+//    BlockedBatchNorm; Concat over axis 1 (every input a multiple of 8 channels) and Relu stay as
+//    they are, on the 5-D blocked tensors.
+// A region is kept only when it holds at least two convolutions with a window larger than 1x1
+// (ResNet, DenseNet bodies); chains of 1x1 convolutions between depthwise ones (MobileNet,
+// ShuffleNet) keep the Conv kernel's own choice of backend. Every value that is a graph output or
+// read outside the region is given back in NCHW under its own id (a FromNchw8c node), so the
+// rewritten graph computes the same outputs. Only for ExecutorOptions::rewrites together with
+// libraryKernels, i.e. unobserved inference (see executor.h).
+#pragma once
+
+#include <vector>
+
+#include "core/ir/graph.h"
+#include "core/util/status.h"
+
+namespace qs {
+
+struct BlockedRegionReport {
+  int regions = 0;       // connected regions kept
+  int convs = 0;         // convolutions running blocked
+  int residualAdds = 0;  // Add (+ Relu) nodes fused into a BlockedConv
+  int reorders = 0;      // ToNchw8c + FromNchw8c nodes at the borders
+};
+
+/// Rewrites `model` (the output of rewriteForInference) in place. `origin` and `absorbed` (one entry
+/// per node, see RewriteReport) are updated to the new node list: fused nodes are added to their
+/// conv's `absorbed`, a reorder stands for the node it serves. Does nothing when oneDNN is not
+/// built in. Fails only on an internal inconsistency of the rewritten graph.
+Status rewriteBlockedRegions(Model& model, std::vector<NodeId>& origin, std::vector<std::vector<NodeId>>& absorbed,
+                             BlockedRegionReport* report = nullptr);
+
+}  // namespace qs
