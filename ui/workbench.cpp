@@ -62,17 +62,15 @@ AnalysisRequest calibrationFromEnv() {
 }
 
 // Arranges the window for QS_SCREENSHOT_VIEW: graph (default), table, remedies (the layer table
-// and the SNR plot given most of the window, for the remedy columns), snr, histogram, scatter,
+// alone across the window's width, for the remedy columns), snr, histogram, scatter,
 // fallback, calibration (the dialog alone is saved).
 void arrangeView(MainWindow& window, const QString& view) {
   if (view == QStringLiteral("remedies")) {
     auto* table = window.findChild<QDockWidget*>(QStringLiteral("nodesDock"));
-    auto* plots = window.findChild<QDockWidget*>(QStringLiteral("plotsDock"));
+    window.findChild<QDockWidget*>(QStringLiteral("plotsDock"))->hide();
     table->show();
-    plots->show();
-    window.findChild<PlotsPanel*>(QStringLiteral("plotsPanel"))->tabs()->setCurrentIndex(PlotsPanel::SnrTab);
-    window.resizeDocks({table}, {window.height() * 2 / 3}, Qt::Vertical);
-    window.resizeDocks({table, plots}, {window.width() * 7 / 10, window.width() * 3 / 10}, Qt::Horizontal);
+    table->raise();
+    window.resizeDocks({table}, {window.height() * 3 / 5}, Qt::Vertical);
   } else if (view == QStringLiteral("table")) {
     auto* dock = window.findChild<QDockWidget*>(QStringLiteral("nodesDock"));
     dock->show();
