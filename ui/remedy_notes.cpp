@@ -1,5 +1,7 @@
 #include "ui/remedy_notes.h"
 
+#include <QStringList>
+#include <algorithm>
 #include <cmath>
 
 namespace qs::ui {
@@ -70,6 +72,53 @@ std::vector<RemedyNote> remedyNotes(const Graph& g, const RemedySummary& s) {
     add(notes, b.node, QStringLiteral("bias"),
         QStringLiteral("Bias correction: %1 channels, mean |shift| %2").arg(b.shift.size()).arg(b.meanAbsShift, 0, 'g', 3));
   return notes;
+}
+
+std::vector<PropertyEntry> remedySummaryProperties(const Graph& g, const AnalysisResult& after, const RemedySummary& s) {
+  if (s.applied.empty() && s.depthwisePairs.empty()) return {};
+  PropertyEntry r;
+  r.key = QStringLiteral("Remedies");
+  r.heading = true;
+  QStringList applied;
+  for (const std::string& a : s.applied) applied << QString::fromStdString(a);
+  if (!s.depthwisePairs.empty()) applied << QStringLiteral("depthwise_equalize");
+  r.value = applied.join(QStringLiteral(", "));
+  if (s.before)
+    for (size_t i = 0; i < after.outputs.size() && i < s.before->outputs.size(); ++i)
+      r.children.push_back({QStringLiteral("Output %1").arg(QString::fromStdString(after.outputs[i].name)),
+                            QStringLiteral("SNR %1 dB without the remedies, %2 dB with them")
+                                .arg(s.before->outputs[i].metrics.snrDb, 0, 'f', 2)
+                                .arg(after.outputs[i].metrics.snrDb, 0, 'f', 2),
+                            {}, false});
+  int clipped = 0;
+  for (const WeightClipNode& w : s.weightClips) clipped += w.clipped > 0;
+  auto count = [&](const char* key, size_t n, bool shown) {
+    if (shown) r.children.push_back({QLatin1String(key), QString::number(n), {}, false});
+  };
+  auto has = [&](const char* name) { return std::find(s.applied.begin(), s.applied.end(), name) != s.applied.end(); };
+  count("Equalized pairs", s.pairs.size(), has("equalize"));
+  count("SmoothQuant groups", s.smoothed.size(), has("smoothquant"));
+  count("SmoothQuant skipped", s.smoothSkipped.size(), has("smoothquant"));
+  count("Weights with clipped channels", (size_t)clipped, has("weight_clip_search"));
+  count("Bias-corrected nodes", s.biasShifts.size(), has("bias_correction"));
+  count("Depthwise pairs equalized", s.depthwisePairs.size(), !s.depthwisePairs.empty());
+  count("Changed initializers", s.changedInitializers.size(), true);
+  (void)g;
+  return {r};
+}
+
+std::vector<PropertyEntry> remedyNodeProperties(const Graph& g, const RemedySummary& s, NodeId id) {
+  const std::vector<RemedyNote> notes = remedyNotes(g, s);
+  if (id < 0 || (size_t)id >= notes.size() || notes[(size_t)id].empty()) return {};
+  PropertyEntry r;
+  r.key = QStringLiteral("Remedies");
+  r.value = notes[(size_t)id].text;
+  r.heading = true;
+  for (const QString& line : notes[(size_t)id].detail.split(QLatin1Char('\n'))) {
+    const qsizetype colon = line.indexOf(QStringLiteral(": "));
+    r.children.push_back({line.left(colon), line.mid(colon + 2), {}, false});
+  }
+  return {r};
 }
 
 }  // namespace qs::ui

@@ -385,6 +385,22 @@ class RemedySwitchTest : public QObject {
     QCOMPARE(noteOf(*model, g, "k_proj"), alpha);
     QCOMPARE(noteOf(*model, g, "ln"), QStringLiteral("SQ ÷s"));
     QCOMPARE(noteOf(*model, g, "add"), QString());
+    // The inspector: the model summary's "Remedies" section and the node's.
+    const auto summary = remedySummaryProperties(g, *w.analysis()->result(), searched->remedies);
+    QCOMPARE(summary.size(), size_t(1));
+    QCOMPARE(summary[0].value, QStringLiteral("smoothquant"));
+    auto child = [](const PropertyEntry& e, const QString& key) {
+      for (const PropertyEntry& c : e.children)
+        if (c.key == key) return c.value;
+      return QStringLiteral("(none)");
+    };
+    QCOMPARE(child(summary[0], QStringLiteral("SmoothQuant groups")), QStringLiteral("1"));
+    QVERIFY(child(summary[0], QStringLiteral("Output y")).contains(QStringLiteral("%1 dB without").arg(plain, 0, 'f', 2)));
+    NodeId q = -1;
+    for (NodeId id = 0; id < (NodeId)g.nodes.size(); ++id) q = g.nodes[(size_t)id].name == "q_proj" ? id : q;
+    const auto node = remedyNodeProperties(g, searched->remedies, q);
+    QCOMPARE(node.size(), size_t(1));
+    QVERIFY(child(node[0], QStringLiteral("SmoothQuant")).contains(QStringLiteral("weight rows times s (32 channels")));
     qInfo("LN -> MatMul model, random inputs, max: worst output SNR %.2f dB plain, %.2f dB with SmoothQuant (alpha %.1f searched)", plain,
           w.analysis()->result()->worstOutputSnrDb(), searched->remedies.smoothed.front().alpha);
 
