@@ -39,8 +39,6 @@ class NodeTableModel : public QAbstractTableModel {
   };
   static constexpr int FirstAnalysisColumn = QuantizedColumn, LastAnalysisColumn = ScaleColumn;
   static constexpr int FirstRemedyColumn = GraphSnrBeforeColumn, LastRemedyColumn = RemedyNoteColumn;
-  /// The before/after columns, shown with a baseline (the note column shows whenever a remedy touched a node).
-  static constexpr int LastRemedySnrColumn = LayerSnrDeltaColumn;
   /// Qt::UserRole on any cell: the NodeId of the row.
   static constexpr int NodeIdRole = Qt::UserRole + 1;
   /// Numbers as doubles for sorting (missing values sort below every number).
