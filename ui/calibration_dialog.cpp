@@ -248,6 +248,7 @@ void CalibrationDialog::updateEnabled() {
   const bool idle = !m_running;
   for (QWidget* w : std::initializer_list<QWidget*>{m_source, m_samples, m_method, m_mode, m_blockSize, m_int4Method}) w->setEnabled(idle);
   m_remedies->setEnabled(idle && !int4);  // remedies and precision are int8/fp8 settings
+  m_remedies->setInt8(m_mode->currentData().toInt() == (int)QuantMode::Int8);
   m_run->setEnabled(idle && m_controller->model());
 }
 

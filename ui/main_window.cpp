@@ -34,6 +34,7 @@
 #include "ui/node_properties.h"
 #include "ui/node_table_model.h"
 #include "ui/plots_panel.h"
+#include "ui/remedy_notes.h"
 #include "ui/remedy_view.h"
 #include "ui/project_controller.h"
 #include "ui/property_tree_model.h"
@@ -483,6 +484,8 @@ void MainWindow::showInspectorFor(int item) {
     if (result) {
       // An INT4 run's own summary (method, block, weight bytes before and after, outputs).
       auto a = m_analysis->int4Result() ? int4Summary(*m_analysis->int4Result()) : analysisSummary(model, *result);
+      if (const auto run = m_analysis->run(); run && !m_analysis->int4Result())
+        for (PropertyEntry& e : remedySummaryProperties(model.graph, *result, run->remedies)) a.push_back(std::move(e));
       entries.insert(entries.begin() + std::min<size_t>(1, entries.size()), a.begin(), a.end());
     }
     m_inspectorModel->setEntries(entries);
@@ -505,6 +508,8 @@ void MainWindow::showInspectorFor(int item) {
       if (result) {
         // Quantization first after the node's identity: it is what one looks at with results.
         auto q = quantizationProperties(model, *result, it.id);
+        if (const auto run = m_analysis->run(); run && !m_analysis->int4Result())
+          for (PropertyEntry& e : remedyNodeProperties(model.graph, run->remedies, it.id)) q.push_back(std::move(e));
         entries.insert(entries.begin() + std::min<size_t>(1, entries.size()), q.begin(), q.end());
       }
       m_inspectorModel->setEntries(entries);

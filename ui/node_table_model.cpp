@@ -26,6 +26,7 @@ void NodeTableModel::setModel(std::shared_ptr<const Model> model) {
   m_model = std::move(model);
   m_result.reset();
   m_before.reset();
+  m_notes.clear();
   m_unapplied.clear();
   m_firstActivation.clear();
   m_weightOf.clear();

@@ -20,6 +20,7 @@
 
 #include "core/analysis/results.h"
 #include "core/ir/graph.h"
+#include "ui/remedy_notes.h"
 #include "ui/snr_scale.h"
 
 namespace qs::ui {
@@ -32,11 +33,12 @@ class NodeTableModel : public QAbstractTableModel {
     QuantizedColumn, GraphSnrColumn, LayerSnrColumn, SensitivityColumn, CosineColumn, WeightSnrColumn,
     ActivationSnrColumn, AmaxColumn, ScaleColumn,
     DomainColumn, InputsColumn, OutputsColumn, ShapeColumn,
-    // With remedies (ui/remedy_columns.cpp): the SNR of the analysis without them, and after minus before.
-    GraphSnrBeforeColumn, GraphSnrDeltaColumn, LayerSnrBeforeColumn, LayerSnrDeltaColumn, ColumnCount
+    // With remedies (ui/remedy_columns.cpp): the SNR of the analysis without them, and after minus before,
+    // and what the remedies did at the node (ui/remedy_notes.h).
+    GraphSnrBeforeColumn, GraphSnrDeltaColumn, LayerSnrBeforeColumn, LayerSnrDeltaColumn, RemedyNoteColumn, ColumnCount
   };
   static constexpr int FirstAnalysisColumn = QuantizedColumn, LastAnalysisColumn = ScaleColumn;
-  static constexpr int FirstRemedyColumn = GraphSnrBeforeColumn, LastRemedyColumn = LayerSnrDeltaColumn;
+  static constexpr int FirstRemedyColumn = GraphSnrBeforeColumn, LastRemedyColumn = RemedyNoteColumn;
   /// Qt::UserRole on any cell: the NodeId of the row.
   static constexpr int NodeIdRole = Qt::UserRole + 1;
   /// Numbers as doubles for sorting (missing values sort below every number).
@@ -52,6 +54,9 @@ class NodeTableModel : public QAbstractTableModel {
   /// remedy columns; null: none (the columns are empty). Set it after setResult().
   void setBaseline(std::shared_ptr<const AnalysisResult> before);
   const std::shared_ptr<const AnalysisResult>& baseline() const { return m_before; }
+  /// Per NodeId, what the remedies did there (the "Remedy" column); empty: none.
+  void setRemedyNotes(std::vector<RemedyNote> notes);
+  bool hasRemedyNotes() const { return !m_notes.empty(); }
   /// Requested states not yet in the result, shown in the checkbox until it arrives.
   void setUnappliedStates(std::map<NodeId, bool> states);
 
@@ -79,6 +84,7 @@ class NodeTableModel : public QAbstractTableModel {
   std::shared_ptr<const Model> m_model;
   std::shared_ptr<const AnalysisResult> m_result;
   std::shared_ptr<const AnalysisResult> m_before;  // without remedies
+  std::vector<RemedyNote> m_notes;                 // by NodeId, or empty
   std::map<NodeId, bool> m_unapplied;
   std::vector<int> m_rowOfNode;
   std::vector<int> m_firstActivation;  // NodeId -> index into plan.activations, -1 for none

@@ -1,7 +1,7 @@
 // The layer table's remedy columns (NodeTableModel::FirstRemedyColumn..LastRemedyColumn): per node
 // the graph-wise and layer-wise SNR of the analysis without the remedies (the run's
 // remedies.before, as report.json's "remedies" has it), and the change the remedies made (the
-// current result minus that). The baseline keeps the node states of the calibration; later toggles
+// current result minus that), and what each remedy did at the node (ui/remedy_notes.h). The baseline keeps the node states of the calibration; later toggles
 // change only the current result.
 #include <QColor>
 #include <cmath>
@@ -18,17 +18,33 @@ void NodeTableModel::setBaseline(std::shared_ptr<const AnalysisResult> before) {
   if (rowCount() > 0) emit dataChanged(index(0, FirstRemedyColumn), index(rowCount() - 1, LastRemedyColumn));
 }
 
+void NodeTableModel::setRemedyNotes(std::vector<RemedyNote> notes) {
+  bool any = false;
+  for (const RemedyNote& n : notes) any = any || !n.empty();
+  if (!any || !m_model || notes.size() != m_model->graph.nodes.size()) notes.clear();
+  m_notes = std::move(notes);
+  if (rowCount() > 0) emit dataChanged(index(0, RemedyNoteColumn), index(rowCount() - 1, RemedyNoteColumn));
+}
+
 QString NodeTableModel::remedyHeader(int column) {
   switch (column) {
     case GraphSnrBeforeColumn: return QStringLiteral("Graph-wise before");
     case GraphSnrDeltaColumn: return QStringLiteral("Δ graph-wise");
     case LayerSnrBeforeColumn: return QStringLiteral("Layer-wise before");
     case LayerSnrDeltaColumn: return QStringLiteral("Δ layer-wise");
+    case RemedyNoteColumn: return QStringLiteral("Remedy");
   }
   return {};
 }
 
 QVariant NodeTableModel::remedyData(int column, NodeId id, int role) const {
+  if (column == RemedyNoteColumn) {
+    if ((size_t)id >= m_notes.size()) return {};
+    const RemedyNote& n = m_notes[(size_t)id];
+    if (role == Qt::DisplayRole || role == SortRole) return n.text;
+    if (role == Qt::ToolTipRole && !n.empty()) return n.detail;
+    return {};
+  }
   if (!m_before || !m_result) return {};
   const NodeResult& b = m_before->nodes[(size_t)id];
   const NodeResult& a = m_result->nodes[(size_t)id];

@@ -1,9 +1,11 @@
 #include "ui/remedy_options.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QSpinBox>
@@ -23,11 +25,53 @@ RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedi
   m_bias->setToolTip(QStringLiteral("--bias-correction: per output channel, the mean error the quantized weights and "
                                     "inputs add on the calibration data is taken out of the bias; the export writes "
                                     "the corrected biases"));
+  m_weightClip = new QCheckBox(QStringLiteral("Weight clip search"), this);
+  m_weightClip->setObjectName(QStringLiteral("weightClipBox"));
+  m_weightClip->setToolTip(QStringLiteral("--weight-clip-search: per output channel, the clip ratio (1 down to 0.5) of "
+                                          "the weight scale with the least layer-wise error; the export writes the "
+                                          "clipped scales"));
   auto* remedies = new QHBoxLayout;
   remedies->addWidget(m_equalize);
   remedies->addWidget(m_bias);
+  remedies->addWidget(m_weightClip);
   remedies->addStretch();
   form->addRow(QStringLiteral("Remedies"), remedies);
+  m_smoothQuant = new QCheckBox(QStringLiteral("SmoothQuant"), this);
+  m_smoothQuant->setObjectName(QStringLiteral("smoothQuantBox"));
+  m_smoothQuant->setToolTip(QStringLiteral("--smoothquant: MatMul/Gemm that read a LayerNormalization get per input "
+                                           "channel scales s (their weights times s, the LayerNormalization's scale "
+                                           "and bias divided by it); the export writes the smoothed weights"));
+  m_smoothQuantAlpha = new QDoubleSpinBox(this);
+  m_smoothQuantAlpha->setObjectName(QStringLiteral("smoothQuantAlphaBox"));
+  m_smoothQuantAlpha->setRange(kSearchAlpha, 1.0);
+  m_smoothQuantAlpha->setSingleStep(0.1);
+  m_smoothQuantAlpha->setDecimals(2);
+  m_smoothQuantAlpha->setPrefix(QStringLiteral("alpha "));
+  m_smoothQuantAlpha->setSpecialValueText(QStringLiteral("alpha searched per layer"));
+  m_smoothQuantAlpha->setToolTip(QStringLiteral("--smoothquant-alpha: a fixed alpha in [0, 1], or searched per layer "
+                                                "over 0, 0.1, ..., 1 (the default)"));
+  connect(m_smoothQuant, &QCheckBox::toggled, m_smoothQuantAlpha, &QWidget::setEnabled);
+  auto* smooth = new QHBoxLayout;
+  smooth->addWidget(m_smoothQuant);
+  smooth->addWidget(m_smoothQuantAlpha);
+  smooth->addStretch();
+  form->addRow(QString(), smooth);
+  m_depthwise = new QCheckBox(QStringLiteral("Depthwise input equalization"), this);
+  m_depthwise->setObjectName(QStringLiteral("depthwiseEqualizeBox"));
+  m_depthwise->setToolTip(QStringLiteral("--depthwise-equalize on|off (int8, on by default): the input channels of "
+                                         "depthwise Convs rescaled to one range at their BatchNormalization or Conv "
+                                         "producer; the float model's output is kept, so the remedies' before "
+                                         "figures have it too"));
+  m_integerConv = new QCheckBox(QStringLiteral("Integer Convs"), this);
+  m_integerConv->setObjectName(QStringLiteral("integerConvBox"));
+  m_integerConv->setToolTip(QStringLiteral("--integer-conv on|off (int8, on by default): INT8 Convs summed exactly in "
+                                           "integers where the CPU has AVX2 or VNNI, as TensorRT; off: FP32 "
+                                           "convolutions of the fake-quantized tensors, as ONNX Runtime runs the Q/DQ file"));
+  auto* int8 = new QHBoxLayout;
+  int8->addWidget(m_depthwise);
+  int8->addWidget(m_integerConv);
+  int8->addStretch();
+  form->addRow(QStringLiteral("INT8"), int8);
   m_highPrecision = new QComboBox(this);
   m_highPrecision->setObjectName(QStringLiteral("highPrecisionCombo"));
   for (HighPrecision p : {HighPrecision::Fp32, HighPrecision::Fp16, HighPrecision::Bf16})
@@ -59,6 +103,13 @@ RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedi
 void RemedyOptions::setRequest(const AnalysisRequest& r) {
   m_equalize->setChecked(r.equalize);
   m_bias->setChecked(r.biasCorrection);
+  // A fixed alpha alone asks for SmoothQuant, as --smoothquant-alpha alone does.
+  m_smoothQuant->setChecked(r.smoothQuant || !std::isnan(r.smoothQuantAlpha));
+  m_smoothQuantAlpha->setValue(std::isnan(r.smoothQuantAlpha) ? kSearchAlpha : r.smoothQuantAlpha);
+  m_smoothQuantAlpha->setEnabled(m_smoothQuant->isChecked());
+  m_weightClip->setChecked(r.weightClipSearch);
+  m_depthwise->setChecked(r.depthwiseEqualize);
+  m_integerConv->setChecked(r.integerConv);
   m_highPrecision->setCurrentIndex(m_highPrecision->findData((int)r.calibration.highPrecision));
   m_sensitivity->setCurrentIndex(m_sensitivity->findData(sensitivityOf(r)));
   m_memoryBudget->setValue((int)std::min<uint64_t>(r.memoryBudgetBytes >> 20, (uint64_t)m_memoryBudget->maximum()));
@@ -67,12 +118,23 @@ void RemedyOptions::setRequest(const AnalysisRequest& r) {
 void RemedyOptions::apply(AnalysisRequest& r) const {
   r.equalize = m_equalize->isChecked();
   r.biasCorrection = m_bias->isChecked();
+  r.smoothQuant = m_smoothQuant->isChecked();
+  // Unticked, no alpha either: the CLI reads an alpha alone as --smoothquant.
+  r.smoothQuantAlpha = r.smoothQuant && m_smoothQuantAlpha->value() >= 0 ? m_smoothQuantAlpha->value() : NAN;
+  r.weightClipSearch = m_weightClip->isChecked();
+  r.depthwiseEqualize = m_depthwise->isChecked();
+  r.integerConv = m_integerConv->isChecked();
   r.memoryBudgetBytes = (uint64_t)m_memoryBudget->value() << 20;
   r.calibration.highPrecision = (HighPrecision)m_highPrecision->currentData().toInt();
   const auto s = (Sensitivity)m_sensitivity->currentData().toInt();
   r.sensitivity = s != SensitivityOff;
   // Off keeps the method, so that switching back restores it.
   if (s != SensitivityOff) r.sensitivityMethod = s == SensitivityFast ? SensitivityMethod::Fast : SensitivityMethod::Exact;
+}
+
+void RemedyOptions::setInt8(bool int8) {
+  m_depthwise->setEnabled(int8);
+  m_integerConv->setEnabled(int8);
 }
 
 }  // namespace qs::ui

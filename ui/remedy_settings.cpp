@@ -21,13 +21,22 @@ QString sensitivityName(RemedySensitivity s) {
 void writeRemedySettings(const AnalysisRequest& r, QJsonObject& c) {
   if (r.equalize) c.insert(QStringLiteral("equalize"), true);
   if (r.biasCorrection) c.insert(QStringLiteral("bias_correction"), true);
+  if (r.smoothQuant) c.insert(QStringLiteral("smoothquant"), true);
+  if (!std::isnan(r.smoothQuantAlpha)) c.insert(QStringLiteral("smoothquant_alpha"), r.smoothQuantAlpha);
+  if (r.weightClipSearch) c.insert(QStringLiteral("weight_clip_search"), true);
+  // On by default: written when off only, so that older projects (without the key) read as on.
+  const AnalysisRequest defaults;
+  if (r.depthwiseEqualize != defaults.depthwiseEqualize) c.insert(QStringLiteral("depthwise_equalize"), r.depthwiseEqualize);
+  if (r.integerConv != defaults.integerConv) c.insert(QStringLiteral("integer_conv"), r.integerConv);
   const auto s = sensitivityOf(r);
   if (s != sensitivityOf(AnalysisRequest{})) c.insert(QStringLiteral("sensitivity"), sensitivityName(s));
   if (r.memoryBudgetBytes > 0) c.insert(QStringLiteral("memory_budget_bytes"), (double)r.memoryBudgetBytes);
 }
 
 bool readRemedySettings(const QJsonObject& c, const QString& projectPath, AnalysisRequest& r, QString& error) {
-  for (auto [key, flag] : {std::pair{"equalize", &r.equalize}, std::pair{"bias_correction", &r.biasCorrection}}) {
+  for (auto [key, flag] : {std::pair{"equalize", &r.equalize}, std::pair{"bias_correction", &r.biasCorrection},
+                           std::pair{"smoothquant", &r.smoothQuant}, std::pair{"weight_clip_search", &r.weightClipSearch},
+                           std::pair{"depthwise_equalize", &r.depthwiseEqualize}, std::pair{"integer_conv", &r.integerConv}}) {
     const QJsonValue v = c.value(QLatin1String(key));
     if (v.isUndefined()) continue;
     if (!v.isBool()) {
@@ -35,6 +44,16 @@ bool readRemedySettings(const QJsonObject& c, const QString& projectPath, Analys
       return false;
     }
     *flag = v.toBool();
+  }
+  if (const QJsonValue a = c.value(QStringLiteral("smoothquant_alpha")); !a.isUndefined()) {
+    const double alpha = a.toDouble(-1);
+    if (!a.isDouble() || !(alpha >= 0 && alpha <= 1)) {
+      error = QStringLiteral("%1: \"smoothquant_alpha\" must be a number in [0, 1]").arg(projectPath);
+      return false;
+    }
+    r.smoothQuantAlpha = alpha;
+    // An alpha alone asks for SmoothQuant, as --smoothquant-alpha alone does.
+    if (c.value(QStringLiteral("smoothquant")).isUndefined()) r.smoothQuant = true;
   }
   if (const QJsonValue m = c.value(QStringLiteral("memory_budget_bytes")); !m.isUndefined()) {
     const double bytes = m.toDouble(-1);

@@ -7,21 +7,26 @@
 #include "ui/analysis_controller.h"
 #include "ui/node_table_model.h"
 #include "ui/plots_panel.h"
+#include "ui/remedy_notes.h"
 
 namespace qs::ui {
 
 void showRemedies(const AnalysisController& controller, NodeTableModel& model, QTableView& table, PlotsPanel& plots) {
   const auto run = controller.run();
   std::shared_ptr<const AnalysisResult> before;
-  if (controller.hasResult() && run && !run->remedies.empty()) before = run->remedies.before;
+  const bool current = controller.hasResult() && run;
+  if (current && !run->remedies.empty()) before = run->remedies.before;
   model.setBaseline(before);
+  // The run's model keeps the node ids of the model shown (the remedies change initializers only).
+  model.setRemedyNotes(current && run->model ? remedyNotes(run->model->graph, run->remedies) : std::vector<RemedyNote>{});
   plots.setBaseline(before);
   const bool shown = (bool)model.baseline();
   QHeaderView* header = table.horizontalHeader();
   for (int c = NodeTableModel::FirstRemedyColumn; c <= NodeTableModel::LastRemedyColumn; ++c) {
     const bool wasHidden = table.isColumnHidden(c);
-    table.setColumnHidden(c, !shown);
-    if (shown && wasHidden) table.resizeColumnToContents(c);
+    const bool show = c == NodeTableModel::RemedyNoteColumn ? model.hasRemedyNotes() : shown;
+    table.setColumnHidden(c, !show);
+    if (show && wasHidden) table.resizeColumnToContents(c);
   }
   // Beside the SNR columns they compare with, not after the wide input and output names.
   int after = header->visualIndex(NodeTableModel::LayerSnrColumn);

@@ -14,7 +14,9 @@ class NodeTableModel;
 class PlotsPanel;
 
 /// After each new result: gives the table and the plots the run's analysis without remedies
-/// (none when the run applied no remedy) and shows the remedy columns only when there is one.
+/// (none when the run applied no remedy) and shows the remedy columns only when there is one; the
+/// "Remedy" column (what each remedy did per node, depthwise input equalization included) shows
+/// whenever a remedy touched a node.
 void showRemedies(const AnalysisController& controller, NodeTableModel& model, QTableView& table, PlotsPanel& plots);
 
 /// Adds "Exact sensitivity of this node" to `menu` for node `id`, enabled for a quantizable node

@@ -42,11 +42,18 @@ AnalysisRequest calibrationFromEnv() {
     r.data.image.width = wh[0].toInt();
     r.data.image.height = wh[1].toInt();
   }
-  // QS_CALIBRATE_REMEDIES=equalize,bias_correction: the dialog's remedy switches.
+  // QS_CALIBRATE_REMEDIES=equalize,bias_correction,smoothquant,weight_clip_search: the dialog's remedy
+  // switches; no_depthwise_equalize and no_integer_conv clear the two that are on by default.
   for (const QString& remedy : qEnvironmentVariable("QS_CALIBRATE_REMEDIES").split(QLatin1Char(','), Qt::SkipEmptyParts)) {
     if (remedy == QStringLiteral("equalize")) r.equalize = true;
     else if (remedy == QStringLiteral("bias_correction")) r.biasCorrection = true;
-    else std::fprintf(stderr, "quantscope: QS_CALIBRATE_REMEDIES: '%s': expected equalize or bias_correction\n", qPrintable(remedy));
+    else if (remedy == QStringLiteral("smoothquant")) r.smoothQuant = true;
+    else if (remedy == QStringLiteral("weight_clip_search")) r.weightClipSearch = true;
+    else if (remedy == QStringLiteral("no_depthwise_equalize")) r.depthwiseEqualize = false;
+    else if (remedy == QStringLiteral("no_integer_conv")) r.integerConv = false;
+    else
+      std::fprintf(stderr, "quantscope: QS_CALIBRATE_REMEDIES: '%s': expected equalize, bias_correction, smoothquant, "
+                   "weight_clip_search, no_depthwise_equalize or no_integer_conv\n", qPrintable(remedy));
   }
   const std::string method = qEnvironmentVariable("QS_CALIBRATE_METHOD", QStringLiteral("max")).toStdString();
   if (Status st = parseCalibrationMethod(method, r.calibration.method); !st)
@@ -54,10 +61,17 @@ AnalysisRequest calibrationFromEnv() {
   return r;
 }
 
-// Arranges the window for QS_SCREENSHOT_VIEW: graph (default), table, snr, histogram, scatter,
+// Arranges the window for QS_SCREENSHOT_VIEW: graph (default), table, remedies (the layer table
+// alone across the window's width, for the remedy columns), snr, histogram, scatter,
 // fallback, calibration (the dialog alone is saved).
 void arrangeView(MainWindow& window, const QString& view) {
-  if (view == QStringLiteral("table")) {
+  if (view == QStringLiteral("remedies")) {
+    auto* table = window.findChild<QDockWidget*>(QStringLiteral("nodesDock"));
+    window.findChild<QDockWidget*>(QStringLiteral("plotsDock"))->hide();
+    table->show();
+    table->raise();
+    window.resizeDocks({table}, {window.height() * 3 / 5}, Qt::Vertical);
+  } else if (view == QStringLiteral("table")) {
     auto* dock = window.findChild<QDockWidget*>(QStringLiteral("nodesDock"));
     dock->show();
     dock->raise();

@@ -16,6 +16,96 @@ Json num(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
 
 double snrOr(bool has, const ErrorMetrics& m) { return has ? m.snrDb : NAN; }
 
+// A squared error (any magnitude) with 4 significant digits; "" for NaN.
+std::string sig(double v) {
+  if (!std::isfinite(v)) return reportNumber(v);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+// "-12.3%": a search's layer-wise error change; "" without a before.
+std::string change(double before, double after) {
+  if (!(before > 0) || !std::isfinite(after)) return "";
+  const double pct = 100.0 * (after - before) / before;
+  return (pct > 0 ? "+" : "") + reportNumber(pct, 1) + "%";
+}
+
+// Per node, what each remedy did there, for the node table's "remedies" column.
+std::vector<std::string> remedyTags(const Graph& g, const RemedySummary& s) {
+  std::vector<std::string> tags(g.nodes.size());
+  auto add = [&](NodeId id, const std::string& t) {
+    if (id >= 0 && (size_t)id < tags.size()) tags[(size_t)id] += (tags[(size_t)id].empty() ? "" : ", ") + t;
+  };
+  for (const DepthwiseEqualizedPair& p : s.depthwisePairs) add(p.producer, "depthwise eq."), add(p.consumer, "depthwise eq.");
+  for (const EqualizedPair& p : s.pairs) add(p.first, "CLE"), add(p.second, "CLE");
+  for (const SmoothedGroup& sg : s.smoothed) {
+    add(sg.producer, "SmoothQuant 1/s");
+    for (NodeId c : sg.consumers) add(c, "SmoothQuant alpha " + reportNumber(sg.alpha, 1));
+  }
+  for (const WeightClipNode& w : s.weightClips)
+    if (w.clipped > 0) add(w.node, "weight clip " + reportNumber(w.meanRatio, 3));
+  for (const BiasShift& b : s.biasShifts) add(b.node, "bias");
+  return tags;
+}
+
+// One table per remedy that did something: what it changed, and for the searched ones (SmoothQuant,
+// weight clip) the layer-wise squared error before and after, which the output and node tables
+// above, holding all remedies together, cannot separate.
+std::string remedyDetailsHtml(const Graph& g, const RemedySummary& s) {
+  std::ostringstream h;
+  auto name = [&](NodeId id) { return htmlEscape(g.nodes[(size_t)id].name); };
+  if (!s.pairs.empty()) {
+    h << "<h3>Cross-layer equalization</h3><table class=\"sortable\"><tr><th>first</th><th>second</th><th>channels</th>"
+         "<th>max |log s|</th></tr>";
+    for (const EqualizedPair& p : s.pairs)
+      h << "<tr><td class=l>" << name(p.first) << "</td><td class=l>" << name(p.second) << "</td><td>" << p.channels << "</td><td>"
+        << reportNumber(p.maxLogScale, 3) << "</td></tr>";
+    h << "</table>";
+  }
+  if (!s.smoothed.empty()) {
+    h << "<h3>SmoothQuant</h3><table class=\"sortable\"><tr><th>LayerNormalization</th><th>consumers</th><th>channels</th>"
+         "<th>alpha</th><th>max |log s|</th><th>layer-wise error before</th><th>after</th><th>change</th></tr>";
+    for (const SmoothedGroup& sg : s.smoothed) {
+      std::string consumers;
+      for (NodeId c : sg.consumers) consumers += (consumers.empty() ? "" : ", ") + name(c);
+      h << "<tr><td class=l>" << name(sg.producer) << "</td><td class=l>" << consumers << "</td><td>" << sg.channels << "</td><td>"
+        << reportNumber(sg.alpha, 2) << "</td><td>" << reportNumber(sg.maxLogScale, 3) << "</td><td>" << sig(sg.errorBefore)
+        << "</td><td>" << sig(sg.errorAfter) << "</td><td>" << change(sg.errorBefore, sg.errorAfter) << "</td></tr>";
+    }
+    h << "</table>";
+  }
+  if (!s.smoothSkipped.empty()) {
+    h << "<p>SmoothQuant skipped: ";
+    for (size_t i = 0; i < s.smoothSkipped.size(); ++i) h << (i ? "; " : "") << htmlEscape(s.smoothSkipped[i]);
+    h << "</p>";
+  }
+  if (!s.weightClips.empty()) {
+    h << "<h3>Weight clip search</h3><table class=\"sortable\"><tr><th>node</th><th>clipped channels</th><th>channels</th>"
+         "<th>mean ratio</th><th>layer-wise error before</th><th>after</th><th>change</th></tr>";
+    for (const WeightClipNode& w : s.weightClips)
+      h << "<tr><td class=l>" << name(w.node) << "</td><td>" << w.clipped << "</td><td>" << w.channels << "</td><td>"
+        << reportNumber(w.meanRatio, 3) << "</td><td>" << sig(w.errorBefore) << "</td><td>" << sig(w.errorAfter) << "</td><td>"
+        << change(w.errorBefore, w.errorAfter) << "</td></tr>";
+    h << "</table>";
+  }
+  if (!s.biasShifts.empty()) {
+    h << "<h3>Bias correction</h3><table class=\"sortable\"><tr><th>node</th><th>channels</th><th>mean |shift|</th></tr>";
+    for (const BiasShift& b : s.biasShifts)
+      h << "<tr><td class=l>" << name(b.node) << "</td><td>" << b.shift.size() << "</td><td>" << sig(b.meanAbsShift) << "</td></tr>";
+    h << "</table>";
+  }
+  if (!s.depthwisePairs.empty()) {
+    h << "<h3>Depthwise input equalization (float-preserving, in the before figures too)</h3><table class=\"sortable\">"
+         "<tr><th>producer</th><th>depthwise Conv</th><th>channels</th><th>channel range ratio before</th></tr>";
+    for (const DepthwiseEqualizedPair& p : s.depthwisePairs)
+      h << "<tr><td class=l>" << name(p.producer) << "</td><td class=l>" << name(p.consumer) << "</td><td>" << p.channels << "</td><td>"
+        << reportNumber(p.rangeRatio, 1) << "</td></tr>";
+    h << "</table>";
+  }
+  return h.str();
+}
+
 }  // namespace
 
 Json remediesJson(const Graph& g, const AnalysisResult& after, const RemedySummary& s) {
@@ -85,7 +175,8 @@ std::string remediesHtml(const Graph& g, const AnalysisResult& after, const Reme
       << reportNumber(after.outputs[i].metrics.snrDb) << "</td></tr>";
   }
   h << "</table><table class=\"sortable\"><tr><th>node</th><th>graph-wise SNR dB before</th><th>after</th>"
-       "<th>layer-wise SNR dB before</th><th>after</th></tr>";
+       "<th>layer-wise SNR dB before</th><th>after</th><th>remedies</th></tr>";
+  const std::vector<std::string> tags = remedyTags(g, s);
   for (NodeId id : g.topoOrder) {
     if (!after.plan.nodes[(size_t)id].quantizable) continue;
     const NodeResult& a = after.nodes[(size_t)id];
@@ -93,9 +184,9 @@ std::string remediesHtml(const Graph& g, const AnalysisResult& after, const Reme
     h << "<tr><td class=l>" << htmlEscape(g.nodes[(size_t)id].name) << "</td><td>"
       << reportNumber(b ? snrOr(b->hasGraphwise, b->graphwise) : NAN) << "</td><td>" << reportNumber(snrOr(a.hasGraphwise, a.graphwise))
       << "</td><td>" << reportNumber(b ? snrOr(b->hasLayerwise, b->layerwise) : NAN) << "</td><td>"
-      << reportNumber(snrOr(a.hasLayerwise, a.layerwise)) << "</td></tr>";
+      << reportNumber(snrOr(a.hasLayerwise, a.layerwise)) << "</td><td class=l>" << htmlEscape(tags[(size_t)id]) << "</td></tr>";
   }
-  h << "</table>";
+  h << "</table>" << remedyDetailsHtml(g, s);
   return h.str();
 }
 

@@ -1,6 +1,8 @@
 // The "remedies" part of report.json and of the HTML report (docs/report-schema.md): what
 // cross-layer equalization and bias correction changed, and per output and per node the SNR
-// before (the analysis without remedies) and after (the run's result).
+// before (the analysis without remedies) and after (the run's result). The HTML adds per node the
+// remedies that touched it, and one table per remedy (SmoothQuant and weight clip search with their
+// layer-wise error before and after; depthwise input equalization's pairs).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -14,6 +14,7 @@ int runControlFlowTests(int argc, char** argv);
 int runGroupsTests(int argc, char** argv);
 int runRemedyTests(int argc, char** argv);
 int runInt4Tests(int argc, char** argv);
+int runRemedySwitchTests(int argc, char** argv);
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -31,5 +32,6 @@ int main(int argc, char** argv) {
   if (only.isEmpty() || only == "groups") failures += runGroupsTests(argc, argv);
   if (only.isEmpty() || only == "remedies") failures += runRemedyTests(argc, argv);
   if (only.isEmpty() || only == "int4") failures += runInt4Tests(argc, argv);
+  if (only.isEmpty() || only == "remedyswitches") failures += runRemedySwitchTests(argc, argv);
   return failures;
 }
