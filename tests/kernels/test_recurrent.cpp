@@ -392,6 +392,38 @@ TEST(RecurrentOrtParity, LstmThreadCountIndependent) {
   }
 }
 
+// At 2 threads a bidirectional node runs its two directions at once, one per thread; at 1, one
+// after the other. GRU (both linear_before_reset values) and RNN must give the same bits either
+// way, with sequence_lens, and agree with ONNX Runtime.
+TEST(RecurrentOrtParity, BidirectionalDirectionsInParallelMatchSerial) {
+  for (const char* op : {"GRU", "RNN"}) {
+    for (int64_t lbr : {0, 1}) {
+      if (std::string(op) == "RNN" && lbr == 1) continue;
+      SCOPED_TRACE(std::string(op) + " linear_before_reset " + std::to_string(lbr));
+      Spec s;
+      s.op = op;
+      s.direction = "bidirectional";
+      s.seq = 9;
+      s.batch = 5;
+      s.input = 7;
+      s.hidden = 20;
+      if (s.op == "GRU") s.linearBeforeReset = lbr;
+      s.seqLens = {9, 1, 0, 5, 8};
+      s.initialH = true;
+      Built b = build(s);
+      auto one = runOurs(b, 1), two = runOurs(b, 2);
+      ASSERT_TRUE(one) << one.status().message();
+      ASSERT_TRUE(two) << two.status().message();
+      ASSERT_EQ(one->size(), 2u);
+      for (size_t i = 0; i < one->size(); ++i) {
+        ASSERT_EQ((*one)[i].shape(), (*two)[i].shape());
+        EXPECT_EQ(std::memcmp((*one)[i].raw(), (*two)[i].raw(), (*one)[i].byteSize()), 0) << b.outputNames[i];
+      }
+      expectOrtParity(s);
+    }
+  }
+}
+
 // Long enough that the input projection runs in several chunks of steps (at batch 16 and 4*64
 // gate rows a chunk holds 64 steps), with sequences ending on either side of a chunk boundary.
 TEST(RecurrentOrtParity, LstmLongSequenceLayout1) {
