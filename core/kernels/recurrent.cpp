@@ -202,6 +202,27 @@ class RecurrentKernel : public Kernel {
  public:
   explicit RecurrentKernel(RecurrentParams p) : m_p(std::move(p)) {}
 
+  // Weights packed at load, per direction, when W and R are constants of the expected layout:
+  // W^T in the GEMM's 16-column panels for the input projection, R in the step's 8-row panels
+  // (GRU: its z,r rows and its candidate rows apart). A run uses them when its W and R have the
+  // shapes they were packed from, and packs its own otherwise.
+  void prepack(const Tensor* W, const Tensor* R) {
+    const int64_t G = gateCount(m_p.cell), D = m_p.directions;
+    if (!R || R->dtype() != DType::Float || R->rank() != 3 || R->dim(0) != D || R->dim(2) < 1 ||
+        R->dim(1) != G * R->dim(2))
+      return;
+    const int64_t H = R->dim(2), GH = G * H;
+    const bool gru = m_p.cell == Cell::Gru;
+    for (int64_t d = 0; d < D; ++d) {
+      const float* rd = R->data<float>() + d * GH * H;
+      m_rMain.emplace_back(rd, gru ? 2 * H : GH, H);
+      m_rCand.emplace_back(rd + (gru ? 2 * H * H : 0), gru ? H : 0, H);
+    }
+    if (W && W->dtype() == DType::Float && W->rank() == 3 && W->dim(0) == D && W->dim(1) == GH && W->dim(2) >= 1)
+      for (int64_t d = 0; d < D; ++d)
+        m_wPacked.emplace_back(W->data<float>() + d * GH * W->dim(2), W->dim(2), true, W->dim(2), GH);
+  }
+
   Status run(KernelContext& ctx) const override {
     const Cell cell = m_p.cell;
     const char* op = cellName(cell);
@@ -350,8 +371,20 @@ class RecurrentKernel : public Kernel {
         float* h = hState.data() + d * N * H;
         float* c = cell == Cell::Lstm ? cState.data() + d * N * H : nullptr;
         // GRU's candidate gate uses its own slice of R (after z and r), multiplied separately.
-        const RecurrentStepMatrix rMain(rd, cell == Cell::Gru ? 2 * H : GH, H);
-        const RecurrentStepMatrix rCand(rd + (cell == Cell::Gru ? 2 * H * H : 0), cell == Cell::Gru ? H : 0, H);
+        const int64_t mainRows = cell == Cell::Gru ? 2 * H : GH;
+        const bool rReady = (int64_t)m_rMain.size() == D && m_rMain[(size_t)d].rows() == mainRows &&
+                            m_rMain[(size_t)d].depth() == H;
+        RecurrentStepMatrix rMainOwn, rCandOwn;
+        if (!rReady) {
+          rMainOwn = RecurrentStepMatrix(rd, mainRows, H);
+          rCandOwn = RecurrentStepMatrix(rd + (cell == Cell::Gru ? 2 * H * H : 0), cell == Cell::Gru ? H : 0, H);
+        }
+        const RecurrentStepMatrix& rMain = rReady ? m_rMain[(size_t)d] : rMainOwn;
+        const RecurrentStepMatrix& rCand = rReady ? m_rCand[(size_t)d] : rCandOwn;
+        const bool wReady = (int64_t)m_wPacked.size() == D && m_wPacked[(size_t)d].rows() == I &&
+                            m_wPacked[(size_t)d].cols() == GH;
+        const PackedPanels wOwn = wReady ? PackedPanels() : PackedPanels(wd, I, true, I, GH);
+        const PackedPanels& wPacked = wReady ? m_wPacked[(size_t)d] : wOwn;
         const int64_t grain = std::max<int64_t>(1, 8192 / GH);
 
         for (int64_t s = 0; s < maxLen; ++s) {
@@ -368,7 +401,7 @@ class RecurrentKernel : public Kernel {
               const int64_t t = backward ? lens[(size_t)b] - 1 - step : step;
               std::memcpy(dst, X.data<float>() + (batchFirst ? b * S + t : t * N + b) * I, sizeof(float) * (size_t)I);
             }
-            sgemm(false, true, rows, GH, I, 1.f, xs.data(), I, wd, I, 0.f, xw.data(), GH, threads);
+            sgemmPacked(false, rows, 1.f, xs.data(), I, wPacked, false, xw.data(), GH, threads);
             if (!bias.empty())
               parallelRows(rows, std::max<int64_t>(1, 16384 / GH), [&](int64_t r0, int64_t r1) {
                 for (int64_t r = r0; r < r1; ++r) {
@@ -514,6 +547,8 @@ class RecurrentKernel : public Kernel {
 
  private:
   RecurrentParams m_p;
+  std::vector<PackedPanels> m_wPacked;               // per direction, or empty
+  std::vector<RecurrentStepMatrix> m_rMain, m_rCand;  // per direction, or empty
 };
 
 Result<std::unique_ptr<Kernel>> createRecurrent(const KernelInit& init, Cell cell) {
@@ -596,7 +631,9 @@ Result<std::unique_ptr<Kernel>> createRecurrent(const KernelInit& init, Cell cel
            " outputs, the node has " + std::to_string(node.outputs.size()));
   if (!a.ok()) return a.status();
   for (size_t o = 0; o < node.outputs.size() && o < 3; ++o) p.wantOutput[o] = node.outputs[o] != kNoValue;
-  return std::unique_ptr<Kernel>(std::make_unique<RecurrentKernel>(std::move(p)));
+  auto kernel = std::make_unique<RecurrentKernel>(std::move(p));
+  kernel->prepack(init.constantInput(1), init.constantInput(2));
+  return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
 }  // namespace
