@@ -194,6 +194,14 @@ struct RecurrentParams {
   bool wantOutput[3] = {false, false, false};
 };
 
+// dst[j] = a[j] + b[j] (dst may be neither): the gate sums, which the compiler leaves scalar
+// because it cannot tell the gate buffers from the projection and the product apart.
+void addRows(float* dst, const float* a, const float* b, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(dst + j, _mm256_add_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)));
+  for (; j < n; ++j) dst[j] = a[j] + b[j];
+}
+
 void clipValues(float* x, int64_t n, float c) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::min(std::max(x[i], -c), c);
 }
@@ -439,13 +447,10 @@ class RecurrentKernel : public Kernel {
                 float* hb = h + b * H;
                 float* cb = c + b * H;
                 const float* hrb = hr.data() + b * GH;
-                auto rec = [&](int64_t k) { return hrb[k]; };
-                for (int64_t j = 0; j < H; ++j) {
-                  gi[j] = xr[j] + rec(j);
-                  go[j] = xr[H + j] + rec(H + j);
-                  gf[j] = xr[2 * H + j] + rec(2 * H + j);
-                  gc[j] = xr[3 * H + j] + rec(3 * H + j);
-                }
+                addRows(gi, xr, hrb, H);
+                addRows(go, xr + H, hrb + H, H);
+                addRows(gf, xr + 2 * H, hrb + 2 * H, H);
+                addRows(gc, xr + 3 * H, hrb + 3 * H, H);
                 if (pd)
                   for (int64_t j = 0; j < H; ++j) {
                     gi[j] += pd[j] * cb[j];
