@@ -2,10 +2,10 @@
 //
 // Per direction, one GEMM projects the inputs of a chunk of time steps at once (X W^T, with the
 // biases that do not depend on the state folded in), then each step multiplies the previous hidden
-// state by R and applies the gates row by row. The per-step product keeps R as it lies and takes
-// dot products at small batches (1..8, where recurrent models run, and where the GEMM's 16-column
-// micro-kernel would mostly multiply padding), and packs R once per direction and run for the
-// micro-kernel at larger ones. It comes out gate-major ([gates*H, batch]).
+// state by R (RecurrentStepMatrix, core/kernels/recurrent_step.h: R packed once per direction and
+// run, the batch as the micro-tile's rows) and applies the gates row by row; the product comes out
+// batch-major ([batch, gates*H]). The two directions of a bidirectional node run at once, one per
+// thread, when there are two.
 #include "core/kernels/recurrent.h"
 
 #include <immintrin.h>
@@ -14,11 +14,13 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/exec/parallel.h"
 #include "core/kernels/gemm.h"
+#include "core/kernels/recurrent_step.h"
 
 namespace qs {
 
@@ -192,109 +194,42 @@ struct RecurrentParams {
   bool wantOutput[3] = {false, false, false};
 };
 
+// dst[j] = a[j] + b[j] (dst may be neither): the gate sums, which the compiler leaves scalar
+// because it cannot tell the gate buffers from the projection and the product apart.
+void addRows(float* dst, const float* a, const float* b, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(dst + j, _mm256_add_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)));
+  for (; j < n; ++j) dst[j] = a[j] + b[j];
+}
+
 void clipValues(float* x, int64_t n, float c) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::min(std::max(x[i], -c), c);
 }
 
-// out[i * ldo + j] = dot(r row i, h row j) for RB rows of r and NB rows of h (both of stride K).
-// RB * NB independent accumulators keep the FMA pipeline busy; each r vector loaded once.
-template <int RB, int NB>
-void dotBlock(const float* r, const float* h, int64_t K, float* out, int64_t ldo) {
-  __m256 acc[RB][NB];
-  for (int i = 0; i < RB; ++i)
-    for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 8 <= K; k += 8) {
-    __m256 hv[NB];
-    for (int j = 0; j < NB; ++j) hv[j] = _mm256_loadu_ps(h + j * K + k);
-    for (int i = 0; i < RB; ++i) {
-      const __m256 rv = _mm256_loadu_ps(r + i * K + k);
-      for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_fmadd_ps(rv, hv[j], acc[i][j]);
-    }
-  }
-  for (int i = 0; i < RB; ++i)
-    for (int j = 0; j < NB; ++j) {
-      __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc[i][j]), _mm256_extractf128_ps(acc[i][j], 1));
-      v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-      v = _mm_add_ss(v, _mm_movehdup_ps(v));
-      float sum = _mm_cvtss_f32(v);
-      for (int64_t kk = k; kk < K; ++kk) sum += r[i * K + kk] * h[j * K + kk];
-      out[i * ldo + j] = sum;
-    }
-}
-
-template <int RB, int NB>
-void dotRows(const float* R, int64_t K, int64_t m0, int64_t m1, const float* h, float* out, int64_t ldo) {
-  int64_t m = m0;
-  for (; m + RB <= m1; m += RB) dotBlock<RB, NB>(R + m * K, h, K, out + m * ldo, ldo);
-  for (; m < m1; ++m) dotBlock<1, NB>(R + m * K, h, K, out + m * ldo, ldo);
-}
-
-// The per-step product out[M, batch] = R[M, K] * h[batch, K]^T. Up to kDotBatch rows of h, R is
-// read as it lies by dot products: the GEMM micro-kernel computes 16 columns whatever the batch,
-// so at batch 1 it would do 16 times the work. Past that, R is packed once for the micro-kernel.
-class StepMatrix {
- public:
-  static constexpr int64_t kDotBatch = 8;
-
-  StepMatrix(const float* rows, int64_t M, int64_t K, int64_t batch) : m_rows(rows), m_M(M), m_K(K) {
-    if (batch > kDotBatch) m_packed = PackedMatrix(rows, K, M, K);
-  }
-
-  // Rows are split across threads when the product is worth it: a step at batch 1 is often a few
-  // microseconds, less than a hand-off. Each output is summed the same way whatever the split.
-  void multiply(const float* h, int64_t batch, float* out, int threads) const {
-    const double flops = 2.0 * (double)m_M * (double)m_K * (double)batch;
-    const int64_t unit = m_packed.empty() ? 4 : PackedMatrix::kRowsPerPanel;
-    const int64_t units = (m_M + unit - 1) / unit;
-    if (threads <= 1 || flops < 2e6 || units < 2) {
-      rowRange(0, m_M, h, batch, out);
-      return;
-    }
-    const int64_t blocks = std::min<int64_t>(units, 2 * (int64_t)threads);
-    const int64_t rowsPerBlock = ((units + blocks - 1) / blocks) * unit;
-    parallelFor(threads, blocks, 1, [&](int64_t b, int64_t e) {
-      for (int64_t blk = b; blk < e; ++blk) {
-        const int64_t m0 = blk * rowsPerBlock, m1 = std::min(m_M, m0 + rowsPerBlock);
-        if (m0 < m1) rowRange(m0, m1, h, batch, out);
-      }
-    });
-  }
-
- private:
-  void rowRange(int64_t m0, int64_t m1, const float* h, int64_t batch, float* out) const {
-    if (!m_packed.empty()) {
-      gemmBlock(m_packed, m0, m1, h, m_K, true, batch, out + m0 * batch, batch, false);
-      return;
-    }
-    for (int64_t b0 = 0; b0 < batch; b0 += 4) {
-      const float* hb = h + b0 * m_K;
-      float* ob = out + b0;
-      switch (std::min<int64_t>(4, batch - b0)) {
-        case 1:
-          dotRows<4, 1>(m_rows, m_K, m0, m1, hb, ob, batch);
-          break;
-        case 2:
-          dotRows<4, 2>(m_rows, m_K, m0, m1, hb, ob, batch);
-          break;
-        case 3:
-          dotRows<2, 3>(m_rows, m_K, m0, m1, hb, ob, batch);
-          break;
-        default:
-          dotRows<2, 4>(m_rows, m_K, m0, m1, hb, ob, batch);
-          break;
-      }
-    }
-  }
-
-  const float* m_rows;
-  int64_t m_M, m_K;
-  PackedMatrix m_packed;
-};
-
 class RecurrentKernel : public Kernel {
  public:
   explicit RecurrentKernel(RecurrentParams p) : m_p(std::move(p)) {}
+
+  // Weights packed at load, per direction, when W and R are constants of the expected layout:
+  // W^T in the GEMM's 16-column panels for the input projection, R in the step's 8-row panels
+  // (GRU: its z,r rows and its candidate rows apart). A run uses them when its W and R have the
+  // shapes they were packed from, and packs its own otherwise.
+  void prepack(const Tensor* W, const Tensor* R) {
+    const int64_t G = gateCount(m_p.cell), D = m_p.directions;
+    if (!R || R->dtype() != DType::Float || R->rank() != 3 || R->dim(0) != D || R->dim(2) < 1 ||
+        R->dim(1) != G * R->dim(2))
+      return;
+    const int64_t H = R->dim(2), GH = G * H;
+    const bool gru = m_p.cell == Cell::Gru;
+    for (int64_t d = 0; d < D; ++d) {
+      const float* rd = R->data<float>() + d * GH * H;
+      m_rMain.emplace_back(rd, gru ? 2 * H : GH, H);
+      m_rCand.emplace_back(rd + (gru ? 2 * H * H : 0), gru ? H : 0, H);
+    }
+    if (W && W->dtype() == DType::Float && W->rank() == 3 && W->dim(0) == D && W->dim(1) == GH && W->dim(2) >= 1)
+      for (int64_t d = 0; d < D; ++d)
+        m_wPacked.emplace_back(W->data<float>() + d * GH * W->dim(2), W->dim(2), true, W->dim(2), GH);
+  }
 
   Status run(KernelContext& ctx) const override {
     const Cell cell = m_p.cell;
@@ -407,16 +342,23 @@ class RecurrentKernel : public Kernel {
       // 1 MiB: at hidden_size 256 and batch 1 a chunk still multiplies 256 rows at once.
       constexpr int64_t kProjectionFloats = (int64_t)1 << 18;
       const int64_t chunk = std::max<int64_t>(1, std::min(maxLen, kProjectionFloats / (N * GH)));
-      std::vector<float> xs((size_t)(chunk * N * I)), xw((size_t)(chunk * N * GH));
-      std::vector<float> hr((size_t)(GH * N));
-      // GRU: the activated z and r per row, r * H(t-1) (linear_before_reset=0) and its product by Rh.
-      std::vector<float> zr, rh, hrH;
-      if (cell == Cell::Gru) {
-        zr.resize((size_t)(N * 2 * H));
-        rh.assign((size_t)(N * H), 0.f);
-        hrH.resize((size_t)(H * N));
-      }
-      for (int64_t d = 0; d < D; ++d) {
+      // One direction, on `threads` threads; directions share no state, so a bidirectional node
+      // runs its two directions at once, one per thread, when it has two (each step of a small
+      // recurrence is too short to split across threads: the directions are the parallelism).
+      auto runDirection = [&](int64_t d, int threads) {
+        // As KernelContext::parallelFor, on this direction's threads.
+        auto parallelRows = [&](int64_t n, int64_t g, const std::function<void(int64_t, int64_t)>& fn) {
+          parallelFor(threads, n, 4 * g, fn);
+        };
+        std::vector<float> xs((size_t)(chunk * N * I)), xw((size_t)(chunk * N * GH));
+        std::vector<float> hr((size_t)(GH * N));
+        // GRU: the activated z and r per row, r * H(t-1) (linear_before_reset=0) and its product by Rh.
+        std::vector<float> zr, rh, hrH;
+        if (cell == Cell::Gru) {
+          zr.resize((size_t)(N * 2 * H));
+          rh.assign((size_t)(N * H), 0.f);
+          hrH.resize((size_t)(H * N));
+        }
         const bool backward = m_p.reverse || d == 1;
         const float* wd = W.data<float>() + d * GH * I;
         const float* rd = R.data<float>() + d * GH * H;
@@ -437,8 +379,20 @@ class RecurrentKernel : public Kernel {
         float* h = hState.data() + d * N * H;
         float* c = cell == Cell::Lstm ? cState.data() + d * N * H : nullptr;
         // GRU's candidate gate uses its own slice of R (after z and r), multiplied separately.
-        const StepMatrix rMain(rd, cell == Cell::Gru ? 2 * H : GH, H, N);
-        const StepMatrix rCand(rd + (cell == Cell::Gru ? 2 * H * H : 0), cell == Cell::Gru ? H : 0, H, N);
+        const int64_t mainRows = cell == Cell::Gru ? 2 * H : GH;
+        const bool rReady = (int64_t)m_rMain.size() == D && m_rMain[(size_t)d].rows() == mainRows &&
+                            m_rMain[(size_t)d].depth() == H;
+        RecurrentStepMatrix rMainOwn, rCandOwn;
+        if (!rReady) {
+          rMainOwn = RecurrentStepMatrix(rd, mainRows, H);
+          rCandOwn = RecurrentStepMatrix(rd + (cell == Cell::Gru ? 2 * H * H : 0), cell == Cell::Gru ? H : 0, H);
+        }
+        const RecurrentStepMatrix& rMain = rReady ? m_rMain[(size_t)d] : rMainOwn;
+        const RecurrentStepMatrix& rCand = rReady ? m_rCand[(size_t)d] : rCandOwn;
+        const bool wReady = (int64_t)m_wPacked.size() == D && m_wPacked[(size_t)d].rows() == I &&
+                            m_wPacked[(size_t)d].cols() == GH;
+        const PackedPanels wOwn = wReady ? PackedPanels() : PackedPanels(wd, I, true, I, GH);
+        const PackedPanels& wPacked = wReady ? m_wPacked[(size_t)d] : wOwn;
         const int64_t grain = std::max<int64_t>(1, 8192 / GH);
 
         for (int64_t s = 0; s < maxLen; ++s) {
@@ -455,9 +409,9 @@ class RecurrentKernel : public Kernel {
               const int64_t t = backward ? lens[(size_t)b] - 1 - step : step;
               std::memcpy(dst, X.data<float>() + (batchFirst ? b * S + t : t * N + b) * I, sizeof(float) * (size_t)I);
             }
-            sgemm(false, true, rows, GH, I, 1.f, xs.data(), I, wd, I, 0.f, xw.data(), GH, ctx.threads);
+            sgemmPacked(false, rows, 1.f, xs.data(), I, wPacked, false, xw.data(), GH, threads);
             if (!bias.empty())
-              ctx.parallelFor(rows, std::max<int64_t>(1, 16384 / GH), [&](int64_t r0, int64_t r1) {
+              parallelRows(rows, std::max<int64_t>(1, 16384 / GH), [&](int64_t r0, int64_t r1) {
                 for (int64_t r = r0; r < r1; ++r) {
                   float* row = xw.data() + r * GH;
                   for (int64_t k = 0; k < GH; ++k) row[k] += bias[(size_t)k];
@@ -468,23 +422,23 @@ class RecurrentKernel : public Kernel {
           auto emit = [&](int64_t b) {
             if (y) std::memcpy(y + yOffset(timeOf(b), d, b), h + b * H, sizeof(float) * (size_t)H);
           };
-          rMain.multiply(h, N, hr.data(), ctx.threads);
-          if (cell == Cell::Gru && m_p.linearBeforeReset) rCand.multiply(h, N, hrH.data(), ctx.threads);
+          rMain.multiply(h, N, hr.data(), threads);
+          if (cell == Cell::Gru && m_p.linearBeforeReset) rCand.multiply(h, N, hrH.data(), threads);
 
           if (cell == Cell::Rnn) {
-            ctx.parallelFor(N, grain, [&](int64_t b0, int64_t b1) {
+            parallelRows(N, grain, [&](int64_t b0, int64_t b1) {
               for (int64_t b = b0; b < b1; ++b) {
                 if (s >= lens[(size_t)b]) continue;
                 const float* xr = xwRow(b);
                 float* hb = h + b * H;
-                for (int64_t j = 0; j < H; ++j) hb[j] = xr[j] + hr[(size_t)(j * N + b)];
+                for (int64_t j = 0; j < H; ++j) hb[j] = xr[j] + hr[(size_t)(b * H + j)];
                 if (m_p.hasClip) clipValues(hb, H, m_p.clip);
                 act[0].apply(hb, H);
                 emit(b);
               }
             });
           } else if (cell == Cell::Lstm) {
-            ctx.parallelFor(N, grain, [&](int64_t b0, int64_t b1) {
+            parallelRows(N, grain, [&](int64_t b0, int64_t b1) {
               float* tmp = gemmScratch(1, (size_t)(4 * H));
               float *gi = tmp, *gf = tmp + H, *gc = tmp + 2 * H, *go = tmp + 3 * H;
               for (int64_t b = b0; b < b1; ++b) {
@@ -492,13 +446,11 @@ class RecurrentKernel : public Kernel {
                 const float* xr = xwRow(b);
                 float* hb = h + b * H;
                 float* cb = c + b * H;
-                auto rec = [&](int64_t k) { return hr[(size_t)(k * N + b)]; };
-                for (int64_t j = 0; j < H; ++j) {
-                  gi[j] = xr[j] + rec(j);
-                  go[j] = xr[H + j] + rec(H + j);
-                  gf[j] = xr[2 * H + j] + rec(2 * H + j);
-                  gc[j] = xr[3 * H + j] + rec(3 * H + j);
-                }
+                const float* hrb = hr.data() + b * GH;
+                addRows(gi, xr, hrb, H);
+                addRows(go, xr + H, hrb + H, H);
+                addRows(gf, xr + 2 * H, hrb + 2 * H, H);
+                addRows(gc, xr + 3 * H, hrb + 3 * H, H);
                 if (pd)
                   for (int64_t j = 0; j < H; ++j) {
                     gi[j] += pd[j] * cb[j];
@@ -528,12 +480,12 @@ class RecurrentKernel : public Kernel {
           } else {
             // GRU, in two passes when linear_before_reset=0: the candidate needs (r * H(t-1)) Rh^T
             // for the whole batch before any row's state may change.
-            ctx.parallelFor(N, grain, [&](int64_t b0, int64_t b1) {
+            parallelRows(N, grain, [&](int64_t b0, int64_t b1) {
               for (int64_t b = b0; b < b1; ++b) {
                 if (s >= lens[(size_t)b]) continue;
                 const float* xr = xwRow(b);
                 float* g = zr.data() + b * 2 * H;
-                for (int64_t j = 0; j < 2 * H; ++j) g[j] = xr[j] + hr[(size_t)(j * N + b)];
+                for (int64_t j = 0; j < 2 * H; ++j) g[j] = xr[j] + hr[(size_t)(b * 2 * H + j)];
                 if (m_p.hasClip) clipValues(g, 2 * H, m_p.clip);
                 act[0].apply(g, 2 * H);
                 if (!m_p.linearBeforeReset) {
@@ -543,8 +495,8 @@ class RecurrentKernel : public Kernel {
                 }
               }
             });
-            if (!m_p.linearBeforeReset) rCand.multiply(rh.data(), N, hrH.data(), ctx.threads);
-            ctx.parallelFor(N, grain, [&](int64_t b0, int64_t b1) {
+            if (!m_p.linearBeforeReset) rCand.multiply(rh.data(), N, hrH.data(), threads);
+            parallelRows(N, grain, [&](int64_t b0, int64_t b1) {
               float* cand = gemmScratch(1, (size_t)H);
               for (int64_t b = b0; b < b1; ++b) {
                 if (s >= lens[(size_t)b]) continue;
@@ -554,9 +506,9 @@ class RecurrentKernel : public Kernel {
                 float* hb = h + b * H;
                 if (m_p.linearBeforeReset) {
                   for (int64_t j = 0; j < H; ++j)
-                    cand[j] = xr[j] + r[j] * (hrH[(size_t)(j * N + b)] + (rbH ? rbH[j] : 0.f));
+                    cand[j] = xr[j] + r[j] * (hrH[(size_t)(b * H + j)] + (rbH ? rbH[j] : 0.f));
                 } else {
-                  for (int64_t j = 0; j < H; ++j) cand[j] = xr[j] + hrH[(size_t)(j * N + b)];
+                  for (int64_t j = 0; j < H; ++j) cand[j] = xr[j] + hrH[(size_t)(b * H + j)];
                 }
                 if (m_p.hasClip) clipValues(cand, H, m_p.clip);
                 act[1].apply(cand, H);
@@ -566,6 +518,11 @@ class RecurrentKernel : public Kernel {
             });
           }
         }
+      };
+      if (D == 2 && ctx.threads >= 2) {
+        parallelForEach(2, 2, [&](int64_t d) { runDirection(d, std::max(1, ctx.threads / 2)); });
+      } else {
+        for (int64_t d = 0; d < D; ++d) runDirection(d, ctx.threads);
       }
     }
 
@@ -595,6 +552,8 @@ class RecurrentKernel : public Kernel {
 
  private:
   RecurrentParams m_p;
+  std::vector<PackedPanels> m_wPacked;               // per direction, or empty
+  std::vector<RecurrentStepMatrix> m_rMain, m_rCand;  // per direction, or empty
 };
 
 Result<std::unique_ptr<Kernel>> createRecurrent(const KernelInit& init, Cell cell) {
@@ -677,7 +636,9 @@ Result<std::unique_ptr<Kernel>> createRecurrent(const KernelInit& init, Cell cel
            " outputs, the node has " + std::to_string(node.outputs.size()));
   if (!a.ok()) return a.status();
   for (size_t o = 0; o < node.outputs.size() && o < 3; ++o) p.wantOutput[o] = node.outputs[o] != kNoValue;
-  return std::unique_ptr<Kernel>(std::make_unique<RecurrentKernel>(std::move(p)));
+  auto kernel = std::make_unique<RecurrentKernel>(std::move(p));
+  kernel->prepack(init.constantInput(1), init.constantInput(2));
+  return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
 }  // namespace

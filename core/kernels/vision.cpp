@@ -3,10 +3,13 @@
 // post-processing selects the same boxes as the runtime the exported model will meet.
 #include "core/kernels/vision.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "core/kernels/dtype_dispatch.h"
 
@@ -40,6 +43,55 @@ bool nmsSuppress(const NmsBox& a, const NmsBox& b, float iouThreshold) {
   const float uni = a.area + b.area - inter;
   return inter / uni > iouThreshold;
 }
+
+// The boxes kept so far for one class, as columns, so that a candidate is tested against eight of
+// them per step. Each lane makes the same float operations and comparisons as nmsSuppress (the
+// same max/min operand order, NaN included), so the kept set is the same bit for bit.
+class KeptBoxes {
+ public:
+  void clear() {
+    for (auto* v : {&m_y0, &m_x0, &m_y1, &m_x1, &m_area}) v->clear();
+    m_boxes.clear();
+  }
+  size_t size() const { return m_boxes.size(); }
+  void push(const NmsBox& b) {
+    m_y0.push_back(b.y0);
+    m_x0.push_back(b.x0);
+    m_y1.push_back(b.y1);
+    m_x1.push_back(b.x1);
+    m_area.push_back(b.area);
+    m_boxes.push_back(b);
+  }
+  // Whether any kept box suppresses `a` (nmsSuppress(a, kept, iouThreshold) for some kept box).
+  bool suppresses(const NmsBox& a, float iouThreshold) const {
+    const size_t n = m_boxes.size();
+    size_t i = 0;
+    const __m256 ax0 = _mm256_set1_ps(a.x0), ax1 = _mm256_set1_ps(a.x1), ay0 = _mm256_set1_ps(a.y0),
+                 ay1 = _mm256_set1_ps(a.y1), aArea = _mm256_set1_ps(a.area), thr = _mm256_set1_ps(iouThreshold);
+    for (; i + 8 <= n; i += 8) {
+      // std::max(a, b) is (a < b) ? b : a, which is _mm256_max_ps(b, a); std::min(a, b) is
+      // (b < a) ? b : a, which is _mm256_min_ps(b, a).
+      const __m256 ix0 = _mm256_max_ps(_mm256_loadu_ps(&m_x0[i]), ax0);
+      const __m256 ix1 = _mm256_min_ps(_mm256_loadu_ps(&m_x1[i]), ax1);
+      const __m256 iy0 = _mm256_max_ps(_mm256_loadu_ps(&m_y0[i]), ay0);
+      const __m256 iy1 = _mm256_min_ps(_mm256_loadu_ps(&m_y1[i]), ay1);
+      const __m256 inter = _mm256_mul_ps(_mm256_sub_ps(ix1, ix0), _mm256_sub_ps(iy1, iy0));
+      const __m256 uni = _mm256_sub_ps(_mm256_add_ps(aArea, _mm256_loadu_ps(&m_area[i])), inter);
+      // nmsSuppress goes on past "ix1 <= ix0" etc. when the comparison is false (NaN included).
+      __m256 hit = _mm256_and_ps(_mm256_cmp_ps(ix1, ix0, _CMP_NLE_UQ), _mm256_cmp_ps(iy1, iy0, _CMP_NLE_UQ));
+      hit = _mm256_and_ps(hit, _mm256_cmp_ps(inter, _mm256_setzero_ps(), _CMP_NLE_UQ));
+      hit = _mm256_and_ps(hit, _mm256_cmp_ps(_mm256_div_ps(inter, uni), thr, _CMP_GT_OQ));
+      if (_mm256_movemask_ps(hit) != 0) return true;
+    }
+    for (; i < n; ++i)
+      if (nmsSuppress(a, m_boxes[i], iouThreshold)) return true;
+    return false;
+  }
+
+ private:
+  std::vector<float> m_y0, m_x0, m_y1, m_x1, m_area;
+  std::vector<NmsBox> m_boxes;
+};
 
 // Reads an optional one-element input of dtype `dt`; false (and `st` set) when malformed.
 template <class T>
@@ -95,7 +147,8 @@ class NmsKernel : public Kernel {
     if (maxPerClass > 0) {
       const float* bp = boxes.data<float>();
       const float* sp = scores.data<float>();
-      std::vector<NmsBox> cand, kept;
+      std::vector<NmsBox> cand;
+      KeptBoxes kept;
       cand.reserve((size_t)N);
       for (int64_t b = 0; b < B; ++b) {
         for (int64_t c = 0; c < C; ++c) {
@@ -116,14 +169,8 @@ class NmsKernel : public Kernel {
           kept.clear();
           for (const NmsBox& box : cand) {
             if ((int64_t)kept.size() >= maxPerClass) break;
-            bool keep = true;
-            for (const NmsBox& k : kept)
-              if (nmsSuppress(box, k, iouThreshold)) {
-                keep = false;
-                break;
-              }
-            if (!keep) continue;
-            kept.push_back(box);
+            if (kept.suppresses(box, iouThreshold)) continue;
+            kept.push(box);
             selected.insert(selected.end(), {b, c, box.index});
           }
         }

@@ -43,6 +43,7 @@ struct Spec {
   // Shape overrides for the bad-input tests (empty: the consistent shape).
   std::vector<int64_t> wShape, rShape;
   bool dynamicShapes = false;  // graph inputs and outputs declared with symbolic dims (to feed other shapes)
+  bool constantWeights = false;  // W and R as initializers (packed when the kernel is created)
   uint32_t seed = 7;
 
   int64_t gates() const { return op == "LSTM" ? 4 : op == "GRU" ? 3 : 1; }
@@ -84,6 +85,10 @@ Built build(const Spec& s) {
   const bool bf = s.layout == 1;
   auto declared = [&](const Shape& shape) { return s.dynamicShapes ? Shape(shape.size(), -1) : shape; };
   auto add = [&](const std::string& name, const Tensor& t, int elemType = onnx::TensorProto::FLOAT) {
+    if (s.constantWeights && (name == "W" || name == "R")) {
+      out.builder.initializer(name, t.shape(), std::vector<float>(t.data<float>(), t.data<float>() + t.numel()));
+      return;
+    }
     out.builder.input(name, declared(t.shape()), elemType);
     out.feeds.push_back({name, t});
   };
@@ -389,6 +394,70 @@ TEST(RecurrentOrtParity, LstmThreadCountIndependent) {
       EXPECT_EQ(std::memcmp((*one)[i].raw(), (*two)[i].raw(), (*one)[i].byteSize()), 0) << b.outputNames[i];
     }
     expectOrtParity(s);
+  }
+}
+
+// At 2 threads a bidirectional node runs its two directions at once, one per thread; at 1, one
+// after the other. GRU (both linear_before_reset values) and RNN must give the same bits either
+// way, with sequence_lens, and agree with ONNX Runtime.
+TEST(RecurrentOrtParity, BidirectionalDirectionsInParallelMatchSerial) {
+  for (const char* op : {"GRU", "RNN"}) {
+    for (int64_t lbr : {0, 1}) {
+      if (std::string(op) == "RNN" && lbr == 1) continue;
+      SCOPED_TRACE(std::string(op) + " linear_before_reset " + std::to_string(lbr));
+      Spec s;
+      s.op = op;
+      s.direction = "bidirectional";
+      s.seq = 9;
+      s.batch = 5;
+      s.input = 7;
+      s.hidden = 20;
+      if (s.op == "GRU") s.linearBeforeReset = lbr;
+      s.seqLens = {9, 1, 0, 5, 8};
+      s.initialH = true;
+      Built b = build(s);
+      auto one = runOurs(b, 1), two = runOurs(b, 2);
+      ASSERT_TRUE(one) << one.status().message();
+      ASSERT_TRUE(two) << two.status().message();
+      ASSERT_EQ(one->size(), 2u);
+      for (size_t i = 0; i < one->size(); ++i) {
+        ASSERT_EQ((*one)[i].shape(), (*two)[i].shape());
+        EXPECT_EQ(std::memcmp((*one)[i].raw(), (*two)[i].raw(), (*one)[i].byteSize()), 0) << b.outputNames[i];
+      }
+      expectOrtParity(s);
+    }
+  }
+}
+
+// W and R as initializers are packed once when the kernel is created; fed as inputs, on each run.
+// Both must give the same bits (LSTM, GRU and RNN, one and two directions, batch 1 and 8), and
+// the constant form agrees with ONNX Runtime.
+TEST(RecurrentOrtParity, WeightsPackedAtLoadMatchPackedPerRun) {
+  for (const char* op : {"LSTM", "GRU", "RNN"}) {
+    for (const char* direction : {"forward", "bidirectional"}) {
+      for (int64_t batch : {1, 8}) {
+        SCOPED_TRACE(std::string(op) + " " + direction + " batch " + std::to_string(batch));
+        Spec s;
+        s.op = op;
+        s.direction = direction;
+        s.seq = 6;
+        s.batch = batch;
+        s.input = 11;
+        s.hidden = 21;
+        Built fed = build(s);
+        s.constantWeights = true;
+        Built constant = build(s);
+        auto a = runOurs(fed), b = runOurs(constant);
+        ASSERT_TRUE(a) << a.status().message();
+        ASSERT_TRUE(b) << b.status().message();
+        ASSERT_EQ(a->size(), b->size());
+        for (size_t i = 0; i < a->size(); ++i) {
+          ASSERT_EQ((*a)[i].shape(), (*b)[i].shape());
+          EXPECT_EQ(std::memcmp((*a)[i].raw(), (*b)[i].raw(), (*a)[i].byteSize()), 0) << fed.outputNames[i];
+        }
+        expectOrtParity(s);
+      }
+    }
   }
 }
 

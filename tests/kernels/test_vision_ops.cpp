@@ -206,6 +206,28 @@ TEST(VisionOrtParity, NonMaxSuppressionAllTiedScoresKeepIndexOrder) {
   }
 }
 
+// Spread-out boxes (a 40x40 field, sides 1.5..4) so that dozens are kept per class: the kept set
+// is tested against eight boxes per step (KeptBoxes in vision.cpp) and its tail one by one; with
+// zero-area boxes, and a high and a low iou_threshold. The selection must be ORT's exactly.
+TEST(VisionOrtParity, NonMaxSuppressionManyKeptBoxes) {
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> pos(0.f, 40.f), size(1.5f, 4.f);
+  const int64_t B = 2, C = 3, N = 300;
+  Tensor boxes(DType::Float, {B, N, 4});
+  float* p = boxes.data<float>();
+  for (int64_t i = 0; i < B * N; ++i) {
+    const float a = pos(rng), c = pos(rng), h = i % 37 == 0 ? 0.f : size(rng), w = size(rng);
+    p[4 * i] = a, p[4 * i + 1] = c, p[4 * i + 2] = a + h, p[4 * i + 3] = c + w;
+  }
+  for (float iou : {0.1f, 0.6f}) {
+    std::vector<Tensor> feeds = {boxes, nmsScores(B, C, N, rng), scalarI64(250), scalarF(iou)};
+    OnnxBuilder b = singleOp(11, "NonMaxSuppression", feeds, {{kInt64, 2}});
+    auto sel = expectParity(b, feeds, 1, "iou_threshold " + std::to_string(iou));
+    ASSERT_EQ(sel.size(), 1u);
+    EXPECT_GT(sel[0].dim(0), B * C * 40);  // dozens kept per (batch, class)
+  }
+}
+
 // ---------------------------------------------------------------- RoiAlign
 TEST(VisionOrtParity, RoiAlignOpset16CoordinateModesAndMaxMode) {
   std::mt19937 rng(16);
