@@ -49,6 +49,7 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
   eo.externalData = rq.externalData;
   if (rq.externalDataThresholdBytes > 0) eo.externalDataThresholdBytes = rq.externalDataThresholdBytes;
   eo.replacedInitializers = run.remedies.changedInitializers;
+  eo.insertedNodes = run.remedies.insertedNodes;
   eo.externalDataName = fs::path(modelOut).filename().string() + ".data";
   for (const std::string& out : {modelOut, (modelDir / eo.externalDataName).string()}) {
     if (samePath(out, rq.modelPath)) {
