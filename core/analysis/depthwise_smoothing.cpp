@@ -104,7 +104,82 @@ std::string uniqueValueName(const Graph& g, const std::string& base) {
   return name;
 }
 
+// Inserts Mul(x, 1/s) on depthwise Conv `conv`'s input edge of `g` and multiplies its weights by s
+// (not finalized); records the node and the weight in `res`.
+void insertMul(Graph& g, NodeId conv, const std::vector<double>& bestS, std::set<std::string>& nodeNames,
+               DepthwiseSmoothingResult& res) {
+  const int64_t channels = (int64_t)bestS.size();
+  const std::string name = g.nodes[(size_t)conv].name;
+  // The Mul on the Conv's input edge: x * (1 / s), the scale shaped [1, C, 1, ...] as the weight's rank.
+  const ValueId x = g.nodes[(size_t)conv].inputs[0];
+  const ValueId wId = g.nodes[(size_t)conv].inputs[1];
+  const int rank = g.value(wId).constant->rank();
+  Shape shape((size_t)rank, 1);
+  shape[1] = channels;
+  Tensor inv(DType::Float, shape);
+  for (int64_t ch = 0; ch < channels; ++ch) inv.data<float>()[ch] = (float)(1.0 / bestS[(size_t)ch]);
+  const std::string base = g.value(x).name + "_dwsmooth";
+  const ValueId sv = g.valueId(uniqueValueName(g, base + "_scale"));
+  g.value(sv).dtype = DType::Float;
+  g.value(sv).shape = std::vector<Dim>();
+  for (int64_t d : shape) g.value(sv).shape->push_back(Dim{d, ""});
+  g.value(sv).constant = std::move(inv);
+  const ValueId yv = g.valueId(uniqueValueName(g, base));
+  g.value(yv).dtype = DType::Float;
+  g.value(yv).shape = g.value(x).shape;
+  Node mul;
+  mul.name = name + "_dwsmooth";
+  for (int i = 1; nodeNames.count(mul.name); ++i) mul.name = name + "_dwsmooth_" + std::to_string(i);
+  nodeNames.insert(mul.name);
+  mul.opType = "Mul";
+  mul.inputs = {x, sv};
+  mul.outputs = {yv};
+  g.nodes.push_back(std::move(mul));
+  g.nodes[(size_t)conv].inputs[0] = yv;
+  // The depthwise weights of channel c by s_c (the bias is unchanged).
+  Tensor w = g.value(wId).constant->clone();
+  const int64_t block = w.numel() / channels;
+  for (int64_t ch = 0; ch < channels; ++ch)
+    for (int64_t k = 0; k < block; ++k) w.data<float>()[ch * block + k] *= (float)bestS[(size_t)ch];
+  g.value(wId).constant = std::move(w);
+  res.changedInitializers.push_back(g.value(wId).name);
+  res.insertedNodes.push_back(g.nodes.back().name);
+}
+
 }  // namespace
+
+Result<DepthwiseSmoothingResult> applyDepthwiseSmoothing(std::shared_ptr<const Model> model,
+                                                         const std::vector<DepthwiseSmoothingScale>& scales,
+                                                         const std::string& where) {
+  DepthwiseSmoothingResult res;
+  if (scales.empty()) {
+    res.model = std::move(model);
+    return res;
+  }
+  auto copy = std::make_shared<Model>(*model);
+  Graph& g = copy->graph;
+  std::set<std::string> nodeNames;
+  std::unordered_map<std::string, NodeId> byName;
+  for (NodeId id = 0; id < (NodeId)g.nodes.size(); ++id) {
+    nodeNames.insert(g.nodes[(size_t)id].name);
+    byName.emplace(g.nodes[(size_t)id].name, id);
+  }
+  for (const DepthwiseSmoothingScale& sc : scales) {
+    auto it = byName.find(sc.consumer);
+    if (it == byName.end() || depthwiseChannels(g, g.nodes[(size_t)it->second]) != (int64_t)sc.scale.size())
+      return invalidArgument(where + ": depthwise_smooth: node '" + sc.consumer + "' is not a depthwise Conv with " +
+                             std::to_string(sc.scale.size()) + " channels in " + model->path);
+    for (double v : sc.scale)
+      if (!(v > 0) || !std::isfinite(v))
+        return invalidArgument(where + ": depthwise_smooth: node '" + sc.consumer + "': a scale is not a positive number");
+    insertMul(g, it->second, sc.scale, nodeNames, res);
+    res.inputs.push_back({it->second, (NodeId)g.nodes.size() - 1, (int)sc.scale.size(), NAN, 0, 0, 0, sc.scale});
+  }
+  QS_RETURN_IF_ERROR(g.finalize(model->path));
+  std::sort(res.changedInitializers.begin(), res.changedInitializers.end());
+  res.model = std::move(copy);
+  return res;
+}
 
 Result<DepthwiseSmoothingResult> smoothDepthwiseInputs(std::shared_ptr<const Model> model, const CalibrationData& data,
                                                        int threads, const DepthwiseSmoothingOptions& options,
@@ -200,41 +275,8 @@ Result<DepthwiseSmoothingResult> smoothDepthwiseInputs(std::shared_ptr<const Mod
                             " of it at best)");
       continue;
     }
-    // The Mul on the Conv's input edge: x * (1 / s), the scale shaped [1, C, 1, ...] as the weight's rank.
-    const ValueId x = g.nodes[(size_t)c.conv].inputs[0];
-    const ValueId wId = g.nodes[(size_t)c.conv].inputs[1];
-    const int rank = g.value(wId).constant->rank();
-    Shape shape((size_t)rank, 1);
-    shape[1] = c.channels;
-    Tensor inv(DType::Float, shape);
-    for (int64_t ch = 0; ch < c.channels; ++ch) inv.data<float>()[ch] = (float)(1.0 / bestS[(size_t)ch]);
-    const std::string base = g.value(x).name + "_dwsmooth";
-    const ValueId sv = g.valueId(uniqueValueName(g, base + "_scale"));
-    g.value(sv).dtype = DType::Float;
-    g.value(sv).shape = std::vector<Dim>();
-    for (int64_t d : shape) g.value(sv).shape->push_back(Dim{d, ""});
-    g.value(sv).constant = std::move(inv);
-    const ValueId yv = g.valueId(uniqueValueName(g, base));
-    g.value(yv).dtype = DType::Float;
-    g.value(yv).shape = g.value(x).shape;
-    Node mul;
-    mul.name = name + "_dwsmooth";
-    for (int i = 1; nodeNames.count(mul.name); ++i) mul.name = name + "_dwsmooth_" + std::to_string(i);
-    nodeNames.insert(mul.name);
-    mul.opType = "Mul";
-    mul.inputs = {x, sv};
-    mul.outputs = {yv};
-    g.nodes.push_back(std::move(mul));
-    g.nodes[(size_t)c.conv].inputs[0] = yv;
-    // The depthwise weights of channel c by s_c (the bias is unchanged).
-    Tensor w = g.value(wId).constant->clone();
-    const int64_t block = w.numel() / c.channels;
-    for (int64_t ch = 0; ch < c.channels; ++ch)
-      for (int64_t k = 0; k < block; ++k) w.data<float>()[ch * block + k] *= (float)bestS[(size_t)ch];
-    g.value(wId).constant = std::move(w);
-    res.changedInitializers.push_back(g.value(wId).name);
-    res.insertedNodes.push_back(g.nodes.back().name);
-    res.inputs.push_back({c.conv, (NodeId)g.nodes.size() - 1, (int)c.channels, bestAlpha, top / lowest, before, bestErr});
+    insertMul(g, c.conv, bestS, nodeNames, res);
+    res.inputs.push_back({c.conv, (NodeId)g.nodes.size() - 1, (int)c.channels, bestAlpha, top / lowest, before, bestErr, bestS});
   }
   if (res.inputs.empty()) {
     res.model = std::move(model);

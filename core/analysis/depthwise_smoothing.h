@@ -40,6 +40,13 @@ struct DepthwiseSmoothedInput {
   double alpha = 0;
   double rangeRatio = 0;                   // largest over smallest channel range (dead channels left out)
   double errorBefore = 0, errorAfter = 0;  // the layer-wise proxy, s = 1 and the chosen s
+  std::vector<double> scale;               // s per channel (the Mul multiplies by 1 / s)
+};
+
+/// A smoothing to re-apply (quant_cfg.json's "depthwise_smooth"): the depthwise Conv by name and s.
+struct DepthwiseSmoothingScale {
+  std::string consumer;
+  std::vector<double> scale;
 };
 
 struct DepthwiseSmoothingOptions {
@@ -64,5 +71,12 @@ struct DepthwiseSmoothingResult {
 Result<DepthwiseSmoothingResult> smoothDepthwiseInputs(std::shared_ptr<const Model> model, const CalibrationData& data,
                                                        int threads, const DepthwiseSmoothingOptions& options = {},
                                                        const ProgressFn& progress = {});
+
+/// Re-applies saved smoothings to `model` (the same Mul nodes, names and weights as the run that
+/// chose `scales`, bit for bit). InvalidArgument naming `where` when a consumer is not a depthwise
+/// Conv of `model` or its channel count differs.
+Result<DepthwiseSmoothingResult> applyDepthwiseSmoothing(std::shared_ptr<const Model> model,
+                                                         const std::vector<DepthwiseSmoothingScale>& scales,
+                                                         const std::string& where);
 
 }  // namespace qs

@@ -86,6 +86,8 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
     qc.externalData = eo.externalData;
     qc.trtVersion = run.trtVersion;
     qc.trtAlgorithm = run.trtAlgorithm;
+    for (const DepthwiseSmoothedInput& d : run.remedies.depthwiseSmoothed)
+      qc.depthwiseSmooth.push_back({run.model->graph.nodes[(size_t)d.consumer].name, d.scale});
     const fs::path dir(target.outputDir);
     b.files.push_back({(dir / "quant_cfg.json").string(), quantConfigJson(*run.model, r, qc)});
     if (writesCalibrationCache(r.plan.mode)) {

@@ -253,6 +253,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
     QS_RETURN_IF_ERROR(equalizeRunDepthwise(run));
   if (rq.depthwiseSmooth && !scalesGiven && rq.calibration.mode == QuantMode::Int8)
     QS_RETURN_IF_ERROR(smoothRunDepthwise(run));
+  if (saved && !saved->depthwiseSmooth.empty()) QS_RETURN_IF_ERROR(smoothRunDepthwise(run, saved->depthwiseSmooth, rq.loadConfig));
 
   // The session: the request's lists, or a saved config's node states plus the request's lists.
   QuantConfig config = rq.config;

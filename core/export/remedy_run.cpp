@@ -92,6 +92,18 @@ Status smoothRunDepthwise(AnalysisRun& run) {
   return Status::ok();
 }
 
+Status smoothRunDepthwise(AnalysisRun& run, const std::vector<DepthwiseSmoothingScale>& saved, const std::string& where) {
+  const bool same = run.originalModel == run.model;
+  auto sm = applyDepthwiseSmoothing(run.model, saved, where);
+  if (!sm) return sm.status();
+  run.model = sm->model;
+  if (same) run.originalModel = run.model;
+  run.remedies.depthwiseSmoothed = std::move(sm->inputs);
+  run.remedies.insertedNodes = std::move(sm->insertedNodes);
+  addChanged(run.remedies, sm->changedInitializers);
+  return Status::ok();
+}
+
 Status createBaselineSession(AnalysisRun& run, const QuantConfig& config, const AnalysisOptions& options,
                              const std::shared_ptr<CancelToken>& cancel) {
   run.sessionConfig = config;

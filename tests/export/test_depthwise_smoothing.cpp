@@ -128,6 +128,18 @@ TEST(DepthwiseSmoothing, InsertsAMulKeepsTheFloatFunctionRaisesTheSnrAndReachesO
   ort.add(ref, *got);
   std::printf("ONNX Runtime on quantized.onnx: %.2f dB\n", ort.metrics().snrDb);
   EXPECT_NEAR(ort.metrics().snrDb, after, 0.5);
+
+  // quant_cfg.json keeps the scales: --load-config re-inserts the same Mul and weights, byte for byte.
+  EXPECT_NE(readText(dir + "/out/quant_cfg.json").find("\"depthwise_smooth\""), std::string::npos);
+  AnalysisRequest reload = test::remedyRequest(model, dir + "/x.npy");
+  reload.loadConfig = dir + "/out/quant_cfg.json";
+  auto again = runAnalysis(reload);
+  ASSERT_TRUE(again) << again.status().message();
+  ASSERT_EQ(again->remedies.depthwiseSmoothed.size(), 1u);
+  EXPECT_EQ(again->remedies.depthwiseSmoothed[0].scale, s.scale);
+  const std::string q2 = exportRun(*again, dir + "/out2");
+  ASSERT_FALSE(q2.empty());
+  EXPECT_TRUE(readText(q) == readText(q2));
   fs::remove_all(dir);
 }
 
