@@ -131,7 +131,7 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                  "producer) to one range, measured on the calibration data; the float model is unchanged (default on)");
   cmd.add_option("--depthwise-smooth", g_text.depthwiseSmooth,
                  "on|off: int8, per-channel scale (an inserted Mul, folded back into the weights) on the inputs of the "
-                 "other depthwise Convs where it lowers their layer-wise error; the float model is unchanged (default on)");
+                 "other depthwise Convs where it lowers their layer-wise error; the float model is unchanged (default off)");
   cmd.add_option("--high-precision-dtype,--high_precision_dtype", g_text.highPrecision,
                  "fp32, fp16 or bf16: the precision of the nodes left out of quantization (default fp32)");
   cmd.add_option("--integer-conv", g_text.integerConv,

@@ -1,9 +1,9 @@
-// Depthwise input smoothing (core/analysis/depthwise_smoothing.h), on by default for int8: on a
+// Depthwise input smoothing (core/analysis/depthwise_smoothing.h), int8, --depthwise-smooth on: on a
 // model built in code whose depthwise Conv reads `a * hardswish(conv(x)) + b` (PP-LCNetV3's
 // block, scalar a and b: no producer takes a per-channel scale), it inserts a Mul on the depthwise
 // input, keeps the float function, raises the predicted SNR, and quantized.onnx carries the Mul and
-// the scaled weights: ONNX Runtime computes the predicted SNR within 0.5 dB. Off with
-// --depthwise-smooth off; a bad value is refused in one line.
+// the scaled weights: ONNX Runtime computes the predicted SNR within 0.5 dB; quant_cfg.json
+// reproduces it through --load-config. A bad --depthwise-smooth value is refused in one line.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -74,8 +74,8 @@ TEST(DepthwiseSmoothing, InsertsAMulKeepsTheFloatFunctionRaisesTheSnrAndReachesO
   ASSERT_TRUE(off) << off.status().message();
   EXPECT_TRUE(off->remedies.depthwiseSmoothed.empty());
   EXPECT_TRUE(off->remedies.depthwisePairs.empty());  // no BatchNormalization/Conv producer to fold into
-  rq.depthwiseSmooth = true;  // the default
-  EXPECT_TRUE(AnalysisRequest{}.depthwiseSmooth);
+  EXPECT_FALSE(AnalysisRequest{}.depthwiseSmooth);  // off by default (docs/quality.md)
+  rq.depthwiseSmooth = true;
   auto on = runAnalysis(rq);
   ASSERT_TRUE(on) << on.status().message();
   ASSERT_EQ(on->remedies.depthwiseSmoothed.size(), 1u);
