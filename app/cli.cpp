@@ -48,6 +48,7 @@ struct TextFlags {
   std::vector<std::string> outputKinds;  // NAME=classes|sequence|dense
   std::string highPrecision = "fp32";
   std::string depthwiseEqualize;  // on|off
+  std::string depthwiseSmooth;    // on|off
   std::string memoryBudget;  // --memory-budget SIZE
 };
 TextFlags g_text;
@@ -128,6 +129,9 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_option("--depthwise-equalize", g_text.depthwiseEqualize,
                  "on|off: int8, rescale the input channels of depthwise Convs (at their BatchNormalization or Conv "
                  "producer) to one range, measured on the calibration data; the float model is unchanged (default on)");
+  cmd.add_option("--depthwise-smooth", g_text.depthwiseSmooth,
+                 "on|off: int8, per-channel scale (an inserted Mul, folded back into the weights) on the inputs of the "
+                 "other depthwise Convs where it lowers their layer-wise error; the float model is unchanged (default off)");
   cmd.add_option("--high-precision-dtype,--high_precision_dtype", g_text.highPrecision,
                  "fp32, fp16 or bf16: the precision of the nodes left out of quantization (default fp32)");
   cmd.add_option("--integer-conv", g_text.integerConv,
@@ -191,6 +195,12 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
       return invalidArgument("--depthwise-equalize '" + g_text.depthwiseEqualize + "': expected on or off");
     }
     a.depthwiseEqualize = g_text.depthwiseEqualize == "on";
+  }
+  if (!g_text.depthwiseSmooth.empty()) {
+    if (g_text.depthwiseSmooth != "on" && g_text.depthwiseSmooth != "off") {
+      return invalidArgument("--depthwise-smooth '" + g_text.depthwiseSmooth + "': expected on or off");
+    }
+    a.depthwiseSmooth = g_text.depthwiseSmooth == "on";
   }
   if (!g_text.memoryBudget.empty()) QS_RETURN_IF_ERROR(parseByteSize(g_text.memoryBudget, a.memoryBudgetBytes));
   a.keepForToggles = false;  // nothing toggles after a CLI run but its fallback, which keeps them anyway

@@ -16,20 +16,6 @@ namespace {
 // lifted by 1024 at most.
 constexpr double kMinScale = 1.0 / 1024;
 
-int64_t groupOf(const Node& n) {
-  const Attribute* a = n.attr("group");
-  return a ? a->i : 1;
-}
-
-// A Conv whose weight [C, 1, k...] is its own constant and group == C; -1 channels otherwise.
-int64_t depthwiseChannels(const Graph& g, const Node& n) {
-  if (n.opType != "Conv" || !n.domain.empty() || n.inputs.size() < 2 || n.outputs.empty()) return -1;
-  if (n.inputs[0] == kNoValue || g.value(n.inputs[0]).constant || !isOwnFloatConstant(g, n.inputs[1])) return -1;
-  const Tensor& w = *g.value(n.inputs[1]).constant;
-  if (w.rank() < 3 || w.dim(1) != 1 || groupOf(n) != w.dim(0) || w.dim(0) < 2) return -1;
-  return w.dim(0);
-}
-
 // The constants of producer `p` that take 1/s per output channel, or an empty list when `p` is
 // not a producer this pass can rescale with `channels` output channels.
 std::vector<ValueId> scaledConstants(const Graph& g, const Node& p, int64_t channels) {
@@ -124,6 +110,19 @@ class RangeObserver : public ExecutionObserver {
 };
 
 }  // namespace
+
+static int64_t groupOf(const Node& n) {
+  const Attribute* a = n.attr("group");
+  return a ? a->i : 1;
+}
+
+int64_t depthwiseChannels(const Graph& g, const Node& n) {
+  if (n.opType != "Conv" || !n.domain.empty() || n.inputs.size() < 2 || n.outputs.empty()) return -1;
+  if (n.inputs[0] == kNoValue || g.value(n.inputs[0]).constant || !isOwnFloatConstant(g, n.inputs[1])) return -1;
+  const Tensor& w = *g.value(n.inputs[1]).constant;
+  if (w.rank() < 3 || w.dim(1) != 1 || groupOf(n) != w.dim(0) || w.dim(0) < 2) return -1;
+  return w.dim(0);
+}
 
 std::vector<DepthwiseEqualizedPair> findDepthwiseEqualizablePairs(const Model& model, bool throughRelu) {
   std::vector<DepthwiseEqualizedPair> out;

@@ -42,6 +42,10 @@ struct DepthwiseEqualizationResult {
   std::vector<std::string> changedInitializers;  // sorted names
 };
 
+/// The channel count C of a depthwise Conv (weight [C, 1, k...] a float constant of its own,
+/// group == C >= 2, a non-constant input), -1 for any other node.
+int64_t depthwiseChannels(const Graph& g, const Node& n);
+
 /// The pairs of `model` (without data; rangeRatio 0).
 std::vector<DepthwiseEqualizedPair> findDepthwiseEqualizablePairs(const Model& model, bool throughRelu = false);
 

@@ -49,6 +49,7 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
   eo.externalData = rq.externalData;
   if (rq.externalDataThresholdBytes > 0) eo.externalDataThresholdBytes = rq.externalDataThresholdBytes;
   eo.replacedInitializers = run.remedies.changedInitializers;
+  eo.insertedNodes = run.remedies.insertedNodes;
   eo.externalDataName = fs::path(modelOut).filename().string() + ".data";
   for (const std::string& out : {modelOut, (modelDir / eo.externalDataName).string()}) {
     if (samePath(out, rq.modelPath)) {
@@ -85,6 +86,8 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
     qc.externalData = eo.externalData;
     qc.trtVersion = run.trtVersion;
     qc.trtAlgorithm = run.trtAlgorithm;
+    for (const DepthwiseSmoothedInput& d : run.remedies.depthwiseSmoothed)
+      qc.depthwiseSmooth.push_back({run.model->graph.nodes[(size_t)d.consumer].name, d.scale});
     const fs::path dir(target.outputDir);
     b.files.push_back({(dir / "quant_cfg.json").string(), quantConfigJson(*run.model, r, qc)});
     if (writesCalibrationCache(r.plan.mode)) {

@@ -119,6 +119,56 @@ onnx::NodeProto makeNode(const std::string& op, const std::string& name, const s
   return n;
 }
 
+// ExportOptions::insertedNodes: each node of `g` named there, written before its first reader
+// (found by output name), its constant inputs as initializers, its readers' inputs rewired.
+Status insertRemedyNodes(onnx::GraphProto& gp, const Graph& g, const std::vector<std::string>& names,
+                         const std::string& where) {
+  std::unordered_map<std::string, NodeId> byName;
+  for (NodeId id = 0; id < (NodeId)g.nodes.size(); ++id) byName.emplace(g.nodes[(size_t)id].name, id);
+  std::set<std::string> initializers;
+  for (const auto& t : gp.initializer()) initializers.insert(t.name());
+  for (const std::string& name : names) {
+    auto it = byName.find(name);
+    if (it == byName.end()) return invalidArgument(where + ": node '" + name + "' inserted by a remedy is not in the model");
+    const Node& n = g.nodes[(size_t)it->second];
+    if (n.outputs.size() != 1 || n.outputs[0] == kNoValue || !n.attributes.empty() || !n.domain.empty())
+      return invalidArgument(where + ": node '" + name + "' inserted by a remedy is not a one-output node without attributes");
+    const Value& out = g.value(n.outputs[0]);
+    onnx::NodeProto np;
+    np.set_op_type(n.opType);
+    np.set_name(n.name);
+    np.add_output(out.name);
+    for (ValueId in : n.inputs) {
+      const Value& v = g.value(in);
+      np.add_input(v.name);
+      if (!v.constant || initializers.count(v.name)) continue;
+      if (v.constant->dtype() != DType::Float)
+        return invalidArgument(where + ": node '" + name + "': constant '" + v.name + "' is not float32");
+      std::vector<int64_t> dims(v.constant->shape().begin(), v.constant->shape().end());
+      addInitializer(gp, v.name, onnx::TensorProto::FLOAT, dims, v.constant->raw(), v.constant->byteSize());
+      initializers.insert(v.name);
+    }
+    // Its readers in the file, rewired from the input they read there to this node's output.
+    int first = gp.node_size();
+    for (NodeId c : out.consumers) {
+      const Node& cn = g.nodes[(size_t)c];
+      int found = -1;
+      for (int i = 0; i < gp.node_size() && found < 0; ++i)
+        for (const auto& o : gp.node(i).output())
+          if (!cn.outputs.empty() && cn.outputs[0] != kNoValue && o == g.value(cn.outputs[0]).name) found = i;
+      if (found < 0) return invalidModel(where + ": node '" + cn.name + "', a reader of '" + name + "', is not in the file");
+      onnx::NodeProto& cp = *gp.mutable_node(found);
+      for (size_t k = 0; k < cn.inputs.size() && (int)k < cp.input_size(); ++k)
+        if (cn.inputs[k] == n.outputs[0]) cp.set_input((int)k, out.name);
+      first = std::min(first, found);
+    }
+    auto* nodes = gp.mutable_node();
+    *nodes->Add() = std::move(np);
+    for (int i = nodes->size() - 1; i > first; --i) nodes->SwapElements(i, i - 1);
+  }
+  return Status::ok();
+}
+
 // What is inserted for one quantized tensor: its Q/DQ nodes, emitted before the first consumer.
 struct Pair {
   std::vector<onnx::NodeProto> nodes;
@@ -364,6 +414,9 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
                              " initializer(s) changed by a remedy are neither initializers nor Constant nodes of the file");
     }
   }
+
+  if (!options.insertedNodes.empty())
+    QS_RETURN_IF_ERROR(insertRemedyNodes(*proto.mutable_graph(), g, options.insertedNodes, where));
 
   ExportedModel out;
   onnx::OperatorSetIdProto* os = defaultOpsetImport(proto);

@@ -57,6 +57,10 @@ struct ExportOptions {
   /// Float initializers whose values come from `model` instead of the file (the weights and biases
   /// a remedy changed: core/analysis/remedies.h).
   std::vector<std::string> replacedInitializers;
+  /// Nodes of `model` that are not in the file (a remedy inserted them: depthwise smoothing's Mul),
+  /// by name: written before their first reader with their constant inputs as initializers, and
+  /// their readers rewired to their outputs.
+  std::vector<std::string> insertedNodes;
 };
 
 /// An exported model in memory, ready to be written.

@@ -251,6 +251,9 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
 
   if (rq.depthwiseEqualize && !scalesGiven && rq.calibration.mode == QuantMode::Int8)
     QS_RETURN_IF_ERROR(equalizeRunDepthwise(run));
+  if (rq.depthwiseSmooth && !scalesGiven && rq.calibration.mode == QuantMode::Int8)
+    QS_RETURN_IF_ERROR(smoothRunDepthwise(run));
+  if (saved && !saved->depthwiseSmooth.empty()) QS_RETURN_IF_ERROR(smoothRunDepthwise(run, saved->depthwiseSmooth, rq.loadConfig));
 
   // The session: the request's lists, or a saved config's node states plus the request's lists.
   QuantConfig config = rq.config;
@@ -437,6 +440,11 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
     s["depthwise_equalize"] = "off";
   } else if (const size_t n = run.remedies.depthwisePairs.size(); n > 0) {
     s["depthwise_equalize"] = std::to_string(n) + (n == 1 ? " pair" : " pairs");
+  }
+  if (!rq.depthwiseSmooth) {
+    s["depthwise_smooth"] = "off";
+  } else if (const size_t n = run.remedies.depthwiseSmoothed.size(); n > 0) {
+    s["depthwise_smooth"] = std::to_string(n) + (n == 1 ? " input" : " inputs");
   }
   if (!rq.integerConv) s["integer_conv"] = "off";
   return s;

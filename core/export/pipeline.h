@@ -78,6 +78,10 @@ struct AnalysisRequest {
   /// Activation equalization of the depthwise Convs' inputs (core/analysis/depthwise_equalization.h),
   /// int8 with calibrated scales only; float-preserving, so not a remedy with a before/after.
   bool depthwiseEqualize = true;
+  /// Per-channel smoothing of the other depthwise Convs' inputs through an inserted Mul
+  /// (core/analysis/depthwise_smoothing.h), int8 with calibrated scales only; float-preserving.
+  /// Off by default: rec's task agreement in ONNX Runtime fell (docs/quality.md, "Depthwise input smoothing").
+  bool depthwiseSmooth = false;
   /// --integer-conv: INT8 Convs summed exactly in integers where the CPU has AVX2 or VNNI
   /// (AnalysisOptions::integerConv), or off: FP32 convolutions of fake-quantized tensors.
   bool integerConv = true;

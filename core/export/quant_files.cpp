@@ -355,6 +355,11 @@ std::string quantConfigJson(const Model& model, const AnalysisResult& r, const Q
           {"qdq_points", qdqPoints},
           {"weights", weights},
           {"nodes", nodes}};
+  if (!ctx.depthwiseSmooth.empty()) {
+    Json sm = Json::array();
+    for (const DepthwiseSmoothingScale& d : ctx.depthwiseSmooth) sm.push_back(Json{{"node", d.consumer}, {"scale", d.scale}});
+    qs["depthwise_smooth"] = std::move(sm);
+  }
   Json root{{"act_quant_info", act}, {"quantscope", qs}};
   return root.dump(4) + "\n";
 }
@@ -481,6 +486,17 @@ Result<SavedQuantConfig> parseQuantConfig(const std::string& text, const std::st
         key = "nodes.reason";
         if (n.contains("reason")) ns.reason = n.at("reason").get<std::string>();
         s.nodes.push_back(std::move(ns));
+      }
+    }
+    key = "depthwise_smooth";
+    if (q.contains("depthwise_smooth")) {
+      for (const Json& d : q.at("depthwise_smooth")) {
+        DepthwiseSmoothingScale sc;
+        key = "depthwise_smooth.node";
+        sc.consumer = d.at("node").get<std::string>();
+        key = "depthwise_smooth.scale";
+        sc.scale = d.at("scale").get<std::vector<double>>();
+        s.depthwiseSmooth.push_back(std::move(sc));
       }
     }
   } catch (const std::exception&) {

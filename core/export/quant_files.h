@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/depthwise_smoothing.h"
 #include "core/analysis/results.h"
 #include "core/quant/quant_config.h"
 #include "core/quant/quant_types.h"
@@ -151,6 +152,7 @@ struct SavedQuantConfig {
     bool quantizable = false, quantized = false;
   };
   std::vector<NodeState> nodes;         // every node, graph order
+  std::vector<DepthwiseSmoothingScale> depthwiseSmooth;  // quantscope.depthwise_smooth: re-applied on load
 };
 
 /// Context of a config written by an export.
@@ -162,6 +164,7 @@ struct QuantConfigContext {
   bool dqOnly = true, externalData = false;
   TrtVersion trtVersion;                // the calibration.cache written beside it
   std::string trtAlgorithm;             // its header's algorithm
+  std::vector<DepthwiseSmoothingScale> depthwiseSmooth;  // the run's depthwise input smoothing (its Mul nodes)
 };
 
 /// quant_cfg.json of an analysed session: act_quant_info (exported tensors, amax as float), then

@@ -68,6 +68,42 @@ Status equalizeRunDepthwise(AnalysisRun& run) {
   return Status::ok();
 }
 
+Status smoothRunDepthwise(AnalysisRun& run) {
+  const bool same = run.originalModel == run.model;
+  auto smoothed = [&](const std::shared_ptr<const Model>& model) -> Result<DepthwiseSmoothingResult> {
+    DepthwiseSmoothingOptions o;
+    for (const DepthwiseEqualizedPair& p : findDepthwiseEqualizablePairs(*model)) o.skip.push_back(p.consumer);
+    return smoothDepthwiseInputs(model, *run.calibrationData, run.request.threads, o);
+  };
+  auto sm = smoothed(run.model);
+  if (!sm) return sm.status();
+  if (sm->inputs.empty()) return Status::ok();
+  run.model = sm->model;
+  if (same) {
+    run.originalModel = run.model;
+  } else if (run.originalModel) {  // --equalize: the baseline gets its own smoothing
+    auto base = smoothed(run.originalModel);
+    if (!base) return base.status();
+    run.originalModel = base->model;
+  }
+  run.remedies.depthwiseSmoothed = std::move(sm->inputs);
+  run.remedies.insertedNodes = std::move(sm->insertedNodes);
+  addChanged(run.remedies, sm->changedInitializers);
+  return Status::ok();
+}
+
+Status smoothRunDepthwise(AnalysisRun& run, const std::vector<DepthwiseSmoothingScale>& saved, const std::string& where) {
+  const bool same = run.originalModel == run.model;
+  auto sm = applyDepthwiseSmoothing(run.model, saved, where);
+  if (!sm) return sm.status();
+  run.model = sm->model;
+  if (same) run.originalModel = run.model;
+  run.remedies.depthwiseSmoothed = std::move(sm->inputs);
+  run.remedies.insertedNodes = std::move(sm->insertedNodes);
+  addChanged(run.remedies, sm->changedInitializers);
+  return Status::ok();
+}
+
 Status createBaselineSession(AnalysisRun& run, const QuantConfig& config, const AnalysisOptions& options,
                              const std::shared_ptr<CancelToken>& cancel) {
   run.sessionConfig = config;

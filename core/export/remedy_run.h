@@ -18,6 +18,14 @@ Status equalizeRunModel(AnalysisRun& run);
 /// and records the pairs and changed constants in run.remedies. Nothing when no pair is found.
 Status equalizeRunDepthwise(AnalysisRun& run);
 
+/// AnalysisRequest::depthwiseSmooth, after equalizeRunDepthwise: replaces run.model (and
+/// run.originalModel, as there) by a copy with a Mul on the inputs of the depthwise Convs that
+/// depthwise equalization cannot pair, where it lowers their layer-wise error; records them, the
+/// inserted nodes and the changed weights in run.remedies.
+Status smoothRunDepthwise(AnalysisRun& run);
+/// The same with the scales a quant_cfg.json saved (--load-config): the saved run's Mul nodes and weights.
+Status smoothRunDepthwise(AnalysisRun& run, const std::vector<DepthwiseSmoothingScale>& saved, const std::string& where);
+
 /// When the request asks for a remedy: a session on run.originalModel with the same
 /// configuration and options (no sensitivity), analysed by runRemedies() for remedies.before.
 Status createBaselineSession(AnalysisRun& run, const QuantConfig& config, const AnalysisOptions& options,

@@ -1,0 +1,155 @@
+// Depthwise input smoothing (core/analysis/depthwise_smoothing.h), int8, --depthwise-smooth on: on a
+// model built in code whose depthwise Conv reads `a * hardswish(conv(x)) + b` (PP-LCNetV3's
+// block, scalar a and b: no producer takes a per-channel scale), it inserts a Mul on the depthwise
+// input, keeps the float function, raises the predicted SNR, and quantized.onnx carries the Mul and
+// the scaled weights: ONNX Runtime computes the predicted SNR within 0.5 dB; quant_cfg.json
+// reproduces it through --load-config. A bad --depthwise-smooth value is refused in one line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <cstdio>
+#include <random>
+
+#include "core/analysis/depthwise_smoothing.h"
+#include "core/export/pipeline.h"
+#include "core/io/npy.h"
+#include "core/numeric/metrics.h"
+#include "core/onnx/loader.h"
+#include "tests/support/model_helpers.h"
+#include "tests/support/onnx_builder.h"
+#include "tests/support/remedy_helpers.h"
+
+using namespace qs;
+using qs::test::exportRun;
+using qs::test::readText;
+using qs::test::runCommand;
+using qs::test::runFile;
+namespace fs = std::filesystem;
+
+namespace {
+
+// x [4, 3, 12, 12] -> Conv(8, 3x3, bias; channels two decades apart) -> HardSwish -> Mul(a) ->
+// Add(b) -> depthwise Conv(8, 3x3, bias) -> Conv(6, 1x1) -> y.
+std::string writeAffineDepthwiseModel(const std::string& dir, std::mt19937& rng) {
+  test::OnnxBuilder b(14);
+  b.input("x", {4, 3, 12, 12}).output("y", {4, 6, 12, 12});
+  std::vector<float> w1 = test::randomValues(8 * 27, rng);
+  for (int64_t c = 0; c < 8; ++c)
+    for (int64_t i = 0; i < 27; ++i) w1[(size_t)(c * 27 + i)] *= std::pow(10.f, (float)(c % 4) / 1.5f - 1.f);
+  b.initializer("w1", {8, 3, 3, 3}, w1);
+  b.initializer("b1", {8}, test::randomValues(8, rng, -0.05f, 0.05f));
+  b.initializer("a", {}, {1.2f});
+  b.initializer("bb", {}, {0.03f});
+  b.initializer("wd", {8, 1, 3, 3}, test::randomValues(8 * 9, rng));
+  b.initializer("bd", {8}, test::randomValues(8, rng, -0.1f, 0.1f));
+  b.initializer("w3", {6, 8, 1, 1}, test::randomValues(48, rng));
+  auto& c1 = b.node("Conv", {"x", "w1", "b1"}, {"c1"}, "conv1");
+  test::OnnxBuilder::attrInts(c1, "pads", {1, 1, 1, 1});
+  b.node("HardSwish", {"c1"}, {"h1"}, "hswish");
+  b.node("Mul", {"h1", "a"}, {"m1"}, "affine_mul");
+  b.node("Add", {"m1", "bb"}, {"a1"}, "affine_add");
+  auto& dw = b.node("Conv", {"a1", "wd", "bd"}, {"d1"}, "dwconv");
+  test::OnnxBuilder::attrInts(dw, "pads", {1, 1, 1, 1});
+  test::OnnxBuilder::attrInt(dw, "group", 8);
+  b.node("Conv", {"d1", "w3"}, {"y"}, "conv3");
+  const std::string path = dir + "/dw_affine.onnx";
+  b.save(path);
+  return path;
+}
+
+}  // namespace
+
+TEST(DepthwiseSmoothing, InsertsAMulKeepsTheFloatFunctionRaisesTheSnrAndReachesOnnxRuntime) {
+  std::mt19937 rng(3);
+  const std::string dir = test::makeTempDir("dw-smooth");
+  const std::string model = writeAffineDepthwiseModel(dir, rng);
+  const Tensor x = test::randomTensor({4, 3, 12, 12}, rng, -1.f, 1.f);
+  ASSERT_TRUE(writeNpy(dir + "/x.npy", x));
+  ASSERT_TRUE(writeNpy(dir + "/in_0_0.npy", x));
+
+  AnalysisRequest rq = test::remedyRequest(model, dir + "/x.npy");
+  rq.depthwiseSmooth = false;
+  auto off = runAnalysis(rq);
+  ASSERT_TRUE(off) << off.status().message();
+  EXPECT_TRUE(off->remedies.depthwiseSmoothed.empty());
+  EXPECT_TRUE(off->remedies.depthwisePairs.empty());  // no BatchNormalization/Conv producer to fold into
+  EXPECT_FALSE(AnalysisRequest{}.depthwiseSmooth);  // off by default (docs/quality.md)
+  rq.depthwiseSmooth = true;
+  auto on = runAnalysis(rq);
+  ASSERT_TRUE(on) << on.status().message();
+  ASSERT_EQ(on->remedies.depthwiseSmoothed.size(), 1u);
+  const DepthwiseSmoothedInput& s = on->remedies.depthwiseSmoothed[0];
+  const Graph& g = on->model->graph;
+  EXPECT_EQ(g.nodes[(size_t)s.consumer].name, "dwconv");
+  EXPECT_EQ(g.nodes[(size_t)s.mul].opType, "Mul");
+  EXPECT_EQ(g.value(g.nodes[(size_t)s.consumer].inputs[0]).producer, s.mul);
+  EXPECT_GT(s.rangeRatio, 10.0);
+  EXPECT_GT(s.alpha, 0.0);
+  EXPECT_LT(s.errorAfter, 0.9 * s.errorBefore);
+  EXPECT_EQ(on->remedies.insertedNodes, (std::vector<std::string>{"dwconv_dwsmooth"}));
+  EXPECT_EQ(on->remedies.changedInitializers, (std::vector<std::string>{"wd"}));
+  EXPECT_TRUE(on->remedies.empty());  // not a remedy with a before/after: no remedies section
+  EXPECT_FALSE(isNodeQuantized(on->result()->plan, s.mul));  // the Mul runs in float
+
+  // The float function is the original's.
+  const Tensor ref = runFile(model, x);
+  ErrorAccumulator fl;
+  fl.add(ref, test::runModel(on->model, x));
+  EXPECT_GE(fl.metrics().snrDb, 100.0);
+  // The small channels no longer lose to the per-tensor step of the depthwise input.
+  const double before = off->result()->outputs[0].metrics.snrDb, after = on->result()->outputs[0].metrics.snrDb;
+  std::printf("depthwise smoothing: %.2f dB -> %.2f dB (predicted), alpha %.2f\n", before, after, s.alpha);
+  EXPECT_GT(after, before + 1.0);
+
+  // quantized.onnx carries the Mul (float, before the depthwise input's QuantizeLinear) and the
+  // scaled weights: ONNX Runtime at the prediction.
+  const std::string q = exportRun(*on, dir + "/out");
+  ASSERT_FALSE(q.empty());
+  EXPECT_NE(readText(dir + "/out/report.json").find("\"depthwise_smooth\": \"1 input\""), std::string::npos);
+  EXPECT_EQ(runCommand("/usr/bin/python3 " + std::string(QS_SOURCE_DIR) + "/tests/support/validate_json.py " +
+                       std::string(QS_SOURCE_DIR) + "/docs/report.schema.json " + dir + "/out/report.json"),
+            0);
+  auto written = loadModel(q);
+  ASSERT_TRUE(written) << written.status().message();
+  const Graph& wg = (*written)->graph;
+  const ValueId mulOut = wg.findValue("a1_dwsmooth");
+  ASSERT_NE(mulOut, kNoValue);
+  ASSERT_GE(wg.value(mulOut).producer, 0);
+  EXPECT_EQ(wg.nodes[(size_t)wg.value(mulOut).producer].opType, "Mul");
+  ASSERT_EQ(wg.value(mulOut).consumers.size(), 1u);
+  EXPECT_EQ(wg.nodes[(size_t)wg.value(mulOut).consumers[0]].opType, "QuantizeLinear");
+  ASSERT_EQ(runCommand("ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_batch.mjs " + q +
+                       " " + dir + " " + dir + "/q --samples 1 --threads 2 --level disabled --disable-qdq"),
+            0);
+  auto got = readNpy(dir + "/q/out_0_0.npy");
+  ASSERT_TRUE(got) << got.status().message();
+  ErrorAccumulator ort;
+  ort.add(ref, *got);
+  std::printf("ONNX Runtime on quantized.onnx: %.2f dB\n", ort.metrics().snrDb);
+  EXPECT_NEAR(ort.metrics().snrDb, after, 0.5);
+
+  // quant_cfg.json keeps the scales: --load-config re-inserts the same Mul and weights, byte for byte.
+  EXPECT_NE(readText(dir + "/out/quant_cfg.json").find("\"depthwise_smooth\""), std::string::npos);
+  AnalysisRequest reload = test::remedyRequest(model, dir + "/x.npy");
+  reload.loadConfig = dir + "/out/quant_cfg.json";
+  auto again = runAnalysis(reload);
+  ASSERT_TRUE(again) << again.status().message();
+  ASSERT_EQ(again->remedies.depthwiseSmoothed.size(), 1u);
+  EXPECT_EQ(again->remedies.depthwiseSmoothed[0].scale, s.scale);
+  const std::string q2 = exportRun(*again, dir + "/out2");
+  ASSERT_FALSE(q2.empty());
+  EXPECT_TRUE(readText(q) == readText(q2));
+  fs::remove_all(dir);
+}
+
+TEST(DepthwiseSmoothing, CliRefusesABadValue) {
+  const std::string cmd = std::string(QS_BINARY) + " analyze nothing.onnx --depthwise-smooth maybe 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  EXPECT_NE(pclose(p), 0);
+  EXPECT_NE(out.find("--depthwise-smooth 'maybe': expected on or off"), std::string::npos) << out;
+}
