@@ -40,6 +40,7 @@ bool parseTriple(const std::string& s, std::array<float, 3>& out) {
 // What CLI11 keeps as text until finishAnalysisOptions() converts it.
 struct TextFlags {
   std::string size, mean, stdev, method, mode = "int8", trtVersion, allTensorRanges, sensitivity, integerConv;
+  std::string gramSplit;
   std::vector<std::string> shapes;
   bool dqOnly = true;
   CLI::Option* dqOnlyOption = nullptr;
@@ -137,6 +138,9 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_option("--integer-conv", g_text.integerConv,
                  "on|off: INT8 Convs summed exactly in integers where the CPU has AVX2 or AVX-512 VNNI, as TensorRT "
                  "(default on), or FP32 convolutions of the fake-quantized tensors, as ONNX Runtime runs the Q/DQ file");
+  cmd.add_option("--gram-split", g_text.gramSplit,
+                 "on|off: the weight/activation split of MatMuls with a 2-D weight from Gram matrices where that is "
+                 "cheaper (default on; the same SNRs to float rounding), or from the products X*Wq and Xq*W");
 }
 
 Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
@@ -214,6 +218,11 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
     if (g_text.integerConv != "on" && g_text.integerConv != "off")
       return invalidArgument("--integer-conv '" + g_text.integerConv + "': expected on or off");
     a.integerConv = g_text.integerConv == "on";
+  }
+  if (!g_text.gramSplit.empty()) {
+    if (g_text.gramSplit != "on" && g_text.gramSplit != "off")
+      return invalidArgument("--gram-split '" + g_text.gramSplit + "': expected on or off");
+    a.gramSplit = g_text.gramSplit == "on";
   }
   return validateRequest(a);
 }

@@ -16,6 +16,7 @@
 // QS_EXACT_CACHE=FILE: "--part full" writes the exact per-node sensitivities there, "--part fast"
 // reads them back and prints the estimate's Spearman and top-10 overlap against them, so that the
 // estimate can be iterated on without re-running the sweep.
+// QS_CACHE_BUDGET=BYTES: AnalysisOptions::cacheBudgetBytes (0: keep no tables for toggles, as the CLI).
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -175,6 +176,9 @@ int runPart(const std::string& part, const Args& a) {
     ao.layerwise = part == "analysis" || part == "full";  // "graphwise" (for profiles): neither
     ao.sensitivity = part == "full" || part == "fast";
     if (part == "fast") ao.sensitivityMethod = SensitivityMethod::Fast;
+    // QS_CACHE_BUDGET=0: no tables kept for toggles, as `quantscope analyze` runs without a
+    // fallback target (AnalysisRequest::keepForToggles); unset: the library's default budget.
+    if (const char* cb = std::getenv("QS_CACHE_BUDGET")) ao.cacheBudgetBytes = std::strtoull(cb, nullptr, 10);
     auto session = QuantSession::create(s.model, {}, ao);
     if (!session) {
       std::fprintf(stderr, "%s\n", session.status().message().c_str());

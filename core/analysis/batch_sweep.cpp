@@ -4,6 +4,7 @@
 
 #include "core/analysis/compare_outputs.h"
 #include "core/analysis/layerwise_matmul.h"
+#include "core/analysis/split_gram.h"
 
 namespace qs {
 
@@ -169,11 +170,13 @@ BatchSweep::BatchSweep(const PassContext& c, const QuantPlan& plan, std::vector<
     for (ValueId v : n.inputs)
       if (v != kNoValue) ++m_useCount[(size_t)v];
   for (ValueId v : m_g.outputs) ++m_useCount[(size_t)v];
+  if (m_layerwise && m_c.paths.gramSplit) m_grams = std::make_shared<SplitGramCache>(N);
 }
 
 // The layer-wise runs of one node on its float inputs: both points, and for the split each
 // kind alone (with one kind of point only, the other figure is the layer-wise one).
-Status BatchSweep::layerwiseNode(NodeId id, const std::vector<Tensor>& floatTable, BatchSums& S) const {
+Status BatchSweep::layerwiseNode(NodeId id, const std::vector<Tensor>& floatTable, int64_t batches,
+                                 BatchSums& S) const {
   const Node& n = m_g.nodes[(size_t)id];
   if (n.outputs.empty() || n.outputs[0] == kNoValue) return Status::ok();
   const Tensor& ref = floatTable[(size_t)n.outputs[0]];
@@ -212,10 +215,17 @@ Status BatchSweep::layerwiseNode(NodeId id, const std::vector<Tensor>& floatTabl
   // A MatMul with an activation point on A and a weight point on B: the three runs in one go,
   // Xq and Wq packed once (the same output bits as three runs of the node).
   if (both && k == 2 && n.opType == "MatMul" && floatIn[0] && floatIn[1] && actIn[0] != floatIn[0] &&
-      weightIn[0] == floatIn[0] && actIn[1] == floatIn[1] && weightIn[1] != floatIn[1] &&
-      layerwiseMatMul(*floatIn[0], *actIn[0], *floatIn[1], *weightIn[1], ref, m_c.threads(), S.layer[i], S.weight[i],
-                      S.act[i]))
-    return Status::ok();
+      weightIn[0] == floatIn[0] && actIn[1] == floatIn[1] && weightIn[1] != floatIn[1]) {
+    // Where it costs less, the split from Gram matrices (split_gram.h): one product, not three.
+    const Tensor &x = *floatIn[0], &w = *floatIn[1];
+    if (m_grams && x.rank() >= 2 && w.rank() == 2 && x.shape().back() > 0 &&
+        gramSplitPays(x.numel() / x.shape().back(), w.shape()[0], w.shape()[1], batches) &&
+        layerwiseMatMulGram(x, *actIn[0], w, *weightIn[1], ref, m_c.threads(), m_grams->get(i, w, *weightIn[1]),
+                            S.layer[i], S.weight[i], S.act[i]))
+      return Status::ok();
+    if (layerwiseMatMul(x, *actIn[0], w, *weightIn[1], ref, m_c.threads(), S.layer[i], S.weight[i], S.act[i]))
+      return Status::ok();
+  }
   auto runWith = [&](int parts, ErrorAccumulator& acc) -> Status {
     for (size_t j = 0; j < k; ++j) {
       inputs[j] = floatIn[j];
@@ -310,7 +320,7 @@ Status BatchSweep::run(const CalibrationData& data, int64_t b, bool keep, uint64
     }
     if (!floatDone[(size_t)id]) QS_RETURN_IF_ERROR(m_c.executor.runNodes(one, floatTable, rf));
     if (!quantDone[(size_t)id]) QS_RETURN_IF_ERROR(m_c.executor.runNodes(one, quantTable, rq));
-    if (m_layerwise && m_quantizable[(size_t)id]) QS_RETURN_IF_ERROR(layerwiseNode(id, floatTable, S));
+    if (m_layerwise && m_quantizable[(size_t)id]) QS_RETURN_IF_ERROR(layerwiseNode(id, floatTable, data.batchCount(), S));
     const Node& n = m_g.nodes[(size_t)id];
     for (ValueId v : n.inputs)
       if (v != kNoValue) --uses[(size_t)v];

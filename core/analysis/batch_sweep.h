@@ -11,6 +11,7 @@
 #include "core/analysis/agreement.h"
 #include "core/analysis/node_paths.h"
 #include "core/analysis/quant_state.h"
+#include "core/analysis/split_gram.h"
 #include "core/io/calibration_data.h"
 #include "core/numeric/metrics.h"
 #include "core/util/progress.h"
@@ -100,7 +101,7 @@ class BatchSweep {
   bool hasActivation(size_t node) const { return m_hasAct[node] != 0; }
 
  private:
-  Status layerwiseNode(NodeId id, const std::vector<Tensor>& floatTable, BatchSums& S) const;
+  Status layerwiseNode(NodeId id, const std::vector<Tensor>& floatTable, int64_t batches, BatchSums& S) const;
   Status sensitivity(const std::vector<Tensor>& floatTable, BatchSums& S, const Report& report) const;
 
   PassContext m_c;
@@ -111,6 +112,7 @@ class BatchSweep {
   std::vector<NodeId> m_candidates;               // quantizable nodes, in topological order
   std::vector<std::vector<NodeId>> m_cones;       // per candidate, with sensitivity
   std::vector<int32_t> m_useCount;                // per value: consumers and graph-output uses
+  std::shared_ptr<SplitGramCache> m_grams;        // with layer-wise and paths.gramSplit
 };
 
 }  // namespace qs

@@ -52,6 +52,9 @@ struct NodePaths {
   std::vector<std::shared_ptr<const ElementwiseChain>> chainAt;  // the chain the node heads
   std::vector<std::shared_ptr<const DepthwiseNode>> dwConv;
   std::vector<std::shared_ptr<const IntConvNode>> intConv;  // null: FP32 on fake-quantized inputs
+  /// MatMuls with a weight point on a 2-D B take their weight/activation split from Gram matrices
+  /// where that pays (core/analysis/split_gram.h; AnalysisOptions::gramSplit).
+  bool gramSplit = false;
 };
 
 /// Every one of `nodes` nodes on the plain path: fake-quantized inputs, FP32 kernel.

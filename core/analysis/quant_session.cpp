@@ -81,6 +81,7 @@ void QuantSession::indexPoints() {
   m_paths.chainAt = m_options.fuseElementwise ? findElementwiseChains(g, m_state) : decltype(m_paths.chainAt)(N);
   m_paths.dwConv = m_options.planeLayerwise ? findDepthwiseConvs(g, m_plan, m_state) : decltype(m_paths.dwConv)(N);
   m_paths.intConv = m_options.integerConv ? findIntConvs(g, m_plan, m_state) : decltype(m_paths.intConv)(N);
+  m_paths.gramSplit = m_options.gramSplit;
 }
 
 Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& progress) {

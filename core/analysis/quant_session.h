@@ -74,6 +74,11 @@ struct AnalysisOptions {
   /// pass in the analysis's quantized pass, the same output bits and sums as op by op. Off: op by
   /// op (the reference the tests compare with).
   bool fuseElementwise = true;
+  /// The weight/activation split of a MatMul with a weight point on a 2-D B from noise powers
+  /// (<X^T X, dW dW^T> and <dX^T dX, W W^T>, core/analysis/split_gram.h) instead of the products
+  /// X * Wq and Xq * W, where that costs fewer multiply-adds (K below about 2N): the same SNRs to
+  /// float rounding. Off: the products (the reference the tests compare with).
+  bool gramSplit = true;
   /// Calibrate every float activation tensor (graph inputs and node outputs), not only the
   /// quantization points: AnalysisResult::tensorRanges, for TensorRT's implicit INT8.
   bool allTensorRanges = false;

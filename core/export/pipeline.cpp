@@ -276,6 +276,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   ao.calibration = rq.calibration;
   ao.allTensorRanges = rq.allTensorRanges.value_or(true);  // every TensorRT that reads caches (8.5-10.x) needs them
   ao.integerConv = rq.integerConv;
+  ao.gramSplit = rq.gramSplit;
   std::vector<std::string> configWarnings;
   auto session = QuantSession::create(run.model, config, ao, &configWarnings);
   if (!session) return session.status();
@@ -447,6 +448,7 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
     s["depthwise_smooth"] = std::to_string(n) + (n == 1 ? " input" : " inputs");
   }
   if (!rq.integerConv) s["integer_conv"] = "off";
+  if (!rq.gramSplit) s["gram_split"] = "off";
   return s;
 }
 

@@ -85,6 +85,9 @@ struct AnalysisRequest {
   /// --integer-conv: INT8 Convs summed exactly in integers where the CPU has AVX2 or VNNI
   /// (AnalysisOptions::integerConv), or off: FP32 convolutions of fake-quantized tensors.
   bool integerConv = true;
+  /// --gram-split: the weight/activation split of MatMuls from Gram matrices where cheaper
+  /// (AnalysisOptions::gramSplit), or off: from the products.
+  bool gramSplit = true;
 };
 
 /// The calibration method named `name` (auto, max, entropy, percentile, mse). The one parser of method

@@ -61,6 +61,14 @@ class ErrorAccumulator {
   /// of a y + b to float, which a real comparison would add as noise ~1e-7 of y).
   ErrorAccumulator affine(double a, double b) const;
   ErrorMetrics metrics() const;
+  /// Adds signal and noise powers (sum y^2, sum d^2 over `count` elements) known without the
+  /// elements themselves (core/analysis/split_gram.h): only metrics().snrDb and mse are then
+  /// meaningful, since the other sums stay as they were.
+  void addPowers(double signal, double noise, int64_t count) {
+    m_signal += signal;
+    m_noise += noise;
+    m_count += count;
+  }
   double signalPower() const { return m_signal; }
   double noisePower() const { return m_noise; }
 
