@@ -51,6 +51,10 @@ struct ClipSearchOptions {
   int64_t maxSamples = 4;
   /// Calibration samples the whole-graph check of the choices uses (the first ones).
   int64_t checkSamples = 8;
+  /// Passes of the refinement on the outputs (clip_refine.h) over the check samples; 0: none.
+  int refinePasses = 1;
+  /// Samples after the check samples on which the refinement is measured before and after.
+  int64_t heldOutSamples = 8;
 };
 
 /// Layer-wise consumer SNR (dB) of every candidate amax scored for one tensor, in scoring order.
