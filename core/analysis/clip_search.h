@@ -13,7 +13,8 @@
 // Softmax outputs keep their pinned [0, 1] range; Concat scale groups take the largest chosen
 // amax of their members, as every method does. QuantSession::searchClips (defined in
 // clip_search.cpp) then checks the per-tensor choices on the whole graph (outputSnrOfScales)
-// against every single method and three mixes, and applies the best (docs/quality.md).
+// against every single method and three mixes, applies the best, and refines it on the outputs
+// (clip_refine.h, ClipSearchOptions::refinePasses; docs/quality.md).
 #pragma once
 
 #include <map>
