@@ -93,6 +93,10 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_option("--target-agreement", a.targetAgreement,
                  "Exclude the most sensitive nodes until every output with a class axis agrees with the float model "
                  "on this fraction of top-1 classes (decoded sequences for a sequence output), in [0, 1]");
+  cmd.add_option("--calibration-refine", a.calibrationRefine,
+                 "Method auto: passes of the refinement of the clip ranges on the graph outputs, tensor by tensor "
+                 "(default 0: off; each pass costs about 3-8x the rest of the calibration)")
+      ->check(CLI::Range(0, 16));
   cmd.add_option("--fallback-candidates", a.fallbackCandidates,
                  "Fallback: nodes re-measured per step, the most sensitive first, the one whose exclusion helps "
                  "most excluded (default 6; 1: the most sensitive, unmeasured)")

@@ -88,6 +88,15 @@ RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedi
                                            "estimates it at no extra cost; a node's exact figure is one right "
                                            "click away in the layer table"));
   form->addRow(QStringLiteral("Sensitivity"), m_sensitivity);
+  m_calibrationRefine = new QSpinBox(this);
+  m_calibrationRefine->setObjectName(QStringLiteral("calibrationRefineBox"));
+  m_calibrationRefine->setRange(0, 16);
+  m_calibrationRefine->setSuffix(QStringLiteral(" passes"));
+  m_calibrationRefine->setSpecialValueText(QStringLiteral("off"));
+  m_calibrationRefine->setToolTip(QStringLiteral("--calibration-refine: method auto's clip ranges refined on the graph "
+                                                 "outputs, tensor by tensor (each pass costs about 3-8x the rest of "
+                                                 "the calibration)"));
+  form->addRow(QStringLiteral("Refine on outputs"), m_calibrationRefine);
   m_memoryBudget = new QSpinBox(this);
   m_memoryBudget->setObjectName(QStringLiteral("memoryBudgetBox"));
   m_memoryBudget->setRange(0, 1 << 24);  // MiB: up to 16 TiB
@@ -112,6 +121,7 @@ void RemedyOptions::setRequest(const AnalysisRequest& r) {
   m_integerConv->setChecked(r.integerConv);
   m_highPrecision->setCurrentIndex(m_highPrecision->findData((int)r.calibration.highPrecision));
   m_sensitivity->setCurrentIndex(m_sensitivity->findData(sensitivityOf(r)));
+  m_calibrationRefine->setValue(r.calibrationRefine);
   m_memoryBudget->setValue((int)std::min<uint64_t>(r.memoryBudgetBytes >> 20, (uint64_t)m_memoryBudget->maximum()));
 }
 
@@ -125,6 +135,7 @@ void RemedyOptions::apply(AnalysisRequest& r) const {
   r.depthwiseEqualize = m_depthwise->isChecked();
   r.integerConv = m_integerConv->isChecked();
   r.memoryBudgetBytes = (uint64_t)m_memoryBudget->value() << 20;
+  r.calibrationRefine = m_calibrationRefine->value();
   r.calibration.highPrecision = (HighPrecision)m_highPrecision->currentData().toInt();
   const auto s = (Sensitivity)m_sensitivity->currentData().toInt();
   r.sensitivity = s != SensitivityOff;

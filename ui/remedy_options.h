@@ -48,6 +48,8 @@ class RemedyOptions : public QGroupBox {
   void setInt8(bool int8);
   QComboBox* highPrecisionCombo() const { return m_highPrecision; }
   QComboBox* sensitivityCombo() const { return m_sensitivity; }
+  /// --calibration-refine passes (0: off, the default).
+  QSpinBox* calibrationRefineBox() const { return m_calibrationRefine; }
   /// --memory-budget in MiB; 0 ("default") is half the available memory.
   QSpinBox* memoryBudgetBox() const { return m_memoryBudget; }
 
@@ -61,6 +63,7 @@ class RemedyOptions : public QGroupBox {
   QCheckBox* m_integerConv = nullptr;
   QComboBox* m_highPrecision = nullptr;
   QComboBox* m_sensitivity = nullptr;
+  QSpinBox* m_calibrationRefine = nullptr;
   QSpinBox* m_memoryBudget = nullptr;
 };
 

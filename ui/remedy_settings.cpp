@@ -30,6 +30,7 @@ void writeRemedySettings(const AnalysisRequest& r, QJsonObject& c) {
   if (r.integerConv != defaults.integerConv) c.insert(QStringLiteral("integer_conv"), r.integerConv);
   const auto s = sensitivityOf(r);
   if (s != sensitivityOf(AnalysisRequest{})) c.insert(QStringLiteral("sensitivity"), sensitivityName(s));
+  if (r.calibrationRefine > 0) c.insert(QStringLiteral("calibration_refine"), r.calibrationRefine);
   if (r.memoryBudgetBytes > 0) c.insert(QStringLiteral("memory_budget_bytes"), (double)r.memoryBudgetBytes);
 }
 
@@ -62,6 +63,14 @@ bool readRemedySettings(const QJsonObject& c, const QString& projectPath, Analys
       return false;
     }
     r.memoryBudgetBytes = (uint64_t)bytes;
+  }
+  if (const QJsonValue n = c.value(QStringLiteral("calibration_refine")); !n.isUndefined()) {
+    const double passes = n.toDouble(-1);
+    if (!n.isDouble() || !(passes >= 0) || passes > 16 || passes != std::floor(passes)) {
+      error = QStringLiteral("%1: \"calibration_refine\" must be a whole number of passes from 0 to 16").arg(projectPath);
+      return false;
+    }
+    r.calibrationRefine = (int)passes;
   }
   const QJsonValue s = c.value(QStringLiteral("sensitivity"));
   if (s.isUndefined()) return true;

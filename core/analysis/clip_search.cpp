@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/analysis/batch_schedule.h"
+#include "core/analysis/clip_refine.h"
 #include "core/analysis/quant_session.h"
 #include "core/exec/parallel.h"
 #include "core/numeric/fake_quant.h"
@@ -379,6 +380,8 @@ Status QuantSession::searchClips(const CalibrationData& data, const ProgressFn& 
   size_t best = 0;
   for (size_t k = 1; k < snr->size(); ++k)
     if ((*snr)[k] > (*snr)[best]) best = k;
+  std::map<ValueId, ClipCandidate> layerwise;  // the per-tensor winners, candidates of the refinement
+  for (const auto& [id, c] : m_clipChoices) layerwise[id] = ClipCandidate{c.winner, c.amax};
   for (auto& [id, c] : m_clipChoices) {
     c.layerwiseWinner = c.winner;
     c.selection = tables[best].first;
@@ -391,6 +394,60 @@ Status QuantSession::searchClips(const CalibrationData& data, const ProgressFn& 
     const bool keepsLayerwise = mixedTable && std::fabs(a->second.amax - c.amax) <= 1e-6f * c.amax;
     if (!keepsLayerwise) c.winner = mixedTable ? tables[single].first : tables[best].first;
     c.amax = a->second.amax;
+  }
+  return refineClips(data, layerScores, layerwise, progress);
+}
+
+// The refinement on the outputs (clip_refine.h) of the choices above: the noisiest tensors first.
+Status QuantSession::refineClips(const CalibrationData& data, const std::map<ValueId, ClipScores>& layerScores,
+                                 const std::map<ValueId, ClipCandidate>& layerwise, const ProgressFn& progress) {
+  const ClipSearchOptions& o = m_options.clipSearch;
+  if (o.refinePasses <= 0 || m_clipChoices.empty()) return Status::ok();
+  const Graph& g = m_model->graph;
+  std::vector<std::pair<double, ValueId>> order;
+  for (const auto& [id, c] : m_clipChoices) {
+    if (m_amaxOverride.count(id)) continue;
+    auto sc = layerScores.find(id);
+    double db = sc == layerScores.end() ? std::nan("") : clipScoreAt(sc->second, c.amax);
+    if (std::isnan(db)) db = c.consumerSnrDb;
+    order.emplace_back(db, id);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  const std::map<ValueId, ActivationQuant> saved = m_state.act;
+  m_state.act = computeScales(g, m_plan, m_stats, scaleOverrides(), m_options.calibration);
+  std::vector<RefineTarget> targets;
+  for (const auto& [db, id] : order) {
+    auto q = m_state.act.find(id);
+    if (q == m_state.act.end() || q->second.scaleGroup >= 0) continue;
+    const ClipChoice& c = m_clipChoices[id];
+    std::vector<ClipCandidate> extra;
+    for (CalibMethod m : {CalibMethod::Mse, CalibMethod::Percentile, CalibMethod::Max, CalibMethod::Entropy})
+      extra.push_back(ClipCandidate{m == CalibMethod::Percentile ? "percentile" : calibMethodName(m),
+                                    q->second.methodAmax[(size_t)m]});
+    if (auto l = layerwise.find(id); l != layerwise.end()) extra.push_back(l->second);
+    targets.push_back(RefineTarget{id, refineCandidates(c.amax, c.absMax, extra)});
+  }
+  auto r = refineClipsOnOutputs(passContext(), m_plan, m_state.act, targets, enabledMask(), data, o.refinePasses,
+                                o.checkSamples, o.heldOutSamples, m_options.calibration.highPrecision, progress);
+  m_state.act = saved;
+  if (!r) return r.status();
+  for (auto& [id, c] : m_clipChoices) {
+    c.refineRan = true;
+    c.refinePasses = r->passes;
+    c.refineConeRuns = r->coneRuns;
+    c.refineCheckSamples = r->checkSamples;
+    c.refineHeldOutSamples = r->heldOutSamples;
+    c.refineCheckBeforeDb = r->checkBeforeDb;
+    c.refineCheckAfterDb = r->checkAfterDb;
+    c.refineHeldOutBeforeDb = r->heldOutBeforeDb;
+    c.refineHeldOutAfterDb = r->heldOutAfterDb;
+    c.refineSeconds = r->seconds;
+    if (auto ch = r->changed.find(id); ch != r->changed.end()) {
+      c.refinedFrom = c.winner;
+      c.refinedFromAmax = c.amax;
+      c.winner = ch->second.name;
+      c.amax = ch->second.amax;
+    }
   }
   return Status::ok();
 }

@@ -13,7 +13,8 @@
 // Softmax outputs keep their pinned [0, 1] range; Concat scale groups take the largest chosen
 // amax of their members, as every method does. QuantSession::searchClips (defined in
 // clip_search.cpp) then checks the per-tensor choices on the whole graph (outputSnrOfScales)
-// against every single method and three mixes, and applies the best (docs/quality.md).
+// against every single method and three mixes, applies the best, and refines it on the outputs
+// (clip_refine.h, ClipSearchOptions::refinePasses; docs/quality.md).
 #pragma once
 
 #include <map>
@@ -51,6 +52,10 @@ struct ClipSearchOptions {
   int64_t maxSamples = 4;
   /// Calibration samples the whole-graph check of the choices uses (the first ones).
   int64_t checkSamples = 8;
+  /// Passes of the refinement on the outputs (clip_refine.h) over the check samples; 0: none.
+  int refinePasses = 0;
+  /// Samples after the check samples on which the refinement is measured before and after.
+  int64_t heldOutSamples = 8;
 };
 
 /// Layer-wise consumer SNR (dB) of every candidate amax scored for one tensor, in scoring order.

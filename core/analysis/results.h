@@ -43,6 +43,16 @@ struct ClipChoice {
   std::string layerwiseWinner;       // the per-tensor (layer-wise) winner, whatever the selection
   double selectionOutputSnrDb = 0;   // worst output SNR of the selection on the search's samples
   double layerwiseOutputSnrDb = 0;   // the same of the per-tensor choices
+  /// The refinement on the outputs (core/analysis/clip_refine.h), when it ran (refinePasses > 0):
+  /// refinedFrom names the choice it replaced on this tensor (empty: kept), the rest is the run's.
+  bool refineRan = false;
+  std::string refinedFrom;
+  float refinedFromAmax = 0;
+  int refinePasses = 0, refineConeRuns = 0;
+  int64_t refineCheckSamples = 0, refineHeldOutSamples = 0;
+  double refineCheckBeforeDb = 0, refineCheckAfterDb = 0;          // worst output SNR, check samples
+  double refineHeldOutBeforeDb = NAN, refineHeldOutAfterDb = NAN;  // the same, held-out samples
+  double refineSeconds = 0;
 };
 
 /// Per-channel quantization of one weight.

@@ -34,6 +34,8 @@ Status validateRequest(const AnalysisRequest& r) {
   }
   if (r.threads < 0) return invalidArgument("--threads " + std::to_string(r.threads) + ": expected 0 (all cores) or more");
   if (std::isinf(r.targetSnrDb)) return invalidArgument("--target-snr: expected a finite number of dB");
+  if (r.calibrationRefine < 0 || r.calibrationRefine > 16)
+    return invalidArgument("--calibration-refine " + std::to_string(r.calibrationRefine) + ": expected 0 to 16 passes");
   if (r.fallbackCandidates < 1)
     return invalidArgument("--fallback-candidates " + std::to_string(r.fallbackCandidates) + ": expected at least 1");
   if (r.fallbackCurveSteps < 0)
@@ -274,6 +276,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   ao.outputKinds = rq.outputKinds;
   ao.sensitivityMethod = rq.sensitivityMethod;
   ao.calibration = rq.calibration;
+  ao.clipSearch.refinePasses = rq.calibrationRefine;
   ao.allTensorRanges = rq.allTensorRanges.value_or(true);  // every TensorRT that reads caches (8.5-10.x) needs them
   ao.integerConv = rq.integerConv;
   ao.gramSplit = rq.gramSplit;
@@ -419,6 +422,8 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (!std::isnan(rq.targetAgreement)) s["target_agreement"] = std::to_string(rq.targetAgreement);
   if (rq.fallbackCandidates != AnalysisRequest{}.fallbackCandidates)
     s["fallback_candidates"] = std::to_string(rq.fallbackCandidates);
+  if (rq.calibrationRefine != AnalysisRequest{}.calibrationRefine)
+    s["calibration_refine"] = std::to_string(rq.calibrationRefine);
   if (rq.fallbackCurveSteps != AnalysisRequest{}.fallbackCurveSteps) s["fallback_curve"] = std::to_string(rq.fallbackCurveSteps);
   if (!rq.outputKinds.empty()) {
     std::string kinds;

@@ -53,6 +53,8 @@ struct AnalysisRequest {
   bool keepForToggles = true;
   double targetSnrDb = NAN;         // automatic fallback to this output SNR (NaN: none)
   double targetAgreement = NAN;     // ... and/or to this top-1 / sequence agreement, a fraction (NaN: none)
+  /// --calibration-refine: passes of method auto's refinement on the outputs (core/analysis/clip_refine.h); 0: off.
+  int calibrationRefine = 0;  // off by default: one pass costs 2.8-8x the rest of the calibration (docs/quality.md)
   int fallbackCandidates = 6;       // --fallback-candidates: nodes re-measured per fallback step (1: old choice)
   int fallbackCurveSteps = 3;       // --fallback-curve: fallback steps measured past the target
   std::map<std::string, OutputKind> outputKinds;  // --output-kind: graph output -> agreement kind

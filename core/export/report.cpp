@@ -125,6 +125,17 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
                                 {"layerwise_winner", cc.layerwiseWinner}, {"selection", cc.selection},
                                 {"selection_output_snr_db", num(cc.selectionOutputSnrDb)},
                                 {"layerwise_output_snr_db", num(cc.layerwiseOutputSnrDb)}};
+      // The refinement on the outputs (core/analysis/clip_refine.h), when it ran.
+      if (cc.refineRan)
+        tensors.back()["auto"]["refine"] = {
+            {"from", cc.refinedFrom.empty() ? Json(nullptr) : Json(cc.refinedFrom)},
+            {"from_amax", cc.refinedFrom.empty() ? Json(nullptr) : num(cc.refinedFromAmax)},
+            {"passes", cc.refinePasses}, {"cone_runs", cc.refineConeRuns},
+            {"check_samples", cc.refineCheckSamples}, {"held_out_samples", cc.refineHeldOutSamples},
+            {"check_snr_db_before", num(cc.refineCheckBeforeDb)}, {"check_snr_db_after", num(cc.refineCheckAfterDb)},
+            {"held_out_snr_db_before", cc.refineHeldOutSamples > 0 ? num(cc.refineHeldOutBeforeDb) : Json(nullptr)},
+            {"held_out_snr_db_after", cc.refineHeldOutSamples > 0 ? num(cc.refineHeldOutAfterDb) : Json(nullptr)},
+            {"seconds", num(cc.refineSeconds)}};
     }
   }
   for (const auto& w : r.weights) {

@@ -30,7 +30,9 @@ struct SchemaCase {
 };
 
 const SchemaCase kCases[] = {
-    {"cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx", 192, 48, "--mean 0.5,0.5,0.5 --std 0.5,0.5,0.5 --target-snr 40"},
+    // cls without the refinement: on these 2 images it alone reaches 40 dB, and the fallback curve is the point here.
+    {"cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx", 192, 48,
+     "--mean 0.5,0.5,0.5 --std 0.5,0.5,0.5 --target-snr 40"},
     {"det", "ch_PP-OCRv4_det_infer.onnx", 160, 160,
      "--mean 0.485,0.456,0.406 --std 0.229,0.224,0.225 --calibration-method max --no-sensitivity --no-layerwise"},
     {"rec", "ch_PP-OCRv4_rec_infer.onnx", 320, 48, "--mean 0.5,0.5,0.5 --std 0.5,0.5,0.5 --calibration-method mse"},

@@ -1,0 +1,233 @@
+#include "core/analysis/clip_refine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "core/analysis/batch_schedule.h"
+#include "core/numeric/metrics.h"
+#include "core/quant/calibrator.h"
+#include "core/quant/high_precision.h"
+
+namespace qs {
+namespace {
+
+// Smallest relative gain (dB) a candidate must bring on the check samples to be kept: equal
+// figures (a candidate whose scale rounds to the same values) never count as a change.
+constexpr double kMinGainDb = 1e-3;
+
+// Worst graph-output SNR (dB) of summed accumulators; NaN counts as the worst.
+double worstDb(const std::vector<ErrorAccumulator>& acc) {
+  double worst = std::numeric_limits<double>::infinity();
+  for (const ErrorAccumulator& a : acc) {
+    const double db = a.metrics().snrDb;
+    if (std::isnan(db)) return -std::numeric_limits<double>::infinity();
+    worst = std::min(worst, db);
+  }
+  return worst;
+}
+
+// One check batch: its float graph outputs and the quantized table at the current scales.
+struct CheckBatch {
+  std::vector<Tensor> floatOut;  // per graph output
+  std::vector<Tensor> quant;     // every value of the quantized pass
+};
+
+void addOutputs(const PassContext& c, const CheckBatch& b, const std::vector<Tensor>& table,
+                std::vector<ErrorAccumulator>& acc) {
+  const Graph& g = c.model.graph;
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const Tensor& a = b.floatOut[i];
+    const Tensor& q = table[(size_t)g.outputs[i]];
+    if (!a.empty() && a.numel() == q.numel()) acc[i].add(a, q, c.threads());
+  }
+}
+
+// Batches [first, first + count) of `data` clipped to what it has.
+std::pair<int64_t, int64_t> batchRange(const CalibrationData& data, int64_t firstSample, int64_t samples) {
+  const int64_t perBatch = std::max<int64_t>(1, data.batchSize());
+  const int64_t first = std::min<int64_t>(data.batchCount(), (firstSample + perBatch - 1) / perBatch);
+  const int64_t count = std::min<int64_t>(data.batchCount() - first, (samples + perBatch - 1) / perBatch);
+  return {first, std::max<int64_t>(0, count)};
+}
+
+// The worst output SNR of the held-out batches under each of `tables` (act restored by the caller).
+Result<std::vector<double>> heldOutSnr(const PassContext& c, std::map<ValueId, ActivationQuant>& act,
+                                       const std::vector<std::map<ValueId, ActivationQuant>>& tables,
+                                       const std::vector<char>& enabled, const CalibrationData& data, int64_t first,
+                                       int64_t count) {
+  const Graph& g = c.model.graph;
+  std::vector<std::vector<ErrorAccumulator>> acc(tables.size(), std::vector<ErrorAccumulator>(g.outputs.size()));
+  std::vector<ErrorAccumulator> nodeAcc(g.nodes.size());
+  const std::vector<NodeId> none;
+  for (int64_t b = first; b < first + count; ++b) {
+    auto feeds = data.batch(b);
+    if (!feeds) return feeds.status();
+    auto ft = floatPass(c, *feeds);
+    if (!ft) return ft.status();
+    for (size_t k = 0; k < tables.size(); ++k) {
+      act = tables[k];
+      const FakeQuantTransform t(c.state, c.paths, enabled);
+      QS_RETURN_IF_ERROR(quantizedPass(c, *feeds, *ft, t, &none, nodeAcc, acc[k]));
+    }
+  }
+  std::vector<double> out;
+  for (const auto& a : acc) out.push_back(worstDb(a));
+  return out;
+}
+
+}  // namespace
+
+std::vector<ClipCandidate> refineCandidates(float current, float absMax, const std::vector<ClipCandidate>& extra) {
+  std::vector<ClipCandidate> out;
+  auto near = [&](double a) {
+    if (std::fabs(a - current) <= 0.03 * current) return true;
+    for (const ClipCandidate& x : out)
+      if (std::fabs(a - x.amax) <= 0.03 * x.amax) return true;
+    return false;
+  };
+  auto add = [&](const std::string& name, double a) {
+    if (!(a > 0) || !std::isfinite(a) || near(a)) return;
+    out.push_back(ClipCandidate{name, (float)a});
+  };
+  for (int k : {-1, 1, -2, 2}) {
+    const double a = std::min((double)absMax, current * std::pow(2.0, k / 4.0));
+    char name[32];
+    std::snprintf(name, sizeof name, "clip_%.4g", absMax > 0 ? a / absMax : 0.0);
+    add(name, a);
+  }
+  for (const ClipCandidate& e : extra) add(e.name, std::min(e.amax, absMax > 0 ? absMax : e.amax));
+  return out;
+}
+
+Result<ClipRefineResult> refineClipsOnOutputs(const PassContext& c, const QuantPlan& plan,
+                                              std::map<ValueId, ActivationQuant>& act,
+                                              const std::vector<RefineTarget>& targets, const std::vector<char>& enabled,
+                                              const CalibrationData& data, int passes, int64_t checkSamples,
+                                              int64_t heldOutSamples, HighPrecision highPrecision,
+                                              const ProgressFn& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Graph& g = c.model.graph;
+  const std::map<ValueId, ActivationQuant> before = act;
+  ClipRefineResult res;
+  const auto [checkFirst, checkCount] = batchRange(data, 0, std::max<int64_t>(1, checkSamples));
+  const int64_t perBatch = std::max<int64_t>(1, data.batchSize());
+  res.checkSamples = std::min(data.sampleCount(), checkCount * perBatch);
+  const auto [heldFirst, heldCount] = batchRange(data, checkCount * perBatch, std::max<int64_t>(0, heldOutSamples));
+  res.heldOutSamples = std::min(data.sampleCount() - res.checkSamples, heldCount * perBatch);
+
+  auto fail = [&](Status st) -> Status {
+    act = before;
+    return st;
+  };
+  // The check batches: float outputs and the quantized table at the current scales.
+  std::vector<CheckBatch> batches((size_t)checkCount);
+  {
+    const FakeQuantTransform base(c.state, c.paths, enabled);
+    for (int64_t b = 0; b < checkCount; ++b) {
+      if (!keepGoing(c.cancel, progress, 0.05 * (double)b / (double)checkCount, "refining clip ranges"))
+        return fail(c.cancelled());
+      auto feeds = data.batch(checkFirst + b);
+      if (!feeds) return fail(feeds.status());
+      auto ft = floatPass(c, *feeds);
+      if (!ft) return fail(ft.status());
+      CheckBatch& cb = batches[(size_t)b];
+      for (ValueId o : g.outputs) cb.floatOut.push_back((*ft)[(size_t)o]);
+      auto table = c.executor.makeValueTable(*feeds);
+      if (!table) return fail(table.status());
+      FakeQuantTransform t = base;
+      RunOptions ro;
+      ro.cancel = &c.cancel.flag();
+      ro.inputTransform = &t;
+      if (Status st = c.executor.runNodes(g.topoOrder, *table, ro); !st) return fail(st);
+      cb.quant = std::move(table).value();
+    }
+  }
+  std::vector<ErrorAccumulator> acc(g.outputs.size());
+  for (const CheckBatch& b : batches) addOutputs(c, b, b.quant, acc);
+  res.checkBeforeDb = res.checkAfterDb = worstDb(acc);
+
+  // Each target's cone: every consumer of the tensor and what lies downstream.
+  std::vector<std::vector<NodeId>> cones(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    std::vector<NodeId> roots = g.value(targets[i].value).consumers;
+    std::sort(roots.begin(), roots.end());
+    roots.erase(std::unique(roots.begin(), roots.end()), roots.end());
+    cones[i] = coneOf(g, roots);
+  }
+  size_t tried = 0, total = 0;
+  for (const RefineTarget& t : targets) total += t.candidates.size();
+  total *= (size_t)std::max(1, passes);
+
+  for (int pass = 0; pass < passes; ++pass) {
+    ++res.passes;
+    bool anyChange = false;
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const RefineTarget& tg = targets[i];
+      auto q = act.find(tg.value);
+      if (q == act.end() || q->second.scaleGroup >= 0 || cones[i].empty()) continue;
+      const ActivationQuant current = q->second;
+      double bestDb = res.checkAfterDb;
+      int bestK = -1;
+      std::vector<std::vector<Tensor>> bestTables;
+      for (size_t k = 0; k < tg.candidates.size(); ++k, ++tried) {
+        if (!keepGoing(c.cancel, progress, 0.05 + 0.85 * (double)tried / (double)std::max<size_t>(1, total),
+                       "refining clip ranges on the outputs"))
+          return fail(c.cancelled());
+        ActivationQuant trial = current;
+        trial.amax = tg.candidates[k].amax;
+        trial.scale = roundScale(scaleFromAmax(trial.amax, plan.mode), highPrecision);
+        if (trial.scale == current.scale) continue;
+        act[tg.value] = trial;
+        std::vector<ErrorAccumulator> tacc(g.outputs.size());
+        std::vector<std::vector<Tensor>> tables;
+        FakeQuantTransform t(c.state, c.paths, enabled);
+        RunOptions ro;
+        ro.cancel = &c.cancel.flag();
+        ro.inputTransform = &t;
+        for (const CheckBatch& b : batches) {
+          std::vector<Tensor> table = b.quant;  // shares the buffers; the cone's outputs replace entries
+          if (Status st = c.executor.runNodes(cones[i], table, ro); !st) return fail(st);
+          addOutputs(c, b, table, tacc);
+          tables.push_back(std::move(table));
+        }
+        ++res.coneRuns;
+        const double db = worstDb(tacc);
+        if (db > bestDb + kMinGainDb) {
+          bestDb = db;
+          bestK = (int)k;
+          bestTables = std::move(tables);
+        }
+      }
+      if (bestK < 0) {
+        act[tg.value] = current;
+        continue;
+      }
+      ActivationQuant chosen = current;
+      chosen.amax = tg.candidates[(size_t)bestK].amax;
+      chosen.scale = roundScale(scaleFromAmax(chosen.amax, plan.mode), highPrecision);
+      act[tg.value] = chosen;
+      for (size_t b = 0; b < batches.size(); ++b) batches[b].quant = std::move(bestTables[b]);
+      res.checkAfterDb = bestDb;
+      res.changed[tg.value] = tg.candidates[(size_t)bestK];
+      anyChange = true;
+    }
+    if (!anyChange) break;
+  }
+  batches.clear();
+
+  if (heldCount > 0) {
+    const std::map<ValueId, ActivationQuant> after = act;
+    auto h = heldOutSnr(c, act, {before, after}, enabled, data, heldFirst, heldCount);
+    act = after;
+    if (!h) return fail(h.status());
+    res.heldOutBeforeDb = (*h)[0];
+    res.heldOutAfterDb = (*h)[1];
+  }
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  keepGoing(c.cancel, progress, 1.0, "clip ranges refined");
+  return res;
+}
+
+}  // namespace qs
