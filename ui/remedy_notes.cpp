@@ -39,6 +39,14 @@ std::vector<RemedyNote> remedyNotes(const Graph& g, const RemedySummary& s) {
         QStringLiteral("Depthwise input equalization: input channels rescaled to one range at %1 (%2 channels%3)")
             .arg(nodeName(g, p.producer)).arg(p.channels).arg(ratio));
   }
+  for (const DepthwiseSmoothedInput& d : s.depthwiseSmoothed) {
+    const QString text = QStringLiteral("Depthwise input smoothing: %1 channels scaled by an inserted Mul (alpha %2, "
+                                        "channel ranges %3:1 before), layer-wise error %4 -> %5")
+                             .arg(d.channels).arg(d.alpha, 0, 'g', 2).arg(d.rangeRatio, 0, 'g', 3)
+                             .arg(d.errorBefore, 0, 'g', 3).arg(d.errorAfter, 0, 'g', 3);
+    add(notes, d.consumer, QStringLiteral("DW smooth"), text);
+    add(notes, d.mul, QStringLiteral("DW smooth"), text);
+  }
   for (const EqualizedPair& p : s.pairs) {
     const QString scale = QStringLiteral("max |log s| %1").arg(p.maxLogScale, 0, 'f', 2);
     add(notes, p.first, QStringLiteral("CLE"),
@@ -75,13 +83,14 @@ std::vector<RemedyNote> remedyNotes(const Graph& g, const RemedySummary& s) {
 }
 
 std::vector<PropertyEntry> remedySummaryProperties(const Graph& g, const AnalysisResult& after, const RemedySummary& s) {
-  if (s.applied.empty() && s.depthwisePairs.empty()) return {};
+  if (s.applied.empty() && s.depthwisePairs.empty() && s.depthwiseSmoothed.empty()) return {};
   PropertyEntry r;
   r.key = QStringLiteral("Remedies");
   r.heading = true;
   QStringList applied;
   for (const std::string& a : s.applied) applied << QString::fromStdString(a);
   if (!s.depthwisePairs.empty()) applied << QStringLiteral("depthwise_equalize");
+  if (!s.depthwiseSmoothed.empty()) applied << QStringLiteral("depthwise_smooth");
   r.value = applied.join(QStringLiteral(", "));
   if (s.before)
     for (size_t i = 0; i < after.outputs.size() && i < s.before->outputs.size(); ++i)
@@ -102,6 +111,7 @@ std::vector<PropertyEntry> remedySummaryProperties(const Graph& g, const Analysi
   count("Weights with clipped channels", (size_t)clipped, has("weight_clip_search"));
   count("Bias-corrected nodes", s.biasShifts.size(), has("bias_correction"));
   count("Depthwise pairs equalized", s.depthwisePairs.size(), !s.depthwisePairs.empty());
+  count("Depthwise inputs smoothed", s.depthwiseSmoothed.size(), !s.depthwiseSmoothed.empty());
   count("Changed initializers", s.changedInitializers.size(), true);
   (void)g;
   return {r};

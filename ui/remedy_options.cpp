@@ -62,6 +62,11 @@ RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedi
                                          "depthwise Convs rescaled to one range at their BatchNormalization or Conv "
                                          "producer; the float model's output is kept, so the remedies' before "
                                          "figures have it too"));
+  m_depthwiseSmooth = new QCheckBox(QStringLiteral("Depthwise input smoothing"), this);
+  m_depthwiseSmooth->setObjectName(QStringLiteral("depthwiseSmoothBox"));
+  m_depthwiseSmooth->setToolTip(QStringLiteral("--depthwise-smooth on|off (int8, off by default): a per-channel Mul "
+                                               "inserted before the depthwise Convs whose producer cannot take the "
+                                               "scale, the scale folded into their weights; written in quantized.onnx"));
   m_integerConv = new QCheckBox(QStringLiteral("Integer Convs"), this);
   m_integerConv->setObjectName(QStringLiteral("integerConvBox"));
   m_integerConv->setToolTip(QStringLiteral("--integer-conv on|off (int8, on by default): INT8 Convs summed exactly in "
@@ -69,6 +74,7 @@ RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedi
                                            "convolutions of the fake-quantized tensors, as ONNX Runtime runs the Q/DQ file"));
   auto* int8 = new QHBoxLayout;
   int8->addWidget(m_depthwise);
+  int8->addWidget(m_depthwiseSmooth);
   int8->addWidget(m_integerConv);
   int8->addStretch();
   form->addRow(QStringLiteral("INT8"), int8);
@@ -118,6 +124,7 @@ void RemedyOptions::setRequest(const AnalysisRequest& r) {
   m_smoothQuantAlpha->setEnabled(m_smoothQuant->isChecked());
   m_weightClip->setChecked(r.weightClipSearch);
   m_depthwise->setChecked(r.depthwiseEqualize);
+  m_depthwiseSmooth->setChecked(r.depthwiseSmooth);
   m_integerConv->setChecked(r.integerConv);
   m_highPrecision->setCurrentIndex(m_highPrecision->findData((int)r.calibration.highPrecision));
   m_sensitivity->setCurrentIndex(m_sensitivity->findData(sensitivityOf(r)));
@@ -133,6 +140,7 @@ void RemedyOptions::apply(AnalysisRequest& r) const {
   r.smoothQuantAlpha = r.smoothQuant && m_smoothQuantAlpha->value() >= 0 ? m_smoothQuantAlpha->value() : NAN;
   r.weightClipSearch = m_weightClip->isChecked();
   r.depthwiseEqualize = m_depthwise->isChecked();
+  r.depthwiseSmooth = m_depthwiseSmooth->isChecked();
   r.integerConv = m_integerConv->isChecked();
   r.memoryBudgetBytes = (uint64_t)m_memoryBudget->value() << 20;
   r.calibrationRefine = m_calibrationRefine->value();
@@ -145,6 +153,7 @@ void RemedyOptions::apply(AnalysisRequest& r) const {
 
 void RemedyOptions::setInt8(bool int8) {
   m_depthwise->setEnabled(int8);
+  m_depthwiseSmooth->setEnabled(int8);
   m_integerConv->setEnabled(int8);
 }
 

@@ -1,6 +1,6 @@
 // The calibration dialog's "Remedies and precision" box: the switches the command line has as
 // --equalize, --bias-correction, --smoothquant (--smoothquant-alpha), --weight-clip-search,
-// --depthwise-equalize, --integer-conv, --high-precision-dtype, --sensitivity and --memory-budget, each mapped onto the
+// --depthwise-equalize, --depthwise-smooth, --integer-conv, --high-precision-dtype, --sensitivity and --memory-budget, each mapped onto the
 // AnalysisRequest the pipeline runs (core/export/pipeline.h), so that a click in the workbench and
 // the same flags on the command line run the same thing. The project file's keys
 // for them are in ui/remedy_settings.h.
@@ -42,6 +42,8 @@ class RemedyOptions : public QGroupBox {
   QCheckBox* weightClipBox() const { return m_weightClip; }
   /// --depthwise-equalize on|off (on by default; int8 with calibrated scales only).
   QCheckBox* depthwiseEqualizeBox() const { return m_depthwise; }
+  /// --depthwise-smooth on|off (off by default; int8 only).
+  QCheckBox* depthwiseSmoothBox() const { return m_depthwiseSmooth; }
   /// --integer-conv on|off (on by default; INT8 Convs summed in integers where the CPU can).
   QCheckBox* integerConvBox() const { return m_integerConv; }
   /// The int8-only switches (depthwise equalization, integer Convs) are enabled for int8 only.
@@ -60,6 +62,7 @@ class RemedyOptions : public QGroupBox {
   QDoubleSpinBox* m_smoothQuantAlpha = nullptr;
   QCheckBox* m_weightClip = nullptr;
   QCheckBox* m_depthwise = nullptr;
+  QCheckBox* m_depthwiseSmooth = nullptr;
   QCheckBox* m_integerConv = nullptr;
   QComboBox* m_highPrecision = nullptr;
   QComboBox* m_sensitivity = nullptr;

@@ -27,6 +27,7 @@ void writeRemedySettings(const AnalysisRequest& r, QJsonObject& c) {
   // On by default: written when off only, so that older projects (without the key) read as on.
   const AnalysisRequest defaults;
   if (r.depthwiseEqualize != defaults.depthwiseEqualize) c.insert(QStringLiteral("depthwise_equalize"), r.depthwiseEqualize);
+  if (r.depthwiseSmooth != defaults.depthwiseSmooth) c.insert(QStringLiteral("depthwise_smooth"), r.depthwiseSmooth);
   if (r.integerConv != defaults.integerConv) c.insert(QStringLiteral("integer_conv"), r.integerConv);
   const auto s = sensitivityOf(r);
   if (s != sensitivityOf(AnalysisRequest{})) c.insert(QStringLiteral("sensitivity"), sensitivityName(s));
@@ -37,7 +38,8 @@ void writeRemedySettings(const AnalysisRequest& r, QJsonObject& c) {
 bool readRemedySettings(const QJsonObject& c, const QString& projectPath, AnalysisRequest& r, QString& error) {
   for (auto [key, flag] : {std::pair{"equalize", &r.equalize}, std::pair{"bias_correction", &r.biasCorrection},
                            std::pair{"smoothquant", &r.smoothQuant}, std::pair{"weight_clip_search", &r.weightClipSearch},
-                           std::pair{"depthwise_equalize", &r.depthwiseEqualize}, std::pair{"integer_conv", &r.integerConv}}) {
+                           std::pair{"depthwise_equalize", &r.depthwiseEqualize}, std::pair{"depthwise_smooth", &r.depthwiseSmooth},
+                           std::pair{"integer_conv", &r.integerConv}}) {
     const QJsonValue v = c.value(QLatin1String(key));
     if (v.isUndefined()) continue;
     if (!v.isBool()) {

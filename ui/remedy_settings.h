@@ -21,8 +21,8 @@ QString sensitivityName(RemedySensitivity s);
 /// The project file's keys of the calibration object for these settings: "equalize",
 /// "bias_correction", "smoothquant" and "weight_clip_search" (written when on), "smoothquant_alpha"
 /// (a number in [0, 1], written when fixed; alone it turns SmoothQuant on, as the CLI's flag does),
-/// "depthwise_equalize" and "integer_conv" (on by default: written when off), "sensitivity" (written when not the default request's),
-/// "memory_budget_bytes" (--memory-budget, written when set), so that projects without them read as
+/// "depthwise_equalize" and "integer_conv" (on by default: written when off), "depthwise_smooth" (off by default: written when on), "sensitivity" (written when not the default request's),
+/// "memory_budget_bytes" (--memory-budget, written when set), "calibration_refine" (--calibration-refine, written when not 0), so that projects without them read as
 /// they did.
 void writeRemedySettings(const AnalysisRequest& request, QJsonObject& calibration);
 /// Reads those keys into `request`; false with `error` naming the file, the key and the value

@@ -42,7 +42,7 @@ AnalysisRequest calibrationFromEnv() {
     r.data.image.width = wh[0].toInt();
     r.data.image.height = wh[1].toInt();
   }
-  // QS_CALIBRATE_REMEDIES=equalize,bias_correction,smoothquant,weight_clip_search: the dialog's remedy
+  // QS_CALIBRATE_REMEDIES=equalize,bias_correction,smoothquant,weight_clip_search,depthwise_smooth: the dialog's remedy
   // switches; no_depthwise_equalize and no_integer_conv clear the two that are on by default.
   for (const QString& remedy : qEnvironmentVariable("QS_CALIBRATE_REMEDIES").split(QLatin1Char(','), Qt::SkipEmptyParts)) {
     if (remedy == QStringLiteral("equalize")) r.equalize = true;
@@ -50,10 +50,11 @@ AnalysisRequest calibrationFromEnv() {
     else if (remedy == QStringLiteral("smoothquant")) r.smoothQuant = true;
     else if (remedy == QStringLiteral("weight_clip_search")) r.weightClipSearch = true;
     else if (remedy == QStringLiteral("no_depthwise_equalize")) r.depthwiseEqualize = false;
+    else if (remedy == QStringLiteral("depthwise_smooth")) r.depthwiseSmooth = true;
     else if (remedy == QStringLiteral("no_integer_conv")) r.integerConv = false;
     else
       std::fprintf(stderr, "quantscope: QS_CALIBRATE_REMEDIES: '%s': expected equalize, bias_correction, smoothquant, "
-                   "weight_clip_search, no_depthwise_equalize or no_integer_conv\n", qPrintable(remedy));
+                   "weight_clip_search, depthwise_smooth, no_depthwise_equalize or no_integer_conv\n", qPrintable(remedy));
   }
   const std::string method = qEnvironmentVariable("QS_CALIBRATE_METHOD", QStringLiteral("max")).toStdString();
   if (Status st = parseCalibrationMethod(method, r.calibration.method); !st)

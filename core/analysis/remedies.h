@@ -26,7 +26,7 @@ struct RemedySummary {
   std::vector<std::string> smoothSkipped;         // "node: reason"
   std::vector<WeightClipNode> weightClips;        // weight clip search
   std::vector<DepthwiseEqualizedPair> depthwisePairs;  // depthwise input equalization (not in `applied`: on by default)
-  std::vector<DepthwiseSmoothedInput> depthwiseSmoothed;  // depthwise input smoothing (not in `applied`: on by default)
+  std::vector<DepthwiseSmoothedInput> depthwiseSmoothed;  // depthwise input smoothing (not in `applied`: it keeps the float output)
   std::vector<std::string> insertedNodes;         // nodes a remedy added (depthwise smoothing's Mul): quantized.onnx writes them
   std::vector<std::string> changedInitializers;   // sorted: what quantized.onnx takes from the remedied model
   std::shared_ptr<const AnalysisResult> before;   // the analysis without remedies (no sensitivity)

@@ -188,6 +188,8 @@ class RemedySwitchTest : public QObject {
     AnalysisRequest r;
     r.smoothQuant = r.weightClipSearch = true;
     r.depthwiseEqualize = r.integerConv = false;
+    r.depthwiseSmooth = true;
+    r.calibrationRefine = 3;
     r.smoothQuantAlpha = 0.3;
     box.apply(r);
     const AnalysisRequest defaults;
@@ -196,6 +198,8 @@ class RemedySwitchTest : public QObject {
     QCOMPARE(r.weightClipSearch, defaults.weightClipSearch);
     QCOMPARE(r.depthwiseEqualize, defaults.depthwiseEqualize);
     QCOMPARE(r.integerConv, defaults.integerConv);
+    QCOMPARE(r.depthwiseSmooth, defaults.depthwiseSmooth);
+    QCOMPARE(r.calibrationRefine, defaults.calibrationRefine);
     QVERIFY(!box.smoothQuantAlphaBox()->isEnabled());
     QCOMPARE(box.smoothQuantAlphaBox()->text(), QStringLiteral("alpha searched per layer"));
 
@@ -207,8 +211,11 @@ class RemedySwitchTest : public QObject {
     box.weightClipBox()->setChecked(true);
     box.depthwiseEqualizeBox()->setChecked(false);
     box.integerConvBox()->setChecked(false);
+    box.depthwiseSmoothBox()->setChecked(true);
+    box.calibrationRefineBox()->setValue(2);
     box.apply(r);
-    QVERIFY(r.smoothQuant && r.weightClipSearch && !r.depthwiseEqualize && !r.integerConv);
+    QCOMPARE(r.calibrationRefine, 2);
+    QVERIFY(r.smoothQuant && r.weightClipSearch && !r.depthwiseEqualize && !r.integerConv && r.depthwiseSmooth);
     QCOMPARE(r.smoothQuantAlpha, 0.5);
     box.smoothQuantBox()->setChecked(false);
     box.apply(r);
@@ -231,9 +238,10 @@ class RemedySwitchTest : public QObject {
     dialog->setRequest(fp8);
     RemedyOptions* o = dialog->remedyOptions();
     QVERIFY(!o->depthwiseEqualizeBox()->isEnabled() && !o->integerConvBox()->isEnabled());
+    QVERIFY(!o->depthwiseSmoothBox()->isEnabled());
     QVERIFY(o->smoothQuantBox()->isEnabled() && o->weightClipBox()->isEnabled());
     dialog->setRequest(AnalysisRequest{});
-    QVERIFY(o->depthwiseEqualizeBox()->isEnabled() && o->integerConvBox()->isEnabled());
+    QVERIFY(o->depthwiseEqualizeBox()->isEnabled() && o->integerConvBox()->isEnabled() && o->depthwiseSmoothBox()->isEnabled());
   }
 
   // Weight clip search on cls: the GUI's figures are the CLI's with --weight-clip-search (its
@@ -426,7 +434,8 @@ class RemedySwitchTest : public QObject {
     p.modelPath = clsModel();
     p.calibration = imageRequest(m_cls, 192, 48);
     const QByteArray plain = projectToJson(p, path);
-    for (const char* key : {"\"smoothquant\"", "\"smoothquant_alpha\"", "\"weight_clip_search\"", "\"depthwise_equalize\"", "\"integer_conv\""})
+    for (const char* key : {"\"smoothquant\"", "\"smoothquant_alpha\"", "\"weight_clip_search\"", "\"depthwise_equalize\"", "\"depthwise_smooth\"",
+                            "\"integer_conv\"", "\"calibration_refine\""})
       QVERIFY2(!plain.contains(key), key);
     Project q;
     QString error;
@@ -434,15 +443,21 @@ class RemedySwitchTest : public QObject {
     QVERIFY(projectFromJson(plain, path, q, error));
     QVERIFY(!q.calibration.smoothQuant && !q.calibration.weightClipSearch && std::isnan(q.calibration.smoothQuantAlpha));
     QVERIFY2(q.calibration.depthwiseEqualize && q.calibration.integerConv, "an old project reads as the CLI's defaults (on)");
+    QVERIFY2(!q.calibration.depthwiseSmooth, "an old project reads as the CLI's default (smoothing off)");
 
     p.calibration.smoothQuant = p.calibration.weightClipSearch = true;
     p.calibration.smoothQuantAlpha = 0.4;
     p.calibration.depthwiseEqualize = p.calibration.integerConv = false;
+    p.calibration.depthwiseSmooth = true;
+    p.calibration.calibrationRefine = 2;
     const QByteArray all = projectToJson(p, path);
     QVERIFY(all.contains("\"depthwise_equalize\": false") && all.contains("\"integer_conv\": false"));
+    QVERIFY(all.contains("\"depthwise_smooth\": true") && all.contains("\"calibration_refine\": 2"));
     Project r;
     QVERIFY2(projectFromJson(all, path, r, error), qPrintable(error));
     QVERIFY(r.calibration.smoothQuant && r.calibration.weightClipSearch && !r.calibration.depthwiseEqualize && !r.calibration.integerConv);
+    QVERIFY(r.calibration.depthwiseSmooth);
+    QCOMPARE(r.calibration.calibrationRefine, 2);
     QCOMPARE(r.calibration.smoothQuantAlpha, 0.4);
 
     // An alpha alone asks for SmoothQuant, as --smoothquant-alpha alone does.
@@ -457,6 +472,9 @@ class RemedySwitchTest : public QObject {
                                  std::tuple{"\"smoothquant_alpha\": 0.4", "\"smoothquant_alpha\": \"auto\"", "smoothquant_alpha"},
                                  std::tuple{"\"weight_clip_search\": true", "\"weight_clip_search\": 1", "weight_clip_search"},
                                  std::tuple{"\"depthwise_equalize\": false", "\"depthwise_equalize\": \"off\"", "depthwise_equalize"},
+                                 std::tuple{"\"depthwise_smooth\": true", "\"depthwise_smooth\": \"on\"", "depthwise_smooth"},
+                                 std::tuple{"\"calibration_refine\": 2", "\"calibration_refine\": 17", "calibration_refine"},
+                                 std::tuple{"\"calibration_refine\": 2", "\"calibration_refine\": 1.5", "calibration_refine"},
                                  std::tuple{"\"integer_conv\": false", "\"integer_conv\": null", "integer_conv"}}) {
       QByteArray bad = all;
       QVERIFY2(bad.contains(from), from);
