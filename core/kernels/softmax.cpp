@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -124,15 +126,31 @@ inline float horizontalMax(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// QS_SOFTMAX=eigen: float rows through softmaxRow (Eigen's exp), the kernel before softmaxRowFloat,
+// whose exp differs in the last bits; for A/B runs and the report fixtures recorded with the old one
+// (tests/export/test_report_fixtures.cpp).
+bool eigenSoftmaxRows() {
+  static const bool eigen = [] {
+    const char* v = std::getenv("QS_SOFTMAX");
+    return v != nullptr && std::string_view(v) == "eigen";
+  }();
+  return eigen;
+}
+
 template <class T, bool Log>
 void softmaxTyped(const T* x, T* y, int64_t outer, int64_t L, int64_t inner, const KernelContext& ctx) {
   if (outer * L * inner == 0) return;
+  const bool eigenRows = eigenSoftmaxRows();
   if (inner == 1) {
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(L, 1));
     auto body = [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) {
-        if constexpr (std::is_same_v<T, float> && !Log) softmaxRowFloat(x + o * L, y + o * L, L);
-        else softmaxRow<T, Log>(x + o * L, y + o * L, L);
+        if constexpr (std::is_same_v<T, float> && !Log) {
+          if (!eigenRows) softmaxRowFloat(x + o * L, y + o * L, L);
+          else softmaxRow<T, Log>(x + o * L, y + o * L, L);
+        } else {
+          softmaxRow<T, Log>(x + o * L, y + o * L, L);
+        }
       }
     };
     if (outer < 2 * grain || ctx.threads <= 1) {
