@@ -134,18 +134,8 @@ Result<std::unique_ptr<Kernel>> createBlockedConv(const KernelInit& init) {
   std::vector<float> params = a.floats("activation_params");
   const bool residualRelu = a.i("residual_relu", 0) != 0;
   if (!a.ok()) return a.status();
-  if (params.size() != 2 * names.size())
-    return kernelError(StatusCode::InvalidModel, "activation_params has " + std::to_string(params.size()) +
-                                                     " values, expected " + std::to_string(2 * names.size()));
   std::vector<FusedActivation> acts;
-  for (size_t i = 0; i < names.size(); ++i) {
-    FusedActivation f;
-    if (!parseFusedActivation(names[i], f.kind))
-      return kernelError(StatusCode::Unsupported, "unknown fused activation '" + names[i] + "'");
-    f.a = params[2 * i];
-    f.b = params[2 * i + 1];
-    acts.push_back(f);
-  }
+  if (Status st = parseFusedActivations(names, params, acts); !st) return st;
   const Tensor* W = init.constantInput(1);
   const Tensor* B = init.constantInput(2);
   if (!W || W->dtype() != DType::Float || W->rank() != 4)

@@ -251,6 +251,23 @@ bool parseFusedActivation(const std::string& name, FusedActivation::Kind& kind) 
   return false;
 }
 
+Status parseFusedActivations(const std::vector<std::string>& names, const std::vector<float>& params,
+                             std::vector<FusedActivation>& out) {
+  if (params.size() != 2 * names.size())
+    return kernelError(StatusCode::InvalidModel, "activation_params has " + std::to_string(params.size()) +
+                                                     " values, expected " + std::to_string(2 * names.size()));
+  out.clear();
+  for (size_t i = 0; i < names.size(); ++i) {
+    FusedActivation f;
+    if (!parseFusedActivation(names[i], f.kind))
+      return kernelError(StatusCode::Unsupported, "unknown fused activation '" + names[i] + "'");
+    f.a = params[2 * i];
+    f.b = params[2 * i + 1];
+    out.push_back(f);
+  }
+  return Status::ok();
+}
+
 namespace {
 
 // y[i] = f(y[i]) over [0, n): 8 lanes at a time with AVX2, the tail scalar, same formulas.
@@ -702,18 +719,7 @@ Result<std::unique_ptr<Kernel>> createConv(const KernelInit& init) {
     std::vector<std::string> names = a.strings("activations");
     std::vector<float> params = a.floats("activation_params");
     if (!a.ok()) return a.status();
-    if (params.size() != 2 * names.size())
-      return kernelError(StatusCode::InvalidModel,
-                       "activation_params has " + std::to_string(params.size()) + " values, expected " +
-                           std::to_string(2 * names.size()));
-    for (size_t i = 0; i < names.size(); ++i) {
-      FusedActivation f;
-      if (!parseFusedActivation(names[i], f.kind))
-        return kernelError(StatusCode::Unsupported, "unknown fused activation '" + names[i] + "'");
-      f.a = params[2 * i];
-      f.b = params[2 * i + 1];
-      acts.push_back(f);
-    }
+    if (Status st = parseFusedActivations(names, params, acts); !st) return st;
   }
   if (!a.ok()) return a.status();
   if (!attrs.kernelShape.empty() && (attrs.kernelShape.size() < 1 || attrs.kernelShape.size() > 3))

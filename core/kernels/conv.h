@@ -84,6 +84,10 @@ struct FusedActivation {
 /// Name used in the FusedConv node's "activations" attribute ("Relu", "Clip", ...); parse fails on unknown names.
 const char* fusedActivationName(FusedActivation::Kind kind);
 bool parseFusedActivation(const std::string& name, FusedActivation::Kind& kind);
+/// A FusedConv node's "activations" and "activation_params" attributes (two params per name) read back into
+/// `out`; fails naming the unknown activation or the wrong number of params.
+Status parseFusedActivations(const std::vector<std::string>& names, const std::vector<float>& params,
+                             std::vector<FusedActivation>& out);
 /// y[i] = ops(y[i] + bias) in order, for i in [0, n). HardSwish is x * clamp(a*x + b, 0, 1).
 void applyFusedActivations(float* y, int64_t n, float bias, const std::vector<FusedActivation>& ops);
 
