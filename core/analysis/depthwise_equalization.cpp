@@ -83,22 +83,7 @@ class RangeObserver : public ExecutionObserver {
   void onNodeOutput(NodeId, size_t, ValueId id, const Tensor& value) override {
     auto it = index_.find(id);
     if (it == index_.end() || value.dtype() != DType::Float || value.rank() < 2) return;
-    std::vector<double>& r = ranges_[it->second];
-    const int64_t C = value.dim(1);
-    if (C != (int64_t)r.size()) {
-      mismatch_ = true;
-      return;
-    }
-    int64_t inner = 1;
-    for (int i = 2; i < value.rank(); ++i) inner *= value.dim(i);
-    const float* p = value.data<float>();
-    for (int64_t n = 0; n < value.dim(0); ++n)
-      for (int64_t ch = 0; ch < C; ++ch) {
-        const float* q = p + (n * C + ch) * inner;
-        float m = 0;
-        for (int64_t i = 0; i < inner; ++i) m = std::max(m, std::fabs(q[i]));
-        r[(size_t)ch] = std::max(r[(size_t)ch], (double)m);
-      }
+    if (!accumulateChannelAbsMax(value, ranges_[it->second])) mismatch_ = true;
   }
   const std::vector<double>& ranges(size_t pair) const { return ranges_[pair]; }
   bool mismatch() const { return mismatch_; }
@@ -110,6 +95,22 @@ class RangeObserver : public ExecutionObserver {
 };
 
 }  // namespace
+
+bool accumulateChannelAbsMax(const Tensor& value, std::vector<double>& range) {
+  if (value.dtype() != DType::Float || value.rank() < 2 || value.dim(1) != (int64_t)range.size()) return false;
+  const int64_t C = value.dim(1);
+  int64_t inner = 1;
+  for (int i = 2; i < value.rank(); ++i) inner *= value.dim(i);
+  const float* p = value.data<float>();
+  for (int64_t n = 0; n < value.dim(0); ++n)
+    for (int64_t ch = 0; ch < C; ++ch) {
+      const float* q = p + (n * C + ch) * inner;
+      float m = 0;
+      for (int64_t i = 0; i < inner; ++i) m = std::max(m, std::fabs(q[i]));
+      range[(size_t)ch] = std::max(range[(size_t)ch], (double)m);
+    }
+  return true;
+}
 
 static int64_t groupOf(const Node& n) {
   const Attribute* a = n.attr("group");

@@ -46,6 +46,10 @@ struct DepthwiseEqualizationResult {
 /// group == C >= 2, a non-constant input), -1 for any other node.
 int64_t depthwiseChannels(const Graph& g, const Node& n);
 
+/// range[c] = max(range[c], max |x|) over channel c of `value`, an [N, C, ...] float tensor with
+/// C == range.size(). False (range unchanged) for another dtype, rank < 2 or channel count.
+bool accumulateChannelAbsMax(const Tensor& value, std::vector<double>& range);
+
 /// The pairs of `model` (without data; rangeRatio 0).
 std::vector<DepthwiseEqualizedPair> findDepthwiseEqualizablePairs(const Model& model, bool throughRelu = false);
 

@@ -38,7 +38,7 @@ class SampleObserver : public ExecutionObserver {
     auto it = index_.find(id);
     if (it == index_.end()) return;
     Candidate& c = cands_[it->second];
-    if (value.dtype() != DType::Float || value.rank() < 2 || value.dim(1) != c.channels) {
+    if (!accumulateChannelAbsMax(value, c.range)) {
       mismatch_ = c.conv;
       return;
     }
@@ -51,9 +51,6 @@ class SampleObserver : public ExecutionObserver {
     for (int64_t b = 0; b < n; ++b)
       for (int64_t ch = 0; ch < c.channels; ++ch) {
         const float* q = p + (b * c.channels + ch) * inner;
-        float m = 0;
-        for (int64_t i = 0; i < inner; ++i) m = std::max(m, std::fabs(q[i]));
-        c.range[(size_t)ch] = std::max(c.range[(size_t)ch], (double)m);
         std::vector<float>& s = c.samples[(size_t)ch];
         for (int64_t i = 0; i < inner && (int64_t)s.size() < 2 * perChannel_; i += step) s.push_back(q[i]);
       }
