@@ -23,48 +23,16 @@
 
 using namespace qs;
 using qs::test::exportRun;
+using qs::test::readText;
 using qs::test::runCommand;
 using qs::test::runFile;
 namespace fs = std::filesystem;
 
-namespace {
-
-// x [4, 3, 12, 12] -> Conv(8, 3x3, bias) -> depthwise Conv(8, 3x3, bias) -> Conv(6, 1x1) -> y.
-std::string writeDepthwiseModel(const std::string& dir, std::mt19937& rng) {
-  test::OnnxBuilder b;
-  b.input("x", {4, 3, 12, 12}).output("y", {4, 6, 12, 12});
-  std::vector<float> w1 = test::randomValues(8 * 27, rng);
-  for (int64_t c = 0; c < 8; ++c)
-    for (int64_t i = 0; i < 27; ++i) w1[(size_t)(c * 27 + i)] *= std::pow(10.f, (float)(c % 4) / 1.5f - 1.f);
-  b.initializer("w1", {8, 3, 3, 3}, w1);
-  b.initializer("b1", {8}, test::randomValues(8, rng, -0.05f, 0.05f));
-  b.initializer("wd", {8, 1, 3, 3}, test::randomValues(8 * 9, rng));
-  b.initializer("bd", {8}, test::randomValues(8, rng, -0.1f, 0.1f));
-  b.initializer("w3", {6, 8, 1, 1}, test::randomValues(48, rng));
-  auto& c1 = b.node("Conv", {"x", "w1", "b1"}, {"c1"}, "conv1");
-  test::OnnxBuilder::attrInts(c1, "pads", {1, 1, 1, 1});
-  auto& dw = b.node("Conv", {"c1", "wd", "bd"}, {"d1"}, "dwconv");
-  test::OnnxBuilder::attrInts(dw, "pads", {1, 1, 1, 1});
-  test::OnnxBuilder::attrInt(dw, "group", 8);
-  b.node("Conv", {"d1", "w3"}, {"y"}, "conv3");
-  const std::string path = dir + "/dw.onnx";
-  b.save(path);
-  return path;
-}
-
-std::string readText(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-}  // namespace
 
 TEST(DepthwiseEqualization, KeepsTheFloatFunctionRaisesTheSnrAndReachesOnnxRuntime) {
   std::mt19937 rng(3);
   const std::string dir = test::makeTempDir("dw-equalize");
-  const std::string model = writeDepthwiseModel(dir, rng);
+  const std::string model = test::writeDepthwiseModel(dir, rng, false);
   const Tensor x = test::randomTensor({4, 3, 12, 12}, rng, -1.f, 1.f);
   ASSERT_TRUE(writeNpy(dir + "/x.npy", x));
   ASSERT_TRUE(writeNpy(dir + "/in_0_0.npy", x));
