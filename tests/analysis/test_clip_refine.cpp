@@ -13,6 +13,7 @@
 #include "core/io/npy.h"
 #include "core/onnx/loader.h"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/session_helpers.h"
 
 using namespace qs;
 
@@ -20,26 +21,11 @@ namespace {
 
 constexpr int kIn = 32, kOut = 16, kSamples = 16;
 
-struct Built {
-  std::shared_ptr<Model> model;
-  std::shared_ptr<const CalibrationData> data;
-};
+using Built = test::BuiltModel;
+using RefineRun = test::SessionRun;
 
 Built finish(test::OnnxBuilder& ob, const std::vector<float>& x, const std::string& name) {
-  const std::string dir = test::makeTempDir(name);
-  const std::string bytes = ob.bytes();
-  Built out;
-  auto m = loadModelFromBytes(bytes.data(), bytes.size(), dir + "/m.onnx", "");
-  EXPECT_TRUE(m) << m.status().message();
-  if (!m) return out;
-  out.model = *m;
-  EXPECT_TRUE(writeNpy(dir + "/x.npy", Tensor::fromVector<float>(x, {kSamples, kIn})));
-  CalibrationDataOptions co;
-  co.path = dir + "/x.npy";
-  auto d = CalibrationData::open(*out.model, co);
-  EXPECT_TRUE(d) << d.status().message();
-  if (d) out.data = std::shared_ptr<const CalibrationData>(std::move(d).value());
-  return out;
+  return test::buildWithData(ob, Tensor::fromVector<float>(x, {kSamples, kIn}), name);
 }
 
 // x [N, 32] -> Gemm(W1) -> z -> Relu -> r -> Gemm(W2) -> y. Features 2..31 are small (0.15 std).
@@ -73,11 +59,6 @@ Built buildReluMasked() {
   return finish(ob, x, "clip_refine_relu");
 }
 
-struct RefineRun {
-  std::unique_ptr<QuantSession> session;
-  std::shared_ptr<const AnalysisResult> result;
-};
-
 RefineRun analyse(const Built& b, int passes, CalibMethod method = CalibMethod::Auto) {
   AnalysisOptions ao;
   ao.calibration.method = method;
@@ -87,16 +68,7 @@ RefineRun analyse(const Built& b, int passes, CalibMethod method = CalibMethod::
   ao.clipSearch.checkSamples = kSamples / 2;  // refine on the first 8, the other 8 held out
   ao.clipSearch.heldOutSamples = kSamples / 2;
   ao.clipSearch.refinePasses = passes;
-  RefineRun r;
-  auto s = QuantSession::create(b.model, {}, ao);
-  EXPECT_TRUE(s) << s.status().message();
-  if (!s) return r;
-  r.session = std::move(s).value();
-  EXPECT_TRUE(r.session->calibrate(*b.data));
-  auto res = r.session->analyze(b.data);
-  EXPECT_TRUE(res) << res.status().message();
-  if (res) r.result = *res;
-  return r;
+  return test::calibrateAndAnalyse(b, ao);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "core/io/npy.h"
 #include "core/onnx/loader.h"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/session_helpers.h"
 
 using namespace qs;
 
@@ -22,13 +23,11 @@ namespace {
 
 constexpr int kIn = 64, kOut = 16, kSamples = 16;
 
+using Built = test::BuiltModel;
+using AutoRun = test::SessionRun;
+
 // x [N, 64] -> Gemm(W [16, 64], transB) -> y. Most features are small (|x| ~ 0.03); features 0..3
 // reach 1.0-1.86 on a few samples and carry large weights, so clipping them ruins y.
-struct Built {
-  std::shared_ptr<Model> model;
-  std::shared_ptr<const CalibrationData> data;
-};
-
 Built buildOutlierGemm() {
   std::mt19937 rng(7);
   std::normal_distribution<float> small(0.f, 0.03f);
@@ -44,26 +43,8 @@ Built buildOutlierGemm() {
   ob.initializer("W", {kOut, kIn}, w);
   ob.initializer("B", {kOut}, b);
   test::OnnxBuilder::attrInt(ob.node("Gemm", {"x", "W", "B"}, {"y"}, "fc"), "transB", 1);
-  const std::string dir = test::makeTempDir("clip_search");
-  const std::string bytes = ob.bytes();
-  Built out;
-  auto m = loadModelFromBytes(bytes.data(), bytes.size(), dir + "/gemm.onnx", "");
-  EXPECT_TRUE(m) << m.status().message();
-  if (!m) return out;
-  out.model = *m;
-  EXPECT_TRUE(writeNpy(dir + "/x.npy", Tensor::fromVector<float>(x, {kSamples, kIn})));
-  CalibrationDataOptions co;
-  co.path = dir + "/x.npy";
-  auto d = CalibrationData::open(*out.model, co);
-  EXPECT_TRUE(d) << d.status().message();
-  if (d) out.data = std::shared_ptr<const CalibrationData>(std::move(d).value());
-  return out;
+  return test::buildWithData(ob, Tensor::fromVector<float>(x, {kSamples, kIn}), "clip_search");
 }
-
-struct AutoRun {
-  std::unique_ptr<QuantSession> session;
-  std::shared_ptr<const AnalysisResult> result;
-};
 
 AutoRun analyse(const Built& b, CalibMethod method) {
   AnalysisOptions ao;
@@ -72,16 +53,7 @@ AutoRun analyse(const Built& b, CalibMethod method) {
   ao.sensitivity = false;
   ao.clipSearch.maxSamples = kSamples;  // the search sees what the analysis measures
   ao.clipSearch.checkSamples = kSamples;
-  AutoRun r;
-  auto s = QuantSession::create(b.model, {}, ao);
-  EXPECT_TRUE(s) << s.status().message();
-  if (!s) return r;
-  r.session = std::move(s).value();
-  EXPECT_TRUE(r.session->calibrate(*b.data));
-  auto res = r.session->analyze(b.data);
-  EXPECT_TRUE(res) << res.status().message();
-  if (res) r.result = *res;
-  return r;
+  return test::calibrateAndAnalyse(b, ao);
 }
 
 }  // namespace
