@@ -13,6 +13,7 @@
 #include "core/exec/kernel.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/conv_gemv.h"
+#include "tests/support/conv_helpers.h"
 #include "tests/support/model_helpers.h"
 
 namespace qs {
@@ -25,31 +26,7 @@ using qs::test::randomTensor;
 // plain inputs.
 Tensor runConv1x1(const Tensor& x, const Tensor& w, const Tensor* b, const std::vector<FusedActivation>& acts,
                   bool constant) {
-  Graph graph;
-  Node node;
-  node.name = "se";
-  node.opType = kFusedConvOp;
-  node.domain = kFusedDomain;
-  setFusedActivations(node, acts);
-  node.inputs = {graph.valueId("x"), graph.valueId("w")};
-  if (constant) graph.value(node.inputs[1]).constant = w;
-  if (b) {
-    node.inputs.push_back(graph.valueId("b"));
-    if (constant) graph.value(node.inputs[2]).constant = *b;
-  }
-  node.outputs = {graph.valueId("y")};
-  auto k = createConv(KernelInit{node, 1, graph, false});
-  EXPECT_TRUE(k.isOk()) << k.status().message();
-  if (!k.isOk()) return Tensor();
-  const Tensor* in[3] = {&x, &w, b};
-  Tensor out[1];
-  KernelContext ctx;
-  ctx.inputs = std::span<const Tensor* const>(in, b ? 3 : 2);
-  ctx.outputs = out;
-  ctx.threads = 1;
-  Status st = k.value()->run(ctx);
-  EXPECT_TRUE(st.isOk()) << st.message();
-  return out[0];
+  return test::runFusedConv(x, w, b, acts, constant, 1);
 }
 
 TEST(ConvGemv, SameBitsAsTheGemmPathAndNearNaive) {

@@ -13,6 +13,7 @@
 #include "core/exec/kernel.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/conv_pointwise.h"
+#include "tests/support/conv_helpers.h"
 #include "tests/support/model_helpers.h"
 
 namespace qs {
@@ -21,41 +22,9 @@ namespace {
 using K = FusedActivation::Kind;
 using qs::test::randomTensor;
 
-// A FusedConv node with a 1x1 filter; W (and B) constants of the graph when `constant` (the direct
-// kernel), else plain inputs (the GEMM path). Extra attributes (strides, pads) from `attrs`.
 Tensor runConv(const Tensor& x, const Tensor& w, const Tensor* b, const std::vector<FusedActivation>& acts,
                bool constant, int threads, const std::vector<std::pair<std::string, std::vector<int64_t>>>& attrs = {}) {
-  Graph graph;
-  Node node;
-  node.name = "pw";
-  node.opType = kFusedConvOp;
-  node.domain = kFusedDomain;
-  setFusedActivations(node, acts);
-  for (const auto& [name, ints] : attrs) {
-    Attribute a;
-    a.type = Attribute::Type::Ints;
-    a.ints = ints;
-    node.attributes[name] = a;
-  }
-  node.inputs = {graph.valueId("x"), graph.valueId("w")};
-  if (constant) graph.value(node.inputs[1]).constant = w;
-  if (b) {
-    node.inputs.push_back(graph.valueId("b"));
-    if (constant) graph.value(node.inputs[2]).constant = *b;
-  }
-  node.outputs = {graph.valueId("y")};
-  auto k = createConv(KernelInit{node, 1, graph, false});
-  EXPECT_TRUE(k.isOk()) << k.status().message();
-  if (!k.isOk()) return Tensor();
-  const Tensor* in[3] = {&x, &w, b};
-  Tensor out[1];
-  KernelContext ctx;
-  ctx.inputs = std::span<const Tensor* const>(in, b ? 3 : 2);
-  ctx.outputs = out;
-  ctx.threads = threads;
-  Status st = k.value()->run(ctx);
-  EXPECT_TRUE(st.isOk()) << st.message();
-  return out[0];
+  return test::runFusedConv(x, w, b, acts, constant, threads, attrs);
 }
 
 bool sameBits(const Tensor& a, const Tensor& b) {
