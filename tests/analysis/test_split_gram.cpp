@@ -13,24 +13,15 @@
 #include "core/kernels/gemm.h"
 #include "core/numeric/fake_quant.h"
 #include "core/onnx/loader.h"
+#include "tests/support/gemm_helpers.h"
 
 namespace qs {
 namespace {
 
-Tensor randomTensor(Shape shape, std::mt19937& rng, float scale, float mean = 0.f) {
-  Tensor t(DType::Float, std::move(shape));
-  std::normal_distribution<float> d(mean, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
+using test::kernelMatMul;
 
-Tensor kernelMatMul(const Tensor& a, const Tensor& b, int threads) {
-  const int64_t K = a.shape().back(), N = b.shape()[1], M = a.numel() / K;
-  Shape ys(a.shape().begin(), a.shape().end() - 1);
-  ys.push_back(N);
-  Tensor y(DType::Float, ys);
-  sgemm(false, false, M, N, K, 1.f, a.data<float>(), K, b.data<float>(), N, 0.f, y.data<float>(), N, threads);
-  return y;
+Tensor randomTensor(Shape shape, std::mt19937& rng, float scale, float mean = 0.f) {
+  return test::normalTensor(std::move(shape), rng, scale, mean);
 }
 
 TEST(SplitGram, SameFiguresAsTheProducts) {
