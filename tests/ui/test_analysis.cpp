@@ -28,6 +28,7 @@
 #include "core/io/calibration_data.h"
 #include "core/quant/quant_config.h"
 #include "tests/support/text_images.h"
+#include "tests/ui/export_helpers.h"
 #include "tests/ui/window_parts.h"
 #include "ui/analysis_actions.h"
 #include "ui/analysis_controller.h"
@@ -43,6 +44,9 @@
 
 using namespace qs;
 using namespace qs::ui;
+
+using qs::test::exportThroughDialog;
+using qs::test::readAll;
 
 namespace {
 
@@ -69,32 +73,6 @@ bool openAndWait(MainWindow& w, const QString& path) {
   QSignalSpy shown(&w, &MainWindow::modelShown);
   w.openFile(path);
   return shown.wait(120000);
-}
-
-QByteArray readAll(const QString& path) {
-  QFile f(path);
-  return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
-
-// Exports `w`'s analysis into `folder` through the Export dialog, as a click on Export does;
-// `written` gets the files it reports.
-bool exportThroughDialog(MainWindow& w, const QString& folder, QStringList& written) {
-  w.analysisActions()->exportAction()->trigger();
-  auto* dialog = test::part<ExportDialog>(w, "exportDialog");
-  test::part<QLineEdit>(*dialog, "exportFolder")->setText(folder);
-  QSignalSpy done(dialog, &ExportDialog::exported);
-  QSignalSpy failed(dialog, &ExportDialog::exportFailed);
-  QTest::mouseClick(test::part<QPushButton>(*dialog, "exportButton"), Qt::LeftButton);
-  QElapsedTimer t;
-  t.start();
-  while (done.isEmpty() && failed.isEmpty() && t.elapsed() < 120000) QTest::qWait(20);
-  if (done.isEmpty()) {
-    qWarning("export failed: %s", failed.isEmpty() ? "timeout" : qPrintable(failed.first().at(0).toString()));
-    return false;
-  }
-  written = done.first().at(0).toStringList();
-  dialog->close();  // deletes it
-  return true;
 }
 
 // Waits until no job runs and every requested state is in the results.
@@ -471,7 +449,7 @@ class AnalysisTest : public QObject {
     // Export: the four files, and quant_cfg.json records the fallback's exclusions by name.
     const QString out = m_tmp.filePath(QStringLiteral("export"));
     QStringList written;
-    QVERIFY(exportThroughDialog(w, out, written));
+    QVERIFY(exportThroughDialog(w, out, &written));
     QCOMPARE(written.size(), 4);
     for (const char* f : {"quantized.onnx", "quant_cfg.json", "calibration.cache", "report.json"})
       QVERIFY2(QFileInfo(out + QLatin1Char('/') + QLatin1String(f)).size() > 0, f);
@@ -520,7 +498,7 @@ class AnalysisTest : public QObject {
     QVERIFY(calibrated.wait(180000));
     const QString gui = m_tmp.filePath(QStringLiteral("export-gui"));
     QStringList written;
-    QVERIFY(exportThroughDialog(w, gui, written));
+    QVERIFY(exportThroughDialog(w, gui, &written));
 
     const QString cli = m_tmp.filePath(QStringLiteral("export-cli"));
     QProcess quantscope;

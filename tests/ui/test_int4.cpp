@@ -19,6 +19,7 @@
 #include "core/io/calibration_data.h"
 #include "core/onnx/loader.h"
 #include "tests/support/onnx_builder.h"
+#include "tests/ui/export_helpers.h"
 #include "tests/ui/window_parts.h"
 #include "ui/analysis_actions.h"
 #include "ui/analysis_controller.h"
@@ -31,6 +32,9 @@
 
 using namespace qs;
 using namespace qs::ui;
+
+using qs::test::exportThroughDialog;
+using qs::test::readAll;
 
 namespace {
 
@@ -51,11 +55,6 @@ QString writeMatMulModel(const QString& dir) {
   const QString path = dir + QStringLiteral("/matmul.onnx");
   qs::test::writeBytes(path.toStdString(), b.bytes());
   return path;
-}
-
-QByteArray readAll(const QString& path) {
-  QFile f(path);
-  return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 
 #include "core/onnx/loader.h"
 #include "tests/support/text_images.h"
+#include "tests/ui/export_helpers.h"
 #include "tests/ui/window_parts.h"
 #include "ui/analysis_actions.h"
 #include "ui/analysis_controller.h"
@@ -38,6 +39,9 @@
 
 using namespace qs;
 using namespace qs::ui;
+
+using qs::test::exportThroughDialog;
+using qs::test::readAll;
 
 namespace {
 
@@ -75,24 +79,6 @@ bool calibrateThroughDialog(MainWindow& w, const AnalysisRequest& base, const st
 bool waitIdle(MainWindow& w) {
   for (int i = 0; i < 12000 && w.analysis()->isBusy(); ++i) QTest::qWait(10);
   return !w.analysis()->isBusy();
-}
-
-bool exportThroughDialog(MainWindow& w, const QString& folder) {
-  w.analysisActions()->exportAction()->trigger();
-  auto* dialog = test::part<ExportDialog>(w, "exportDialog");
-  test::part<QLineEdit>(*dialog, "exportFolder")->setText(folder);
-  QSignalSpy done(dialog, &ExportDialog::exported);
-  QSignalSpy failed(dialog, &ExportDialog::exportFailed);
-  QTest::mouseClick(test::part<QPushButton>(*dialog, "exportButton"), Qt::LeftButton);
-  for (int i = 0; i < 12000 && done.isEmpty() && failed.isEmpty(); ++i) QTest::qWait(10);
-  if (done.isEmpty()) qWarning("export failed: %s", failed.isEmpty() ? "timeout" : qPrintable(failed.first().at(0).toString()));
-  dialog->close();
-  return !done.isEmpty();
-}
-
-QByteArray readAll(const QString& path) {
-  QFile f(path);
-  return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
 }
 
 double sortValue(const NodeTableModel& m, NodeId id, int column) {

@@ -30,6 +30,7 @@
 #include "tests/support/model_helpers.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/text_images.h"
+#include "tests/ui/export_helpers.h"
 #include "tests/ui/window_parts.h"
 #include "ui/analysis_actions.h"
 #include "ui/analysis_controller.h"
@@ -44,6 +45,9 @@
 
 using namespace qs;
 using namespace qs::ui;
+
+using qs::test::exportThroughDialog;
+using qs::test::readAll;
 
 namespace {
 
@@ -139,24 +143,6 @@ QString noteOf(const NodeTableModel& m, const Graph& g, const std::string& name)
   for (NodeId id = 0; id < (NodeId)g.nodes.size(); ++id)
     if (g.nodes[(size_t)id].name == name) return m.index(m.rowOfNode(id), NodeTableModel::RemedyNoteColumn).data().toString();
   return QStringLiteral("(no node %1)").arg(QString::fromStdString(name));
-}
-
-QByteArray readAll(const QString& path) {
-  QFile f(path);
-  return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
-
-bool exportThroughDialog(MainWindow& w, const QString& folder) {
-  w.analysisActions()->exportAction()->trigger();
-  auto* dialog = test::part<ExportDialog>(w, "exportDialog");
-  test::part<QLineEdit>(*dialog, "exportFolder")->setText(folder);
-  QSignalSpy done(dialog, &ExportDialog::exported);
-  QSignalSpy failed(dialog, &ExportDialog::exportFailed);
-  QTest::mouseClick(test::part<QPushButton>(*dialog, "exportButton"), Qt::LeftButton);
-  for (int i = 0; i < 12000 && done.isEmpty() && failed.isEmpty(); ++i) QTest::qWait(10);
-  if (done.isEmpty()) qWarning("export failed: %s", failed.isEmpty() ? "timeout" : qPrintable(failed.first().at(0).toString()));
-  dialog->close();
-  return !done.isEmpty();
 }
 
 }  // namespace
