@@ -47,6 +47,7 @@ struct Rewrite {
   std::vector<NodeId>& origin;
   std::vector<std::vector<NodeId>>& absorbed;
   BlockedRegionReport& report;
+  int block = 8;  // channels per block of the layout: DnnlConv::preferredBlock()
 
   std::vector<Kind> kind;
   std::vector<int64_t> outC;       // channels of the node's output (candidates)
@@ -102,7 +103,7 @@ struct Rewrite {
         return;
     if (isOp(n, "Conv") || isOp(n, kFusedConvOp, kFusedDomain)) {
       const Tensor* W = n.inputs.size() > 1 ? fixedConstant(g, n.inputs[1]) : nullptr;
-      if (!W || W->dtype() != DType::Float || W->rank() != 4 || W->dim(0) % 8 != 0 || W->dim(1) % 8 != 0) return;
+      if (!W || W->dtype() != DType::Float || W->rank() != 4 || W->dim(0) % block != 0 || W->dim(1) % block != 0) return;
       if (n.inputs.size() > 3 || intAttr(n, "group", 1) != 1) return;
       if (n.inputs.size() == 3 && n.inputs[2] != kNoValue && !fixedConstant(g, n.inputs[2])) return;
       const int64_t C = channelsOf(n.inputs[0]);
@@ -112,7 +113,7 @@ struct Rewrite {
     } else if (isOp(n, "BatchNormalization")) {
       if (n.inputs.size() != 5 || intAttr(n, "training_mode", 0) != 0) return;
       const Tensor* s = fixedConstant(g, n.inputs[1]);
-      if (!s || s->rank() != 1 || s->numel() % 8 != 0) return;
+      if (!s || s->rank() != 1 || s->numel() % block != 0) return;
       for (size_t i = 1; i < 5; ++i) {
         const Tensor* t = fixedConstant(g, n.inputs[i]);
         if (!t || t->dtype() != DType::Float || t->numel() != s->numel()) return;
@@ -126,7 +127,7 @@ struct Rewrite {
       int64_t sum = 0;
       for (ValueId v : n.inputs) {
         const int64_t c = v == kNoValue ? -1 : channelsOf(v);
-        if (c <= 0 || c % 8 != 0) return;
+        if (c <= 0 || c % block != 0) return;
         sum += c;
       }
       kind[(size_t)id] = Kind::Concat;
@@ -173,6 +174,13 @@ struct Rewrite {
       removed[(size_t)fusedAdd[(size_t)id]] = 1;
       owner[(size_t)fusedAdd[(size_t)id]] = id;
     }
+  }
+
+  Attribute blockAttr() const {
+    Attribute a;
+    a.type = Attribute::Type::Int;
+    a.i = block;
+    return a;
   }
 
   ValueId newValue(const std::string& base, std::optional<Tensor> constant) {
@@ -279,6 +287,7 @@ struct Rewrite {
           r.domain = kFusedDomain;
           r.inputs = {v};
           r.outputs = {b};
+          r.attributes["block"] = blockAttr();
           nodes.push_back(std::move(r));
           newOrigin.push_back(origin[(size_t)id]);
           newAbsorbed.emplace_back();
@@ -303,6 +312,7 @@ struct Rewrite {
           relu.type = Attribute::Type::Int;
           relu.i = fusedRelu[(size_t)id] >= 0 ? 1 : 0;
           node.attributes["residual_relu"] = relu;
+          node.attributes["block"] = blockAttr();
           ++report.convs;
           break;
         }
@@ -383,7 +393,8 @@ Status rewriteBlockedRegions(Model& model, std::vector<NodeId>& origin, std::vec
   if (!DnnlConv::available()) return Status::ok();
   if (origin.size() != model.graph.nodes.size() || absorbed.size() != origin.size())
     return runtimeError(model.path + ": blocked regions: node bookkeeping does not match the graph");
-  Rewrite rw{model, model.graph, origin, absorbed, r, {}, {}, {}, {}, {}, {}, {}, {}};
+  r.block = DnnlConv::preferredBlock();
+  Rewrite rw{model, model.graph, origin, absorbed, r, r.block, {}, {}, {}, {}, {}, {}, {}, {}};
   return rw.run();
 }
 

@@ -1,6 +1,7 @@
 // Blocked regions (issue 13, docs/performance.md "Blocked regions"): after the graph rewrites, a
 // connected chain of convolutions that oneDNN runs keeps its activations in oneDNN's nChw8c
-// layout (core/kernels/blocked_layout.h), with reorders only at the chain's borders, instead of
+// layout, nChw16c where oneDNN runs AVX-512 kernels (core/kernels/blocked_layout.h; "8" below
+// is then 16), with reorders only at the chain's borders, instead of
 // reordering NCHW -> nChw8c before every Conv and back after it. In a region:
 //  - Conv / FusedConv with constant W, group 1, input and output channels multiples of 8 become
 //    BlockedConv; a residual Add right after one (same shapes, no other consumer) and a Relu after
@@ -28,6 +29,7 @@ struct BlockedRegionReport {
   int convs = 0;         // convolutions running blocked
   int residualAdds = 0;  // Add (+ Relu) nodes fused into a BlockedConv
   int reorders = 0;      // ToNchw8c + FromNchw8c nodes at the borders
+  int block = 8;         // channels per block: 8 (nChw8c) or 16 (nChw16c), DnnlConv::preferredBlock()
 };
 
 /// Rewrites `model` (the output of rewriteForInference) in place. `origin` and `absorbed` (one entry

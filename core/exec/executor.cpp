@@ -149,7 +149,7 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> 
     std::shared_ptr<Model> fast = std::move(rewritten).value();
     plan->origin = std::move(report.origin);
     plan->absorbed = std::move(report.absorbed);
-    BlockedRegionReport blocked;  // oneDNN convolution chains kept in nChw8c (blocked_rewrite.h)
+    BlockedRegionReport blocked;  // oneDNN convolution chains kept in nChw8c/16c (blocked_rewrite.h)
     if (options.libraryKernels && options.blockedRegions)
       QS_RETURN_IF_ERROR(rewriteBlockedRegions(*fast, plan->origin, plan->absorbed, &blocked));
     plan->model = std::move(fast);
@@ -165,7 +165,8 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> 
                            std::to_string(report.fusedLayerNorms) + " decomposed LayerNorm chains fused";
     if (blocked.regions > 0)
       ex->m_rewriteSummary += ", " + std::to_string(blocked.convs) + " Convs in " + std::to_string(blocked.regions) +
-                              " nChw8c regions (" + std::to_string(blocked.residualAdds) + " residual Adds fused, " +
+                              " nChw" + std::to_string(blocked.block) + "c regions (" +
+                              std::to_string(blocked.residualAdds) + " residual Adds fused, " +
                               std::to_string(blocked.reorders) + " reorders)";
   }
   return ex;

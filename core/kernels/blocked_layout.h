@@ -1,13 +1,15 @@
 // Kernels of the blocked layout (issue 13, docs/performance.md "Blocked regions"): inside a chain
-// of convolutions that oneDNN runs, activations stay in oneDNN's nChw8c layout, held as a 5-D
-// tensor [N, C/8, H, W, 8], instead of being reordered from and to NCHW around every Conv. The
+// of convolutions that oneDNN runs, activations stay in oneDNN's nChw8c layout (nChw16c on CPUs
+// where oneDNN runs AVX-512: DnnlConv::preferredBlock), held as a 5-D tensor [N, C/b, H, W, b]
+// with b the block, instead of being reordered from and to NCHW around every Conv. The
 // nodes are made only by the executor's blocked-region rewrite (core/exec/blocked_rewrite.h), in
 // unobserved inference with library kernels on; every value an observer or a graph output could
 // see is plain NCHW. All ops are in the ai.quantscope domain, opset 1:
-//  - ToNchw8c: X [N, C, H, W] (C a multiple of 8) -> [N, C/8, H, W, 8];
-//  - FromNchw8c: the inverse;
-//  - BlockedConv: a Conv (FusedConv attributes: activations, activation_params) on blocked X and
-//    Y, with constant W [M, C, kH, kW] (group 1, C and M multiples of 8), optional constant B and
+//  - ToNchw8c: X [N, C, H, W] (C a multiple of b) -> [N, C/b, H, W, b], b the attribute block
+//    (8 or 16; 8 when absent);
+//  - FromNchw8c: the inverse (b from X's last dimension);
+//  - BlockedConv: a Conv (FusedConv attributes: activations, activation_params; block as above) on
+//    blocked X and Y, with constant W [M, C, kH, kW] (group 1, C and M multiples of b), optional constant B and
 //    an optional 4th input R (blocked, Y's shape) added after the bias, then Relu when the
 //    attribute residual_relu is 1 (the residual Add and Relu of a ResNet block);
 //  - BlockedBatchNorm: y = x * scale[c] + shift[c] (then Relu when the attribute relu is 1), scale
@@ -29,8 +31,9 @@ inline constexpr const char* kBlockedBatchNormOp = "BlockedBatchNorm";
 /// The table rows of the four ops (appended to the nn group's table).
 std::vector<KernelEntry> blockedLayoutKernels();
 
-/// x [N, C, HW] -> y [N, C/8, HW, 8] and back, for C a multiple of 8 (exposed for tests).
-void toNchw8c(const float* x, int64_t N, int64_t C, int64_t HW, float* y, int threads);
-void fromNchw8c(const float* x, int64_t N, int64_t C, int64_t HW, float* y, int threads);
+/// x [N, C, HW] -> y [N, C/block, HW, block] and back, for C a multiple of block, 8 or 16
+/// (exposed for tests).
+void toNchw8c(const float* x, int64_t N, int64_t C, int64_t HW, float* y, int threads, int block = 8);
+void fromNchw8c(const float* x, int64_t N, int64_t C, int64_t HW, float* y, int threads, int block = 8);
 
 }  // namespace qs

@@ -2,6 +2,7 @@
 #include "core/kernels/conv_dnnl.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -54,9 +55,10 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Tensor&, const Tensor*, int64_t
 DnnlConv::DnnlConv(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 DnnlConv::~DnnlConv() = default;
 std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor&, const Tensor*, std::vector<FusedActivation>, bool,
-                                                  bool) {
+                                                  bool, int) {
   return nullptr;
 }
+int DnnlConv::preferredBlock() { return 8; }
 Status DnnlConv::run(const float*, int64_t, int64_t, const WindowGeometry&, float*, int) const {
   return unsupported("built without oneDNN");
 }
@@ -111,7 +113,8 @@ struct DnnlConv::Impl {
   Tensor W;
   std::vector<float> bias;  // empty: none
   int64_t group = 1;
-  bool blocked = false;   // src and dst nChw8c (createBlocked)
+  bool blocked = false;   // src and dst nChw8c or nChw16c (createBlocked)
+  int block = 8;          // the blocked layout's channel block
   bool residual = false;  // sum post-op: dst holds the residual before the primitive runs
   dnnl::post_ops postOps;
   std::vector<FusedActivation> after;  // activations oneDNN has no post-op for, applied per task
@@ -120,11 +123,13 @@ struct DnnlConv::Impl {
   static constexpr size_t kMaxPlans = 8;
 
   // Output-channel slices per image: enough tasks for every hardware thread at batch 1, in whole
-  // groups and whole 8-channel blocks. A function of the shape alone (see the header).
+  // groups and whole 8-channel blocks (the layout's blocks when blocked). A function of the shape
+  // alone (see the header).
   int64_t slicesFor(int64_t N, int64_t M) const {
+    const int64_t unit = blocked ? block : 8;
     int64_t s = std::min<int64_t>((hardwareThreads() + N - 1) / N, 8);
     for (; s > 1; --s) {
-      if (group > 1 ? group % s == 0 && (M / s) % 8 == 0 : M % s == 0 && (M / s) % 8 == 0) break;
+      if (group > 1 ? group % s == 0 && (M / s) % unit == 0 : M % s == 0 && (M / s) % unit == 0) break;
     }
     return std::max<int64_t>(s, 1);
   }
@@ -143,7 +148,7 @@ struct DnnlConv::Impl {
     const int64_t Gs = group / S;  // groups per slice (group > 1)
     const memory::dims src{1, Cs, g.in[1], g.in[2]}, dst{1, Ms, g.out[1], g.out[2]};
     const memory::dims wts = group > 1 ? memory::dims{Gs, Ms / Gs, C / group, KH, KW} : memory::dims{Ms, C, KH, KW};
-    const Tag user = blocked ? Tag::nChw8c : Tag::nchw;
+    const Tag user = !blocked ? Tag::nchw : block == 16 ? Tag::nChw16c : Tag::nChw8c;
     p->userSrc = memory::desc(src, DT::f32, user);
     p->userDst = memory::desc(dst, DT::f32, user);
     const memory::desc biasMd({Ms}, DT::f32, Tag::x);
@@ -221,12 +226,14 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Tensor& W, const Tensor* B, int
 
 std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor& W, const Tensor* B,
                                                   std::vector<FusedActivation> activations, bool residual,
-                                                  bool reluAfterResidual) {
-  if (W.dtype() != DType::Float || W.rank() != 4 || W.dim(0) % 8 != 0 || W.dim(1) % 8 != 0) return nullptr;
+                                                  bool reluAfterResidual, int block) {
+  if (block != 8 && block != 16) return nullptr;
+  if (W.dtype() != DType::Float || W.rank() != 4 || W.dim(0) % block != 0 || W.dim(1) % block != 0) return nullptr;
   if (residual && !activations.empty()) return nullptr;
   std::unique_ptr<DnnlConv> conv = create(W, B, 1, std::move(activations));
   if (!conv) return nullptr;
   conv->m_impl->blocked = true;
+  conv->m_impl->block = block;
   if (residual) {
     conv->m_impl->residual = true;
     conv->m_impl->postOps = dnnl::post_ops();
@@ -237,6 +244,29 @@ std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor& W, const Tensor*
 }
 
 bool DnnlConv::blocked() const { return m_impl->blocked; }
+
+int DnnlConv::preferredBlock() {
+  static const int block = [] {
+    if (const char* env = std::getenv("QS_BLOCK")) {
+      if (std::string(env) == "8") return 8;
+      if (std::string(env) == "16") return 16;
+    }
+    // Whether oneDNN runs a ResNet-body 3x3 convolution in nChw16c with an AVX-512 kernel (left free
+    // to choose, it takes nhwc for brgconv; its nChw8c kernels are AVX2 ones).
+    try {
+      const memory::dims src{1, 64, 28, 28}, wts{64, 64, 3, 3}, dst{1, 64, 28, 28};
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                        memory::desc(src, DT::f32, Tag::nChw16c), memory::desc(wts, DT::f32, Tag::any),
+                                        memory::desc(), memory::desc(dst, DT::f32, Tag::nChw16c), {1, 1}, {0, 0},
+                                        {1, 1}, {1, 1});
+      dnnl::convolution_forward::primitive_desc pd(d, cpuEngine());
+      if (std::string(pd.impl_info_str()).find("avx512") != std::string::npos) return 16;
+    } catch (const std::exception&) {
+    }
+    return 8;
+  }();
+  return block;
+}
 
 Status DnnlConv::run(const float* x, int64_t N, int64_t C, const WindowGeometry& g, float* y, int threads) const {
   if (m_impl->blocked) return invalidArgument("oneDNN backend: made for the blocked layout");
@@ -249,7 +279,9 @@ Status DnnlConv::runBlocked(const float* x, int64_t N, int64_t C, const WindowGe
   if ((residual != nullptr) != m_impl->residual)
     return invalidArgument(m_impl->residual ? "oneDNN backend: the residual input is missing"
                                             : "oneDNN backend: a residual input it was not made for");
-  if (C % 8 != 0) return invalidArgument("oneDNN backend: the blocked layout needs a multiple of 8 channels");
+  if (C % m_impl->block != 0)
+    return invalidArgument("oneDNN backend: the blocked layout needs a multiple of " + std::to_string(m_impl->block) +
+                           " channels");
   return execute(x, N, C, g, y, residual, threads);
 }
 

@@ -29,13 +29,19 @@ class DnnlConv {
   /// build has no oneDNN or W is not a 2-D float filter.
   static std::unique_ptr<DnnlConv> create(const Tensor& W, const Tensor* B, int64_t group,
                                           std::vector<FusedActivation> activations);
-  /// The blocked-layout form (core/kernels/blocked_layout.h): x and y are oneDNN's nChw8c,
-  /// [N, C/8, H, W, 8] (C and M multiples of 8, group 1). With `residual`, run's `residual`
-  /// (nChw8c, y's shape) is added to conv(x) + B (oneDNN's sum post-op), then Relu when
-  /// `reluAfterResidual`; `activations` must then be empty. nullptr as create.
+  /// The blocked-layout form (core/kernels/blocked_layout.h): x and y are oneDNN's nChw8c or
+  /// nChw16c, [N, C/block, H, W, block] (block 8 or 16; C and M multiples of it, group 1). With
+  /// `residual`, run's `residual` (blocked, y's shape) is added to conv(x) + B (oneDNN's sum
+  /// post-op), then Relu when `reluAfterResidual`; `activations` must then be empty. nullptr as
+  /// create, and for another block.
   static std::unique_ptr<DnnlConv> createBlocked(const Tensor& W, const Tensor* B,
                                                  std::vector<FusedActivation> activations, bool residual,
-                                                 bool reluAfterResidual);
+                                                 bool reluAfterResidual, int block = 8);
+  /// The channel block of the blocked layout that oneDNN's own kernels use on this CPU: 16 where
+  /// it runs AVX-512 convolutions (their native nChw16c; with nChw8c it falls back to its AVX2
+  /// kernels), else 8. QS_BLOCK=8 or 16 in the environment overrides it (tests run both). Measured
+  /// once per process; 8 without oneDNN.
+  static int preferredBlock();
   ~DnnlConv();
 
   /// y = activations(conv(x) + B), x [N, C, g.in] and y [N, M, g.out] plain NCHW, y allocated by
@@ -44,7 +50,7 @@ class DnnlConv {
   /// partly written): the caller then computes y itself.
   Status run(const float* x, int64_t N, int64_t C, const WindowGeometry& g, float* y, int threads) const;
   /// run() for a createBlocked backend: x, y (and residual, which must be given exactly when it
-  /// was created with one) in nChw8c; nothing is reordered.
+  /// was created with one) in its blocked layout; nothing is reordered.
   Status runBlocked(const float* x, int64_t N, int64_t C, const WindowGeometry& g, float* y, const float* residual,
                     int threads) const;
   /// Whether this backend was made by createBlocked.

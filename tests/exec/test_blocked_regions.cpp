@@ -1,5 +1,6 @@
 // Blocked regions (core/exec/blocked_rewrite.h, core/kernels/blocked_layout.h): chains of oneDNN
-// convolutions kept in nChw8c. A ResNet-like graph (3x3 convs, residual Add + Relu, a graph output
+// convolutions kept in nChw8c or nChw16c (DnnlConv::preferredBlock; ctest also runs these tests with
+// QS_BLOCK=8 and QS_BLOCK=16, so both layouts are checked on any CPU). A ResNet-like graph (3x3 convs, residual Add + Relu, a graph output
 // read in the middle of the chain) and a DenseNet-like one (BatchNormalization + Relu, a growing
 // Concat, a pool at the border) give the outputs of the plain executor within float rounding, 1
 // and 2 threads bit-identical, with the fusions the summary reports; a chain of 1x1 convs stays
@@ -92,11 +93,11 @@ OnnxBuilder denseNetLike(std::mt19937& rng) {
     conv(b, "r1_" + s, "c1_" + s, c, 32, 1, rng);
     batchNorm(b, "c1_" + s, "bn2_" + s, 32, rng);
     b.node("Relu", {"bn2_" + s}, {"r2_" + s});
-    conv(b, "r2_" + s, "c2_" + s, 32, 8, 3, rng);
+    conv(b, "r2_" + s, "c2_" + s, 32, 16, 3, rng);
     auto& cat = b.node("Concat", {in, "c2_" + s}, {"cat_" + s});
     OnnxBuilder::attrInt(cat, "axis", 1);
     in = "cat_" + s;
-    c += 8;
+    c += 16;
   }
   batchNorm(b, in, "bn_out", c, rng);
   b.node("Relu", {"bn_out"}, {"r_out"});
@@ -150,28 +151,38 @@ void expectBlockedMatchesPlain(const OnnxBuilder& b, const Shape& shape, const s
 
 }  // namespace
 
+// "N Convs in R nChwBc regions" with B the block this process uses.
+std::string regions(int convs, int count) {
+  return std::to_string(convs) + " Convs in " + std::to_string(count) + " nChw" +
+         std::to_string(DnnlConv::preferredBlock()) + "c regions";
+}
+
 TEST(BlockedRegions, ReordersRoundTrip) {
   std::mt19937 rng(3);
-  const int64_t N = 2, C = 24, HW = 35;
+  const int64_t N = 2, C = 48, HW = 35;
   std::vector<float> x = randomValues((size_t)(N * C * HW), rng), b(x.size()), back(x.size());
-  toNchw8c(x.data(), N, C, HW, b.data(), 2);
-  // Channel c of pixel p of image n sits at [n][c / 8][p][c % 8].
-  EXPECT_EQ(b[(size_t)((1 * 3 + 2) * HW * 8 + 7 * 8 + 5)], x[(size_t)((1 * C + 21) * HW + 7)]);
-  fromNchw8c(b.data(), N, C, HW, back.data(), 2);
-  EXPECT_EQ(back, x);
+  for (int64_t block : {8, 16}) {
+    toNchw8c(x.data(), N, C, HW, b.data(), 2, (int)block);
+    // Channel c of pixel p of image n sits at [n][c / block][p][c % block].
+    const int64_t CB = C / block, c = 45, p = 7;
+    EXPECT_EQ(b[(size_t)(((1 * CB + c / block) * HW + p) * block + c % block)], x[(size_t)((1 * C + c) * HW + p)])
+        << block;
+    fromNchw8c(b.data(), N, C, HW, back.data(), 2, (int)block);
+    EXPECT_EQ(back, x) << block;
+  }
 }
 
 TEST(BlockedRegions, ResNetBlocksMatchThePlainExecutor) {
   if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
   std::mt19937 rng(1);
   // 4 convs in one region, both residual Adds (and their Relus) fused.
-  expectBlockedMatchesPlain(resnetLike(rng), {2, 16, 12, 12}, "4 Convs in 1 nChw8c regions (2 residual Adds fused");
+  expectBlockedMatchesPlain(resnetLike(rng), {2, 16, 12, 12}, regions(4, 1) + " (2 residual Adds fused");
 }
 
 TEST(BlockedRegions, DenseNetLayersMatchThePlainExecutor) {
   if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
   std::mt19937 rng(2);
-  expectBlockedMatchesPlain(denseNetLike(rng), {2, 16, 18, 18}, "4 Convs in 1 nChw8c regions (0 residual Adds fused");
+  expectBlockedMatchesPlain(denseNetLike(rng), {2, 16, 18, 18}, regions(4, 1) + " (0 residual Adds fused");
 }
 
 TEST(BlockedRegions, ChainsOfPointwiseConvsStayOut) {
@@ -188,7 +199,7 @@ TEST(BlockedRegions, ChainsOfPointwiseConvsStayOut) {
   ASSERT_TRUE(m);
   auto ex = makeExecutor(m, true, true, 2);
   ASSERT_TRUE(ex);
-  EXPECT_EQ(ex->rewriteSummary().find("nChw8c"), std::string::npos) << ex->rewriteSummary();
+  EXPECT_EQ(ex->rewriteSummary().find("regions"), std::string::npos) << ex->rewriteSummary();
 }
 
 TEST(BlockedRegions, ObservedRunsSeeEveryOriginalNodeInNchw) {
