@@ -10,6 +10,7 @@
 
 #include "core/exec/parallel.h"
 #include "core/kernels/gemm.h"
+#include "core/kernels/matmul_dnnl.h"
 
 namespace qs {
 
@@ -91,6 +92,27 @@ class FusedMatMulKernel : public Kernel {
     if (K == 0 || N == 0 || !matrixLayout(K, N, b.strides[rb - 2], b.strides[rb - 1], transB, ldb)) return;
     m_constB = *constB;
     m_packedB = std::make_shared<const PackedPanels>(constB->data<float>(), ldb, transB, K, N);
+    m_ldb = ldb;
+    m_transB = transB;
+  }
+
+  // With library kernels, on CPUs where oneDNN's matmul runs AVX-512 kernels: the products of
+  // contiguous rows of A with the prepacked B go to oneDNN (bias and Gelu as its bias and post-op;
+  // a bias that is not a constant keeps our path).
+  void useLibrary(const Tensor* constBias) {
+    if (!m_packedB || !m_permA.empty() || !DnnlMatMul::preferred()) return;
+    const int64_t K = m_packedB->rows(), N = m_packedB->cols();
+    if (constBias && (constBias->dtype() != DType::Float || constBias->numel() != N)) return;
+    m_constBias = constBias ? *constBias : Tensor();
+    m_dnnl = DnnlMatMul::create(m_constB.data<float>(), m_ldb, m_transB, K, N,
+                                constBias ? constBias->data<float>() : nullptr, m_alpha, m_gelu);
+    if (m_dnnl) {
+      // oneDNN holds its own copy; the rare products it does not take (batched A, a bias computed at
+      // run time) read B in place rather than keep a third copy.
+      m_libraryK = K;
+      m_libraryN = N;
+      m_packedB.reset();
+    }
   }
 
   Status run(KernelContext& ctx) const override {
@@ -208,6 +230,12 @@ class FusedMatMulKernel : public Kernel {
                                           m_packedB->rows() == K && m_packedB->cols() == N
                                       ? m_packedB.get()
                                       : nullptr;
+    const bool constantB = m_dnnl && B.sharesBufferWith(m_constB) && B.shape() == m_constB.shape() &&
+                           K == m_libraryK && N == m_libraryN;
+    if (constantB && nb == 1 && !transA && !aVec &&
+        (ctx.hasInput(2) ? m_constBias.numel() == N && ctx.input(2).sharesBufferWith(m_constBias) : m_constBias.numel() == 0)) {
+      if (m_dnnl->run(pa + aOff[0], lda, M, y + yOff[0], ldc, ctx.threads).isOk()) return Status::ok();
+    }
     auto product = [&](int64_t t, int threads) {
       const PackedMatrix pm = PackedMatrix::packScratch(pa + aOff[(size_t)t], lda, M, K, transA, m_alpha);
       // Blocks of equal work, as many per thread, on the pool directly (ctx.parallelFor's
@@ -266,6 +294,11 @@ class FusedMatMulKernel : public Kernel {
   bool m_gelu;
   Tensor m_constB;
   std::shared_ptr<const PackedPanels> m_packedB;
+  int64_t m_ldb = 0;
+  bool m_transB = false;
+  Tensor m_constBias;                  // the bias m_dnnl was made with (empty: none)
+  std::unique_ptr<DnnlMatMul> m_dnnl;  // oneDNN's matmul (useLibrary), else null
+  int64_t m_libraryK = 0, m_libraryN = 0;
 };
 
 }  // namespace
@@ -293,6 +326,7 @@ Result<std::unique_ptr<Kernel>> createFusedMatMul(const KernelInit& init) {
   auto kernel =
       std::make_unique<FusedMatMulKernel>(std::move(permA), std::move(permB), std::move(permY), alpha, act == "Gelu");
   kernel->prepack(init.constantInput(1));
+  if (init.libraryKernels) kernel->useLibrary(init.node.inputs.size() > 2 ? init.constantInput(2) : nullptr);
   return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
