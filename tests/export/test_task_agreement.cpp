@@ -7,6 +7,7 @@
 // lines, IoU 0.97) as the calibrator improves.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -32,9 +33,12 @@ namespace {
 // QS_TASK_AGREEMENT_FLAGS="--depthwise-smooth on" (not the default): rec 6 of 16, CER 23.2% (ORT
 // parts from the simulation on rec, which predicts a gain: docs/quality.md, "Depthwise input
 // smoothing"); det mean IoU 0.9733 (worst image 0.904).
+// rec's 15 of 16 needs about 38 dB at its output on these lines, where the float model has
+// near-ties (printed): docs/quality.md, "rec: what breaks the decoding". 2026-11-26 (wt-rec): 9 of 16.
 constexpr int kRecMinLinesAlike = 8;       // of kLines [15]
 constexpr double kDetMinMaskIou = 0.96;    // [0.97]
 constexpr int kLines = 16;
+constexpr float kNearTie = 0.05f;  // a top-1 - top-2 probability gap printed as a near-tie
 
 struct TaskCase {
   const char* file;
@@ -103,7 +107,13 @@ Tensor runOrt(const std::string& model, const std::string& dir, const std::strin
 class TaskAgreement : public ::testing::Test {
  protected:
   void SetUp() override { dir = qs::test::makeTempDir("task-agreement"); }
+  // QS_TASK_AGREEMENT_KEEP=1 keeps the folder (images, eval inputs, export, ORT outputs) for
+  // measuring other placements on the same export (scripts/task_agreement_exclusions.py).
   void TearDown() override {
+    if (std::getenv("QS_TASK_AGREEMENT_KEEP")) {
+      std::printf("kept %s\n", dir.c_str());
+      return;
+    }
     if (!dir.empty()) fs::remove_all(dir);
   }
   std::string dir;
@@ -121,9 +131,26 @@ TEST_F(TaskAgreement, RecDecodesRenderedLinesLikeTheFloatModel) {
   ASSERT_EQ(f.rank(), 3);
   ASSERT_EQ(f.shape(), q.shape());
   const int64_t steps = f.dim(1), classes = f.dim(2);
-  int alike = 0, emptyFloat = 0;
+  int alike = 0, emptyFloat = 0, nearTies = 0;
   int64_t edits = 0, chars = 0;
   for (int64_t s = 0; s < kLines; ++s) {
+    // The float model's own smallest top-1 - top-2 probability gap over the line's steps: a line
+    // with a near-tie flips under any small perturbation (docs/quality.md, "rec: what breaks").
+    float minGap = 1.0f;
+    for (int64_t t = 0; t < steps; ++t) {
+      const float* p = f.data<float>() + (s * steps + t) * classes;
+      float top1 = -1.0f, top2 = -1.0f;
+      for (int64_t k = 0; k < classes; ++k) {
+        if (p[k] > top1) {
+          top2 = top1;
+          top1 = p[k];
+        } else if (p[k] > top2) {
+          top2 = p[k];
+        }
+      }
+      minGap = std::min(minGap, top1 - top2);
+    }
+    nearTies += minGap < kNearTie;
     const auto a = ctcGreedyDecode(f.data<float>() + s * steps * classes, steps, classes);
     const auto b = ctcGreedyDecode(q.data<float>() + s * steps * classes, steps, classes);
     alike += a == b;
@@ -140,6 +167,9 @@ TEST_F(TaskAgreement, RecDecodesRenderedLinesLikeTheFloatModel) {
               "float), CER %.1f%% (%lld edits over %lld characters)\n",
               extraFlags().empty() ? " at the CLI defaults" : extraFlags().c_str(), alike, kLines, emptyFloat,
               chars > 0 ? 100.0 * (double)edits / (double)chars : 0.0, (long long)edits, (long long)chars);
+  std::printf("rec, float model in ONNX Runtime: %d of %d lines have a step whose top-1 and top-2 probabilities are "
+              "less than %.2f apart\n",
+              nearTies, kLines, (double)kNearTie);
   EXPECT_GT(chars, kLines) << "the float model decodes the rendered lines to (almost) nothing";
   if (extraFlags().empty()) {
     EXPECT_GE(alike, kRecMinLinesAlike);
