@@ -3,8 +3,11 @@
 // the new figures within 300 ms, its 40 ms debounce included). For a node early in the graph (the
 // largest downstream cone) and one late in it: the first toggle after calibration + analysis, then
 // steady-state toggles (switching the node back and forth).
-// usage: qs_bench_toggle [MODEL [W H [SAMPLES [THREADS [REPEATS]]]]]
+// usage: qs_bench_toggle [MODEL [W H [SAMPLES [THREADS [REPEATS [BOUND]]]]]]
 //        (default: cls, 192x48, 32 samples, 0 threads = all cores as the GUI, 15 repeats)
+//        W = 0: random inputs (token models: bert_encoder, gpt_decoder), one sample per batch.
+//        BOUND: AnalysisOptions::cacheRssBound (the workbench's 1.5, issue 16); 0 (default): the
+//        cache budget alone (1 GiB), as before the bound.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -68,15 +71,21 @@ int main(int argc, char** argv) {
   int samples = argc > 4 ? std::atoi(argv[4]) : 32;
   int threads = argc > 5 ? std::atoi(argv[5]) : 0;
   int repeats = argc > 6 ? std::atoi(argv[6]) : 15;
+  double bound = argc > 7 ? std::atof(argv[7]) : 0;
   auto m = loadModel(model);
   if (!m) {
     std::fprintf(stderr, "%s\n", m.status().message().c_str());
     return 2;
   }
   std::string dir = qs::test::makeTempDir("bench-toggle");
-  qs::test::writeTextImages(dir, samples, w, h, 7);
   CalibrationDataOptions co;
-  co.path = dir;
+  if (w > 0) {
+    qs::test::writeTextImages(dir, samples, w, h, 7);
+    co.path = dir;
+  } else {
+    co.maxSamples = samples;  // random inputs
+    co.batchSize = 1;
+  }
   co.image.width = w;
   co.image.height = h;
   co.image.mean = {0.5f, 0.5f, 0.5f};
@@ -88,13 +97,14 @@ int main(int argc, char** argv) {
   }
   std::shared_ptr<const CalibrationData> data(std::move(opened).value());
   const Graph& g = (*m)->graph;
-  std::printf("model %s, %dx%d, %d samples in %lld batches, threads %d (0 = all cores)\n", model.c_str(), w, h, samples,
-              (long long)data->batchCount(), threads);
+  std::printf("model %s, %dx%d, %d samples in %lld batches, threads %d (0 = all cores), cache RSS bound %g\n",
+              model.c_str(), w, h, samples, (long long)data->batchCount(), threads, bound);
   std::printf("wall ms (CPU ms of the process, all threads)\n");
 
   for (const char* where : {"early", "late"}) {
     AnalysisOptions ao;  // the workbench's defaults: layer-wise, sensitivity, 1 GiB cache
     ao.threads = threads;
+    ao.cacheRssBound = bound;
     auto s = QuantSession::create(*m, {}, ao);
     if (!s) {
       std::fprintf(stderr, "%s\n", s.status().message().c_str());
@@ -108,10 +118,11 @@ int main(int argc, char** argv) {
       if (qs.plan().nodes[(size_t)id].quantized) q.push_back(id);
     NodeId node = where[0] == 'e' ? q.front() : q[q.size() - 2];
     std::printf("\n%s node %s (%s), downstream cone %zu of %zu nodes; calibrate %.0f (%.0f), analyze %.0f (%.0f), "
-                "activation cache %.0f MB over %lld batches\n",
+                "activation cache %.0f MB over %lld of %lld batches (limit %.0f MB), RSS after analyze %.0f MB\n",
                 where, g.nodes[(size_t)node].name.c_str(), g.nodes[(size_t)node].opType.c_str(), coneSize(g, node),
                 g.nodes.size(), cal.wallMs, cal.cpuMs, ana.wallMs, ana.cpuMs, (double)qs.cachedBytes() / 1e6,
-                (long long)qs.cachedBatches());
+                (long long)qs.cachedBatches(), (long long)data->batchCount(), (double)qs.cacheLimitBytes() / 1e6,
+                (double)currentRssBytes() / 1e6);
     bool on = false;
     Timing first = timed([&] { (void)qs.setQuantized({{node, on}}); });
     std::printf("  first toggle after analyze   %8.1f (%8.1f)\n", first.wallMs, first.cpuMs);

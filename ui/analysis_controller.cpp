@@ -2,12 +2,49 @@
 
 #include <QFileInfo>
 #include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
 #include "core/analysis/fallback_curve.h"
 
 namespace qs::ui {
+
+namespace {
+
+QString megabytes(uint64_t bytes) { return QStringLiteral("%1 MB").arg((double)bytes / 1e6, 0, 'f', bytes < 10000000 ? 1 : 0); }
+
+}  // namespace
+
+QString toggleCacheSummary(const QuantSession& session, double lastToggleSeconds) {
+  const int64_t batches = session.analysedBatches();
+  if (batches <= 0) return {};
+  const int64_t cached = std::min(session.cachedBatches(), batches);
+  QString s = QStringLiteral("Toggle cache: %1 of %2 batches").arg(cached).arg(batches);
+  if (session.streaming()) s += QStringLiteral(" (streamed: memory budget)");
+  if (cached == batches) s += QStringLiteral(" · toggles re-run the changed cone only");
+  else if (cached == 0) s += QStringLiteral(" · toggles recompute every batch in full");
+  else s += QStringLiteral(" · toggles recompute %1 batches in full").arg(batches - cached);
+  if (lastToggleSeconds >= 0) s += QStringLiteral(" · last toggle %1 s").arg(lastToggleSeconds, 0, 'f', 2);
+  return s;
+}
+
+QString toggleCacheDetails(const QuantSession& session) {
+  const AnalysisOptions& o = session.options();
+  QString s = QStringLiteral("Activations kept for toggles: %1 (float and quantized tables of %2 batches), limit %3.")
+                  .arg(megabytes(session.cachedBytes()))
+                  .arg(session.cachedBatches())
+                  .arg(megabytes(session.cacheLimitBytes()));
+  if (session.batchTableBytes() > 0)
+    s += QStringLiteral("\nOne batch's tables: %1.").arg(megabytes(session.batchTableBytes()));
+  s += QStringLiteral("\nThe limit: at most %1").arg(megabytes(o.cacheBudgetBytes));
+  if (o.memoryBudgetBytes != UINT64_MAX) s += QStringLiteral(", half the memory budget (%1)").arg(megabytes(o.memoryBudgetBytes));
+  if (o.cacheRssBound > 0)
+    s += QStringLiteral(", and within %1 x (weights + the float activations of every batch) beside what the workbench "
+                        "already holds").arg(o.cacheRssBound, 0, 'g', 3);
+  s += QStringLiteral(".\nBatches beyond the cache are recomputed on each toggle: the same figures, more time.");
+  return s;
+}
 
 struct AnalysisController::Outcome {
   Job job = Job::None;
@@ -322,6 +359,7 @@ void AnalysisController::finish(const std::shared_ptr<Outcome>& out) {
   m_job = Job::None;
   m_cancel.reset();
   m_lastSeconds = out->seconds;
+  m_lastJob = job;
   const bool ok = out->status.isOk();
   if (job == Job::Calibrate && ok) {
     m_run = out->run;  // null for an INT4 run: no session to toggle

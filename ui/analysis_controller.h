@@ -25,6 +25,13 @@ Q_DECLARE_METATYPE(std::shared_ptr<const qs::AnalysisResult>)
 
 namespace qs::ui {
 
+/// The toggle cache of `session`'s last analysis, for the status bar: how many batches it keeps and
+/// what a toggle recomputes (the changed cone on the kept batches, both passes on the others),
+/// with `lastToggleSeconds` (< 0: none yet). Empty without an analysis.
+QString toggleCacheSummary(const QuantSession& session, double lastToggleSeconds = -1);
+/// Its tooltip: the cache's bytes against its limit and where that limit comes from.
+QString toggleCacheDetails(const QuantSession& session);
+
 class AnalysisController : public QObject {
   Q_OBJECT
  public:
@@ -90,6 +97,8 @@ class AnalysisController : public QObject {
   std::vector<std::string> warnings() const { return m_run ? m_run->warnings : std::vector<std::string>{}; }
   /// Seconds the last finished job took in the worker.
   double lastJobSeconds() const { return m_lastSeconds; }
+  /// The job that finished last (None before any).
+  Job lastJob() const { return m_lastJob; }
   /// The last auto-fallback's curve (its steps go past the target) and its target, or null
   /// (none since the last calibration).
   std::shared_ptr<const FallbackCurve> fallbackCurve() const { return m_curve; }
@@ -135,6 +144,7 @@ class AnalysisController : public QObject {
   bool m_dirty = false;               // requests not yet handed to a job
   QTimer m_debounce;
   Job m_job = Job::None;
+  Job m_lastJob = Job::None;
   uint64_t m_generation = 0;
   double m_lastSeconds = 0;
   std::shared_ptr<CancelToken> m_cancel;  // the running job's

@@ -303,7 +303,10 @@ void MainWindow::buildStatusBar() {
   m_statusZoom = new QLabel(this);
   m_statusZoom->setMinimumWidth(56);
   m_statusZoom->setAlignment(Qt::AlignRight | Qt::AlignVCenter);
+  m_statusCache = new QLabel(this);
+  m_statusCache->setObjectName(QStringLiteral("toggleCacheLabel"));
   statusBar()->addWidget(m_statusInfo, 1);
+  statusBar()->addWidget(m_statusCache);
   statusBar()->addPermanentWidget(m_statusStage);
   statusBar()->addPermanentWidget(m_progress);
   m_cancelAnalysis = new QToolButton(this);
@@ -689,6 +692,15 @@ void MainWindow::onResultChanged(const std::shared_ptr<const AnalysisResult>& re
                               .arg(quantizable)
                               .arg(result->worstOutputSnrDb(), 0, 'f', 2)
                               .arg(result->samples));
+  }
+  // The toggle cache (issue 16): read here, between jobs, as the session's other state is.
+  if (const std::shared_ptr<QuantSession> session = m_analysis->session(); result && session) {
+    const bool toggled = m_analysis->lastJob() == AnalysisController::Job::Toggle;
+    m_statusCache->setText(toggleCacheSummary(*session, toggled ? m_analysis->lastJobSeconds() : -1));
+    m_statusCache->setToolTip(toggleCacheDetails(*session));
+  } else {
+    m_statusCache->clear();
+    m_statusCache->setToolTip({});
   }
   m_actions->resultShown(result);
   updateActions();

@@ -137,6 +137,7 @@ class MainWindow : public QMainWindow {
   QLabel* m_statusInfo = nullptr;
   QLabel* m_statusStage = nullptr;
   QLabel* m_statusZoom = nullptr;
+  QLabel* m_statusCache = nullptr;  // the toggle cache: batches kept, what a toggle recomputes
   QProgressBar* m_progress = nullptr;
   QToolButton* m_cancelAnalysis = nullptr;
   QMenu* m_recentMenu = nullptr;

@@ -8,6 +8,7 @@
 #include <QTimer>
 #include <cstdio>
 
+#include "core/util/memory_budget.h"
 #include "qs_version.h"
 #include "ui/analysis_actions.h"
 #include "ui/autosave.h"
@@ -56,6 +57,10 @@ AnalysisRequest calibrationFromEnv() {
       std::fprintf(stderr, "quantscope: QS_CALIBRATE_REMEDIES: '%s': expected equalize, bias_correction, smoothquant, "
                    "weight_clip_search, depthwise_smooth, no_depthwise_equalize or no_integer_conv\n", qPrintable(remedy));
   }
+  // QS_CALIBRATE_MEMORY_BUDGET=SIZE: the dialog's Memory budget (--memory-budget's syntax, 512M, 2G).
+  if (const QString budget = qEnvironmentVariable("QS_CALIBRATE_MEMORY_BUDGET"); !budget.isEmpty())
+    if (Status st = parseByteSize(budget.toStdString(), r.memoryBudgetBytes, "QS_CALIBRATE_MEMORY_BUDGET"); !st)
+      std::fprintf(stderr, "quantscope: %s\n", st.message().c_str());
   const std::string method = qEnvironmentVariable("QS_CALIBRATE_METHOD", QStringLiteral("max")).toStdString();
   if (Status st = parseCalibrationMethod(method, r.calibration.method); !st)
     std::fprintf(stderr, "quantscope: QS_CALIBRATE_METHOD: %s\n", st.message().c_str());

@@ -16,7 +16,22 @@
 
 namespace qs {
 
+namespace {
+
+// The model's weights: every constant value (initializers and folded Constant nodes), as
+// `quantscope info`'s parameter_bytes counts them.
+uint64_t weightBytes(const Graph& g) {
+  uint64_t bytes = 0;
+  for (const Value& v : g.values)
+    if (v.constant) bytes += v.constant->byteSize();
+  return bytes;
+}
+
+}  // namespace
+
 QuantSession::~QuantSession() = default;
+
+int64_t QuantSession::analysedBatches() const { return m_data ? m_data->batchCount() : 0; }
 
 PassContext QuantSession::passContext() const {
   return PassContext{*m_model, *m_executor, m_state, m_paths, *m_cancelToken, m_outputKinds};
@@ -250,7 +265,17 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   // The first batches whose tables fit the cache budget are kept for toggles; the size of one
   // batch comes from calibration, or else from running the first batch alone.
   int64_t first = 0, keepCount = 0;
-  const uint64_t budget = mem.cacheBudget;
+  uint64_t budget = mem.cacheBudget;
+  // Within issue 16's bound (AnalysisOptions::cacheRssBound): what the weights and every batch's
+  // float activations allow beside what the process holds now and one batch's two tables. Without
+  // a table size yet (no calibration), after the first batch below.
+  const double boundFactor = m_options.cacheRssBound;
+  const uint64_t resident = boundFactor > 0 ? currentRssBytes() : 0;
+  auto bounded = [&](uint64_t limit) {
+    return boundedCacheBudget(limit, boundFactor, weightBytes(g), m_batchBytes / 2 * (uint64_t)batches, resident,
+                              m_batchBytes, m_options.cacheFloorBytes);
+  };
+  if (m_batchBytes > 0) budget = bounded(budget);
   auto streamCones = [&](int64_t b) -> Status {
     if (streamed.empty()) return Status::ok();
     auto feeds = data->batch(b);
@@ -280,6 +305,10 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     });
     if (!schedule.status(0)) return schedule.status(0);
     first = 1;
+    if (boundFactor > 0) {
+      budget = bounded(budget);
+      if (kept[0] && m_batchBytes > budget) kept[0].reset();  // over the bound after all
+    }
   }
   if (m_batchBytes > 0) keepCount = std::min<int64_t>(batches, (int64_t)(budget / m_batchBytes));
   if (first == 1 && !kept[0]) keepCount = 0;  // the first batch did not fit: none will
@@ -359,6 +388,8 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   m_outAgree = std::move(outAgree);
   m_cache = std::move(cache);
   m_cachedBytes = cachedBytes;
+  m_cacheLimit = budget;
+  m_boundedCache = boundFactor > 0;
   m_data = std::move(data);
   finishResult(*r, m_nodeAcc, m_outAcc);
   r->peakRssBytes = peakRssBytes();
@@ -435,7 +466,8 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::setQuantized(const s
                              &agreeB[(size_t)b]);
   }, kStage);
   schedule.run(1, cachedCount, batches, [&](int64_t b) -> Status {
-    if (m_streaming)
+    // Streamed or bounded, no whole float table: both passes in one walk (streaming.h).
+    if (m_streaming || m_boundedCache)
       return streamingToggleBatch(c, m_plan, target, *m_data, b, cone, nodeB[(size_t)b], outB[(size_t)b],
                                   &agreeB[(size_t)b]);
     auto feeds = m_data->batch(b);

@@ -58,6 +58,16 @@ struct AnalysisOptions {
   /// keep exceed this, it keeps none and recomputes (the same figures, more time); the toggle
   /// cache takes at most half. Unbounded by default; `--memory-budget` sets it.
   uint64_t memoryBudgetBytes = UINT64_MAX;
+  /// Issue 16's bound on the toggle cache (the workbench: 1.5): with a factor f > 0, analyze()
+  /// keeps at most what fits under f x (the model's weights + the float activations of every
+  /// analysed batch) beside what the process already holds (its RSS when analyze() starts) and
+  /// one batch's two tables for the passes (streaming.h, boundedCacheBudget); the batches beyond
+  /// the cache are recomputed on toggle in one float-and-quantized walk (streamingToggleBatch),
+  /// the same figures. 0: no bound (cacheBudgetBytes and the memory budget alone).
+  double cacheRssBound = 0;
+  /// With cacheRssBound: what the cache may keep whatever the bound (a small model's bound is
+  /// below the workbench's own RSS without a model), within cacheBudgetBytes.
+  uint64_t cacheFloorBytes = uint64_t(64) << 20;
   /// INT8 Convs (group 1, quantized input and weights) in integer arithmetic where the CPU has
   /// AVX-512 VNNI or AVX2 (core/kernels/qconv.h): the same integers as fake quantization, summed
   /// exactly (what TensorRT's INT8 kernels compute). Off: FP32 convolutions of the fake-quantized
@@ -159,6 +169,12 @@ class QuantSession {
   /// Bytes of activations kept for incremental toggles, and the number of batches they cover.
   uint64_t cachedBytes() const { return m_cachedBytes; }
   int64_t cachedBatches() const { return (int64_t)m_cache.size(); }
+  /// The cache budget the last analyze() planned with (cacheBudgetBytes within the memory budget
+  /// and cacheRssBound), and one batch's float and quantized tables (0: not known).
+  uint64_t cacheLimitBytes() const { return m_cacheLimit; }
+  uint64_t batchTableBytes() const { return m_batchBytes; }
+  /// Batches of the analysed data (0 before analyze()).
+  int64_t analysedBatches() const;
   /// Whether the last analyze() streamed (AnalysisOptions::memoryBudgetBytes): toggles beyond the
   /// cache and exactSensitivity() then recompute instead of keeping a float table.
   bool streaming() const { return m_streaming; }
@@ -209,6 +225,8 @@ class QuantSession {
   std::vector<OutputKind> m_outputKinds;         // per graph output, from AnalysisOptions::outputKinds
   std::vector<std::unique_ptr<BatchCache>> m_cache;  // per analysed batch, when within budget
   uint64_t m_cachedBytes = 0;
+  uint64_t m_cacheLimit = 0;  // the cache budget of the last analyze()
+  bool m_boundedCache = false;  // the last analyze() bounded the cache by cacheRssBound
   bool m_streaming = false;  // the memory budget holds no whole float table (streaming.h)
   uint64_t m_batchBytes = 0;  // float and quantized activations of one batch (0: not known yet)
   std::shared_ptr<const CalibrationData> m_data;

@@ -25,6 +25,15 @@ MemoryPlan planMemory(uint64_t budget, uint64_t cacheBudget, uint64_t floatTable
   return p;
 }
 
+uint64_t boundedCacheBudget(uint64_t cacheBudget, double factor, uint64_t weightBytes, uint64_t activationBytes,
+                            uint64_t residentBytes, uint64_t passBytes, uint64_t floorBytes) {
+  if (!(factor > 0)) return cacheBudget;
+  const double bound = factor * ((double)weightBytes + (double)activationBytes);
+  const double left = bound - (double)residentBytes - (double)passBytes;
+  const uint64_t fits = left >= (double)cacheBudget ? cacheBudget : left >= 1 ? (uint64_t)left : 0;
+  return std::max(fits, std::min(floorBytes, cacheBudget));
+}
+
 namespace {
 
 // A float walk over the nodes in topological order, each value freed after its last consumer

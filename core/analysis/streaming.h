@@ -44,6 +44,15 @@ struct MemoryPlan {
 MemoryPlan planMemory(uint64_t budget, uint64_t cacheBudget, uint64_t floatTableBytes, int64_t batches, int threads,
                       bool cones);
 
+/// The toggle cache's budget within issue 16's bound on peak RSS, `factor` x (`weightBytes` +
+/// `activationBytes`: the model's weights and the float activations of every analysed batch): what
+/// is left of the bound after `residentBytes` (what the process holds before the cache fills) and
+/// `passBytes` (what the passes hold beside it), never above `cacheBudget`, and never below
+/// min(`floorBytes`, `cacheBudget`): a small model's bound is below what the workbench holds
+/// without any model, and its few tables are no concern. A factor <= 0 is no bound (`cacheBudget`).
+uint64_t boundedCacheBudget(uint64_t cacheBudget, double factor, uint64_t weightBytes, uint64_t activationBytes,
+                            uint64_t residentBytes, uint64_t passBytes, uint64_t floorBytes);
+
 /// Bytes of the float activations (graph inputs and node outputs) of one pass over `feeds`,
 /// measured by running it (each value freed after its last consumer).
 Result<uint64_t> measureFloatTableBytes(const PassContext& c, const std::vector<NamedTensor>& feeds);

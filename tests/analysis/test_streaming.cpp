@@ -239,3 +239,76 @@ TEST(Streaming, ClsFiguresEqualTheUnboundedRun) {
   compareStreamed(*m, std::shared_ptr<const CalibrationData>(std::move(d).value()));
   fs::remove_all(dir);
 }
+
+// Issue 16's bound on the workbench's toggle cache: what is left of factor x (weights + every
+// batch's float activations) after the resident bytes and one batch's tables, within the cache
+// budget, never below the floor.
+TEST(Streaming, BoundedCacheBudget) {
+  const uint64_t M = uint64_t(1) << 20, G = uint64_t(1) << 30;
+  // gpt32-like: 118 MB of weights, 427 MB of float activations: a bound of 817.5 MB.
+  EXPECT_EQ(boundedCacheBudget(G, 1.5, 118 * M, 427 * M, 300 * M, 107 * M, 64 * M), uint64_t(410.5 * M));
+  // The cache budget caps it; no factor is no bound.
+  EXPECT_EQ(boundedCacheBudget(100 * M, 1.5, 118 * M, 427 * M, 300 * M, 107 * M, 64 * M), 100 * M);
+  EXPECT_EQ(boundedCacheBudget(G, 0, 118 * M, 427 * M, 8 * G, 107 * M, 64 * M), G);
+  // Nothing left of the bound: the floor, itself within the cache budget.
+  EXPECT_EQ(boundedCacheBudget(G, 1.5, 1 * M, 60 * M, 200 * M, 4 * M, 64 * M), 64 * M);
+  EXPECT_EQ(boundedCacheBudget(16 * M, 1.5, 1 * M, 60 * M, 200 * M, 4 * M, 64 * M), 16 * M);
+  EXPECT_EQ(boundedCacheBudget(G, 1.5, 1 * M, 60 * M, 200 * M, 4 * M, 0), 0u);
+  // A command-line run keeps nothing (cache budget 0), bound or not.
+  EXPECT_EQ(boundedCacheBudget(0, 1.5, 118 * M, 427 * M, 0, 0, 64 * M), 0u);
+}
+
+// A cache smaller than the data (1 of 4 batches kept): toggles recompute the other batches, either
+// with a float table (a small cacheBudgetBytes) or in one float-and-quantized walk (the bound
+// active, as in the workbench), and every figure equals that of the session that keeps all four.
+TEST(Streaming, TogglesBeyondASmallCacheEqualTheFullCache) {
+  auto model = twoOutputModel();
+  ASSERT_TRUE(model);
+  const Graph& g = model->graph;
+  auto data = test::randomData(*model, 4);
+  ASSERT_EQ(data->batchCount(), 4);
+  auto make = [&](uint64_t cacheBudget, double bound, uint64_t floor) {
+    AnalysisOptions ao;
+    ao.threads = 2;
+    ao.calibration.method = CalibMethod::Max;
+    ao.sensitivityMethod = SensitivityMethod::Fast;
+    ao.cacheBudgetBytes = cacheBudget;
+    ao.cacheRssBound = bound;
+    ao.cacheFloorBytes = floor;
+    auto s = QuantSession::create(model, {}, ao);
+    EXPECT_TRUE(s) << s.status().message();
+    EXPECT_TRUE(s.value()->calibrate(*data));
+    return std::move(s).value();
+  };
+  auto full = make(uint64_t(1) << 30, 0, 0);
+  const uint64_t batch = full->batchTableBytes();
+  ASSERT_GT(batch, 0u);
+  // One batch and a half: the first batch only. The bound: 1e-12 x the model leaves nothing, so
+  // the floor (the same batch and a half) is the cache.
+  auto small = make(batch + batch / 2, 0, 0);
+  auto bounded = make(uint64_t(1) << 30, 1e-12, batch + batch / 2);
+  for (QuantSession* s : {full.get(), small.get(), bounded.get()}) {
+    auto r = s->analyze(data);
+    ASSERT_TRUE(r) << r.status().message();
+    EXPECT_FALSE(s->streaming());
+    EXPECT_EQ(s->analysedBatches(), 4);
+  }
+  EXPECT_EQ(full->cachedBatches(), 4);
+  EXPECT_EQ(small->cachedBatches(), 1);
+  EXPECT_EQ(bounded->cachedBatches(), 1);
+  EXPECT_EQ(bounded->cacheLimitBytes(), batch + batch / 2);
+  expectSameResults(g, *full->result(), *small->result());
+  expectSameResults(g, *full->result(), *bounded->result());
+
+  const std::vector<NodeId> q = quantizedNodes(*full);
+  ASSERT_GE(q.size(), 3u);
+  for (const auto& toggles : std::vector<std::vector<std::pair<NodeId, bool>>>{
+           {{q[0], false}}, {{q[q.size() / 2], false}, {q.back(), false}}, {{q[0], true}}}) {
+    auto tf = full->setQuantized(toggles);
+    auto ts = small->setQuantized(toggles);
+    auto tb = bounded->setQuantized(toggles);
+    ASSERT_TRUE(tf && ts && tb);
+    expectSameResults(g, **tf, **ts);
+    expectSameResults(g, **tf, **tb);
+  }
+}

@@ -9,6 +9,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QLabel>
 #include <QLineEdit>
 #include <QProgressBar>
 #include <QProcess>
@@ -252,6 +253,57 @@ class AnalysisTest : public QObject {
     QCOMPARE(back.data.batchSize, (int64_t)2);
     QVERIFY(back.calibration.method == CalibMethod::Percentile && back.calibration.mode == QuantMode::Fp8);
     QCOMPARE(back.calibration.percentile, 99.9);
+  }
+
+  // Issue 16: the status bar says how many batches the toggle cache keeps and what a toggle
+  // recomputes; a session whose cache holds fewer batches than the data says so.
+  void toggleCacheInStatusBar() {
+    MainWindow w;
+    w.setErrorDialogsEnabled(false);
+    w.show();
+    QVERIFY(openAndWait(w, modelFile(kClsModel)));
+    AnalysisRequest req = clsRequest(m_images4, 4);
+    req.calibration.method = CalibMethod::Max;
+    req.sensitivityMethod = SensitivityMethod::Fast;
+    QSignalSpy calibrated(w.analysis(), &AnalysisController::calibrated);
+    QVERIFY(w.analysis()->calibrate(req));
+    QVERIFY(calibrated.wait(180000));
+    auto* label = test::part<QLabel>(w, "toggleCacheLabel");
+    // How many of the four batches fit depends on the process's RSS (the bound): the label shows the session's.
+    const std::shared_ptr<QuantSession> shown = w.analysis()->session();
+    QVERIFY(shown->cachedBatches() >= 1);  // the 64 MiB floor holds at least one of cls's batches
+    QCOMPARE(label->text(), toggleCacheSummary(*shown));
+    QVERIFY2(label->text().startsWith(QStringLiteral("Toggle cache: %1 of 4 batches · ").arg(shown->cachedBatches())),
+             qPrintable(label->text()));
+    QVERIFY2(label->toolTip().contains(QStringLiteral("1.5 x (weights")), qPrintable(label->toolTip()));
+    NodeId node = -1;
+    for (NodeId id : w.current()->model->graph.topoOrder)
+      if (w.analysis()->result()->plan.nodes[(size_t)id].quantized) node = id;
+    QSignalSpy idle(w.analysis(), &AnalysisController::idle);
+    w.analysis()->setDebounceMs(0);
+    w.analysis()->requestStates({{node, false}});
+    QVERIFY(idle.wait(60000));
+    QVERIFY2(label->text().contains(QStringLiteral(" · last toggle ")), qPrintable(label->text()));
+
+    // A session keeping one batch of four.
+    std::shared_ptr<const Model> model = w.current()->model;
+    auto opened = CalibrationData::open(*model, req.data);
+    QVERIFY(opened);
+    std::shared_ptr<const CalibrationData> data(std::move(opened).value());
+    AnalysisOptions probe;
+    probe.calibration = req.calibration;
+    probe.sensitivityMethod = SensitivityMethod::Fast;
+    auto p = QuantSession::create(model, {}, probe);
+    QVERIFY(p && (*p)->calibrate(*data));
+    AnalysisOptions o = probe;
+    o.cacheBudgetBytes = (*p)->batchTableBytes() * 3 / 2;
+    auto s = QuantSession::create(model, {}, o);
+    QVERIFY(s && (*s)->calibrate(*data) && (*s)->analyze(data));
+    QCOMPARE((*s)->cachedBatches(), (int64_t)1);
+    QCOMPARE(toggleCacheSummary(**s), QStringLiteral("Toggle cache: 1 of 4 batches · toggles recompute 3 batches in full"));
+    QCOMPARE(toggleCacheSummary(**s, 0.25),
+             QStringLiteral("Toggle cache: 1 of 4 batches · toggles recompute 3 batches in full · last toggle 0.25 s"));
+    QVERIFY2(toggleCacheDetails(**s).startsWith(QStringLiteral("Activations kept for toggles: ")), qPrintable(toggleCacheDetails(**s)));
   }
 
   // Toggling a checkbox gives exactly a fresh session's full analysis with that node excluded; undo
