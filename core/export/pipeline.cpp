@@ -272,7 +272,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   ao.memoryBudgetBytes = rq.memoryBudgetBytes > 0 ? rq.memoryBudgetBytes : defaultMemoryBudgetBytes();
   if (!rq.keepForToggles && std::isnan(rq.targetSnrDb) && std::isnan(rq.targetAgreement)) ao.cacheBudgetBytes = 0;
   // The workbench's toggle cache within issue 16's bound on peak RSS (the rest recomputed on toggle).
-  if (rq.keepForToggles) ao.cacheRssBound = 1.5;
+  if (rq.keepForToggles) ao.cacheRssBound = rq.cacheRssBound;
   ao.layerwise = rq.layerwise;
   ao.sensitivity = rq.sensitivity || !std::isnan(rq.targetSnrDb) || !std::isnan(rq.targetAgreement);
   ao.outputKinds = rq.outputKinds;

@@ -51,6 +51,11 @@ struct AnalysisRequest {
   /// toggles; the CLI clears it, since only its fallback toggles, so that a plain analyze holds no
   /// table beyond the passes' own (issue 16's bound on peak RSS).
   bool keepForToggles = true;
+  /// With keepForToggles: the toggle cache within this factor x (weights + every batch's float
+  /// activations), less the RSS already held (AnalysisOptions::cacheRssBound); 0: off, the default,
+  /// since on small models (cls, 32 samples) it turns 2 ms toggles into 0.3 s ones while saving
+  /// little on big ones (gpt32 1,439 -> 1,209 MB against an 817 MB bound; docs/performance.md).
+  double cacheRssBound = 0;
   double targetSnrDb = NAN;         // automatic fallback to this output SNR (NaN: none)
   double targetAgreement = NAN;     // ... and/or to this top-1 / sequence agreement, a fraction (NaN: none)
   /// --calibration-refine: passes of method auto's refinement on the outputs (core/analysis/clip_refine.h); 0: off.

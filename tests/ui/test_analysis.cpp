@@ -265,6 +265,7 @@ class AnalysisTest : public QObject {
     AnalysisRequest req = clsRequest(m_images4, 4);
     req.calibration.method = CalibMethod::Max;
     req.sensitivityMethod = SensitivityMethod::Fast;
+    req.cacheRssBound = 1.5;  // the bound is off by default (AnalysisRequest::cacheRssBound)
     QSignalSpy calibrated(w.analysis(), &AnalysisController::calibrated);
     QVERIFY(w.analysis()->calibrate(req));
     QVERIFY(calibrated.wait(180000));
