@@ -17,6 +17,7 @@
 // reads them back and prints the estimate's Spearman and top-10 overlap against them, so that the
 // estimate can be iterated on without re-running the sweep.
 // QS_CACHE_BUDGET=BYTES: AnalysisOptions::cacheBudgetBytes (0: keep no tables for toggles, as the CLI).
+// QS_PREPACK=0: AnalysisOptions::prepackWeights off (Wq packed on every run), for A/B runs.
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -179,6 +180,8 @@ int runPart(const std::string& part, const Args& a) {
     // QS_CACHE_BUDGET=0: no tables kept for toggles, as `quantscope analyze` runs without a
     // fallback target (AnalysisRequest::keepForToggles); unset: the library's default budget.
     if (const char* cb = std::getenv("QS_CACHE_BUDGET")) ao.cacheBudgetBytes = std::strtoull(cb, nullptr, 10);
+    // QS_PREPACK=0: the fake-quantized MatMul weights packed on every run (A/B in one binary).
+    if (const char* pp = std::getenv("QS_PREPACK")) ao.prepackWeights = std::string(pp) != "0";
     auto session = QuantSession::create(s.model, {}, ao);
     if (!session) {
       std::fprintf(stderr, "%s\n", session.status().message().c_str());

@@ -218,12 +218,15 @@ Status BatchSweep::layerwiseNode(NodeId id, const std::vector<Tensor>& floatTabl
       weightIn[0] == floatIn[0] && actIn[1] == floatIn[1] && weightIn[1] != floatIn[1]) {
     // Where it costs less, the split from Gram matrices (split_gram.h): one product, not three.
     const Tensor &x = *floatIn[0], &w = *floatIn[1];
+    const PackedMatMulWeight* pw = i < m_c.paths.packedWq.size() ? m_c.paths.packedWq[i].get() : nullptr;
+    const PackedPanels* wqPanels = pw && pw->packs(*weightIn[1]) ? &pw->panels : nullptr;
     if (m_grams && x.rank() >= 2 && w.rank() == 2 && x.shape().back() > 0 &&
         gramSplitPays(x.numel() / x.shape().back(), w.shape()[0], w.shape()[1], batches) &&
         layerwiseMatMulGram(x, *actIn[0], w, *weightIn[1], ref, m_c.threads(), m_grams->get(i, w, *weightIn[1]),
-                            S.layer[i], S.weight[i], S.act[i]))
+                            S.layer[i], S.weight[i], S.act[i], wqPanels))
       return Status::ok();
-    if (layerwiseMatMul(x, *actIn[0], w, *weightIn[1], ref, m_c.threads(), S.layer[i], S.weight[i], S.act[i]))
+    if (layerwiseMatMul(x, *actIn[0], w, *weightIn[1], ref, m_c.threads(), S.layer[i], S.weight[i], S.act[i],
+                        wqPanels))
       return Status::ok();
   }
   auto runWith = [&](int parts, ErrorAccumulator& acc) -> Status {

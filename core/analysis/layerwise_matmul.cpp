@@ -7,7 +7,8 @@
 namespace qs {
 
 bool layerwiseMatMul(const Tensor& x, const Tensor& xq, const Tensor& w, const Tensor& wq, const Tensor& ref,
-                     int threads, ErrorAccumulator& full, ErrorAccumulator& weight, ErrorAccumulator& act) {
+                     int threads, ErrorAccumulator& full, ErrorAccumulator& weight, ErrorAccumulator& act,
+                     const PackedPanels* wqPanels) {
   for (const Tensor* t : {&x, &xq, &w, &wq, &ref})
     if (t->dtype() != DType::Float) return false;
   if (x.rank() < 2 || w.rank() != 2 || xq.shape() != x.shape() || wq.shape() != w.shape()) return false;
@@ -18,6 +19,7 @@ bool layerwiseMatMul(const Tensor& x, const Tensor& xq, const Tensor& w, const T
   yShape.push_back(N);
   // Two rows or fewer go to the kernel's small-rows GEMM, which sums in another order.
   if (M <= 2 || ref.shape() != yShape) return false;
+  if (wqPanels && (wqPanels->rows() != K || wqPanels->cols() != N)) wqPanels = nullptr;
   const PackedMatrix pq(xq.data<float>(), K, M, K), px(x.data<float>(), K, M, K);
   Tensor yFull(DType::Float, yShape), yWeight(DType::Float, yShape), yAct(DType::Float, yShape);
   float* cf = yFull.data<float>();
@@ -28,7 +30,12 @@ bool layerwiseMatMul(const Tensor& x, const Tensor& xq, const Tensor& w, const T
   // sgemm's blocking for one of these products; each block packs Wq once for both of its products.
   forEachGemmBlock(M, N, K, threads, [&](int64_t m0, int64_t m1, int64_t n0, int64_t cols) {
     const int64_t off = m0 * N + n0;
-    gemmBlockPair(pq, px, m0, m1, bq + n0, N, false, cols, cf + off, cw + off, N);
+    if (wqPanels) {
+      gemmBlockPacked(pq, m0, m1, *wqPanels, n0, cols, cf + off, N, false);
+      gemmBlockPacked(px, m0, m1, *wqPanels, n0, cols, cw + off, N, false);
+    } else {
+      gemmBlockPair(pq, px, m0, m1, bq + n0, N, false, cols, cf + off, cw + off, N);
+    }
     gemmBlock(pq, m0, m1, b + n0, N, false, cols, ca + off, N, false);
   });
   full.add(ref, yFull, threads);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "core/ir/tensor.h"
+#include "core/kernels/gemm.h"
 #include "core/numeric/metrics.h"
 
 namespace qs {
@@ -14,8 +15,11 @@ namespace qs {
 /// The three layer-wise sums of Y = X * W (X [..., M, K] float, W [K, N] float, ref = X * W as
 /// the float pass gave it): into `full` (xq * wq), `weight` (x * wq) and `act` (xq * w). False,
 /// touching nothing, where the shapes are not those of one GEMM of more than two rows (the MatMul
-/// kernel then takes another route): the caller runs the node instead.
+/// kernel then takes another route): the caller runs the node instead. `wqPanels`, where given,
+/// is wq packed once (PackedPanels of wq, K x N): its panels are read instead of packing wq per
+/// block, for the same bits.
 bool layerwiseMatMul(const Tensor& x, const Tensor& xq, const Tensor& w, const Tensor& wq, const Tensor& ref,
-                     int threads, ErrorAccumulator& full, ErrorAccumulator& weight, ErrorAccumulator& act);
+                     int threads, ErrorAccumulator& full, ErrorAccumulator& weight, ErrorAccumulator& act,
+                     const PackedPanels* wqPanels = nullptr);
 
 }  // namespace qs

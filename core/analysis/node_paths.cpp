@@ -204,4 +204,36 @@ bool runDepthwiseNode(const QuantState& s, const DepthwiseNode& dw, std::span<co
   return depthwisePlanes(dq, inputs, y, ref, sums);
 }
 
+std::vector<std::shared_ptr<const PackedMatMulWeight>> findPackedMatMulWeights(const Graph& g, const QuantState& s) {
+  std::vector<std::shared_ptr<const PackedMatMulWeight>> out(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size() && i < s.pointsByNode.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.opType != "MatMul" || !n.domain.empty() || n.inputs.size() != 2) continue;
+    for (const PointRef& r : s.pointsByNode[i]) {
+      if (r.inputIndex != 1 || r.weight < 0 || (size_t)r.weight >= s.fakeWeights.size()) continue;
+      const Tensor& wq = s.fakeWeights[(size_t)r.weight];
+      if (wq.dtype() != DType::Float || wq.rank() != 2 || wq.numel() == 0) break;
+      auto pw = std::make_shared<PackedMatMulWeight>();
+      pw->weight = r.weight;
+      pw->source = wq;
+      pw->panels = PackedPanels(wq.data<float>(), wq.dim(1), false, wq.dim(0), wq.dim(1));
+      out[i] = std::move(pw);
+      break;
+    }
+  }
+  return out;
+}
+
+bool runPackedMatMul(const PackedMatMulWeight& pw, const Tensor& a, int threads, Tensor& y) {
+  const int64_t K = pw.panels.rows(), N = pw.panels.cols();
+  if (a.dtype() != DType::Float || a.rank() < 2 || a.shape().back() != K || K <= 0) return false;
+  const int64_t M = a.numel() / K;
+  if (M <= 2) return false;  // MatMulKernel's small-rows GEMM sums in another order
+  Shape ys(a.shape().begin(), a.shape().end() - 1);
+  ys.push_back(N);
+  y = Tensor(DType::Float, ys);
+  sgemmPacked(false, M, 1.f, a.data<float>(), K, pw.panels, false, y.data<float>(), N, threads);
+  return true;
+}
+
 }  // namespace qs

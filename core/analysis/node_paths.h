@@ -11,6 +11,7 @@
 
 #include "core/analysis/quant_state.h"
 #include "core/kernels/elementwise_chain.h"
+#include "core/kernels/gemm.h"
 #include "core/kernels/int_conv.h"
 
 namespace qs {
@@ -46,12 +47,26 @@ struct DepthwiseNode {
   int weight = -1;         // index into QuantState::weights / fakeWeights
 };
 
+/// A MatMul whose B is a 2-D weight with a weight point: the fake-quantized weight packed once
+/// per analysis into the GEMM's 16-column panels, as the MatMul kernel packs its float weight at
+/// load. Without it the quantized pass, the layer-wise Xq * Wq and the exact-sensitivity cones
+/// pack Wq again on every run (per row block of every product). The products over the panels are
+/// the bits of the kernel's (the same micro-kernel calls over the same K slices).
+struct PackedMatMulWeight {
+  int weight = -1;  // index into QuantState::weights / fakeWeights
+  Tensor source;    // the fakeWeights entry that was packed (shares its buffer)
+  PackedPanels panels;
+  /// Whether `wq` is the tensor packed (a weight clip search may have replaced the entry since).
+  bool packs(const Tensor& wq) const { return wq.sharesBufferWith(source) && wq.shape() == source.shape(); }
+};
+
 /// The paths, per node (null or -1: the plain one).
 struct NodePaths {
   std::vector<AffineOp> affine;
   std::vector<std::shared_ptr<const ElementwiseChain>> chainAt;  // the chain the node heads
   std::vector<std::shared_ptr<const DepthwiseNode>> dwConv;
   std::vector<std::shared_ptr<const IntConvNode>> intConv;  // null: FP32 on fake-quantized inputs
+  std::vector<std::shared_ptr<const PackedMatMulWeight>> packedWq;  // null (or absent): Wq packed per run
   /// MatMuls with a weight point on a 2-D B take their weight/activation split from Gram matrices
   /// where that pays (core/analysis/split_gram.h; AnalysisOptions::gramSplit).
   bool gramSplit = false;
@@ -64,6 +79,7 @@ inline NodePaths plainPaths(size_t nodes) {
   p.chainAt.resize(nodes);
   p.dwConv.resize(nodes);
   p.intConv.resize(nodes);
+  p.packedWq.resize(nodes);
   return p;
 }
 
@@ -82,6 +98,15 @@ std::vector<std::shared_ptr<const DepthwiseNode>> findDepthwiseConvs(const Graph
 /// and in FP8 mode.
 std::vector<std::shared_ptr<const IntConvNode>> findIntConvs(const Graph& g, const QuantPlan& plan,
                                                              const QuantState& s);
+
+/// MatMuls (ai.onnx) with a weight point on a 2-D float B: their fake-quantized weights packed
+/// (one PackedMatMulWeight per node, null elsewhere). Costs one more copy of those weights.
+std::vector<std::shared_ptr<const PackedMatMulWeight>> findPackedMatMulWeights(const Graph& g, const QuantState& s);
+
+/// Y = A * Wq as the MatMul kernel computes it, over `pw`'s panels: `a` the (already
+/// fake-quantized) A [..., M, K], float. False, touching nothing, where the kernel would take
+/// another route (A not float or of rank below 2, K not Wq's, two rows or fewer).
+bool runPackedMatMul(const PackedMatMulWeight& pw, const Tensor& a, int threads, Tensor& y);
 
 /// The node on its untransformed `inputs` as an integer Conv (what to compute as in
 /// QConvOutputs; a reference must hold the Conv's output element count); false where it does

@@ -90,6 +90,7 @@ void QuantSession::indexPoints() {
     m_paths.chainAt.assign(N, nullptr);
     m_paths.dwConv.assign(N, nullptr);
     m_paths.intConv.assign(N, nullptr);
+    m_paths.packedWq.assign(N, nullptr);
     return;
   }
   m_paths.affine = findAffineOps(g, m_state);
@@ -97,6 +98,7 @@ void QuantSession::indexPoints() {
   m_paths.dwConv = m_options.planeLayerwise ? findDepthwiseConvs(g, m_plan, m_state) : decltype(m_paths.dwConv)(N);
   m_paths.intConv = m_options.integerConv ? findIntConvs(g, m_plan, m_state) : decltype(m_paths.intConv)(N);
   m_paths.gramSplit = m_options.gramSplit;
+  m_paths.packedWq = m_options.prepackWeights ? findPackedMatMulWeights(g, m_state) : decltype(m_paths.packedWq)(N);
 }
 
 Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& progress) {

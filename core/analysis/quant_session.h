@@ -89,6 +89,10 @@ struct AnalysisOptions {
   /// X * Wq and Xq * W, where that costs fewer multiply-adds (K below about 2N): the same SNRs to
   /// float rounding. Off: the products (the reference the tests compare with).
   bool gramSplit = true;
+  /// The fake-quantized weights of MatMuls with a 2-D B packed once per analysis for the GEMM
+  /// (NodePaths::packedWq), as the executor packs the float weights at load: the same bits, one
+  /// more copy of those weights held. Off: Wq packed on every run (for A/B runs and the tests).
+  bool prepackWeights = true;
   /// Calibrate every float activation tensor (graph inputs and node outputs), not only the
   /// quantization points: AnalysisResult::tensorRanges, for TensorRT's implicit INT8.
   bool allTensorRanges = false;

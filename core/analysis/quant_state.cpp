@@ -112,6 +112,19 @@ bool FakeQuantTransform::runNode(NodeId node, std::span<const Tensor* const> inp
     if (ref) m_compare->compared(node, sums);
     return true;
   }
+  if ((size_t)node < m_paths.packedWq.size())
+    if (const PackedMatMulWeight* pw = m_paths.packedWq[(size_t)node].get()) {
+      // A MatMul over its prepacked Wq: A fake-quantized as transform() would, B not packed again.
+      if (inputs.size() != 2 || !inputs[0] || !inputs[1]) return false;
+      Tensor unused, storage;
+      const Tensor* wq = transform(node, 1, *inputs[1], unused);
+      const Tensor& a = *inputs[0];
+      if (!wq || !pw->packs(*wq) || a.dtype() != DType::Float || a.rank() < 2 ||
+          a.shape().back() != pw->panels.rows() || a.numel() / pw->panels.rows() <= 2)
+        return false;
+      const Tensor* aq = transform(node, 0, a, storage);
+      return runPackedMatMul(*pw, aq ? *aq : a, m_s.threads, outputs[0]);
+    }
   return false;
 }
 

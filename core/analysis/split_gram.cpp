@@ -68,7 +68,7 @@ const MatMulSplitGram& SplitGramCache::get(size_t node, const Tensor& w, const T
 
 bool layerwiseMatMulGram(const Tensor& x, const Tensor& xq, const Tensor& w, const Tensor& wq, const Tensor& ref,
                          int threads, const MatMulSplitGram& gram, ErrorAccumulator& full, ErrorAccumulator& weight,
-                         ErrorAccumulator& act) {
+                         ErrorAccumulator& act, const PackedPanels* wqPanels) {
   for (const Tensor* t : {&x, &xq, &w, &wq, &ref})
     if (t->dtype() != DType::Float) return false;
   if (x.rank() < 2 || w.rank() != 2 || xq.shape() != x.shape() || wq.shape() != w.shape()) return false;
@@ -79,6 +79,7 @@ bool layerwiseMatMulGram(const Tensor& x, const Tensor& xq, const Tensor& w, con
   yShape.push_back(N);
   // As layerwiseMatMul: two rows or fewer go to the kernel's small-rows GEMM.
   if (M <= 2 || ref.shape() != yShape) return false;
+  if (wqPanels && (wqPanels->rows() != K || wqPanels->cols() != N)) wqPanels = nullptr;
   // Both points: Xq * Wq with the MatMul kernel's blocking and micro-kernel calls, Xq read in
   // place as the kernel reads it (a view: the same products in the same order as packed).
   const PackedMatrix pq = PackedMatrix::view(xq.data<float>(), K, M, K);
@@ -86,7 +87,8 @@ bool layerwiseMatMulGram(const Tensor& x, const Tensor& xq, const Tensor& w, con
   float* cf = yFull.data<float>();
   const float* bq = wq.data<float>();
   forEachGemmBlock(M, N, K, threads, [&](int64_t m0, int64_t m1, int64_t n0, int64_t cols) {
-    gemmBlock(pq, m0, m1, bq + n0, N, false, cols, cf + m0 * N + n0, N, false);
+    if (wqPanels) gemmBlockPacked(pq, m0, m1, *wqPanels, n0, cols, cf + m0 * N + n0, N, false);
+    else gemmBlock(pq, m0, m1, bq + n0, N, false, cols, cf + m0 * N + n0, N, false);
   });
   ErrorAccumulator batch;
   batch.add(ref, yFull, threads);

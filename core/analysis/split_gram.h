@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/ir/tensor.h"
+#include "core/kernels/gemm.h"
 #include "core/numeric/metrics.h"
 
 namespace qs {
@@ -59,9 +60,10 @@ class SplitGramCache {
 /// from `gram`: `full` from Xq * Wq computed as the MatMul kernel computes it (the same bits),
 /// `weight` and `act` from the noise powers, against the signal of `ref` (so their snrDb and mse
 /// are the products' to float rounding; their other figures are not kept). False, touching
-/// nothing, where layerwiseMatMul would refuse the shapes or `gram` is of another K.
+/// nothing, where layerwiseMatMul would refuse the shapes or `gram` is of another K. `wqPanels`:
+/// as layerwiseMatMul's.
 bool layerwiseMatMulGram(const Tensor& x, const Tensor& xq, const Tensor& w, const Tensor& wq, const Tensor& ref,
                          int threads, const MatMulSplitGram& gram, ErrorAccumulator& full, ErrorAccumulator& weight,
-                         ErrorAccumulator& act);
+                         ErrorAccumulator& act, const PackedPanels* wqPanels = nullptr);
 
 }  // namespace qs

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/analysis/layerwise_matmul.h"
+#include "core/analysis/node_paths.h"
 #include "core/kernels/gemm.h"
 #include "core/numeric/fake_quant.h"
 #include "tests/support/gemm_helpers.h"
@@ -61,6 +62,60 @@ TEST(LayerwiseMatMul, SameSumsAsThreeRunsOfTheKernel) {
       EXPECT_GT(act.metrics().mse, 0.0);
     }
   }
+}
+
+TEST(LayerwiseMatMul, PrepackedWqGivesTheSameSums) {
+  // Wq packed once per analysis (NodePaths::packedWq) against Wq packed per block: the same bits
+  // for the layer-wise sums and for the quantized pass's product (runPackedMatMul against the
+  // MatMul kernel's sgemm), on the blocking's edges.
+  struct Case {
+    Shape x;
+    int64_t n;
+  };
+  const Case cases[] = {
+      {{1, 128, 96}, 80}, {{2, 37, 70}, 83}, {{3, 100, 300}, 40}, {{400, 64}, 530}, {{1, 1, 5, 24}, 16}};
+  std::mt19937 rng(17);
+  for (const Case& c : cases) {
+    for (int threads : {1, 2}) {
+      const int64_t K = c.x.back();
+      Tensor x = randomTensor(c.x, rng, 1.f), w = randomTensor({K, c.n}, rng, 0.1f);
+      Tensor xq = fakeQuantize(x, {0.02f}, 0, QuantMode::Int8, kActQmin, kActQmax);
+      std::vector<float> wScale((size_t)c.n, 0.001f);
+      Tensor wq = fakeQuantize(w, wScale, 1, QuantMode::Int8, kWeightQmin, kWeightQmax);
+      PackedMatMulWeight pw;
+      pw.source = wq;
+      pw.panels = PackedPanels(wq.data<float>(), c.n, false, K, c.n);
+      EXPECT_TRUE(pw.packs(wq));
+      EXPECT_FALSE(pw.packs(w));
+      const Tensor ref = kernelMatMul(x, w, threads);
+      ErrorAccumulator full, weight, act, pFull, pWeight, pAct;
+      ASSERT_TRUE(layerwiseMatMul(x, xq, w, wq, ref, threads, full, weight, act));
+      ASSERT_TRUE(layerwiseMatMul(x, xq, w, wq, ref, threads, pFull, pWeight, pAct, &pw.panels));
+      expectSame(pFull, full, "both points");
+      expectSame(pWeight, weight, "weights only");
+      expectSame(pAct, act, "activations only");
+      Tensor y;
+      ASSERT_TRUE(runPackedMatMul(pw, xq, threads, y));
+      const Tensor expected = kernelMatMul(xq, wq, threads);
+      ASSERT_EQ(y.shape(), expected.shape());
+      EXPECT_EQ(std::memcmp(y.data<float>(), expected.data<float>(), sizeof(float) * (size_t)y.numel()), 0);
+    }
+  }
+}
+
+TEST(LayerwiseMatMul, PackedMatMulRefusesWhatTheKernelRunsAnotherWay) {
+  std::mt19937 rng(5);
+  Tensor w = randomTensor({8, 4}, rng, 1.f);
+  PackedMatMulWeight pw;
+  pw.source = w;
+  pw.panels = PackedPanels(w.data<float>(), 4, false, 8, 4);
+  Tensor y;
+  EXPECT_FALSE(runPackedMatMul(pw, randomTensor({2, 8}, rng, 1.f), 1, y));  // small-rows GEMM
+  EXPECT_FALSE(runPackedMatMul(pw, randomTensor({8}, rng, 1.f), 1, y));     // a vector
+  EXPECT_FALSE(runPackedMatMul(pw, randomTensor({6, 9}, rng, 1.f), 1, y));  // another K
+  EXPECT_TRUE(y.empty());
+  EXPECT_TRUE(runPackedMatMul(pw, randomTensor({2, 3, 8}, rng, 1.f), 1, y));
+  EXPECT_EQ(y.shape(), (Shape{2, 3, 4}));
 }
 
 TEST(LayerwiseMatMul, RefusesWhatTheKernelRunsAnotherWay) {

@@ -143,5 +143,63 @@ TEST(SplitGram, BertEncoderSplitAsTheProducts) {
   EXPECT_EQ(r[0]->outputs[0].metrics.snrDb, r[1]->outputs[0].metrics.snrDb);
 }
 
+TEST(SplitGram, PrepackedWeightsGiveTheSameBits) {
+  // bert_encoder with the fake-quantized MatMul weights packed once per analysis
+  // (AnalysisOptions::prepackWeights) against packed per run: the quantized pass, the layer-wise
+  // products, the Gram route's Xq * Wq and the exact sensitivity cones all give the same bits.
+  const std::string path = std::string(QS_SOURCE_DIR) + "/.cache/zoo/bert_encoder.onnx";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path << ": run scripts/make_zoo.py";
+  auto model = loadModel(path);
+  ASSERT_TRUE(model) << model.status().message();
+  CalibrationDataOptions co;
+  co.maxSamples = 2;
+  co.batchSize = 1;
+  co.seed = 5;
+  auto data = CalibrationData::open(**model, co);
+  ASSERT_TRUE(data) << data.status().message();
+  std::shared_ptr<const CalibrationData> shared(std::move(data).value());
+  std::shared_ptr<const AnalysisResult> r[2];
+  for (int on = 0; on < 2; ++on) {
+    AnalysisOptions ao;
+    ao.threads = 2;
+    ao.sensitivity = true;
+    ao.sensitivityMethod = SensitivityMethod::Exact;
+    ao.cacheBudgetBytes = 0;
+    ao.calibration.method = CalibMethod::Max;
+    ao.prepackWeights = on == 1;
+    auto s = QuantSession::create(*model, {}, ao);
+    ASSERT_TRUE(s) << s.status().message();
+    ASSERT_TRUE((*s)->calibrate(*shared));
+    auto res = (*s)->analyze(shared);
+    ASSERT_TRUE(res) << res.status().message();
+    r[on] = *res;
+  }
+  const Graph& g = (*model)->graph;
+  int matmuls = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const NodeResult &a = r[0]->nodes[i], &b = r[1]->nodes[i];
+    const std::string& name = g.nodes[i].name;
+    ASSERT_EQ(a.hasLayerwise, b.hasLayerwise) << name;
+    ASSERT_EQ(a.hasGraphwise, b.hasGraphwise) << name;
+    if (a.hasGraphwise) {
+      EXPECT_EQ(a.graphwise.snrDb, b.graphwise.snrDb) << name;
+      EXPECT_EQ(a.graphwise.mse, b.graphwise.mse) << name;
+      EXPECT_EQ(a.graphwise.maxAbs, b.graphwise.maxAbs) << name;
+    }
+    if (!a.hasLayerwise) continue;
+    matmuls += g.nodes[i].opType == "MatMul";
+    EXPECT_EQ(a.layerwise.snrDb, b.layerwise.snrDb) << name;
+    EXPECT_EQ(a.layerwise.maxAbs, b.layerwise.maxAbs) << name;
+    EXPECT_EQ(std::isnan(a.weightSnrDb), std::isnan(b.weightSnrDb)) << name;
+    if (!std::isnan(a.weightSnrDb)) EXPECT_EQ(a.weightSnrDb, b.weightSnrDb) << name;
+    if (!std::isnan(a.activationSnrDb)) EXPECT_EQ(a.activationSnrDb, b.activationSnrDb) << name;
+    EXPECT_FALSE(std::isnan(a.sensitivitySnrDb)) << name;
+    EXPECT_EQ(a.sensitivitySnrDb, b.sensitivitySnrDb) << name;
+  }
+  EXPECT_GE(matmuls, 24);
+  EXPECT_EQ(r[0]->outputs[0].metrics.snrDb, r[1]->outputs[0].metrics.snrDb);
+  EXPECT_EQ(r[0]->outputs[0].metrics.maxAbs, r[1]->outputs[0].metrics.maxAbs);
+}
+
 }  // namespace
 }  // namespace qs
