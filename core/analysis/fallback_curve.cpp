@@ -169,8 +169,10 @@ Result<FallbackCurve> fallbackCurve(QuantSession& session, const FallbackOptions
   const int past = std::max(0, std::min(options.extraSteps, std::max(1, curve.quantizable / 4)));
   int reachedAt = reaches(*first, options) ? 0 : -1;
   const bool byGain = options.rankByGain && curve.candidates > 1;
-  // Per node: the worst-output SNR gained by excluding it, at the last step that measured it (NaN: never).
-  std::vector<double> measuredGain(nodeCount, NAN);
+  // Per node: the worst output's noise (relative power, 10^(-SNR/10)) that excluding it removed,
+  // at the last step that measured it (NaN: never). Kept as a power, not as dB gained, since the
+  // same power removed is worth more dB once the rest of the noise is gone.
+  std::vector<double> measuredNoise(nodeCount, NAN);
 
   auto stage = [&](const std::string& what) -> ProgressFn {
     const double f = std::min(0.99, (double)curve.steps.size() / std::max(1, curve.quantizable));
@@ -200,14 +202,15 @@ Result<FallbackCurve> fallbackCurve(QuantSession& session, const FallbackOptions
     if (top.empty()) break;
     const double now = session.result()->worstOutputSnrDb();
     if (byGain && std::isfinite(now)) {
-      // The gain each node is expected to bring: measured at an earlier step, else predicted from
-      // its sensitivity as if the output's noise were the sum of the nodes' own (its share of the
-      // noise removed). Measured useless, a node makes room for the next one in sensitivity order.
+      // The gain each node is expected to bring, as if the output's noise were the sum of the
+      // nodes' own: the noise its exclusion removed where an earlier step measured it, else its
+      // sensitivity's. Measured useless, a node makes room for the next one in sensitivity order.
       const AnalysisResult& r = *session.result();
       const double noise = std::pow(10.0, -now / 10);
       auto expected = [&](NodeId id) {
-        if (!std::isnan(measuredGain[(size_t)id])) return measuredGain[(size_t)id];
-        const double own = std::pow(10.0, -r.nodes[(size_t)id].sensitivitySnrDb / 10);
+        const double own = std::isnan(measuredNoise[(size_t)id])
+                               ? std::pow(10.0, -r.nodes[(size_t)id].sensitivitySnrDb / 10)
+                               : measuredNoise[(size_t)id];
         return 10 * std::log10(noise / std::max(noise - own, noise * 1e-6));
       };
       std::vector<double> key(nodeCount, 0);
@@ -228,7 +231,7 @@ Result<FallbackCurve> fallbackCurve(QuantSession& session, const FallbackOptions
         if (!r) return r.status();
         current = top[c];
         const double snr = (*r)->worstOutputSnrDb();
-        if (std::isfinite(now)) measuredGain[(size_t)top[c]] = std::isfinite(snr) ? snr - now : 1e9;
+        if (std::isfinite(now)) measuredNoise[(size_t)top[c]] = std::pow(10.0, -now / 10) - std::pow(10.0, -snr / 10);
         const auto s = score(**r, options);
         if (s > bestScore) {
           bestScore = s;
