@@ -106,8 +106,8 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                  "(default 3; the exported model stays at the first point reaching the target)")
       ->check(CLI::Range(0, 1000));
   cmd.add_option("--fallback-rank", g_text.fallbackRank,
-                 "gain|sensitivity: the fallback's candidates per step, by the gain measured for them at an earlier "
-                 "step, else predicted from their sensitivity (default), or by sensitivity alone");
+                 "sensitivity|gain: the fallback's candidates per step, the most sensitive (default), or by the "
+                 "noise their exclusion removed at an earlier step, else their sensitivity's");
   cmd.add_option("--fallback-backward", g_text.fallbackBackward,
                  "on|off: once the target is reached, re-include each excluded node, the least useful first, and keep "
                  "it quantized when the target still holds (default on)");
