@@ -40,7 +40,7 @@ bool parseTriple(const std::string& s, std::array<float, 3>& out) {
 // What CLI11 keeps as text until finishAnalysisOptions() converts it.
 struct TextFlags {
   std::string size, mean, stdev, method, mode = "int8", trtVersion, allTensorRanges, sensitivity, integerConv;
-  std::string gramSplit;
+  std::string gramSplit, fallbackRank, fallbackBackward;
   std::vector<std::string> shapes;
   bool dqOnly = true;
   CLI::Option* dqOnlyOption = nullptr;
@@ -105,6 +105,12 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                  "Fallback: steps measured past the target for the curve of output SNR against exclusions "
                  "(default 3; the exported model stays at the first point reaching the target)")
       ->check(CLI::Range(0, 1000));
+  cmd.add_option("--fallback-rank", g_text.fallbackRank,
+                 "sensitivity|gain: the fallback's candidates per step, the most sensitive (default), or by the "
+                 "noise their exclusion removed at an earlier step, else their sensitivity's");
+  cmd.add_option("--fallback-backward", g_text.fallbackBackward,
+                 "on|off: once the target is reached, re-include each excluded node, the least useful first, and keep "
+                 "it quantized when the target still holds (default on)");
   cmd.add_option("--output-kind", g_text.outputKinds,
                  "NAME=classes|sequence|dense: how an output's agreement is measured (default: from its producer)")
       ->delimiter(',');
@@ -227,6 +233,16 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
     if (g_text.gramSplit != "on" && g_text.gramSplit != "off")
       return invalidArgument("--gram-split '" + g_text.gramSplit + "': expected on or off");
     a.gramSplit = g_text.gramSplit == "on";
+  }
+  if (!g_text.fallbackRank.empty()) {
+    if (g_text.fallbackRank != "gain" && g_text.fallbackRank != "sensitivity")
+      return invalidArgument("--fallback-rank '" + g_text.fallbackRank + "': expected gain or sensitivity");
+    a.fallbackRankByGain = g_text.fallbackRank == "gain";
+  }
+  if (!g_text.fallbackBackward.empty()) {
+    if (g_text.fallbackBackward != "on" && g_text.fallbackBackward != "off")
+      return invalidArgument("--fallback-backward '" + g_text.fallbackBackward + "': expected on or off");
+    a.fallbackBackward = g_text.fallbackBackward == "on";
   }
   return validateRequest(a);
 }

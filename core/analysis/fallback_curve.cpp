@@ -1,7 +1,9 @@
 #include "core/analysis/fallback_curve.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <utility>
 
@@ -51,6 +53,88 @@ bool reaches(const AnalysisResult& r, const FallbackOptions& o) {
   return snr && agree;
 }
 
+bool reachesAt(const FallbackCurve& c, int i, const FallbackOptions& o) {
+  const bool snr = std::isnan(o.targetSnrDb) || c.worstSnrDb(i) >= o.targetSnrDb;
+  const bool agree = std::isnan(o.targetAgreement) || c.worstAgreement(i) >= o.targetAgreement;
+  return snr && agree;
+}
+
+using StageFn = std::function<ProgressFn(const std::string&)>;
+
+// The backward pass, on a session at point curve.chosen (> 0), which reaches the targets: each
+// excluded node re-included in turn, the one whose exclusion gained least first, and kept
+// quantized when the targets still hold. Then the curve is rewritten so that its points stay
+// prefixes of `steps`, every one measured (FallbackCurve::reincluded), and the session is left at
+// its first point reaching the targets.
+Status backwardPass(QuantSession& session, const FallbackOptions& options, FallbackCurve& curve, const StageFn& stage) {
+  const int r = curve.chosen;
+  std::vector<int> order((size_t)r);
+  std::iota(order.begin(), order.end(), 0);
+  auto gain = [&](int i) {
+    const double g = curve.worstSnrDb(i + 1) - curve.worstSnrDb(i);
+    return std::isnan(g) ? 0.0 : g;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return gain(a) < gain(b); });
+  std::vector<char> back((size_t)r, 0);
+  std::vector<FallbackStep> accepted;  // the figures after each re-inclusion kept
+  NodeId pending = -1;                 // re-included for a trial that failed: excluded again with the next toggle
+  for (int k = 0; k < r; ++k) {
+    const NodeId id = curve.steps[(size_t)order[(size_t)k]].excluded;
+    std::vector<std::pair<NodeId, bool>> toggles{{id, true}};
+    if (pending >= 0) toggles.insert(toggles.begin(), {pending, false});
+    auto res =
+        session.setQuantized(toggles, stage("re-including " + std::to_string(k + 1) + " of " + std::to_string(r)));
+    if (!res) return res.status();
+    if (reaches(**res, options)) {
+      back[(size_t)order[(size_t)k]] = 1;
+      curve.reincluded.push_back(id);
+      accepted.push_back(stepOf(id, **res));
+      pending = -1;
+    } else {
+      pending = id;
+    }
+  }
+  if (pending >= 0) {
+    auto res = session.setQuantized({{pending, false}}, stage("re-including"));
+    if (!res) return res.status();
+  }
+  if (curve.reincluded.empty()) return Status::ok();
+
+  // Kept exclusions first, then the re-included ones in reverse: point kept + i is the state
+  // before the i-th re-inclusion from the last, measured by the pass (point r: the forward pass's).
+  std::vector<FallbackStep> steps;
+  for (int i = 0; i < r; ++i)
+    if (!back[(size_t)i]) steps.push_back(curve.steps[(size_t)i]);
+  const int kept = (int)steps.size(), j = (int)curve.reincluded.size();
+  if (kept > 0) {
+    const NodeId id = steps.back().excluded;
+    steps.back() = accepted.back();
+    steps.back().excluded = id;
+  }
+  for (int i = 1; i <= j; ++i) {
+    FallbackStep s = j - i == 0 ? curve.steps[(size_t)r - 1] : accepted[(size_t)(j - i - 1)];
+    s.excluded = curve.reincluded[(size_t)(j - i)];
+    steps.push_back(std::move(s));
+  }
+  // Points 1..kept-1 were never measured: re-include the kept exclusions from the last.
+  for (int p = kept - 1; p >= 1; --p) {
+    auto res = session.setQuantized({{steps[(size_t)p].excluded, true}},
+                                    stage("re-measuring point " + std::to_string(p) + " of " + std::to_string(kept)));
+    if (!res) return res.status();
+    const NodeId id = steps[(size_t)p - 1].excluded;
+    steps[(size_t)p - 1] = stepOf(id, **res);
+  }
+  steps.insert(steps.end(), curve.steps.begin() + r, curve.steps.end());
+  curve.steps = std::move(steps);
+  curve.chosen = (int)curve.steps.size();
+  for (int i = 0; i <= (int)curve.steps.size(); ++i)
+    if (reachesAt(curve, i, options)) {
+      curve.chosen = i;
+      break;
+    }
+  return applyFallbackPoint(session, curve, curve.chosen, stage("applying the chosen point"));
+}
+
 }  // namespace
 
 double FallbackCurve::worstSnrDb(int i) const {
@@ -80,9 +164,15 @@ Result<FallbackCurve> fallbackCurve(QuantSession& session, const FallbackOptions
     curve.startSnrDb.push_back(o.metrics.snrDb);
     curve.startAgreement.push_back(o.agreement.primary());
   }
+  const size_t nodeCount = session.plan().nodes.size();
   for (const NodeQuantState& n : session.plan().nodes) curve.quantizable += n.quantizable ? 1 : 0;
   const int past = std::max(0, std::min(options.extraSteps, std::max(1, curve.quantizable / 4)));
   int reachedAt = reaches(*first, options) ? 0 : -1;
+  const bool byGain = options.rankByGain && curve.candidates > 1;
+  // Per node: the worst output's noise (relative power, 10^(-SNR/10)) that excluding it removed,
+  // at the last step that measured it (NaN: never). Kept as a power, not as dB gained, since the
+  // same power removed is worth more dB once the rest of the noise is gone.
+  std::vector<double> measuredNoise(nodeCount, NAN);
 
   auto stage = [&](const std::string& what) -> ProgressFn {
     const double f = std::min(0.99, (double)curve.steps.size() / std::max(1, curve.quantizable));
@@ -93,7 +183,7 @@ Result<FallbackCurve> fallbackCurve(QuantSession& session, const FallbackOptions
     auto ranked = [&] {
       const AnalysisResult& r = *session.result();
       std::vector<NodeId> v;
-      for (size_t i = 0; i < session.plan().nodes.size(); ++i)
+      for (size_t i = 0; i < nodeCount; ++i)
         if (session.plan().nodes[i].quantized && !std::isnan(r.nodes[i].sensitivitySnrDb)) v.push_back((NodeId)i);
       std::stable_sort(v.begin(), v.end(), [&](NodeId a, NodeId b) {
         return r.nodes[(size_t)a].sensitivitySnrDb < r.nodes[(size_t)b].sensitivitySnrDb;
@@ -110,6 +200,23 @@ Result<FallbackCurve> fallbackCurve(QuantSession& session, const FallbackOptions
       top = ranked();
     }
     if (top.empty()) break;
+    const double now = session.result()->worstOutputSnrDb();
+    if (byGain && std::isfinite(now)) {
+      // The gain each node is expected to bring, as if the output's noise were the sum of the
+      // nodes' own: the noise its exclusion removed where an earlier step measured it, else its
+      // sensitivity's. Measured useless, a node makes room for the next one in sensitivity order.
+      const AnalysisResult& r = *session.result();
+      const double noise = std::pow(10.0, -now / 10);
+      auto expected = [&](NodeId id) {
+        const double own = std::isnan(measuredNoise[(size_t)id])
+                               ? std::pow(10.0, -r.nodes[(size_t)id].sensitivitySnrDb / 10)
+                               : measuredNoise[(size_t)id];
+        return 10 * std::log10(noise / std::max(noise - own, noise * 1e-6));
+      };
+      std::vector<double> key(nodeCount, 0);
+      for (NodeId id : top) key[(size_t)id] = expected(id);
+      std::stable_sort(top.begin(), top.end(), [&](NodeId a, NodeId b) { return key[(size_t)a] > key[(size_t)b]; });
+    }
     top.resize(std::min(top.size(), (size_t)curve.candidates));
 
     // Each candidate excluded in turn (the previous one restored in the same update).
@@ -123,6 +230,8 @@ Result<FallbackCurve> fallbackCurve(QuantSession& session, const FallbackOptions
                                                      std::to_string(top.size())));
         if (!r) return r.status();
         current = top[c];
+        const double snr = (*r)->worstOutputSnrDb();
+        if (std::isfinite(now)) measuredNoise[(size_t)top[c]] = std::pow(10.0, -now / 10) - std::pow(10.0, -snr / 10);
         const auto s = score(**r, options);
         if (s > bestScore) {
           bestScore = s;
@@ -140,8 +249,10 @@ Result<FallbackCurve> fallbackCurve(QuantSession& session, const FallbackOptions
     if (reachedAt < 0 && reaches(*session.result(), options)) reachedAt = (int)curve.steps.size();
   }
   curve.reached = reachedAt >= 0;
+  curve.forwardChosen = reachedAt;
   curve.chosen = curve.reached ? reachedAt : (int)curve.steps.size();
   QS_RETURN_IF_ERROR(applyFallbackPoint(session, curve, curve.chosen, progress));
+  if (options.backward && reachedAt > 0) QS_RETURN_IF_ERROR(backwardPass(session, options, curve, stage));
   return curve;
 }
 

@@ -6,8 +6,13 @@
 // SNR against the number of excluded nodes; the session is then left at the first point of the
 // curve that reaches the target.
 //
-// With K = 1 the choice is the old one (the most sensitive node), which is what the comparison in
-// docs/quality.md ("Fewest exclusions") runs as the baseline.
+// The second pass (docs/quality.md, "Fewest exclusions: the second pass"): once the target is
+// reached, a backward pass re-includes each excluded node, the least useful first, and keeps it
+// quantized when the target still holds. Optionally (rankByGain) the K candidates of a step are
+// those whose exclusion removed most noise where an earlier step measured it, else by sensitivity.
+//
+// With K = 1, sensitivity ranking and no backward pass the choice is the old one (the most
+// sensitive node), which is what the comparison in docs/quality.md runs as the baseline.
 #pragma once
 
 #include <cmath>
@@ -30,6 +35,14 @@ struct FallbackOptions {
   /// Steps measured past the first point that reaches the targets (the rest of the curve); the
   /// curve also stops once a quarter of the quantizable nodes are excluded past that point.
   int extraSteps = 3;
+  /// Candidates ranked by their gain measured at an earlier step (else predicted from their
+  /// sensitivity), not by sensitivity alone. No effect with candidates = 1. Off by default: on
+  /// mobilenet_v2 it needed 50-54 exclusions before the backward pass against 26 by sensitivity
+  /// (docs/quality.md, "Fewest exclusions: the second pass").
+  bool rankByGain = false;
+  /// Once the target is reached, try re-including each excluded node (the one whose exclusion
+  /// gained least first) and keep it quantized when the targets still hold.
+  bool backward = true;
 };
 
 /// The curve: point 0 is the model with no exclusion, point i the model after steps[0..i).
@@ -42,6 +55,13 @@ struct FallbackCurve {
   /// The point the session was left at: the first reaching the targets, else the last point.
   int chosen = 0;
   bool reached = false;                // the chosen point reaches the targets
+  /// Where the forward (greedy) pass first reached the targets (-1: never), and the nodes the
+  /// backward pass re-included, in the order it did. With any re-included, `steps` holds the
+  /// kept exclusions first and then the re-included ones in reverse order, so that every point
+  /// is still a prefix of `steps`, measured: points kept..forwardChosen are the backward pass's
+  /// states, the points before them re-measured.
+  int forwardChosen = -1;
+  std::vector<NodeId> reincluded;
 
   /// Worst output SNR / agreement at point `i` (0..steps.size()).
   double worstSnrDb(int i) const;

@@ -54,7 +54,16 @@ std::string fallbackCurveHtml(const Graph& g, const FallbackCurve& curve, double
   h << "<h2>Fallback curve</h2><p>Worst output SNR against the number of excluded nodes (of " << curve.quantizable
     << " quantizable; " << curve.candidates << " candidate(s) re-measured per step). The exported model is at point "
     << curve.chosen << (curve.reached ? " (the first that reaches the target)" : " (the target was not reached)")
-    << ".</p>";
+    << ".";
+  if (!curve.reincluded.empty()) {
+    h << " The greedy pass reached the target at " << curve.forwardChosen << " exclusions; the backward pass then kept "
+      << curve.reincluded.size() << " of them quantized (";
+    for (size_t i = 0; i < curve.reincluded.size(); ++i)
+      h << (i ? ", " : "") << htmlEscape(g.nodes[(size_t)curve.reincluded[i]].name);
+    h << "), which the curve's points " << curve.forwardChosen - (int)curve.reincluded.size() + 1 << " to "
+      << curve.forwardChosen << " add back.";
+  }
+  h << "</p>";
   // Chart: finite values set the scale; infinities (no error at all) sit at the top.
   double lo = INFINITY, hi = -INFINITY;
   for (int i = 0; i <= n; ++i)

@@ -350,6 +350,8 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
     fo.targetAgreement = rq.targetAgreement;
     fo.candidates = rq.fallbackCandidates;
     fo.extraSteps = rq.fallbackCurveSteps;
+    fo.rankByGain = rq.fallbackRankByGain;
+    fo.backward = rq.fallbackBackward;
     auto curve = fallbackCurve(*run.session, fo, phase(0.97, 1.0));
     if (!curve) return curve.status();
     run.fallback = curve->chosenSteps();
@@ -427,6 +429,10 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (rq.calibrationRefine != AnalysisRequest{}.calibrationRefine)
     s["calibration_refine"] = std::to_string(rq.calibrationRefine);
   if (rq.fallbackCurveSteps != AnalysisRequest{}.fallbackCurveSteps) s["fallback_curve"] = std::to_string(rq.fallbackCurveSteps);
+  if (rq.fallbackRankByGain != AnalysisRequest{}.fallbackRankByGain)
+    s["fallback_rank"] = rq.fallbackRankByGain ? "gain" : "sensitivity";
+  if (rq.fallbackBackward != AnalysisRequest{}.fallbackBackward)
+    s["fallback_backward"] = rq.fallbackBackward ? "on" : "off";
   if (!rq.outputKinds.empty()) {
     std::string kinds;
     for (const auto& [name, kind] : rq.outputKinds) kinds += (kinds.empty() ? "" : ",") + name + "=" + outputKindName(kind);

@@ -62,6 +62,8 @@ struct AnalysisRequest {
   int calibrationRefine = 0;  // off by default: one pass costs 2.8-8x the rest of the calibration (docs/quality.md)
   int fallbackCandidates = 6;       // --fallback-candidates: nodes re-measured per fallback step (1: old choice)
   int fallbackCurveSteps = 3;       // --fallback-curve: fallback steps measured past the target
+  bool fallbackRankByGain = false;  // --fallback-rank gain|sensitivity (FallbackOptions::rankByGain)
+  bool fallbackBackward = true;     // --fallback-backward on|off (FallbackOptions::backward)
   std::map<std::string, OutputKind> outputKinds;  // --output-kind: graph output -> agreement kind
   // Scales from a file instead of calibrating; at most one of the two.
   std::string loadConfig;           // quant_cfg.json: scales, node states and settings

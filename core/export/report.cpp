@@ -175,6 +175,11 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
       j["fallback"]["quantizable_nodes"] = ctx.fallbackCurve->quantizable;
       j["fallback"]["candidates"] = ctx.fallbackCurve->candidates;
       j["fallback"]["chosen_point"] = ctx.fallbackCurve->chosen;
+      const FallbackCurve& c = *ctx.fallbackCurve;
+      j["fallback"]["forward_point"] = c.forwardChosen >= 0 ? Json(c.forwardChosen) : Json(nullptr);
+      Json back = Json::array();
+      for (NodeId id : c.reincluded) back.push_back(g.nodes[(size_t)id].name);
+      j["fallback"]["reincluded"] = back;
       j["fallback"]["curve"] = fallbackCurveJson(g, *ctx.fallbackCurve);
     }
   }

@@ -2,7 +2,9 @@
 // candidates needs no more exclusions than the one that takes the most sensitive node, and fewer on
 // a model built so that the most sensitive nodes are not the ones whose exclusion helps; the curve
 // goes past the target, counts up from 0, and the session is left at its first point that reaches
-// the target; a point of the curve can be applied later (the GUI's click).
+// the target; a point of the curve can be applied later (the GUI's click). The second pass: ranking
+// by measured gain gets past nodes measured useless, and the backward pass re-includes the nodes a
+// greedy pass excluded that the target does not need.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,6 +39,42 @@ std::shared_ptr<Model> cancellingBranchesModel() {
   b.node("Sub", {"ha", "hb"}, {"d"}, "sub");
   b.node("Add", {"d", "hc"}, {"y"}, "add");
   return builtModel(b, "cancelling_branches.onnx");
+}
+
+// y1 = sum of six MatMuls p1..p6 with weights x 256 (a large, well-quantized output); y2 = one
+// MatMul "q" whose input (x times a constant, feature 0 by 1000, a row of "q"'s weights that is 0)
+// has an outlier that rounds the rest of it to zero (a small, badly quantized output). The
+// sensitivity pools the outputs, so p1..p6 (their noise is large next to y2's signal) rank above
+// "q", yet the worst output is y2, which only excluding "q" improves.
+std::shared_ptr<Model> twoScaleOutputsModel() {
+  OnnxBuilder b(13);
+  const int64_t n = 32;
+  b.input("x", {1, 8, n}).output("y1", {1, 8, n}).output("y2", {1, 8, n});
+  std::mt19937 rng(9);
+  std::string sum;
+  for (int i = 1; i <= 6; ++i) {
+    std::vector<float> w = randomValues((size_t)(n * n), rng, -0.3f, 0.3f);
+    for (float& v : w) v *= 256;
+    const std::string id = std::to_string(i);
+    b.initializer("wp" + id, {n, n}, w);
+    b.node("MatMul", {"x", "wp" + id}, {"hp" + id}, "p" + id);
+    if (i == 1) {
+      sum = "hp1";
+    } else {
+      const std::string out = i == 6 ? "y1" : "s" + id;
+      b.node("Add", {sum, "hp" + id}, {out}, "add" + id);
+      sum = out;
+    }
+  }
+  std::vector<float> gain((size_t)n, 1.0f);
+  gain[0] = 1000.0f;
+  b.initializer("g", {n}, gain);
+  b.node("Mul", {"x", "g"}, {"xg"}, "mul");
+  std::vector<float> wq = randomValues((size_t)(n * n), rng, -0.3f, 0.3f);
+  for (int64_t c = 0; c < n; ++c) wq[(size_t)c] = 0.0f;  // row 0: the outlier feature is not read
+  b.initializer("wq", {n, n}, wq);
+  b.node("MatMul", {"xg", "wq"}, {"y2"}, "q");
+  return builtModel(b, "two_scale_outputs.onnx");
 }
 
 std::unique_ptr<QuantSession> analysed(std::shared_ptr<Model> model, AnalysisOptions ao = {}) {
@@ -74,6 +112,7 @@ TEST(FallbackCurve, MeasuringTheCandidatesNeedsFewerExclusionsThanTakingTheMostS
   fo.targetSnrDb = target;
   fo.extraSteps = 0;
   fo.candidates = 1;
+  fo.backward = false;  // the old fallback had no backward pass
   auto oldCurve = fallbackCurve(*old, fo);
   ASSERT_TRUE(oldCurve) << oldCurve.status().message();
   fo.candidates = 8;
@@ -154,4 +193,105 @@ TEST(FallbackCurve, AnAgreementTargetWithoutAClassOutputIsRefused) {
   auto refused = fallbackCurve(*s, fo);
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.status().message().find("no graph output has a class axis"), std::string::npos);
+}
+
+// The backward pass: the greedy pass (every candidate measured) excludes x, y and z; x is not
+// needed once y and z are out, and the backward pass re-includes it. The curve stays a sequence
+// of prefixes, every point measured: the session's figures at each point are the curve's.
+TEST(FallbackCurve, BackwardPassReincludesWhatTheGreedyPassExcludedNeedlessly) {
+  auto model = sharedBranchModel();
+  ASSERT_TRUE(model);
+  const NodeId x = nodeNamed(*model, "x"), y = nodeNamed(*model, "y"), z = nodeNamed(*model, "z");
+  auto greedy = analysed(model);
+  const double target = greedy->result()->worstOutputSnrDb() + 3;
+  FallbackOptions fo;
+  fo.targetSnrDb = target;
+  fo.extraSteps = 0;
+  fo.backward = false;
+  auto g = fallbackCurve(*greedy, fo);
+  ASSERT_TRUE(g) << g.status().message();
+  ASSERT_TRUE(g->reached);
+  ASSERT_EQ(g->chosen, 3) << "the premise: the greedy pass excludes all three";
+  EXPECT_EQ(g->steps[0].excluded, x);
+  EXPECT_TRUE(g->reincluded.empty());
+  EXPECT_EQ(g->forwardChosen, 3);
+
+  auto s = analysed(model);
+  fo.backward = true;
+  fo.extraSteps = 3;
+  auto c = fallbackCurve(*s, fo);
+  ASSERT_TRUE(c) << c.status().message();
+  ASSERT_TRUE(c->reached);
+  EXPECT_EQ(c->forwardChosen, 3);
+  ASSERT_EQ(c->reincluded.size(), 1u);
+  EXPECT_EQ(c->reincluded[0], x);
+  EXPECT_EQ(c->chosen, 2);
+  ASSERT_EQ(c->steps.size(), 3u);  // nothing left past point 3
+  // Kept exclusions first (in the greedy order), the re-included one after them.
+  EXPECT_TRUE((c->steps[0].excluded == y && c->steps[1].excluded == z) ||
+              (c->steps[0].excluded == z && c->steps[1].excluded == y));
+  EXPECT_EQ(c->steps[2].excluded, x);
+  EXPECT_FALSE(s->plan().nodes[(size_t)y].quantized);
+  EXPECT_FALSE(s->plan().nodes[(size_t)z].quantized);
+  EXPECT_TRUE(s->plan().nodes[(size_t)x].quantized);
+  EXPECT_GE(s->result()->worstOutputSnrDb(), target);
+  EXPECT_DOUBLE_EQ(s->result()->worstOutputSnrDb(), c->worstSnrDb(2));
+  EXPECT_LT(c->worstSnrDb(1), target);
+  // Every point as measured: a fresh session with that point's exclusions gives its figures.
+  for (int p = 0; p <= 3; ++p) {
+    ASSERT_TRUE(applyFallbackPoint(*s, *c, p));
+    auto fresh = analysed(model);
+    std::vector<std::pair<NodeId, bool>> off;
+    for (int i = 0; i < p; ++i) off.push_back({c->steps[(size_t)i].excluded, false});
+    if (!off.empty()) {
+      ASSERT_TRUE(fresh->setQuantized(off));
+    }
+    auto same = [](double u, double v) { return u == v || std::abs(u - v) <= 1e-9; };  // inf == inf
+    EXPECT_PRED2(same, fresh->result()->worstOutputSnrDb(), c->worstSnrDb(p)) << "point " << p;
+    EXPECT_PRED2(same, s->result()->worstOutputSnrDb(), c->worstSnrDb(p)) << "point " << p;
+  }
+}
+
+// Ranking by measured gain: with two candidates per step, the sensitivity order measures p1..p6
+// (useless for the worst output y2) two by two and excludes one each step until "q" comes up;
+// ranked by gain, the p measured useless (gain 0) make room, and "q" is reached sooner.
+TEST(FallbackCurve, RankingByMeasuredGainGetsPastNodesMeasuredUseless) {
+  auto model = twoScaleOutputsModel();
+  ASSERT_TRUE(model);
+  const NodeId q = nodeNamed(*model, "q");
+  auto bySensitivity = analysed(model);
+  const AnalysisResult& r0 = *bySensitivity->result();
+  // The premise: every p ranks above q, and the worst output is y2.
+  for (int i = 1; i <= 6; ++i)
+    ASSERT_LT(r0.nodes[(size_t)nodeNamed(*model, "p" + std::to_string(i))].sensitivitySnrDb,
+              r0.nodes[(size_t)q].sensitivitySnrDb);
+  ASSERT_LT(r0.outputs[1].metrics.snrDb, r0.outputs[0].metrics.snrDb - 10);
+  FallbackOptions fo;
+  fo.targetSnrDb = r0.outputs[1].metrics.snrDb + 5;
+  fo.candidates = 2;
+  fo.extraSteps = 0;
+  fo.backward = false;
+  fo.rankByGain = false;
+  auto old = fallbackCurve(*bySensitivity, fo);
+  ASSERT_TRUE(old) << old.status().message();
+  ASSERT_TRUE(old->reached);
+  EXPECT_EQ(old->chosen, 6);
+  EXPECT_EQ(old->steps.back().excluded, q);
+
+  auto byGain = analysed(model);
+  fo.rankByGain = true;
+  auto now = fallbackCurve(*byGain, fo);
+  ASSERT_TRUE(now) << now.status().message();
+  ASSERT_TRUE(now->reached);
+  EXPECT_EQ(now->chosen, 4);
+  EXPECT_EQ(now->steps.back().excluded, q);
+
+  // With the backward pass too, only q stays out.
+  auto both = analysed(model);
+  fo.backward = true;
+  auto best = fallbackCurve(*both, fo);
+  ASSERT_TRUE(best) << best.status().message();
+  EXPECT_EQ(best->chosen, 1);
+  EXPECT_EQ(best->steps[0].excluded, q);
+  EXPECT_EQ(best->reincluded.size(), 3u);
 }
