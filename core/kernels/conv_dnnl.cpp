@@ -15,6 +15,8 @@
 #ifdef QS_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "core/kernels/dnnl_common.h"
+
 // libgomp, the OpenMP runtime libdnnl.so.2 is built on (declared here: clang has no omp.h of its own).
 extern "C" void omp_set_num_threads(int);
 #endif
@@ -74,26 +76,6 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 using DT = memory::data_type;
-
-const dnnl::engine& cpuEngine() {
-  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-// Per-thread buffer of at least n bytes, 64-byte aligned, reused across runs (grows only).
-char* taskScratch(size_t n) {
-  struct Freer {
-    void operator()(char* p) const { ::operator delete[](p, std::align_val_t(64)); }
-  };
-  thread_local std::unique_ptr<char[], Freer> buf;
-  thread_local size_t capacity = 0;
-  if (n > capacity || !buf) {
-    buf.reset();
-    capacity = std::max<size_t>(n, 4096);
-    buf.reset(static_cast<char*>(::operator new[](capacity, std::align_val_t(64))));
-  }
-  return buf.get();
-}
 
 // One input shape: the single-threaded primitive of one task (one image, one slice of the
 // output channels), the reorders between plain NCHW and the layout oneDNN chose, and each
@@ -159,25 +141,25 @@ struct DnnlConv::Impl {
     dnnl::primitive_attr attr;
     attr.set_post_ops(postOps);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::convolution_forward::primitive_desc pd(d, attr, cpuEngine());
+    dnnl::convolution_forward::primitive_desc pd(d, attr, dnnlCpuEngine());
     p->prim = dnnl::convolution_forward(pd);
     p->src = pd.src_desc();
     p->dst = pd.dst_desc();
     p->srcBytes = (p->src.get_size() + 63) / 64 * 64;
     p->dstBytes = (p->dst.get_size() + 63) / 64 * 64;
     p->scratchBytes = pd.scratchpad_desc().get_size();
-    if (p->src != p->userSrc) p->toSrc = dnnl::reorder(memory(p->userSrc, cpuEngine(), nullptr), memory(p->src, cpuEngine(), nullptr));
-    if (p->dst != p->userDst) p->fromDst = dnnl::reorder(memory(p->dst, cpuEngine(), nullptr), memory(p->userDst, cpuEngine(), nullptr));
-    dnnl::stream stream(cpuEngine());
+    if (p->src != p->userSrc) p->toSrc = dnnl::reorder(memory(p->userSrc, dnnlCpuEngine(), nullptr), memory(p->src, dnnlCpuEngine(), nullptr));
+    if (p->dst != p->userDst) p->fromDst = dnnl::reorder(memory(p->dst, dnnlCpuEngine(), nullptr), memory(p->userDst, dnnlCpuEngine(), nullptr));
+    dnnl::stream stream(dnnlCpuEngine());
     const memory::desc userW(wts, DT::f32, group > 1 ? Tag::goihw : Tag::oihw);
     const int64_t perSlice = W.numel() / S;
     for (int64_t s = 0; s < S; ++s) {
-      memory from(userW, cpuEngine(), const_cast<float*>(W.data<float>()) + s * perSlice);
-      memory to(pd.weights_desc(), cpuEngine());
+      memory from(userW, dnnlCpuEngine(), const_cast<float*>(W.data<float>()) + s * perSlice);
+      memory to(pd.weights_desc(), dnnlCpuEngine());
       dnnl::reorder(from, to).execute(stream, from, to);
       p->weights.push_back(to);
       if (!bias.empty()) {
-        memory b(biasMd, cpuEngine());
+        memory b(biasMd, dnnlCpuEngine());
         std::memcpy(b.get_data_handle(), bias.data() + s * Ms, sizeof(float) * (size_t)Ms);
         p->bias.push_back(b);
       }
@@ -259,7 +241,7 @@ int DnnlConv::preferredBlock() {
                                         memory::desc(src, DT::f32, Tag::nChw16c), memory::desc(wts, DT::f32, Tag::any),
                                         memory::desc(), memory::desc(dst, DT::f32, Tag::nChw16c), {1, 1}, {0, 0},
                                         {1, 1}, {1, 1});
-      dnnl::convolution_forward::primitive_desc pd(d, cpuEngine());
+      dnnl::convolution_forward::primitive_desc pd(d, dnnlCpuEngine());
       if (std::string(pd.impl_info_str()).find("avx512") != std::string::npos) return 16;
     } catch (const std::exception&) {
     }
@@ -309,13 +291,13 @@ Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeome
   parallelFor(t, N * S, 1, [&](int64_t b, int64_t e) {
     try {
       omp_set_num_threads(1);
-      dnnl::stream stream(cpuEngine());
-      char* scratch = taskScratch(p.srcBytes + p.dstBytes + p.scratchBytes);
-      memory src(p.src, cpuEngine(), p.toSrc ? scratch : nullptr);
-      memory dst(p.dst, cpuEngine(), p.fromDst ? scratch + p.srcBytes : nullptr);
-      memory pad(memory::desc({(memory::dim)std::max<size_t>(p.scratchBytes, 1)}, DT::u8, Tag::x), cpuEngine(),
+      dnnl::stream stream(dnnlCpuEngine());
+      char* scratch = dnnlTaskScratch(p.srcBytes + p.dstBytes + p.scratchBytes);
+      memory src(p.src, dnnlCpuEngine(), p.toSrc ? scratch : nullptr);
+      memory dst(p.dst, dnnlCpuEngine(), p.fromDst ? scratch + p.srcBytes : nullptr);
+      memory pad(memory::desc({(memory::dim)std::max<size_t>(p.scratchBytes, 1)}, DT::u8, Tag::x), dnnlCpuEngine(),
                  scratch + p.srcBytes + p.dstBytes);
-      memory userSrc(p.userSrc, cpuEngine(), nullptr), userDst(p.userDst, cpuEngine(), nullptr);
+      memory userSrc(p.userSrc, dnnlCpuEngine(), nullptr), userDst(p.userDst, dnnlCpuEngine(), nullptr);
       for (int64_t task = b; task < e; ++task) {
         const int64_t n = task / S, s = task % S;
         userSrc.set_data_handle(const_cast<float*>(x) + (n * C + s * (Cs == C ? 0 : Cs)) * inSize);

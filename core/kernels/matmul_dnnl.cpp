@@ -16,6 +16,8 @@
 #include <omp.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "core/kernels/dnnl_common.h"
 #endif
 
 namespace qs {
@@ -42,11 +44,6 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 using DT = memory::data_type;
 
-const dnnl::engine& cpuEngine() {
-  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
 // One block height: the primitive and its weights in the layout it chose.
 struct Plan {
   int64_t rows = 0, lda = 0, ldc = 0;
@@ -56,13 +53,7 @@ struct Plan {
   size_t scratchBytes = 0;
 };
 
-// Per-thread scratchpad of at least n bytes, reused across runs (grows only): a primitive's own
-// scratchpad would be shared by the tasks that run it at the same time.
-char* taskScratch(size_t n) {
-  thread_local std::vector<char> buf;
-  if (buf.size() < n) buf.resize(std::max<size_t>(n, 4096));
-  return buf.data();
-}
+
 
 }  // namespace
 
@@ -96,16 +87,16 @@ struct DnnlMatMul::Impl {
       ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
       attr.set_post_ops(ops);
     }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, w, bmd, y), attr, cpuEngine());
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, w, bmd, y), attr, dnnlCpuEngine());
     p->prim = dnnl::matmul(pd);
     p->src = a;
     p->scratchBytes = pd.scratchpad_desc().get_size();
     // The weights in the chosen layout, held once: every block height takes the same layout in
     // practice; one that differs gets its own copy, reordered from the held one.
     if (!weights) {
-      dnnl::stream stream(cpuEngine());
-      memory from(memory::desc({K, N}, DT::f32, Tag::ab), cpuEngine(), B.data());
-      weights = memory(pd.weights_desc(), cpuEngine());
+      dnnl::stream stream(dnnlCpuEngine());
+      memory from(memory::desc({K, N}, DT::f32, Tag::ab), dnnlCpuEngine(), B.data());
+      weights = memory(pd.weights_desc(), dnnlCpuEngine());
       dnnl::reorder(from, weights).execute(stream, from, weights);
       stream.wait();
       std::vector<float>().swap(B);
@@ -113,8 +104,8 @@ struct DnnlMatMul::Impl {
     if (pd.weights_desc() == weights.get_desc()) {
       p->weights = weights;
     } else {
-      dnnl::stream stream(cpuEngine());
-      p->weights = memory(pd.weights_desc(), cpuEngine());
+      dnnl::stream stream(dnnlCpuEngine());
+      p->weights = memory(pd.weights_desc(), dnnlCpuEngine());
       dnnl::reorder(weights, p->weights).execute(stream, weights, p->weights);
       stream.wait();
     }
@@ -132,7 +123,7 @@ bool DnnlMatMul::preferred() {
       dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(memory::desc(a, DT::f32, Tag::ab),
                                                          memory::desc(w, DT::f32, Tag::any), memory::desc(),
                                                          memory::desc(y, DT::f32, Tag::ab)),
-                                      cpuEngine());
+                                      dnnlCpuEngine());
       const std::string impl = pd.impl_info_str();
       return impl.find("avx512") != std::string::npos || impl.find("amx") != std::string::npos;
     } catch (const std::exception&) {
@@ -182,17 +173,17 @@ Status DnnlMatMul::run(const float* A, int64_t lda, int64_t M, float* Y, int64_t
   parallelFor(t, tasks, 1, [&](int64_t b, int64_t e) {
     try {
       omp_set_num_threads(1);
-      dnnl::stream stream(cpuEngine());
+      dnnl::stream stream(dnnlCpuEngine());
       memory bias;
       if (!im.bias.empty())
-        bias = memory(memory::desc({1, im.N}, DT::f32, Tag::ab), cpuEngine(), const_cast<float*>(im.bias.data()));
+        bias = memory(memory::desc({1, im.N}, DT::f32, Tag::ab), dnnlCpuEngine(), const_cast<float*>(im.bias.data()));
       for (int64_t task = b; task < e; ++task) {
         const Plan& p = task == tasks - 1 ? *last : *full;
         const int64_t m0 = task * rows;
-        memory src(p.src, cpuEngine(), const_cast<float*>(A + m0 * lda));
-        memory dst(memory::desc({p.rows, im.N}, DT::f32, memory::dims{ldc, 1}), cpuEngine(), Y + m0 * ldc);
-        memory pad(memory::desc({(memory::dim)std::max<size_t>(p.scratchBytes, 1)}, DT::u8, Tag::x), cpuEngine(),
-                   taskScratch(std::max<size_t>(p.scratchBytes, 1)));
+        memory src(p.src, dnnlCpuEngine(), const_cast<float*>(A + m0 * lda));
+        memory dst(memory::desc({p.rows, im.N}, DT::f32, memory::dims{ldc, 1}), dnnlCpuEngine(), Y + m0 * ldc);
+        memory pad(memory::desc({(memory::dim)std::max<size_t>(p.scratchBytes, 1)}, DT::u8, Tag::x), dnnlCpuEngine(),
+                   dnnlTaskScratch(std::max<size_t>(p.scratchBytes, 1)));
         std::unordered_map<int, memory> args{
             {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, p.weights}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad}};
         if (!im.bias.empty()) args.emplace(DNNL_ARG_BIAS, bias);
