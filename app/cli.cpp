@@ -153,6 +153,15 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                  "cheaper (default on; the same SNRs to float rounding), or from the products X*Wq and Xq*W");
 }
 
+// An on|off flag's text into `out` (left as it is when the flag was not given).
+Status parseOnOff(const char* flag, const std::string& text, bool& out) {
+  if (text.empty()) return Status::ok();
+  if (text != "on" && text != "off")
+    return invalidArgument(std::string(flag) + " '" + text + "': expected on or off");
+  out = text == "on";
+  return Status::ok();
+}
+
 Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   if (!std::isnan(a.smoothQuantAlpha)) a.smoothQuant = true;  // --smoothquant-alpha alone asks for it
   if (!g_text.size.empty()) {
@@ -199,23 +208,12 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
     a.trtVersion = v;
   }
   if (!g_text.allTensorRanges.empty()) {
-    if (g_text.allTensorRanges != "on" && g_text.allTensorRanges != "off") {
-      return invalidArgument("--all-tensor-ranges '" + g_text.allTensorRanges + "': expected on or off");
-    }
-    a.allTensorRanges = g_text.allTensorRanges == "on";
+    bool on = false;
+    QS_RETURN_IF_ERROR(parseOnOff("--all-tensor-ranges", g_text.allTensorRanges, on));
+    a.allTensorRanges = on;
   }
-  if (!g_text.depthwiseEqualize.empty()) {
-    if (g_text.depthwiseEqualize != "on" && g_text.depthwiseEqualize != "off") {
-      return invalidArgument("--depthwise-equalize '" + g_text.depthwiseEqualize + "': expected on or off");
-    }
-    a.depthwiseEqualize = g_text.depthwiseEqualize == "on";
-  }
-  if (!g_text.depthwiseSmooth.empty()) {
-    if (g_text.depthwiseSmooth != "on" && g_text.depthwiseSmooth != "off") {
-      return invalidArgument("--depthwise-smooth '" + g_text.depthwiseSmooth + "': expected on or off");
-    }
-    a.depthwiseSmooth = g_text.depthwiseSmooth == "on";
-  }
+  QS_RETURN_IF_ERROR(parseOnOff("--depthwise-equalize", g_text.depthwiseEqualize, a.depthwiseEqualize));
+  QS_RETURN_IF_ERROR(parseOnOff("--depthwise-smooth", g_text.depthwiseSmooth, a.depthwiseSmooth));
   if (!g_text.memoryBudget.empty()) QS_RETURN_IF_ERROR(parseByteSize(g_text.memoryBudget, a.memoryBudgetBytes));
   a.keepForToggles = false;  // nothing toggles after a CLI run but its fallback, which keeps them anyway
   if (!g_text.sensitivity.empty()) {
@@ -224,26 +222,14 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
     else if (g_text.sensitivity == "exact") a.sensitivityMethod = SensitivityMethod::Exact;
     else return invalidArgument("--sensitivity '" + g_text.sensitivity + "': expected exact, fast or off");
   }
-  if (!g_text.integerConv.empty()) {
-    if (g_text.integerConv != "on" && g_text.integerConv != "off")
-      return invalidArgument("--integer-conv '" + g_text.integerConv + "': expected on or off");
-    a.integerConv = g_text.integerConv == "on";
-  }
-  if (!g_text.gramSplit.empty()) {
-    if (g_text.gramSplit != "on" && g_text.gramSplit != "off")
-      return invalidArgument("--gram-split '" + g_text.gramSplit + "': expected on or off");
-    a.gramSplit = g_text.gramSplit == "on";
-  }
+  QS_RETURN_IF_ERROR(parseOnOff("--integer-conv", g_text.integerConv, a.integerConv));
+  QS_RETURN_IF_ERROR(parseOnOff("--gram-split", g_text.gramSplit, a.gramSplit));
   if (!g_text.fallbackRank.empty()) {
     if (g_text.fallbackRank != "gain" && g_text.fallbackRank != "sensitivity")
       return invalidArgument("--fallback-rank '" + g_text.fallbackRank + "': expected gain or sensitivity");
     a.fallbackRankByGain = g_text.fallbackRank == "gain";
   }
-  if (!g_text.fallbackBackward.empty()) {
-    if (g_text.fallbackBackward != "on" && g_text.fallbackBackward != "off")
-      return invalidArgument("--fallback-backward '" + g_text.fallbackBackward + "': expected on or off");
-    a.fallbackBackward = g_text.fallbackBackward == "on";
-  }
+  QS_RETURN_IF_ERROR(parseOnOff("--fallback-backward", g_text.fallbackBackward, a.fallbackBackward));
   return validateRequest(a);
 }
 
