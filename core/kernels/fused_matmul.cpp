@@ -232,9 +232,14 @@ class FusedMatMulKernel : public Kernel {
                                       : nullptr;
     const bool constantB = m_dnnl && B.sharesBufferWith(m_constB) && B.shape() == m_constB.shape() &&
                            K == m_libraryK && N == m_libraryN;
-    if (constantB && nb == 1 && !transA && !aVec &&
+    // Every batch of A against the one constant B (B has no batch of its own: prepack took it), so
+    // products that keep a batch (perm_y) go to oneDNN too, which holds the only packed copy of B.
+    if (constantB && !transA && !aVec &&
         (ctx.hasInput(2) ? m_constBias.numel() == N && ctx.input(2).sharesBufferWith(m_constBias) : m_constBias.numel() == 0)) {
-      if (m_dnnl->run(pa + aOff[0], lda, M, y + yOff[0], ldc, ctx.threads).isOk()) return Status::ok();
+      bool done = true;
+      for (int64_t t = 0; t < nb && done; ++t)
+        done = m_dnnl->run(pa + aOff[(size_t)t], lda, M, y + yOff[(size_t)t], ldc, ctx.threads).isOk();
+      if (done) return Status::ok();
     }
     auto product = [&](int64_t t, int threads) {
       const PackedMatrix pm = PackedMatrix::packScratch(pa + aOff[(size_t)t], lda, M, K, transA, m_alpha);
