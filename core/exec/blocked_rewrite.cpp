@@ -15,7 +15,17 @@ namespace qs {
 
 namespace {
 
-enum class Kind { None, Conv, BatchNorm, Concat, Relu };
+// Unary: Relu, Clip, Sigmoid, HardSigmoid, HardSwish, LeakyRelu (elementwise, input 0 only);
+// Identity: Identity or a Pad of zeros; Pool: 2-D MaxPool / AveragePool; GlobalPool: the region's
+// exit into plain [N, C, 1, 1]; Scale: Mul of a blocked X by a plain [N, C, 1, 1] (squeeze-and-
+// excitation); Add: two blocked values of one shape that no Conv absorbed.
+enum class Kind { None, Conv, BatchNorm, Concat, Unary, Pool, GlobalPool, Scale, Add, Identity };
+
+bool isUnaryActivation(const Node& n) {
+  if (!n.domain.empty() || n.inputs.empty() || n.inputs[0] == kNoValue) return false;
+  return n.opType == "Relu" || n.opType == "Clip" || n.opType == "Sigmoid" || n.opType == "HardSigmoid" ||
+         n.opType == "HardSwish" || n.opType == "LeakyRelu";
+}
 
 const Tensor* fixedConstant(const Graph& g, ValueId v) {
   if (v == kNoValue) return nullptr;
@@ -48,10 +58,15 @@ struct Rewrite {
   std::vector<std::vector<NodeId>>& absorbed;
   BlockedRegionReport& report;
   int block = 8;  // channels per block of the layout: DnnlConv::preferredBlock()
+  // Candidates are found at the smallest block, 8; a region then runs in `block` when every member
+  // fits it, else in 8 (regionBlock, per region root).
+  static constexpr int kMinBlock = 8;
+  std::vector<int> regionBlock;
 
   std::vector<Kind> kind;
   std::vector<int64_t> outC;       // channels of the node's output (candidates)
   std::vector<ValueId> residual;   // Conv: the residual input of a fused Add
+  std::vector<int> scaleInput;     // Scale: which input of the Mul is the blocked X
   std::vector<NodeId> fusedAdd, fusedRelu;  // per candidate: the Add / Relu it absorbs (-1: none)
   std::vector<char> removed;
   std::vector<NodeId> parent;      // union-find over candidates
@@ -73,6 +88,11 @@ struct Rewrite {
     const NodeId p = g.value(v).producer;
     return p >= 0 ? owner[(size_t)p] : -1;
   }
+  // Whether v is the blocked output of a candidate (a GlobalPool's output is plain).
+  bool blockedProducer(ValueId v) const {
+    const NodeId p = v == kNoValue ? -1 : producerOf(v);
+    return p >= 0 && kind[(size_t)p] != Kind::None && kind[(size_t)p] != Kind::GlobalPool;
+  }
   int64_t channelsOf(ValueId v) const {
     const NodeId p = producerOf(v);
     if (p >= 0 && kind[(size_t)p] != Kind::None) return outC[(size_t)p];
@@ -88,9 +108,14 @@ struct Rewrite {
         if (residual[(size_t)id] != kNoValue) in.push_back(residual[(size_t)id]);
         return in;
       }
-      case Kind::Concat: return n.inputs;
+      case Kind::Concat:
+      case Kind::Add: return n.inputs;
+      case Kind::Scale: return {n.inputs[(size_t)scaleInput[(size_t)id]]};
       case Kind::BatchNorm:
-      case Kind::Relu: return {n.inputs[0]};
+      case Kind::Unary:
+      case Kind::Pool:
+      case Kind::GlobalPool:
+      case Kind::Identity: return {n.inputs[0]};
       default: return {};
     }
   }
@@ -103,17 +128,19 @@ struct Rewrite {
         return;
     if (isOp(n, "Conv") || isOp(n, kFusedConvOp, kFusedDomain)) {
       const Tensor* W = n.inputs.size() > 1 ? fixedConstant(g, n.inputs[1]) : nullptr;
-      if (!W || W->dtype() != DType::Float || W->rank() != 4 || W->dim(0) % block != 0 || W->dim(1) % block != 0) return;
-      if (n.inputs.size() > 3 || intAttr(n, "group", 1) != 1) return;
+      const int64_t group = intAttr(n, "group", 1);
+      if (!W || W->dtype() != DType::Float || W->rank() != 4 || group < 1) return;
+      if (!DnnlConv::blockedShapeSupported(W->dim(1) * group, W->dim(0), group, kMinBlock)) return;
+      if (n.inputs.size() > 3) return;
       if (n.inputs.size() == 3 && n.inputs[2] != kNoValue && !fixedConstant(g, n.inputs[2])) return;
       const int64_t C = channelsOf(n.inputs[0]);
-      if (C >= 0 && C != W->dim(1)) return;
+      if (C >= 0 && C != W->dim(1) * group) return;
       kind[(size_t)id] = Kind::Conv;
       outC[(size_t)id] = W->dim(0);
     } else if (isOp(n, "BatchNormalization")) {
       if (n.inputs.size() != 5 || intAttr(n, "training_mode", 0) != 0) return;
       const Tensor* s = fixedConstant(g, n.inputs[1]);
-      if (!s || s->rank() != 1 || s->numel() % block != 0) return;
+      if (!s || s->rank() != 1 || s->numel() % kMinBlock != 0) return;
       for (size_t i = 1; i < 5; ++i) {
         const Tensor* t = fixedConstant(g, n.inputs[i]);
         if (!t || t->dtype() != DType::Float || t->numel() != s->numel()) return;
@@ -127,17 +154,69 @@ struct Rewrite {
       int64_t sum = 0;
       for (ValueId v : n.inputs) {
         const int64_t c = v == kNoValue ? -1 : channelsOf(v);
-        if (c <= 0 || c % block != 0) return;
+        if (c <= 0 || c % kMinBlock != 0) return;
         sum += c;
       }
       kind[(size_t)id] = Kind::Concat;
       outC[(size_t)id] = sum;
-    } else if (isOp(n, "Relu") && n.inputs.size() == 1) {
-      const NodeId p = producerOf(n.inputs[0]);
-      if (p < 0 || kind[(size_t)p] == Kind::None) return;
-      kind[(size_t)id] = Kind::Relu;
-      outC[(size_t)id] = outC[(size_t)p];
+    } else if (isUnaryActivation(n) || isOp(n, "Identity") || isZeroPad(n)) {
+      // Layout-agnostic: joins a region only behind a blocked value.
+      if (!blockedProducer(n.inputs[0])) return;
+      kind[(size_t)id] = isUnaryActivation(n) ? Kind::Unary : Kind::Identity;
+      outC[(size_t)id] = outC[(size_t)producerOf(n.inputs[0])];
+    } else if ((isOp(n, "MaxPool") || isOp(n, "AveragePool")) && n.inputs.size() == 1) {
+      // 2-D pools behind a blocked value (densenet's transitions); a pool fed from outside (after
+      // a 3-channel stem) would only move the reorder to the larger tensor before it.
+      const Attribute* ks = n.attr("kernel_shape");
+      if (!ks || ks->ints.size() != 2 || !blockedProducer(n.inputs[0])) return;
+      kind[(size_t)id] = Kind::Pool;
+      outC[(size_t)id] = outC[(size_t)producerOf(n.inputs[0])];
+    } else if (isOp(n, "GlobalAveragePool") && n.inputs.size() == 1) {
+      if (!blockedProducer(n.inputs[0])) return;
+      kind[(size_t)id] = Kind::GlobalPool;
+      outC[(size_t)id] = outC[(size_t)producerOf(n.inputs[0])];
+    } else if (isOp(n, "Mul") && n.inputs.size() == 2) {
+      // x (blocked) * s [N, C, 1, 1]: s plain (from outside the region or a GlobalPool) or, when
+      // its producer is kept (regnet's first SE block has 8-channel 1x1 convs), blocked: at 1x1
+      // the same bytes, so s never needs a reorder.
+      for (int i = 0; i < 2; ++i) {
+        const ValueId x = n.inputs[(size_t)i], sv = n.inputs[(size_t)(1 - i)];
+        if (x == kNoValue || sv == kNoValue || !blockedProducer(x)) continue;
+        const Value& sval = g.value(sv);
+        const int64_t C = outC[(size_t)producerOf(x)];
+        if (sval.dtype != DType::Float || !sval.shape || sval.shape->size() != 4) continue;
+        const std::vector<Dim>& sd = *sval.shape;
+        if (!sd[1].isFixed() || sd[1].value != C || !sd[2].isFixed() || sd[2].value != 1 || !sd[3].isFixed() ||
+            sd[3].value != 1)
+          continue;
+        // The batch: the same as x's as far as known (the kernel checks it at run time).
+        const Value& xval = g.value(x);
+        if (xval.shape && xval.shape->size() == 4 && sd[0].isFixed() && (*xval.shape)[0].isFixed() &&
+            sd[0].value != (*xval.shape)[0].value)
+          continue;
+        kind[(size_t)id] = Kind::Scale;
+        scaleInput[(size_t)id] = i;
+        outC[(size_t)id] = C;
+        return;
+      }
+    } else if (isOp(n, "Add") && n.inputs.size() == 2) {
+      // Both blocked, one shape (a residual Add no Conv could absorb, e.g. after an activation).
+      if (!blockedProducer(n.inputs[0]) || !blockedProducer(n.inputs[1])) return;
+      if (!sameKnownShape(g.value(n.inputs[0]), g.value(n.inputs[1]))) return;
+      if (channelsOf(n.inputs[0]) != channelsOf(n.inputs[1])) return;
+      kind[(size_t)id] = Kind::Add;
+      outC[(size_t)id] = channelsOf(n.inputs[0]);
     }
+  }
+
+  // A Pad of zeros (constant pads, all 0: densenet's transitions export one before each AveragePool).
+  bool isZeroPad(const Node& n) const {
+    if (!isOp(n, "Pad") || n.inputs.size() < 2 || n.inputs[0] == kNoValue) return false;
+    const Tensor* pads = fixedConstant(g, n.inputs[1]);
+    if (!pads || pads->dtype() != DType::Int64) return false;
+    for (int64_t i = 0; i < pads->numel(); ++i)
+      if (pads->data<int64_t>()[i] != 0) return false;
+    return true;
   }
 
   // The sole consumer of v when it is not a graph output, else -1.
@@ -172,14 +251,31 @@ struct Rewrite {
     }
     if (fusedAdd[(size_t)id] >= 0) {
       removed[(size_t)fusedAdd[(size_t)id]] = 1;
+      kind[(size_t)fusedAdd[(size_t)id]] = Kind::None;
       owner[(size_t)fusedAdd[(size_t)id]] = id;
     }
   }
 
-  Attribute blockAttr() const {
+  // Whether candidate id runs in a layout of b channels per block: its output channels, and a
+  // Conv's form (grouped convs need whole blocks per group) or a Concat's inputs, in whole blocks.
+  bool fitsBlock(NodeId id, int b) const {
+    if (outC[(size_t)id] % b != 0) return false;
+    const Node& n = g.nodes[(size_t)id];
+    if (kind[(size_t)id] == Kind::Conv) {
+      const Tensor* W = fixedConstant(g, n.inputs[1]);
+      const int64_t group = intAttr(n, "group", 1);
+      return DnnlConv::blockedShapeSupported(W->dim(1) * group, W->dim(0), group, b);
+    }
+    if (kind[(size_t)id] == Kind::Concat)
+      for (ValueId v : n.inputs)
+        if (channelsOf(v) % b != 0) return false;
+    return true;
+  }
+
+  Attribute blockAttr(NodeId id) {
     Attribute a;
     a.type = Attribute::Type::Int;
-    a.i = block;
+    a.i = regionBlock[(size_t)find(id)];
     return a;
   }
 
@@ -203,6 +299,7 @@ struct Rewrite {
     kind.assign(n, Kind::None);
     outC.assign(n, -1);
     residual.assign(n, kNoValue);
+    scaleInput.assign(n, 0);
     fusedAdd.assign(n, -1);
     fusedRelu.assign(n, -1);
     removed.assign(n, 0);
@@ -217,8 +314,7 @@ struct Rewrite {
     for (NodeId id = 0; id < (NodeId)n; ++id) {
       if (kind[(size_t)id] == Kind::None) continue;
       for (ValueId v : activationInputs(id)) {
-        const NodeId p = producerOf(v);
-        if (p >= 0 && kind[(size_t)p] != Kind::None) unite(p, id);
+        if (blockedProducer(v)) unite(producerOf(v), id);
       }
     }
     std::vector<int> spatialConvs(n, 0), members(n, 0);
@@ -226,16 +322,51 @@ struct Rewrite {
       if (kind[(size_t)id] == Kind::None) continue;
       ++members[(size_t)find(id)];
       if (kind[(size_t)id] == Kind::Conv) {
+        // Counted when larger than 1x1. Depthwise and grouped convs count only where the output's
+        // H x W is known (the zoo's fixed 224x224): with PaddleOCR's dynamic H and W they joined
+        // cls's tiny convs into 3 regions (21 convs under 1.5 M multiply-adds each) that ran 1.5 ms
+        // CPU against 1.2 ms unblocked, oneDNN's per-call cost not paid back by the reorders saved.
         const Tensor* W = fixedConstant(g, g.nodes[(size_t)id].inputs[1]);
-        if (W->dim(2) * W->dim(3) > 1) ++spatialConvs[(size_t)find(id)];
+        const Value& y = g.value(g.nodes[(size_t)id].outputs[0]);
+        const bool grouped = intAttr(g.nodes[(size_t)id], "group", 1) != 1;
+        const bool spatialKnown =
+            y.shape && y.shape->size() == 4 && (*y.shape)[2].isFixed() && (*y.shape)[3].isFixed();
+        if (W->dim(2) * W->dim(3) > 1 && (!grouped || spatialKnown)) ++spatialConvs[(size_t)find(id)];
       }
     }
-    std::vector<char> kept(n, 0);
+    // Border values per region (reorders if kept): values entering from outside, and outputs
+    // read outside or graph outputs. A region must pay for them: at most one per counted conv
+    // (det formed 2 counted convs with 5 reorders through its FPN's Adds: 32.8 ms CPU against
+    // 31.7 unblocked, 1 thread, so it stays out).
+    std::vector<int> borders(n, 0);
+    std::vector<std::pair<NodeId, ValueId>> entering;
     for (NodeId id = 0; id < (NodeId)n; ++id) {
       if (kind[(size_t)id] == Kind::None) continue;
-      kept[(size_t)id] = spatialConvs[(size_t)find(id)] >= 2;
-      if (kept[(size_t)id] && find(id) == id) ++report.regions;
+      const NodeId r = find(id);
+      for (ValueId v : activationInputs(id))
+        if (!(blockedProducer(v) && find(producerOf(v)) == r)) entering.emplace_back(r, v);
+      if (kind[(size_t)id] == Kind::GlobalPool) continue;
+      const ValueId out = finalOutput(id);
+      bool outside = g.value(out).isGraphOutput;
+      for (NodeId c : g.value(out).consumers)
+        if (!removed[(size_t)c] && (kind[(size_t)c] == Kind::None || find(c) != r)) outside = true;
+      borders[(size_t)r] += outside ? 1 : 0;
     }
+    std::sort(entering.begin(), entering.end());
+    entering.erase(std::unique(entering.begin(), entering.end()), entering.end());
+    for (const auto& e : entering) ++borders[(size_t)e.first];
+    std::vector<char> kept(n, 0);
+    regionBlock.assign(n, block);
+    for (NodeId id = 0; id < (NodeId)n; ++id) {
+      if (kind[(size_t)id] == Kind::None) continue;
+      const NodeId r = find(id);
+      kept[(size_t)id] = spatialConvs[(size_t)r] >= 2 && borders[(size_t)r] <= spatialConvs[(size_t)r];
+      if (kept[(size_t)id] && find(id) == id) ++report.regions;
+      if (!fitsBlock(id, regionBlock[(size_t)r])) regionBlock[(size_t)r] = kMinBlock;
+    }
+    for (NodeId id = 0; id < (NodeId)n; ++id)
+      if (kind[(size_t)id] != Kind::None && kept[(size_t)id] && find(id) == id && regionBlock[(size_t)id] != block)
+        ++report.narrowRegions;
     // Undo the fusions of candidates that are not kept.
     for (NodeId id = 0; id < (NodeId)n; ++id) {
       if (kind[(size_t)id] == Kind::None || kept[(size_t)id]) continue;
@@ -263,7 +394,7 @@ struct Rewrite {
     };
     auto isKept = [&](ValueId v) {
       const NodeId p = producerOf(v);
-      return p >= 0 && kept[(size_t)p];
+      return p >= 0 && kept[(size_t)p] && kind[(size_t)p] != Kind::GlobalPool;
     };
     std::vector<char> toBlockedMade(g.values.size(), 0);
     for (NodeId id = 0; id < (NodeId)n; ++id) {
@@ -287,7 +418,7 @@ struct Rewrite {
           r.domain = kFusedDomain;
           r.inputs = {v};
           r.outputs = {b};
-          r.attributes["block"] = blockAttr();
+          r.attributes["block"] = blockAttr(id);
           nodes.push_back(std::move(r));
           newOrigin.push_back(origin[(size_t)id]);
           newAbsorbed.emplace_back();
@@ -312,7 +443,7 @@ struct Rewrite {
           relu.type = Attribute::Type::Int;
           relu.i = fusedRelu[(size_t)id] >= 0 ? 1 : 0;
           node.attributes["residual_relu"] = relu;
-          node.attributes["block"] = blockAttr();
+          node.attributes["block"] = blockAttr(id);
           ++report.convs;
           break;
         }
@@ -344,16 +475,52 @@ struct Rewrite {
           break;
         }
         case Kind::Concat:
+        case Kind::Add:
           for (ValueId& v : node.inputs) v = mapInput(v);
           break;
-        case Kind::Relu:
+        case Kind::Unary:
           node.inputs[0] = mapInput(node.inputs[0]);
           break;
+        case Kind::Identity:
+          node.inputs = {mapInput(node.inputs[0])};
+          node.opType = "Identity";
+          node.domain = "";
+          node.attributes.clear();
+          break;
+        case Kind::Pool:
+          node.inputs[0] = mapInput(node.inputs[0]);
+          node.outputs.resize(1);
+          node.opType = isOp(node, "MaxPool") ? kBlockedMaxPoolOp : kBlockedAveragePoolOp;
+          node.domain = kFusedDomain;
+          node.attributes.erase("storage_order");
+          ++report.pools;
+          break;
+        case Kind::GlobalPool:
+          node.inputs[0] = mapInput(node.inputs[0]);
+          node.opType = kBlockedGlobalAveragePoolOp;
+          node.domain = kFusedDomain;
+          ++report.pools;
+          break;
+        case Kind::Scale: {
+          const ValueId x = mapInput(node.inputs[(size_t)scaleInput[(size_t)id]]);
+          const ValueId sv = node.inputs[(size_t)(1 - scaleInput[(size_t)id])];
+          node.inputs = {x, isKept(sv) ? blockedValue(sv) : sv};
+          node.opType = kBlockedChannelScaleOp;
+          node.domain = kFusedDomain;
+          ++report.scales;
+          break;
+        }
         default:
           break;
       }
       for (NodeId f : {fusedAdd[(size_t)id], fusedRelu[(size_t)id]})
         if (f >= 0) abs.push_back(origin[(size_t)f]);
+      if (kind[(size_t)id] == Kind::GlobalPool) {  // plain [N, C, 1, 1]: the region ends here
+        nodes.push_back(std::move(node));
+        newOrigin.push_back(origin[(size_t)id]);
+        newAbsorbed.push_back(std::move(abs));
+        continue;
+      }
       node.outputs[0] = blockedValue(out);
       nodes.push_back(std::move(node));
       newOrigin.push_back(origin[(size_t)id]);
@@ -394,7 +561,7 @@ Status rewriteBlockedRegions(Model& model, std::vector<NodeId>& origin, std::vec
   if (origin.size() != model.graph.nodes.size() || absorbed.size() != origin.size())
     return runtimeError(model.path + ": blocked regions: node bookkeeping does not match the graph");
   r.block = DnnlConv::preferredBlock();
-  Rewrite rw{model, model.graph, origin, absorbed, r, r.block, {}, {}, {}, {}, {}, {}, {}, {}};
+  Rewrite rw{model, model.graph, origin, absorbed, r, r.block, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   return rw.run();
 }
 

@@ -3,18 +3,26 @@
 // layout, nChw16c where oneDNN runs AVX-512 kernels (core/kernels/blocked_layout.h; "8" below
 // is then 16), with reorders only at the chain's borders, instead of
 // reordering NCHW -> nChw8c before every Conv and back after it. In a region:
-//  - Conv / FusedConv with constant W, group 1, input and output channels multiples of 8 become
-//    BlockedConv; a residual Add right after one (same shapes, no other consumer) and a Relu after
-//    that Add are fused into it (oneDNN's sum and eltwise post-ops);
+//  - Conv / FusedConv with constant W, input and output channels multiples of 8, group 1,
+//    depthwise, or groups of multiples of 8 channels (DnnlConv::blockedShapeSupported) become
+//    BlockedConv; a residual Add right after one (same shapes, no other consumer; with or without
+//    a Relu after it) is fused into it (oneDNN's sum and eltwise post-ops);
 //  - inference BatchNormalization with constant parameters (and a Relu after it) becomes
-//    BlockedBatchNorm; Concat over axis 1 (every input a multiple of 8 channels) and Relu stay as
-//    they are, on the 5-D blocked tensors.
+//    BlockedBatchNorm; 2-D MaxPool / AveragePool behind a blocked value become BlockedMaxPool /
+//    BlockedAveragePool (densenet's transitions); GlobalAveragePool becomes
+//    BlockedGlobalAveragePool, whose [N, C, 1, 1] output is plain (the same bytes), so the head
+//    and squeeze-and-excitation branches leave the region without a reorder; the SE block's Mul
+//    of a blocked value by such an [N, C, 1, 1] becomes BlockedChannelScale;
+//  - Concat over axis 1 (every input a multiple of 8 channels), Add of two blocked values of one
+//    shape, unary activations (Relu, Clip, Sigmoid, HardSigmoid, HardSwish, LeakyRelu), Identity
+//    and a Pad of zeros (as Identity) stay as they are, on the 5-D blocked tensors.
 // A region is kept only when it holds at least two convolutions with a window larger than 1x1
-// (ResNet, DenseNet bodies); chains of 1x1 convolutions between depthwise ones (MobileNet,
-// ShuffleNet) keep the Conv kernel's own choice of backend. Every value that is a graph output or
-// read outside the region is given back in NCHW under its own id (a FromNchw8c node), so the
-// rewritten graph computes the same outputs. Only for ExecutorOptions::rewrites together with
-// libraryKernels, i.e. unobserved inference (see executor.h).
+// (depthwise and grouped ones count: ResNet, DenseNet, MobileNetV2, RegNet bodies); chains of 1x1
+// convolutions keep the Conv kernel's own choice of backend. Channel counts that are not multiples
+// of 8 (shufflenet_v2's 58 and 116-channel branches) and the shuffle's Reshape-Transpose-Reshape
+// are borders. Every value that is a graph output or read outside the region is given back in NCHW
+// under its own id (a FromNchw8c node), so the rewritten graph computes the same outputs. Only for
+// ExecutorOptions::rewrites together with libraryKernels, i.e. unobserved inference (see executor.h).
 #pragma once
 
 #include <vector>
@@ -30,6 +38,9 @@ struct BlockedRegionReport {
   int residualAdds = 0;  // Add (+ Relu) nodes fused into a BlockedConv
   int reorders = 0;      // ToNchw8c + FromNchw8c nodes at the borders
   int block = 8;         // channels per block: 8 (nChw8c) or 16 (nChw16c), DnnlConv::preferredBlock()
+  int narrowRegions = 0; // regions in nChw8c although block is 16 (a member's channels are not multiples of 16)
+  int pools = 0;         // MaxPool / AveragePool / GlobalAveragePool running blocked
+  int scales = 0;        // squeeze-and-excitation Muls running blocked
 };
 
 /// Rewrites `model` (the output of rewriteForInference) in place. `origin` and `absorbed` (one entry

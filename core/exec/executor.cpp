@@ -166,6 +166,9 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> 
     if (blocked.regions > 0)
       ex->m_rewriteSummary += ", " + std::to_string(blocked.convs) + " Convs in " + std::to_string(blocked.regions) +
                               " nChw" + std::to_string(blocked.block) + "c regions (" +
+                              (blocked.narrowRegions > 0
+                                   ? std::to_string(blocked.narrowRegions) + " of them nChw8c, "
+                                   : std::string()) +
                               std::to_string(blocked.residualAdds) + " residual Adds fused, " +
                               std::to_string(blocked.reorders) + " reorders)";
   }

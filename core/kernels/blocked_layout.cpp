@@ -1,7 +1,10 @@
 // Kernels of the blocked layout: see blocked_layout.h.
 #include "core/kernels/blocked_layout.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "core/exec/parallel.h"
@@ -177,17 +180,221 @@ Result<std::unique_ptr<Kernel>> createBlockedConv(const KernelInit& init) {
   const Tensor* B = init.constantInput(2);
   if (!W || W->dtype() != DType::Float || W->rank() != 4)
     return kernelError(StatusCode::InvalidModel, "BlockedConv needs a constant float W [M, C, kH, kW]");
-  if (attrs.group != 1) return kernelError(StatusCode::Unsupported, "BlockedConv runs group 1 only");
+  if (!DnnlConv::blockedShapeSupported(W->dim(1) * attrs.group, W->dim(0), attrs.group, *block))
+    return kernelError(StatusCode::Unsupported, "BlockedConv: W " + shapeToString(W->shape()) + " in " +
+                                                    std::to_string(attrs.group) + " groups is no form of block " +
+                                                    std::to_string(*block) +
+                                                    " (channels and channels per group whole blocks, or depthwise)");
   if (init.node.inputs.size() > 2 && init.node.inputs[2] != kNoValue && !B)
     return kernelError(StatusCode::InvalidModel, "BlockedConv needs a constant B");
   const bool residual = init.node.inputs.size() > 3 && init.node.inputs[3] != kNoValue;
-  auto conv = DnnlConv::createBlocked(*W, B, std::move(acts), residual, residualRelu, *block);
+  auto conv = DnnlConv::createBlocked(*W, B, attrs.group, std::move(acts), residual, residualRelu, *block);
   if (!conv)
     return kernelError(StatusCode::Unsupported, "BlockedConv: oneDNN is not available or refuses W " +
                                                     shapeToString(W->shape()) + " with these activations");
-  return std::unique_ptr<Kernel>(
-      std::make_unique<BlockedConvKernel>(std::move(attrs), std::move(conv), W->dim(0), W->dim(1), W->dim(2), W->dim(3),
-                                          *block));
+  return std::unique_ptr<Kernel>(std::make_unique<BlockedConvKernel>(
+      attrs, std::move(conv), W->dim(0), W->dim(1) * attrs.group, W->dim(2), W->dim(3), *block));
+}
+
+// One pixel of a channel block, kB floats, as kB / 8 AVX2 vectors (the kernels here are built for
+// x86-64-v3; nChw16c is two vectors per pixel).
+template <int kB>
+struct BlockVec {
+  static constexpr int kVecs = kB / 8;
+  __m256 v[kVecs];
+  static BlockVec load(const float* p) {
+    BlockVec r;
+    for (int i = 0; i < kVecs; ++i) r.v[i] = _mm256_loadu_ps(p + 8 * i);
+    return r;
+  }
+  static BlockVec splat(float f) {
+    BlockVec r;
+    for (int i = 0; i < kVecs; ++i) r.v[i] = _mm256_set1_ps(f);
+    return r;
+  }
+  void store(float* p) const {
+    for (int i = 0; i < kVecs; ++i) _mm256_storeu_ps(p + 8 * i, v[i]);
+  }
+};
+
+// Valid tap range [lo, hi) of a window starting at `start` with `k` taps spaced `d` in [0, len).
+inline void tapRange(int64_t start, int64_t k, int64_t d, int64_t len, int64_t& lo, int64_t& hi) {
+  lo = start >= 0 ? 0 : (-start + d - 1) / d;
+  const int64_t last = len - 1 - start;
+  hi = last < 0 ? 0 : std::min(k, last / d + 1);
+  lo = std::min(lo, hi);
+}
+
+// MaxPool / AveragePool (2-D) on [N, C/b, H, W, b]: each output pixel one b-lane block over its
+// valid taps in (kh, kw) order, the comparisons and sums of the plain kernels (core/kernels/pool.cpp)
+// lane by lane: max = the first valid tap, then v > best (false for NaN); average = 0 + the taps
+// in order, divided by the count (with or without the padding). The same bits in either block.
+class BlockedPoolKernel : public Kernel {
+ public:
+  BlockedPoolKernel(WindowAttrs attrs, bool isMax, bool ceilMode, bool includePad)
+      : m_attrs(std::move(attrs)), m_max(isMax), m_ceil(ceilMode), m_includePad(includePad) {}
+
+  Status run(KernelContext& ctx) const override {
+    const Tensor& X = ctx.input(0);
+    QS_RETURN_IF_ERROR(requireBlocked(X, m_max ? "BlockedMaxPool X" : "BlockedAveragePool X"));
+    return X.dim(4) == 16 ? pool<16>(ctx) : pool<8>(ctx);
+  }
+
+ private:
+  template <int kB>
+  Status pool(KernelContext& ctx) const {
+    using V = BlockVec<kB>;
+    const Tensor& X = ctx.input(0);
+    WindowGeometry g;
+    QS_RETURN_IF_ERROR(resolveWindow(m_attrs, {X.dim(2), X.dim(3)}, m_attrs.kernelShape, m_ceil, g));
+    const int64_t N = X.dim(0), CB = X.dim(1), IH = g.in[1], IW = g.in[2], OH = g.out[1], OW = g.out[2];
+    Tensor Y(DType::Float, {N, CB, OH, OW, kB});
+    const float* x = X.data<float>();
+    float* y = Y.data<float>();
+    const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(OW * kB * g.kSize(), 1));
+    parallelFor(ctx.threads, N * CB * OH, grain, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t oh = t % OH, plane = t / OH;
+        const float* xp = x + plane * IH * IW * kB;
+        float* yp = y + (plane * OH + oh) * OW * kB;
+        const int64_t sh = oh * g.s[1] - g.padB[1];
+        int64_t hlo, hhi, hplo, hphi;
+        tapRange(sh, g.k[1], g.d[1], IH, hlo, hhi);
+        tapRange(sh + g.padB[1], g.k[1], g.d[1], IH + g.padB[1] + g.padE[1], hplo, hphi);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t sw = ow * g.s[2] - g.padB[2];
+          int64_t wlo, whi, wplo, wphi;
+          tapRange(sw, g.k[2], g.d[2], IW, wlo, whi);
+          tapRange(sw + g.padB[2], g.k[2], g.d[2], IW + g.padB[2] + g.padE[2], wplo, wphi);
+          V acc = V::splat(0.f);
+          bool first = true;
+          for (int64_t a = hlo; a < hhi; ++a) {
+            const float* row = xp + ((sh + a * g.d[1]) * IW + sw) * kB;
+            for (int64_t c = wlo; c < whi; ++c) {
+              const V v = V::load(row + c * g.d[2] * kB);
+              for (int i = 0; i < V::kVecs; ++i) {
+                if (m_max)
+                  acc.v[i] = first ? v.v[i]
+                                   : _mm256_blendv_ps(acc.v[i], v.v[i], _mm256_cmp_ps(v.v[i], acc.v[i], _CMP_GT_OQ));
+                else
+                  acc.v[i] = _mm256_add_ps(acc.v[i], v.v[i]);
+              }
+              first = false;
+            }
+          }
+          if (m_max) {
+            if (first) acc = V::splat(std::numeric_limits<float>::lowest());  // no valid tap: the plain kernel's start
+          } else {
+            const int64_t cnt = m_includePad ? (hphi - hplo) * (wphi - wplo) : (hhi - hlo) * (whi - wlo);
+            const __m256 d = _mm256_set1_ps((float)cnt);
+            for (int i = 0; i < V::kVecs; ++i) acc.v[i] = cnt > 0 ? _mm256_div_ps(acc.v[i], d) : _mm256_setzero_ps();
+          }
+          acc.store(yp + ow * kB);
+        }
+      }
+    });
+    ctx.outputs[0] = std::move(Y);
+    return Status::ok();
+  }
+
+  WindowAttrs m_attrs;
+  bool m_max, m_ceil, m_includePad;
+};
+
+// GlobalAveragePool of [N, C/b, H, W, b] -> plain [N, C, 1, 1] (at 1x1 the two layouts are the same
+// bytes, so a region ends here without a reorder): four partial sums per lane over the pixels
+// (p mod 4), so a channel's sum is the same in either block.
+template <int kB>
+void globalAverageBlocks(const float* x, int64_t NCB, int64_t HW, float* y, int threads) {
+  using V = BlockVec<kB>;
+  parallelFor(threads, NCB, blockGrain(HW, kB), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const float* in = x + t * HW * kB;
+      V a[4] = {V::splat(0.f), V::splat(0.f), V::splat(0.f), V::splat(0.f)};
+      int64_t p = 0;
+      for (; p + 4 <= HW; p += 4)
+        for (int q = 0; q < 4; ++q) {
+          const V v = V::load(in + (p + q) * kB);
+          for (int i = 0; i < V::kVecs; ++i) a[q].v[i] = _mm256_add_ps(a[q].v[i], v.v[i]);
+        }
+      for (; p < HW; ++p) {
+        const V v = V::load(in + p * kB);
+        for (int i = 0; i < V::kVecs; ++i) a[0].v[i] = _mm256_add_ps(a[0].v[i], v.v[i]);
+      }
+      const __m256 d = _mm256_set1_ps((float)HW);
+      V out;
+      for (int i = 0; i < V::kVecs; ++i) {
+        const __m256 sum = _mm256_add_ps(_mm256_add_ps(a[0].v[i], a[1].v[i]), _mm256_add_ps(a[2].v[i], a[3].v[i]));
+        out.v[i] = HW > 0 ? _mm256_div_ps(sum, d) : _mm256_setzero_ps();
+      }
+      out.store(y + t * kB);
+    }
+  });
+}
+
+Status runBlockedGlobalAveragePool(KernelContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  QS_RETURN_IF_ERROR(requireBlocked(X, "BlockedGlobalAveragePool X"));
+  const int64_t N = X.dim(0), CB = X.dim(1), HW = X.dim(2) * X.dim(3), B = X.dim(4);
+  Tensor Y(DType::Float, {N, CB * B, 1, 1});
+  if (B == 16) globalAverageBlocks<16>(X.data<float>(), N * CB, HW, Y.data<float>(), ctx.threads);
+  else globalAverageBlocks<8>(X.data<float>(), N * CB, HW, Y.data<float>(), ctx.threads);
+  ctx.outputs[0] = std::move(Y);
+  return Status::ok();
+}
+
+template <int kB>
+void scaleBlocks(const float* x, const float* s, int64_t NCB, int64_t HW, float* y, int threads) {
+  using V = BlockVec<kB>;
+  parallelFor(threads, NCB, blockGrain(HW, kB), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const V sv = V::load(s + t * kB);
+      const float* in = x + t * HW * kB;
+      float* out = y + t * HW * kB;
+      for (int64_t p = 0; p < HW; ++p) {
+        V v = V::load(in + p * kB);
+        for (int i = 0; i < V::kVecs; ++i) v.v[i] = _mm256_mul_ps(v.v[i], sv.v[i]);
+        v.store(out + p * kB);
+      }
+    }
+  });
+}
+
+// y = x * s, x [N, C/b, H, W, b] and s one value per image and channel ([N, C, 1, 1] plain or
+// [N, C/b, 1, 1, b]: the same bytes): a squeeze-and-excitation block's Mul.
+Status runBlockedChannelScale(KernelContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  QS_RETURN_IF_ERROR(requireBlocked(X, "BlockedChannelScale X"));
+  const int64_t N = X.dim(0), CB = X.dim(1), HW = X.dim(2) * X.dim(3), B = X.dim(4);
+  if (!ctx.hasInput(1)) return invalidArgument("BlockedChannelScale needs a scale input");
+  const Tensor& S = ctx.input(1);
+  const bool plain = S.rank() == 4 && S.dim(0) == N && S.dim(1) == CB * B && S.dim(2) == 1 && S.dim(3) == 1;
+  // (A blocked S may come from a region of the other block: at 1x1 the bytes are the same.)
+  const bool blocked = S.rank() == 5 && S.dim(0) == N && S.dim(1) * S.dim(4) == CB * B && S.dim(2) == 1 &&
+                       S.dim(3) == 1;
+  if (S.dtype() != DType::Float || !(plain || blocked))
+    return invalidArgument("BlockedChannelScale scale has shape " + shapeToString(S.shape()) + ", expected [" +
+                           std::to_string(N) + ", " + std::to_string(CB * B) + ", 1, 1] for X " +
+                           shapeToString(X.shape()));
+  Tensor Y(DType::Float, X.shape());
+  if (B == 16) scaleBlocks<16>(X.data<float>(), S.data<float>(), N * CB, HW, Y.data<float>(), ctx.threads);
+  else scaleBlocks<8>(X.data<float>(), S.data<float>(), N * CB, HW, Y.data<float>(), ctx.threads);
+  ctx.outputs[0] = std::move(Y);
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Kernel>> createBlockedPool(const KernelInit& init, bool isMax) {
+  AttrReader a(init);
+  WindowAttrs attrs = readWindowAttrs(a, false);
+  const bool ceilMode = a.i("ceil_mode", 0) != 0;
+  const bool includePad = !isMax && a.i("count_include_pad", 0) != 0;
+  if (!a.ok()) return a.status();
+  if (attrs.kernelShape.size() != 2)
+    return kernelError(StatusCode::Unsupported,
+                       "blocked pooling is 2-D only, kernel_shape " + shapeToString(attrs.kernelShape));
+  if (init.node.outputs.size() > 1 && init.node.outputs[1] != kNoValue)
+    return kernelError(StatusCode::Unsupported, "BlockedMaxPool has no Indices output");
+  return std::unique_ptr<Kernel>(std::make_unique<BlockedPoolKernel>(std::move(attrs), isMax, ceilMode, includePad));
 }
 
 Result<std::unique_ptr<Kernel>> createBlockedBatchNorm(const KernelInit& init) {
@@ -231,6 +438,15 @@ std::vector<KernelEntry> blockedLayoutKernels() {
        }},
       {kBlockedConvOp, kFusedDomain, 1, 1, createBlockedConv},
       {kBlockedBatchNormOp, kFusedDomain, 1, 1, createBlockedBatchNorm},
+      {kBlockedMaxPoolOp, kFusedDomain, 1, 1, [](const KernelInit& init) { return createBlockedPool(init, true); }},
+      {kBlockedAveragePoolOp, kFusedDomain, 1, 1,
+       [](const KernelInit& init) { return createBlockedPool(init, false); }},
+      {kBlockedGlobalAveragePoolOp, kFusedDomain, 1, 1, [](const KernelInit&) -> Result<std::unique_ptr<Kernel>> {
+         return std::unique_ptr<Kernel>(makeKernel(runBlockedGlobalAveragePool));
+       }},
+      {kBlockedChannelScaleOp, kFusedDomain, 1, 1, [](const KernelInit&) -> Result<std::unique_ptr<Kernel>> {
+         return std::unique_ptr<Kernel>(makeKernel(runBlockedChannelScale));
+       }},
   };
 }
 

@@ -8,13 +8,23 @@
 //  - ToNchw8c: X [N, C, H, W] (C a multiple of b) -> [N, C/b, H, W, b], b the attribute block
 //    (8 or 16; 8 when absent);
 //  - FromNchw8c: the inverse (b from X's last dimension);
-//  - BlockedConv: a Conv (FusedConv attributes: activations, activation_params; block as above) on
-//    blocked X and Y, with constant W [M, C, kH, kW] (group 1, C and M multiples of b), optional constant B and
-//    an optional 4th input R (blocked, Y's shape) added after the bias, then Relu when the
-//    attribute residual_relu is 1 (the residual Add and Relu of a ResNet block);
+//  - BlockedConv: a Conv (FusedConv attributes: activations, activation_params, group; block as
+//    above) on blocked X and Y, with constant W [M, C/group, kH, kW] (C and M multiples of b;
+//    group 1, depthwise, or multiples of b channels per group: DnnlConv::blockedShapeSupported),
+//    optional constant B and an optional 4th input R (blocked, Y's shape) added after the bias,
+//    then Relu when the attribute residual_relu is 1 (the residual Add and Relu of a ResNet block);
 //  - BlockedBatchNorm: y = x * scale[c] + shift[c] (then Relu when the attribute relu is 1), scale
-//    and shift of C values (an inference BatchNormalization folded at rewrite time).
-// Concat over axis 1 and Relu run on blocked tensors as they are (their kernels see a 5-D tensor).
+//    and shift of C values (an inference BatchNormalization folded at rewrite time);
+//  - BlockedMaxPool / BlockedAveragePool: 2-D MaxPool (no Indices) / AveragePool with the ONNX
+//    attributes (kernel_shape, strides, pads, auto_pad, dilations, ceil_mode, count_include_pad),
+//    blocked X and Y (b from X's last dimension), the bits of the plain kernels;
+//  - BlockedGlobalAveragePool: blocked X -> plain [N, C, 1, 1] (the same bytes as [N, C/b, 1, 1, b]),
+//    where a region ends (the classifier head, a squeeze-and-excitation branch);
+//  - BlockedChannelScale: blocked X times S, one value per image and channel ([N, C, 1, 1]):
+//    the Mul of a squeeze-and-excitation block.
+// Concat over axis 1, Add of two blocked tensors of one shape, a zero Pad (as Identity) and the
+// unary activations (Relu, Clip, Sigmoid, HardSigmoid, HardSwish, LeakyRelu) run on blocked
+// tensors as they are (their kernels see a 5-D tensor).
 #pragma once
 
 #include <vector>
@@ -27,8 +37,12 @@ inline constexpr const char* kToBlockedOp = "ToNchw8c";
 inline constexpr const char* kFromBlockedOp = "FromNchw8c";
 inline constexpr const char* kBlockedConvOp = "BlockedConv";
 inline constexpr const char* kBlockedBatchNormOp = "BlockedBatchNorm";
+inline constexpr const char* kBlockedMaxPoolOp = "BlockedMaxPool";
+inline constexpr const char* kBlockedAveragePoolOp = "BlockedAveragePool";
+inline constexpr const char* kBlockedGlobalAveragePoolOp = "BlockedGlobalAveragePool";
+inline constexpr const char* kBlockedChannelScaleOp = "BlockedChannelScale";
 
-/// The table rows of the four ops (appended to the nn group's table).
+/// The table rows of these ops (appended to the nn group's table).
 std::vector<KernelEntry> blockedLayoutKernels();
 
 /// x [N, C, HW] -> y [N, C/block, HW, block] and back, for C a multiple of block, 8 or 16

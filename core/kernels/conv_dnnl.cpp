@@ -23,6 +23,17 @@ extern "C" void omp_set_num_threads(int);
 
 namespace qs {
 
+bool DnnlConv::blockedShapeSupported(int64_t C, int64_t M, int64_t group, int block) {
+  if (block != 8 && block != 16) return false;
+  if (group < 1 || C % block != 0 || M % block != 0 || C % group != 0 || M % group != 0) return false;
+  if (group == 1) return true;
+  // Depthwise: oneDNN's jit_uni_dw kernel runs nChw8c and nChw16c. Other groups: its blocked
+  // direct kernel needs whole blocks per group (regnet's 8 channels per group: nChw8c only);
+  // anything else would fall to a reference kernel.
+  if (group == C && M == C) return true;
+  return (C / group) % block == 0 && (M / group) % block == 0;
+}
+
 bool DnnlConv::preferred(int64_t C, int64_t M, int64_t group, const WindowGeometry& g) {
   if (g.nd != 2) return false;
   const int64_t outPixels = g.out[1] * g.out[2];
@@ -56,8 +67,8 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Tensor&, const Tensor*, int64_t
 }
 DnnlConv::DnnlConv(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 DnnlConv::~DnnlConv() = default;
-std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor&, const Tensor*, std::vector<FusedActivation>, bool,
-                                                  bool, int) {
+std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor&, const Tensor*, int64_t, std::vector<FusedActivation>,
+                                                  bool, bool, int) {
   return nullptr;
 }
 int DnnlConv::preferredBlock() { return 8; }
@@ -111,7 +122,10 @@ struct DnnlConv::Impl {
     const int64_t unit = blocked ? block : 8;
     int64_t s = std::min<int64_t>((hardwareThreads() + N - 1) / N, 8);
     for (; s > 1; --s) {
-      if (group > 1 ? group % s == 0 && (M / s) % unit == 0 : M % s == 0 && (M / s) % unit == 0) break;
+      // (Blocked: each slice's input channels are whole blocks too.)
+      if (group > 1 ? group % s == 0 && (M / s) % unit == 0 && (!blocked || (W.dim(1) * group / s) % unit == 0)
+                    : M % s == 0 && (M / s) % unit == 0)
+        break;
     }
     return std::max<int64_t>(s, 1);
   }
@@ -206,13 +220,14 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Tensor& W, const Tensor* B, int
   return std::unique_ptr<DnnlConv>(new DnnlConv(std::move(impl)));
 }
 
-std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor& W, const Tensor* B,
+std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor& W, const Tensor* B, int64_t group,
                                                   std::vector<FusedActivation> activations, bool residual,
                                                   bool reluAfterResidual, int block) {
   if (block != 8 && block != 16) return nullptr;
-  if (W.dtype() != DType::Float || W.rank() != 4 || W.dim(0) % block != 0 || W.dim(1) % block != 0) return nullptr;
+  if (W.dtype() != DType::Float || W.rank() != 4 || group < 1) return nullptr;
+  if (!blockedShapeSupported(W.dim(1) * group, W.dim(0), group, block)) return nullptr;
   if (residual && !activations.empty()) return nullptr;
-  std::unique_ptr<DnnlConv> conv = create(W, B, 1, std::move(activations));
+  std::unique_ptr<DnnlConv> conv = create(W, B, group, std::move(activations));
   if (!conv) return nullptr;
   conv->m_impl->blocked = true;
   conv->m_impl->block = block;

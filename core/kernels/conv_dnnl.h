@@ -30,13 +30,18 @@ class DnnlConv {
   static std::unique_ptr<DnnlConv> create(const Tensor& W, const Tensor* B, int64_t group,
                                           std::vector<FusedActivation> activations);
   /// The blocked-layout form (core/kernels/blocked_layout.h): x and y are oneDNN's nChw8c or
-  /// nChw16c, [N, C/block, H, W, block] (block 8 or 16; C and M multiples of it, group 1). With
+  /// nChw16c, [N, C/block, H, W, block] (block 8 or 16; C and M multiples of it; W
+  /// [M, C/group, kH, kW] with `group` 1, depthwise (group == C == M), or groups of whole blocks of
+  /// channels in and out, the forms oneDNN's blocked kernels take: blockedShapeSupported). With
   /// `residual`, run's `residual` (blocked, y's shape) is added to conv(x) + B (oneDNN's sum
   /// post-op), then Relu when `reluAfterResidual`; `activations` must then be empty. nullptr as
-  /// create, and for another block.
-  static std::unique_ptr<DnnlConv> createBlocked(const Tensor& W, const Tensor* B,
+  /// create, and for another block or form.
+  static std::unique_ptr<DnnlConv> createBlocked(const Tensor& W, const Tensor* B, int64_t group,
                                                  std::vector<FusedActivation> activations, bool residual,
                                                  bool reluAfterResidual, int block = 8);
+  /// Whether createBlocked takes a conv of C input and M output channels in `group` groups in the
+  /// layout of `block` (8 or 16) channels per block.
+  static bool blockedShapeSupported(int64_t C, int64_t M, int64_t group, int block = 8);
   /// The channel block of the blocked layout that oneDNN's own kernels use on this CPU: 16 where
   /// it runs AVX-512 convolutions (their native nChw16c; with nChw8c it falls back to its AVX2
   /// kernels), else 8. QS_BLOCK=8 or 16 in the environment overrides it (tests run both). Measured

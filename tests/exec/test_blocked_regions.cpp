@@ -1,14 +1,20 @@
 // Blocked regions (core/exec/blocked_rewrite.h, core/kernels/blocked_layout.h): chains of oneDNN
 // convolutions kept in nChw8c or nChw16c (DnnlConv::preferredBlock; ctest also runs these tests with
-// QS_BLOCK=8 and QS_BLOCK=16, so both layouts are checked on any CPU). A ResNet-like graph (3x3 convs, residual Add + Relu, a graph output
-// read in the middle of the chain) and a DenseNet-like one (BatchNormalization + Relu, a growing
-// Concat, a pool at the border) give the outputs of the plain executor within float rounding, 1
-// and 2 threads bit-identical, with the fusions the summary reports; a chain of 1x1 convs stays
-// out; observed runs still see every original node; the reorders round-trip. Skipped without oneDNN.
+// QS_BLOCK=8 and QS_BLOCK=16, so both layouts are checked on any CPU). A ResNet-like graph (3x3
+// convs, residual Add + Relu, a graph output read in the middle of the chain), a DenseNet-like one
+// (BatchNormalization + Relu, a growing Concat, a pool at the border), MobileNetV2 inverted
+// residuals (depthwise, Relu6, an Add without Relu, GlobalAveragePool), RegNetY blocks with
+// squeeze-and-excitation (8 and 16 channels per group) and a DenseNet transition (Pad of zeros,
+// AveragePool) give the outputs of the plain executor within float rounding, 1 and 2 threads
+// bit-identical, with the fusions the summary reports (a region whose channels are not whole
+// 16-channel blocks runs in nChw8c); a chain of 1x1 convs stays out; observed runs still see every
+// original node; the reorders round-trip; the blocked pools give the plain kernels' bits in both
+// blocks. Skipped without oneDNN where they need it.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "core/exec/executor.h"
@@ -151,10 +157,13 @@ void expectBlockedMatchesPlain(const OnnxBuilder& b, const Shape& shape, const s
 
 }  // namespace
 
-// "N Convs in R nChwBc regions" with B the block this process uses.
-std::string regions(int convs, int count) {
-  return std::to_string(convs) + " Convs in " + std::to_string(count) + " nChw" +
-         std::to_string(DnnlConv::preferredBlock()) + "c regions";
+// "N Convs in R nChwBc regions (" with B the block this process uses; `narrow` of the regions
+// cannot run in 16 (channels or channels per group not multiples of 16), so with B = 16 the
+// summary says how many of them run in nChw8c.
+std::string regions(int convs, int count, int narrow = 0) {
+  const int block = DnnlConv::preferredBlock();
+  return std::to_string(convs) + " Convs in " + std::to_string(count) + " nChw" + std::to_string(block) +
+         "c regions (" + (block == 16 && narrow > 0 ? std::to_string(narrow) + " of them nChw8c, " : "");
 }
 
 TEST(BlockedRegions, ReordersRoundTrip) {
@@ -176,13 +185,13 @@ TEST(BlockedRegions, ResNetBlocksMatchThePlainExecutor) {
   if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
   std::mt19937 rng(1);
   // 4 convs in one region, both residual Adds (and their Relus) fused.
-  expectBlockedMatchesPlain(resnetLike(rng), {2, 16, 12, 12}, regions(4, 1) + " (2 residual Adds fused");
+  expectBlockedMatchesPlain(resnetLike(rng), {2, 16, 12, 12}, regions(4, 1) + "2 residual Adds fused");
 }
 
 TEST(BlockedRegions, DenseNetLayersMatchThePlainExecutor) {
   if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
   std::mt19937 rng(2);
-  expectBlockedMatchesPlain(denseNetLike(rng), {2, 16, 18, 18}, regions(4, 1) + " (0 residual Adds fused");
+  expectBlockedMatchesPlain(denseNetLike(rng), {2, 16, 18, 18}, regions(4, 1) + "0 residual Adds fused");
 }
 
 TEST(BlockedRegions, ChainsOfPointwiseConvsStayOut) {
@@ -219,4 +228,331 @@ TEST(BlockedRegions, ObservedRunsSeeEveryOriginalNodeInNchw) {
   ASSERT_TRUE(ex->run({{"x", x}}, ro));
   ASSERT_EQ(obs.seen.size(), m->graph.nodes.size());
   for (const Shape& s : obs.seen) EXPECT_EQ(s.size(), 4u) << shapeToString(s);
+}
+
+namespace {
+
+// Conv with `group` groups (W [cout, cin/group, k, k]).
+void groupedConv(OnnxBuilder& b, const std::string& in, const std::string& out, int64_t cin, int64_t cout, int64_t k,
+                 int64_t group, std::mt19937& rng, int64_t stride = 1) {
+  const float scale = 1.5f / std::sqrt(float(cin / group * k * k));
+  b.initializer(out + "_w", {cout, cin / group, k, k},
+                randomValues((size_t)(cout * cin / group * k * k), rng, -scale, scale));
+  b.initializer(out + "_b", {cout}, randomValues((size_t)cout, rng, -0.1f, 0.1f));
+  auto& n = b.node("Conv", {in, out + "_w", out + "_b"}, {out}, "conv_" + out);
+  OnnxBuilder::attrInts(n, "kernel_shape", {k, k});
+  OnnxBuilder::attrInts(n, "pads", {k / 2, k / 2, k / 2, k / 2});
+  OnnxBuilder::attrInts(n, "strides", {stride, stride});
+  OnnxBuilder::attrInt(n, "group", group);
+}
+
+void relu6(OnnxBuilder& b, const std::string& in, const std::string& out) {
+  b.initializer(out + "_lo", {}, {0.f});
+  b.initializer(out + "_hi", {}, {6.f});
+  b.node("Clip", {in, out + "_lo", out + "_hi"}, {out});
+}
+
+// Two MobileNetV2 inverted residuals (1x1 expand + Relu6, depthwise 3x3 + Relu6, 1x1 project; the
+// first with a residual Add without Relu, the second at stride 2), then GlobalAveragePool, Flatten.
+OnnxBuilder mobileNetLike(std::mt19937& rng) {
+  OnnxBuilder b(13);
+  b.input("x", {-1, 16, 14, 14});
+  conv(b, "x", "e1", 16, 48, 1, rng);
+  relu6(b, "e1", "e1r");
+  groupedConv(b, "e1r", "d1", 48, 48, 3, 48, rng);
+  relu6(b, "d1", "d1r");
+  conv(b, "d1r", "p1", 48, 16, 1, rng);
+  b.node("Add", {"x", "p1"}, {"a1"});
+  conv(b, "a1", "e2", 16, 64, 1, rng);
+  relu6(b, "e2", "e2r");
+  groupedConv(b, "e2r", "d2", 64, 64, 3, 64, rng, 2);
+  relu6(b, "d2", "d2r");
+  conv(b, "d2r", "p2", 64, 32, 1, rng);
+  b.node("GlobalAveragePool", {"p2"}, {"gap"});
+  auto& f = b.node("Flatten", {"gap"}, {"y"});
+  OnnxBuilder::attrInt(f, "axis", 1);
+  b.output("y", {-1, 32});
+  return b;
+}
+
+// RegNetY blocks: 1x1 + Relu, grouped 3x3 (`perGroup` channels per group: regnet's 8, or 16) + Relu,
+// squeeze-and-excitation (GlobalAveragePool, 1x1 + Relu, 1x1 + Sigmoid, Mul), 1x1, residual Add +
+// Relu; twice.
+OnnxBuilder regNetLike(std::mt19937& rng, int64_t perGroup = 8) {
+  OnnxBuilder b(13);
+  b.input("x", {-1, 32, 10, 10});
+  std::string in = "x";
+  for (int l = 0; l < 2; ++l) {
+    const std::string s = std::to_string(l);
+    conv(b, in, "a" + s, 32, 32, 1, rng);
+    b.node("Relu", {"a" + s}, {"ar" + s});
+    groupedConv(b, "ar" + s, "g" + s, 32, 32, 3, 32 / perGroup, rng);
+    b.node("Relu", {"g" + s}, {"gr" + s});
+    b.node("GlobalAveragePool", {"gr" + s}, {"sq" + s});
+    conv(b, "sq" + s, "f1" + s, 32, 8, 1, rng);
+    b.node("Relu", {"f1" + s}, {"f1r" + s});
+    conv(b, "f1r" + s, "f2" + s, 8, 32, 1, rng);
+    b.node("Sigmoid", {"f2" + s}, {"sig" + s});
+    b.node("Mul", {"sig" + s, "gr" + s}, {"se" + s});
+    conv(b, "se" + s, "c" + s, 32, 32, 1, rng);
+    b.node("Add", {in, "c" + s}, {"sum" + s});
+    b.node("Relu", {"sum" + s}, {"out" + s});
+    in = "out" + s;
+  }
+  b.node("Identity", {in}, {"y"});
+  b.output("y", {-1, 32, 10, 10});
+  return b;
+}
+
+// Two dense blocks of one 3x3 conv each, joined by a DenseNet transition (BN + Relu, 1x1 conv to 8
+// channels, a Pad of zeros, 2x2 AveragePool): one region only when the Pad and the pool run
+// blocked; nChw8c in either block (8 channels).
+OnnxBuilder denseTransition(std::mt19937& rng) {
+  OnnxBuilder b(13);
+  b.input("x", {-1, 16, 12, 12});
+  batchNorm(b, "x", "bn0", 16, rng);
+  b.node("Relu", {"bn0"}, {"r0"});
+  conv(b, "r0", "c0", 16, 16, 3, rng);
+  batchNorm(b, "c0", "bn1", 16, rng);
+  b.node("Relu", {"bn1"}, {"r1"});
+  conv(b, "r1", "t", 16, 8, 1, rng);
+  b.initializerInt64("zero_pads", {8}, {0, 0, 0, 0, 0, 0, 0, 0});
+  b.node("Pad", {"t", "zero_pads"}, {"tp"});
+  auto& ap = b.node("AveragePool", {"tp"}, {"pool"});
+  OnnxBuilder::attrInts(ap, "kernel_shape", {2, 2});
+  OnnxBuilder::attrInts(ap, "strides", {2, 2});
+  batchNorm(b, "pool", "bn2", 8, rng);
+  b.node("Relu", {"bn2"}, {"r2"});
+  conv(b, "r2", "y", 8, 16, 3, rng);
+  b.output("y", {-1, 16, 6, 6});
+  return b;
+}
+
+// Kernels (profile names) of one blocked, rewritten run.
+std::vector<std::string> blockedKernels(const OnnxBuilder& b, const Shape& shape) {
+  auto m = builtModel(b);
+  EXPECT_TRUE(m);
+  if (!m) return {};
+  auto ex = makeExecutor(m, true, true, 1);
+  std::mt19937 rng(9);
+  RunProfile profile;
+  RunOptions ro;
+  ro.profile = &profile;
+  EXPECT_TRUE(ex->run({{"x", Tensor::fromVector<float>(randomValues((size_t)numelOf(shape), rng), shape)}}, ro));
+  std::vector<std::string> k;
+  for (const auto& np : profile.nodes) k.push_back(np.kernel);
+  return k;
+}
+
+int countOf(const std::vector<std::string>& v, const std::string& what) {
+  int c = 0;
+  for (const auto& s : v) c += s.rfind(what, 0) == 0 ? 1 : 0;
+  return c;
+}
+
+}  // namespace
+
+TEST(BlockedRegions, MobileNetInvertedResidualsMatchThePlainExecutor) {
+  if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
+  std::mt19937 rng(21);
+  // 6 convs (two depthwise) in one region, the Add without Relu fused into the projection conv.
+  expectBlockedMatchesPlain(mobileNetLike(rng), {2, 16, 14, 14}, regions(6, 1) + "1 residual Adds fused");
+  std::mt19937 rng2(21);
+  const auto k = blockedKernels(mobileNetLike(rng2), {1, 16, 14, 14});
+  EXPECT_EQ(countOf(k, "BlockedGlobalAveragePool"), 1);
+  EXPECT_EQ(countOf(k, "ToNchw8c"), 1);
+  EXPECT_EQ(countOf(k, "FromNchw8c"), 0);  // the GlobalAveragePool hands out plain [N, C, 1, 1]
+}
+
+TEST(BlockedRegions, RegNetSqueezeExcitationMatchesThePlainExecutor) {
+  if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
+  // 8 channels per group: nChw8c in either block; 16: the process's block.
+  for (int64_t perGroup : {8, 16}) {
+    SCOPED_TRACE(std::to_string(perGroup) + " channels per group");
+    std::mt19937 rng(22);
+    expectBlockedMatchesPlain(regNetLike(rng, perGroup), {2, 32, 10, 10},
+                              regions(6, 1, perGroup == 8 ? 1 : 0) + "2 residual Adds fused");
+    std::mt19937 rng2(22);
+    const auto k = blockedKernels(regNetLike(rng2, perGroup), {1, 32, 10, 10});
+    EXPECT_EQ(countOf(k, "BlockedChannelScale"), 2);
+    EXPECT_EQ(countOf(k, "BlockedGlobalAveragePool"), 2);
+    EXPECT_EQ(countOf(k, "ToNchw8c"), 1);
+    EXPECT_EQ(countOf(k, "FromNchw8c"), 1);  // the graph output
+  }
+}
+
+TEST(BlockedRegions, DenseNetTransitionPoolsRunBlocked) {
+  if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
+  std::mt19937 rng(23);
+  expectBlockedMatchesPlain(denseTransition(rng), {2, 16, 12, 12}, regions(3, 1, 1));
+  std::mt19937 rng2(23);
+  const auto k = blockedKernels(denseTransition(rng2), {1, 16, 12, 12});
+  EXPECT_EQ(countOf(k, "BlockedAveragePool"), 1);
+  EXPECT_EQ(countOf(k, "ToNchw8c"), 1);
+  EXPECT_EQ(countOf(k, "FromNchw8c"), 1);
+}
+
+namespace {
+
+// x -> ToNchw8c -> BlockedMaxPool / BlockedAveragePool -> FromNchw8c -> y, or the plain ONNX op.
+struct PoolCase {
+  const char* op;  // MaxPool or AveragePool
+  std::vector<int64_t> kernel, strides, pads, dilations;
+  int64_t ceil = 0, includePad = 0;
+};
+
+// `block`: the layout's channels per block (the ToNchw8c attribute; 0 for the plain op).
+std::shared_ptr<Model> poolModel(const PoolCase& c, int block, const Shape& shape) {
+  const bool blocked = block > 0;
+  OnnxBuilder b(19);
+  if (blocked) {
+    auto* os = b.proto().add_opset_import();
+    os->set_domain(kFusedDomain);
+    os->set_version(1);
+  }
+  b.input("x", {shape[0], shape[1], shape[2], shape[3]});
+  auto attrs = [&](onnx::NodeProto& n) {
+    OnnxBuilder::attrInts(n, "kernel_shape", c.kernel);
+    OnnxBuilder::attrInts(n, "strides", c.strides);
+    OnnxBuilder::attrInts(n, "pads", c.pads);
+    if (!c.dilations.empty()) OnnxBuilder::attrInts(n, "dilations", c.dilations);
+    OnnxBuilder::attrInt(n, "ceil_mode", c.ceil);
+    if (std::string(c.op) == "AveragePool") OnnxBuilder::attrInt(n, "count_include_pad", c.includePad);
+  };
+  if (blocked) {
+    auto& to = b.node(kToBlockedOp, {"x"}, {"xb"});
+    to.set_domain(kFusedDomain);
+    OnnxBuilder::attrInt(to, "block", block);
+    auto& n = b.node(std::string(c.op) == "MaxPool" ? kBlockedMaxPoolOp : kBlockedAveragePoolOp, {"xb"}, {"yb"});
+    n.set_domain(kFusedDomain);
+    attrs(n);
+    b.node(kFromBlockedOp, {"yb"}, {"y"}).set_domain(kFusedDomain);
+  } else {
+    attrs(b.node(c.op, {"x"}, {"y"}));
+  }
+  auto* y = b.graph().add_output();  // shape left to inference
+  y->set_name("y");
+  y->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  return builtModel(b);
+}
+
+}  // namespace
+
+TEST(BlockedRegions, BlockedPoolsGiveThePlainKernelsBits) {
+  const Shape shape{2, 32, 11, 13};
+  std::mt19937 rng(31);
+  std::vector<float> v = randomValues((size_t)numelOf(shape), rng, -3.f, 3.f);
+  v[5] = -std::numeric_limits<float>::infinity();
+  v[200] = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x = Tensor::fromVector<float>(v, shape);
+  const std::vector<PoolCase> cases = {
+      {"MaxPool", {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 0, 0},      {"MaxPool", {3, 3}, {2, 2}, {0, 0, 0, 0}, {}, 1, 0},
+      {"MaxPool", {2, 3}, {1, 2}, {0, 1, 1, 0}, {2, 1}, 0, 0},  {"AveragePool", {2, 2}, {2, 2}, {0, 0, 0, 0}, {}, 0, 0},
+      {"AveragePool", {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, 0},  {"AveragePool", {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, 1},
+      {"AveragePool", {3, 3}, {2, 2}, {1, 0, 1, 0}, {}, 1, 1},
+  };
+  for (const PoolCase& c : cases)
+    for (int block : {8, 16}) {
+      SCOPED_TRACE(std::string(c.op) + " kernel " + shapeToString(c.kernel) + " pads " + shapeToString(c.pads) +
+                   " ceil " + std::to_string(c.ceil) + " include_pad " + std::to_string(c.includePad) + " block " +
+                   std::to_string(block));
+      auto plain = poolModel(c, 0, shape), blocked = poolModel(c, block, shape);
+      ASSERT_TRUE(plain && blocked);
+      ExecutorOptions eo;
+      eo.threads = 2;
+      auto plainEx = Executor::create(plain, eo);
+      auto blockedEx = Executor::create(blocked, eo);
+      ASSERT_TRUE(plainEx) << plainEx.status().message();
+      ASSERT_TRUE(blockedEx) << blockedEx.status().message();
+      auto want = (*plainEx)->run({{"x", x}});
+      auto got = (*blockedEx)->run({{"x", x}});
+      ASSERT_TRUE(want) << want.status().message();
+      ASSERT_TRUE(got) << got.status().message();
+      ASSERT_EQ((*got)[0].shape(), (*want)[0].shape());
+      EXPECT_EQ(std::memcmp((*got)[0].data<float>(), (*want)[0].data<float>(), (*want)[0].byteSize()), 0);
+    }
+}
+
+TEST(BlockedRegions, GlobalPoolAndChannelScaleAgreeInBothBlocks) {
+  // x -> ToNchw8c -> BlockedGlobalAveragePool = gap (plain [N, C, 1, 1]);
+  // x -> ToNchw8c -> BlockedChannelScale(., gap) -> FromNchw8c = y, in blocks of 8 and of 16: the
+  // same bits in both (each channel's sum in the same order), and the plain ops' values.
+  const Shape shape{2, 48, 7, 9};
+  std::mt19937 rng(33);
+  const Tensor x = Tensor::fromVector<float>(randomValues((size_t)numelOf(shape), rng, -3.f, 3.f), shape);
+  std::vector<std::vector<Tensor>> outs;
+  for (int block : {8, 16}) {
+    OnnxBuilder b(13);
+    auto* os = b.proto().add_opset_import();
+    os->set_domain(kFusedDomain);
+    os->set_version(1);
+    b.input("x", {shape[0], shape[1], shape[2], shape[3]});
+    auto& to = b.node(kToBlockedOp, {"x"}, {"xb"});
+    to.set_domain(kFusedDomain);
+    OnnxBuilder::attrInt(to, "block", block);
+    b.node(kBlockedGlobalAveragePoolOp, {"xb"}, {"gap"}).set_domain(kFusedDomain);
+    b.node(kBlockedChannelScaleOp, {"xb", "gap"}, {"yb"}).set_domain(kFusedDomain);
+    b.node(kFromBlockedOp, {"yb"}, {"y"}).set_domain(kFusedDomain);
+    b.output("gap", {shape[0], shape[1], 1, 1});
+    b.output("y", {shape[0], shape[1], shape[2], shape[3]});
+    auto m = builtModel(b);
+    ASSERT_TRUE(m);
+    ExecutorOptions eo;
+    eo.threads = 2;
+    auto ex = Executor::create(m, eo);
+    ASSERT_TRUE(ex) << ex.status().message();
+    auto got = (*ex)->run({{"x", x}});
+    ASSERT_TRUE(got) << got.status().message();
+    outs.push_back(std::move(got).value());
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(outs[0][i].shape(), outs[1][i].shape());
+    EXPECT_EQ(std::memcmp(outs[0][i].data<float>(), outs[1][i].data<float>(), outs[0][i].byteSize()), 0) << i;
+  }
+  const int64_t HW = shape[2] * shape[3];
+  const float* xv = x.data<float>();
+  for (int64_t nc = 0; nc < shape[0] * shape[1]; ++nc) {
+    double sum = 0;
+    for (int64_t p = 0; p < HW; ++p) sum += xv[nc * HW + p];
+    const float mean = outs[0][0].data<float>()[nc];
+    EXPECT_NEAR(mean, sum / (double)HW, 1e-5) << nc;
+    for (int64_t p = 0; p < HW; ++p)
+      ASSERT_EQ(outs[0][1].data<float>()[nc * HW + p], xv[nc * HW + p] * mean) << nc << " " << p;
+  }
+}
+
+TEST(BlockedRegions, BlockedConvTakesDepthwiseAndWholeBlocksPerGroupOnly) {
+  EXPECT_TRUE(DnnlConv::blockedShapeSupported(48, 48, 48));    // depthwise
+  EXPECT_TRUE(DnnlConv::blockedShapeSupported(440, 440, 55));  // regnet: 8 channels per group
+  EXPECT_TRUE(DnnlConv::blockedShapeSupported(64, 128, 1));
+  EXPECT_FALSE(DnnlConv::blockedShapeSupported(48, 48, 12));  // 4 channels per group
+  EXPECT_FALSE(DnnlConv::blockedShapeSupported(58, 58, 58));  // shufflenet's 58 channels
+  EXPECT_FALSE(DnnlConv::blockedShapeSupported(24, 48, 24));  // depthwise with a multiplier of 2
+  // nChw16c: channels, and channels per group, in whole 16-channel blocks.
+  EXPECT_TRUE(DnnlConv::blockedShapeSupported(48, 48, 48, 16));
+  EXPECT_TRUE(DnnlConv::blockedShapeSupported(64, 64, 4, 16));
+  EXPECT_FALSE(DnnlConv::blockedShapeSupported(440, 440, 55, 16));  // regnet's 8 channels per group
+  EXPECT_FALSE(DnnlConv::blockedShapeSupported(24, 24, 24, 16));    // mobilenet_v2's 24 channels
+  EXPECT_FALSE(DnnlConv::blockedShapeSupported(64, 64, 1, 12));     // no such block
+}
+
+TEST(BlockedRegions, DepthwiseConvsCountOnlyAtAKnownSize) {
+  if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
+  // Two depthwise 3x3 convs: a region at a fixed 20x20, none with dynamic H and W (PaddleOCR's
+  // inputs, where tiny depthwise chains did not pay for oneDNN's per-call cost).
+  for (bool fixed : {true, false}) {
+    std::mt19937 rng(41);
+    OnnxBuilder b(13);
+    b.input("x", {1, 16, fixed ? 20 : -1, fixed ? 20 : -1});
+    groupedConv(b, "x", "d1", 16, 16, 3, 16, rng);
+    relu6(b, "d1", "r1");
+    groupedConv(b, "r1", "y", 16, 16, 3, 16, rng);
+    b.output("y", {1, 16, fixed ? 20 : -1, fixed ? 20 : -1});
+    auto m = builtModel(b);
+    ASSERT_TRUE(m);
+    auto ex = makeExecutor(m, true, true, 1);
+    ASSERT_TRUE(ex);
+    EXPECT_EQ(ex->rewriteSummary().find(regions(2, 1)) != std::string::npos, fixed)
+        << ex->rewriteSummary();
+  }
 }
