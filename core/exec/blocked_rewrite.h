@@ -1,8 +1,7 @@
 // Blocked regions (issue 13, docs/performance.md "Blocked regions"): after the graph rewrites, a
-// connected chain of convolutions that oneDNN runs keeps its activations in oneDNN's nChw8c
-// layout, nChw16c where oneDNN runs AVX-512 kernels (core/kernels/blocked_layout.h; "8" below
-// is then 16), with reorders only at the chain's borders, instead of
-// reordering NCHW -> nChw8c before every Conv and back after it. In a region:
+// connected chain of convolutions that oneDNN runs keeps its activations in oneDNN's blocked
+// layout, nChw8c or nChw16c (core/kernels/blocked_layout.h), with reorders only at the chain's
+// borders, instead of reordering NCHW -> blocked before every Conv and back after it. In a region:
 //  - Conv / FusedConv with constant W, input and output channels multiples of 8, group 1,
 //    depthwise, or groups of multiples of 8 channels (DnnlConv::blockedShapeSupported) become
 //    BlockedConv; a residual Add right after one (same shapes, no other consumer; with or without
@@ -16,13 +15,18 @@
 //  - Concat over axis 1 (every input a multiple of 8 channels), Add of two blocked values of one
 //    shape, unary activations (Relu, Clip, Sigmoid, HardSigmoid, HardSwish, LeakyRelu), Identity
 //    and a Pad of zeros (as Identity) stay as they are, on the 5-D blocked tensors.
+// The block of a region: DnnlConv::preferredBlock() (16 where oneDNN runs AVX-512) when every
+// member fits it (channels, channels per group of a grouped conv, a Concat's inputs in whole
+// blocks of it), else 8 (mobilenet_v2's 24-channel stage, regnet's 8 channels per group).
 // A region is kept only when it holds at least two convolutions with a window larger than 1x1
-// (depthwise and grouped ones count: ResNet, DenseNet, MobileNetV2, RegNet bodies); chains of 1x1
-// convolutions keep the Conv kernel's own choice of backend. Channel counts that are not multiples
-// of 8 (shufflenet_v2's 58 and 116-channel branches) and the shuffle's Reshape-Transpose-Reshape
-// are borders. Every value that is a graph output or read outside the region is given back in NCHW
-// under its own id (a FromNchw8c node), so the rewritten graph computes the same outputs. Only for
-// ExecutorOptions::rewrites together with libraryKernels, i.e. unobserved inference (see executor.h).
+// (depthwise and grouped ones count where the output's H x W is known: ResNet, DenseNet,
+// MobileNetV2, RegNet bodies at 224x224, not PaddleOCR's dynamic sizes) and at most one border
+// value per such conv; chains of 1x1 convolutions keep the Conv kernel's own choice of backend.
+// Channel counts that are not multiples of 8 (shufflenet_v2's 58 and 116-channel branches) and the
+// shuffle's Reshape-Transpose-Reshape are borders. Every value that is a graph output or read
+// outside the region is given back in NCHW under its own id (a FromNchw8c node), so the rewritten
+// graph computes the same outputs. Only for ExecutorOptions::rewrites together with
+// libraryKernels, i.e. unobserved inference (see executor.h).
 #pragma once
 
 #include <vector>
@@ -33,14 +37,14 @@
 namespace qs {
 
 struct BlockedRegionReport {
-  int regions = 0;       // connected regions kept
-  int convs = 0;         // convolutions running blocked
-  int residualAdds = 0;  // Add (+ Relu) nodes fused into a BlockedConv
-  int reorders = 0;      // ToNchw8c + FromNchw8c nodes at the borders
-  int block = 8;         // channels per block: 8 (nChw8c) or 16 (nChw16c), DnnlConv::preferredBlock()
-  int narrowRegions = 0; // regions in nChw8c although block is 16 (a member's channels are not multiples of 16)
-  int pools = 0;         // MaxPool / AveragePool / GlobalAveragePool running blocked
-  int scales = 0;        // squeeze-and-excitation Muls running blocked
+  int regions = 0;        // connected regions kept
+  int convs = 0;          // convolutions running blocked
+  int residualAdds = 0;   // Add (+ Relu) nodes fused into a BlockedConv
+  int reorders = 0;       // ToNchw8c + FromNchw8c nodes at the borders
+  int block = 8;          // channels per block: 8 (nChw8c) or 16 (nChw16c), DnnlConv::preferredBlock()
+  int narrowRegions = 0;  // regions in nChw8c although block is 16 (a member does not fit 16)
+  int pools = 0;          // MaxPool / AveragePool / GlobalAveragePool running blocked
+  int scales = 0;         // squeeze-and-excitation Muls running blocked
 };
 
 /// Rewrites `model` (the output of rewriteForInference) in place. `origin` and `absorbed` (one entry
