@@ -149,8 +149,13 @@ struct DnnlConv::Impl {
     p->userSrc = memory::desc(src, DT::f32, user);
     p->userDst = memory::desc(dst, DT::f32, user);
     const memory::desc biasMd({Ms}, DT::f32, Tag::x);
+    // An input of a few channels (a stem: RGB) is read as it lies (oneDNN's jit kernel for nchw in,
+    // nChw16c out): left free, oneDNN picked nhwc (brgconv), and every slice's task reordered the
+    // whole input first. resnet50's 7x7 stem, 2 threads, alternating: 1.06 -> 0.88 ms at batch 1,
+    // 10.0 -> 6.6 ms at batch 8 (docs/performance.md, "resnet50 and densenet121 (wt-resnet)").
+    const bool plainSrc = !blocked && Cs < 8;
     dnnl::convolution_forward::desc d(
-        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, blocked ? p->userSrc : memory::desc(src, DT::f32, Tag::any),
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, blocked || plainSrc ? p->userSrc : memory::desc(src, DT::f32, Tag::any),
         memory::desc(wts, DT::f32, Tag::any), bias.empty() ? memory::desc() : biasMd, blocked ? p->userDst : memory::desc(dst, DT::f32, Tag::any),
         {g.s[1], g.s[2]}, {g.d[1] - 1, g.d[2] - 1}, {g.padB[1], g.padB[2]}, {g.padE[1], g.padE[2]});
     dnnl::primitive_attr attr;
