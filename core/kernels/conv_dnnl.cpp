@@ -88,11 +88,11 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 using DT = memory::data_type;
 
-// One input shape: the single-threaded primitive of one task (one image, one slice of the
+// One input shape: the single-threaded primitive of one task (`images` images, one slice of the
 // output channels), the reorders between plain NCHW and the layout oneDNN chose, and each
 // slice's weights in that layout.
 struct Plan {
-  int64_t slices = 1, H = 0, W = 0;
+  int64_t slices = 1, images = 1, H = 0, W = 0;
   dnnl::convolution_forward prim;
   memory::desc userSrc, userDst, src, dst;
   std::optional<dnnl::reorder> toSrc, fromDst;
@@ -130,26 +130,46 @@ struct DnnlConv::Impl {
     return std::max<int64_t>(s, 1);
   }
 
+  // Images per task: with more images than hardware threads, one primitive runs several images,
+  // so that oneDNN reuses each weight it loads across them instead of streaming the whole filter
+  // once per image (batch 8: 512 -> 512 3x3 at 7x7, one thread, weights cold: 6.3 -> 5.1 ms for
+  // four images; docs/performance.md, "resnet50 and densenet121 (wt-resnet)"). Whole tasks per
+  // hardware thread, at most 4 images, and a divisor of N; 1 when the output channels are sliced
+  // (a slice of several images is not one dense block). Like the slices, a function of the shape
+  // and the machine alone.
+  static int64_t imagesFor(int64_t N, int64_t S) {
+    if (S > 1) return 1;
+    for (int64_t G = std::min<int64_t>(N / hardwareThreads(), 4); G > 1; --G)
+      if (N % G == 0) return G;
+    return 1;
+  }
+
   std::shared_ptr<const Plan> plan(int64_t N, int64_t C, const WindowGeometry& g) {
-    const int64_t S = slicesFor(N, W.dim(0));
+    const int64_t S = slicesFor(N, W.dim(0)), G = imagesFor(N, S);
     std::lock_guard<std::mutex> lock(mutex);
     for (const auto& p : plans)
-      if (p->slices == S && p->H == g.in[1] && p->W == g.in[2]) return p;
+      if (p->slices == S && p->images == G && p->H == g.in[1] && p->W == g.in[2]) return p;
     auto p = std::make_shared<Plan>();
     p->slices = S;
+    p->images = G;
     p->H = g.in[1];
     p->W = g.in[2];
     omp_set_num_threads(1);  // a primitive made for one thread runs without an OpenMP team
     const int64_t M = W.dim(0), KH = W.dim(2), KW = W.dim(3), Ms = M / S, Cs = group > 1 ? C / S : C;
     const int64_t Gs = group / S;  // groups per slice (group > 1)
-    const memory::dims src{1, Cs, g.in[1], g.in[2]}, dst{1, Ms, g.out[1], g.out[2]};
+    const memory::dims src{G, Cs, g.in[1], g.in[2]}, dst{G, Ms, g.out[1], g.out[2]};
     const memory::dims wts = group > 1 ? memory::dims{Gs, Ms / Gs, C / group, KH, KW} : memory::dims{Ms, C, KH, KW};
     const Tag user = !blocked ? Tag::nchw : block == 16 ? Tag::nChw16c : Tag::nChw8c;
     p->userSrc = memory::desc(src, DT::f32, user);
     p->userDst = memory::desc(dst, DT::f32, user);
     const memory::desc biasMd({Ms}, DT::f32, Tag::x);
+    // An input of a few channels (a stem: RGB) is read as it lies (oneDNN's jit kernel for nchw in,
+    // nChw16c out): left free, oneDNN picked nhwc (brgconv), and every slice's task reordered the
+    // whole input first. resnet50's 7x7 stem, 2 threads, alternating: 1.06 -> 0.88 ms at batch 1,
+    // 10.0 -> 6.6 ms at batch 8 (docs/performance.md, "resnet50 and densenet121 (wt-resnet)").
+    const bool plainSrc = !blocked && Cs < 8;
     dnnl::convolution_forward::desc d(
-        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, blocked ? p->userSrc : memory::desc(src, DT::f32, Tag::any),
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, blocked || plainSrc ? p->userSrc : memory::desc(src, DT::f32, Tag::any),
         memory::desc(wts, DT::f32, Tag::any), bias.empty() ? memory::desc() : biasMd, blocked ? p->userDst : memory::desc(dst, DT::f32, Tag::any),
         {g.s[1], g.s[2]}, {g.d[1] - 1, g.d[2] - 1}, {g.padB[1], g.padB[2]}, {g.padE[1], g.padE[2]});
     dnnl::primitive_attr attr;
@@ -296,14 +316,14 @@ Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeome
     return unsupported(std::string("oneDNN refused the convolution: ") + e.what());
   }
   const Plan& p = *plan;
-  const int64_t S = p.slices, Ms = M / S, Cs = m_impl->group > 1 ? C / S : C;
+  const int64_t S = p.slices, G = p.images, Ms = M / S, Cs = m_impl->group > 1 ? C / S : C;
   const int64_t inSize = g.inSize(), outSize = g.outSize();
   const double flops = 2.0 * (double)(N * M * outSize) * (double)(m_impl->W.numel() / M);
   // No fork below ~4 MFLOP, as the GEMM (a chunk handed to another core must be worth it).
   const int t = flops < 4e6 ? 1 : threads;
   bool failed = false;
   std::string error;
-  parallelFor(t, N * S, 1, [&](int64_t b, int64_t e) {
+  parallelFor(t, N / G * S, 1, [&](int64_t b, int64_t e) {
     try {
       omp_set_num_threads(1);
       dnnl::stream stream(dnnlCpuEngine());
@@ -314,11 +334,12 @@ Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeome
                  scratch + p.srcBytes + p.dstBytes);
       memory userSrc(p.userSrc, dnnlCpuEngine(), nullptr), userDst(p.userDst, dnnlCpuEngine(), nullptr);
       for (int64_t task = b; task < e; ++task) {
-        const int64_t n = task / S, s = task % S;
+        const int64_t n = task / S * G, s = task % S;  // the task's first image, its slice
         userSrc.set_data_handle(const_cast<float*>(x) + (n * C + s * (Cs == C ? 0 : Cs)) * inSize);
         float* out = y + (n * M + s * Ms) * outSize;
         userDst.set_data_handle(out);
-        if (residual) std::memcpy(out, residual + (out - y), sizeof(float) * (size_t)(Ms * outSize));
+        // G > 1 only with S == 1: the task's images are one dense block.
+        if (residual) std::memcpy(out, residual + (out - y), sizeof(float) * (size_t)(G * Ms * outSize));
         if (p.toSrc) p.toSrc->execute(stream, userSrc, src);
         std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.toSrc ? src : userSrc},
                                              {DNNL_ARG_WEIGHTS, p.weights[(size_t)s]},
@@ -329,7 +350,7 @@ Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeome
         if (p.fromDst) p.fromDst->execute(stream, dst, userDst);
         stream.wait();
         if (!m_impl->after.empty())
-          for (int64_t m = 0; m < Ms; ++m) applyFusedActivations(out + m * outSize, outSize, 0.f, m_impl->after);
+          for (int64_t m = 0; m < G * Ms; ++m) applyFusedActivations(out + m * outSize, outSize, 0.f, m_impl->after);
       }
     } catch (const std::exception& ex) {
       std::lock_guard<std::mutex> lock(m_impl->mutex);

@@ -4,9 +4,11 @@
 //
 // Threads: oneDNN's own OpenMP team collapses on a loaded machine (measured: ~36 ms for a 0.1 ms
 // conv), so each primitive is created and run single-threaded, and the work is cut into tasks
-// (images x output-channel slices) run on our pool (core/exec/parallel.h). The slices depend on the
-// shape and the machine's hardware threads only, not on the thread count of a run, so results do
-// not depend on the thread count.
+// (groups of images x output-channel slices) run on our pool (core/exec/parallel.h): output
+// channels are sliced when there are fewer images than hardware threads, images are grouped (up
+// to 4 per primitive, so that each weight loaded serves several images) when there are at least
+// twice as many. Slices and groups depend on the shape and the machine's hardware threads only,
+// not on the thread count of a run, so results do not depend on the thread count.
 #pragma once
 
 #include <cstdint>

@@ -8,9 +8,24 @@
 
 #include "core/kernels/gemm.h"
 
+#ifdef __FMA__
+#include <immintrin.h>
+#endif
+
 namespace qs {
 
 namespace {
+
+// beta * y + alpha * (the 8 lane sums acc of a dot product of a and b over K, their tree, then the
+// tail past K / 8 * 8 in order). Out of line so that GCC makes one choice of contracting
+// multiply-adds here, whichever loop calls it: inlined at two call sites, it fused them at one and
+// not the other, and the same output differed by the thread count.
+[[gnu::noinline]] float finishDot(const float* acc, const float* a, const float* b, int64_t K, float alpha, float beta,
+                                  float y) {
+  float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (int64_t k = K / 8 * 8; k < K; ++k) sum += a[k] * b[k];
+  return (beta != 0.f ? beta * y : 0.f) + alpha * sum;
+}
 
 // y[m][n] = beta * y[m][n] + alpha * sum_k A[m][k] * B(k, n) for a few rows of A (a classifier's
 // Gemm at batch 1): reading B once is all the work, so B is streamed as it lies instead of being
@@ -24,16 +39,56 @@ void smallRowsGemm(bool transB, int64_t M, int64_t N, int64_t K, float alpha, co
       const float* a = A + m * K;
       float* yr = y + m * N;
       if (transB) {
-        for (int64_t n = n0; n < n1; ++n) {
-          const float* b = B + n * K;
-          float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-          int64_t k = 0;
-          for (; k + 8 <= K; k += 8)
-            for (int j = 0; j < 8; ++j) acc[j] += a[k + j] * b[k + j];
-          float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-          for (; k < K; ++k) sum += a[k] * b[k];
-          yr[n] = (beta != 0.f ? beta * yr[n] : 0.f) + alpha * sum;
+        // Four rows of B at a time: four independent chains of 8-lane sums instead of one, whose
+        // add latency bounded the stream of B (resnet50's 1000x2048 head; docs/performance.md,
+        // "resnet50 and densenet121 (wt-resnet)"). Each row's sum is formed exactly as the
+        // one-row loop this replaced formed it (GCC made it one fused multiply-add per lane, k in
+        // order; lanes by k mod 8; the same tree): resnet50's and densenet121's logits came out
+        // bit-identical. The lanes are written as FMA intrinsics because GCC contracts the
+        // four-row form only in part.
+        const auto finish = [&](int64_t n, const float* acc, const float* b) {
+          yr[n] = finishDot(acc, a, b, K, alpha, beta, yr[n]);
+        };
+        int64_t n = n0;
+#ifdef __FMA__
+        for (; n + 4 <= n1; n += 4) {
+          const float *b0 = B + n * K, *b1 = b0 + K, *b2 = b1 + K, *b3 = b2 + K;
+          __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+          for (int64_t k = 0; k + 8 <= K; k += 8) {
+            const __m256 av = _mm256_loadu_ps(a + k);
+            s0 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b0 + k), s0);
+            s1 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b1 + k), s1);
+            s2 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b2 + k), s2);
+            s3 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b3 + k), s3);
+          }
+          alignas(32) float acc[4][8];
+          _mm256_store_ps(acc[0], s0);
+          _mm256_store_ps(acc[1], s1);
+          _mm256_store_ps(acc[2], s2);
+          _mm256_store_ps(acc[3], s3);
+          finish(n, acc[0], b0);
+          finish(n + 1, acc[1], b1);
+          finish(n + 2, acc[2], b2);
+          finish(n + 3, acc[3], b3);
         }
+        for (; n < n1; ++n) {
+          const float* b = B + n * K;
+          __m256 s0 = _mm256_setzero_ps();
+          for (int64_t k = 0; k + 8 <= K; k += 8)
+            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
+          alignas(32) float acc[8];
+          _mm256_store_ps(acc, s0);
+          finish(n, acc, b);
+        }
+#else
+        for (; n < n1; ++n) {
+          const float* b = B + n * K;
+          float acc[8] = {};
+          for (int64_t k = 0; k + 8 <= K; k += 8)
+            for (int j = 0; j < 8; ++j) acc[j] += a[k + j] * b[k + j];
+          finish(n, acc, b);
+        }
+#endif
       } else {
         std::vector<float> acc((size_t)(n1 - n0), 0.f);
         for (int64_t k = 0; k < K; ++k) {

@@ -5,12 +5,15 @@
 // several input shapes on one kernel. Skipped in a build without oneDNN.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
 
 #include "core/exec/kernel.h"
+#include "core/exec/parallel.h"
+#include "core/kernels/blocked_layout.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/conv_dnnl.h"
 #include "tests/support/model_helpers.h"
@@ -214,6 +217,95 @@ TEST_F(ConvDnnl, KernelWithBackendOnAndOffAgreeAndThreadCountsAreBitIdentical) {
       }
     }
     ++caseIndex;
+  }
+}
+
+// With at least twice as many images as hardware threads, one primitive runs a group of images
+// (conv_dnnl.h). Each image must come out as the same floats as when it runs alone, on 1 and 2
+// threads, in NCHW (every class of cases()) and in the blocked layout with a residual input and
+// Relu (the ResNet block), for batches that group by 2, 3 and 4 on this machine's threads.
+TEST_F(ConvDnnl, ImageGroupsGiveEachImageTheBitsItGetsAlone) {
+  std::mt19937 rng(29);
+  const int64_t hw = hardwareThreads();
+  const std::vector<int64_t> batches = {2 * hw, 3 * hw, 4 * hw, 4 * hw + 1};
+  auto expectSameImages = [](const Tensor& all, const std::vector<Tensor>& one, const std::string& what) {
+    const size_t per = (size_t)(all.numel() / (int64_t)one.size());
+    for (size_t n = 0; n < one.size(); ++n)
+      ASSERT_EQ(0, std::memcmp(all.data<float>() + n * per, one[n].data<float>(), sizeof(float) * per))
+          << what << " image " << n;
+  };
+  int caseIndex = 0;
+  for (const Case& c : cases()) {
+    const Tensor w = randomTensor({c.M, c.C / c.G, c.kh, c.kw}, rng, -0.5f, 0.5f);
+    const Tensor b = randomTensor({c.M}, rng);
+    const std::vector<FusedActivation> acts = {{K::Relu, 0, 0}, {K::HardSigmoid, 0.2f, 0.5f}};
+    WindowAttrs attrs;
+    attrs.strides = {c.sh, c.sw};
+    attrs.dilations = {c.dh, c.dw};
+    attrs.pads = {c.pt, c.pl, c.pb, c.pr};
+    WindowGeometry g;
+    ASSERT_TRUE(resolveWindow(attrs, {c.H, c.W}, {c.kh, c.kw}, false, g));
+    auto backend = DnnlConv::create(w, c.bias ? &b : nullptr, c.G, acts);
+    ASSERT_TRUE(backend);
+    for (int64_t N : batches) {
+      const Tensor x = randomTensor({N, c.C, c.H, c.W}, rng);
+      const Tensor want = naive(c, x, w, c.bias ? &b : nullptr, acts);
+      const int64_t inPer = c.C * c.H * c.W;
+      std::vector<Tensor> alone;
+      for (int64_t n = 0; n < N; ++n) {
+        Tensor y1(DType::Float, {1, c.M, want.dim(2), want.dim(3)});
+        ASSERT_TRUE(backend->run(x.data<float>() + n * inPer, 1, c.C, g, y1.data<float>(), 1).isOk());
+        alone.push_back(y1);
+      }
+      for (int threads : {1, 2}) {
+        const std::string what = "case " + std::to_string(caseIndex) + " N " + std::to_string(N) + " threads " +
+                                 std::to_string(threads);
+        Tensor y(DType::Float, want.shape());
+        Status st = backend->run(x.data<float>(), N, c.C, g, y.data<float>(), threads);
+        ASSERT_TRUE(st.isOk()) << st.message();
+        expectNear(y, want, what);
+        expectSameImages(y, alone, what);
+      }
+    }
+    ++caseIndex;
+  }
+  // Blocked, with the residual sum and Relu post-ops: 32 -> 32 3x3 at 9x7.
+  const int block = DnnlConv::preferredBlock();
+  const int64_t C = 32, H = 9, W = 7, per = C * H * W;
+  const Tensor w = randomTensor({C, C, 3, 3}, rng, -0.5f, 0.5f), bias = randomTensor({C}, rng);
+  auto blocked = DnnlConv::createBlocked(w, &bias, {}, /*residual=*/true, /*reluAfterResidual=*/true, block);
+  ASSERT_TRUE(blocked);
+  WindowAttrs attrs;
+  attrs.strides = {1, 1};
+  attrs.dilations = {1, 1};
+  attrs.pads = {1, 1, 1, 1};
+  WindowGeometry g;
+  ASSERT_TRUE(resolveWindow(attrs, {H, W}, {3, 3}, false, g));
+  const Case plain{C, C, 1, H, W, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true};
+  for (int64_t N : batches) {
+    const Tensor x = randomTensor({N, C, H, W}, rng), r = randomTensor({N, C, H, W}, rng);
+    Tensor want = naive(plain, x, w, &bias, {});
+    for (int64_t i = 0; i < want.numel(); ++i)
+      want.data<float>()[i] = std::max(0.f, want.data<float>()[i] + r.data<float>()[i]);
+    Tensor xb(DType::Float, {N * per}), rb(DType::Float, {N * per});
+    toNchw8c(x.data<float>(), N, C, H * W, xb.data<float>(), 1, block);
+    toNchw8c(r.data<float>(), N, C, H * W, rb.data<float>(), 1, block);
+    std::vector<Tensor> alone;
+    for (int64_t n = 0; n < N; ++n) {
+      Tensor y1(DType::Float, {per});
+      ASSERT_TRUE(
+          blocked->runBlocked(xb.data<float>() + n * per, 1, C, g, y1.data<float>(), rb.data<float>() + n * per, 1)
+              .isOk());
+      alone.push_back(y1);
+    }
+    for (int threads : {1, 2}) {
+      const std::string what = "blocked N " + std::to_string(N) + " threads " + std::to_string(threads);
+      Tensor yb(DType::Float, {N * per}), y(DType::Float, want.shape());
+      ASSERT_TRUE(blocked->runBlocked(xb.data<float>(), N, C, g, yb.data<float>(), rb.data<float>(), threads).isOk());
+      expectSameImages(yb, alone, what);
+      fromNchw8c(yb.data<float>(), N, C, H * W, y.data<float>(), 1, block);
+      expectNear(y, want, what);
+    }
   }
 }
 

@@ -146,3 +146,51 @@ TEST(KernelsGemmPacked, ConstantWeightsMatchWeightsFedAtRunTime) {
       }
   }
 }
+
+// Gemm with one or two rows of A and transposed constant B (a classifier's head at batch 1 or 2)
+// streams B four rows at a time. For any N (rows of B left over past a multiple of 4, per thread
+// chunk) and any K (a tail past a multiple of 8): near the exact product, the same floats on 1 and
+// 2 threads, and each row of A gives the same floats alone as beside another row.
+TEST(KernelsGemmPacked, FewRowsTransposedBNearExactAndIndependentOfThreadsAndRows) {
+  std::mt19937 rng(17);
+  const int64_t shapes[][2] = {{1000, 2048}, {1003, 2051}, {7, 5}, {65, 16}, {3, 9}};
+  for (const auto& s : shapes) {
+    const int64_t N = s[0], K = s[1];
+    const auto w = randomValues((size_t)(N * K), rng), c = randomValues((size_t)N, rng);
+    const Tensor x = randomTensor({2, K}, rng);
+    std::vector<float> first;  // M = 1, threads 1: the reference bits
+    for (int64_t M : {1, 2}) {
+      OnnxBuilder b(13);
+      b.input("x", {M, K});
+      b.initializer("w", {N, K}, w);
+      b.initializer("c", {N}, c);
+      auto& g = b.node("Gemm", {"x", "w", "c"}, {"y"});
+      OnnxBuilder::attrInt(g, "transB", 1);
+      OnnxBuilder::attrFloat(g, "alpha", 0.75f);
+      OnnxBuilder::attrFloat(g, "beta", 0.5f);
+      b.output("y", {M, N});
+      Tensor xm(DType::Float, {M, K});
+      std::copy(x.data<float>(), x.data<float>() + M * K, xm.data<float>());
+      for (int threads : {1, 2}) {
+        ExecutorOptions opt;
+        opt.threads = threads;
+        auto ex = Executor::create(builtModel(b), opt);
+        ASSERT_TRUE(ex) << ex.status().message();
+        auto r = (*ex)->run({{"x", xm}});
+        ASSERT_TRUE(r) << r.status().message();
+        const float* y = (*r)[0].data<float>();
+        const std::string what = "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                                 " threads " + std::to_string(threads);
+        if (first.empty()) first.assign(y, y + N);
+        for (int64_t n = 0; n < N; ++n) ASSERT_EQ(y[n], first[(size_t)n]) << what << " at " << n;
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            double exact = 0;
+            for (int64_t k = 0; k < K; ++k) exact += (double)xm.data<float>()[m * K + k] * w[(size_t)(n * K + k)];
+            ASSERT_NEAR(y[m * N + n], 0.75 * exact + 0.5 * c[(size_t)n], 1e-4 * (1.0 + std::sqrt((double)K)))
+                << what << " at " << m << "," << n;
+          }
+      }
+    }
+  }
+}
