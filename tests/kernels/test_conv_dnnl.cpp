@@ -273,7 +273,8 @@ TEST_F(ConvDnnl, ImageGroupsGiveEachImageTheBitsItGetsAlone) {
   const int block = DnnlConv::preferredBlock();
   const int64_t C = 32, H = 9, W = 7, per = C * H * W;
   const Tensor w = randomTensor({C, C, 3, 3}, rng, -0.5f, 0.5f), bias = randomTensor({C}, rng);
-  auto blocked = DnnlConv::createBlocked(w, &bias, {}, /*residual=*/true, /*reluAfterResidual=*/true, block);
+  auto blocked = DnnlConv::createBlocked(w, &bias, /*group=*/1, {}, /*residual=*/true,
+                                         /*reluAfterResidual=*/true, block);
   ASSERT_TRUE(blocked);
   WindowAttrs attrs;
   attrs.strides = {1, 1};
