@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "core/exec/executor.h"
-#include "core/kernels/matmul_dnnl.h"
 #include "core/io/npy.h"
+#include "core/kernels/matmul_dnnl.h"
 #include "core/numeric/metrics.h"
 #include "tests/support/ort_runner.h"
 #include "tests/support/model_helpers.h"
@@ -464,20 +464,17 @@ TEST(RecurrentOrtParity, WeightsPackedAtLoadMatchPackedPerRun) {
   }
 }
 
-// With library kernels, on CPUs where oneDNN's matmul runs AVX-512 (or forced
-// with QS_DNNL_MATMUL=1, as ctest's recurrent_library_projection1 does), the
-// input projection of a constant W goes to oneDNN, the bias folded in when B is
-// constant too. It must agree with our GEMM's result (relative 1e-6: the sums
-// may run in another order; ours is checked against ONNX Runtime above), for
-// each cell, with B constant, fed, and absent; 300 steps at batch 8 (LSTM's
-// 4*32 gate rows: chunks of 256 steps, so a full chunk and a short one).
+// With library kernels, on CPUs where oneDNN's matmul runs AVX-512 (or forced with QS_DNNL_MATMUL=1,
+// as ctest's recurrent_library_projection1 does), the input projection of a constant W goes to
+// oneDNN, the bias folded in when B is constant too. It must agree with our GEMM's result (relative
+// 1e-6: the sums may run in another order; ours is checked against ONNX Runtime above), for each
+// cell, with B constant, fed, and absent; 300 steps at batch 8 (LSTM's 4*32 gate rows: chunks of
+// 256 steps, so a full chunk and a short one).
 TEST(RecurrentOrtParity, LibraryProjectionMatchesOurs) {
-  std::printf("oneDNN matmul %s on this CPU (QS_DNNL_MATMUL=%s)\n",
-              DnnlMatMul::preferred() ? "used" : "not used",
-              std::getenv("QS_DNNL_MATMUL") ? std::getenv("QS_DNNL_MATMUL")
-                                            : "unset");
-  for (const char *op : {"LSTM", "GRU", "RNN"}) {
-    for (int bias = 0; bias < 3; ++bias) { // 0: none, 1: fed, 2: constant
+  std::printf("oneDNN matmul %s on this CPU (QS_DNNL_MATMUL=%s)\n", DnnlMatMul::preferred() ? "used" : "not used",
+              std::getenv("QS_DNNL_MATMUL") ? std::getenv("QS_DNNL_MATMUL") : "unset");
+  for (const char* op : {"LSTM", "GRU", "RNN"}) {
+    for (int bias = 0; bias < 3; ++bias) {  // 0: none, 1: fed, 2: constant
       SCOPED_TRACE(std::string(op) + " bias " + std::to_string(bias));
       Spec s;
       s.op = op;
@@ -489,8 +486,7 @@ TEST(RecurrentOrtParity, LibraryProjectionMatchesOurs) {
       s.bias = bias > 0;
       s.constantBias = bias == 2;
       s.constantWeights = true;
-      s.linearBeforeReset =
-          std::string(op) == "GRU" ? std::optional<int64_t>(1) : std::nullopt;
+      s.linearBeforeReset = std::string(op) == "GRU" ? std::optional<int64_t>(1) : std::nullopt;
       Built b = build(s);
       auto ours = runOurs(b, 2, false), library = runOurs(b, 2, true);
       ASSERT_TRUE(ours) << ours.status().message();
@@ -498,8 +494,7 @@ TEST(RecurrentOrtParity, LibraryProjectionMatchesOurs) {
       ASSERT_EQ(ours->size(), library->size());
       for (size_t i = 0; i < ours->size(); ++i) {
         ASSERT_EQ((*ours)[i].shape(), (*library)[i].shape());
-        EXPECT_LE(qs::test::relativeError((*library)[i], (*ours)[i]), 1e-6)
-            << b.outputNames[i];
+        EXPECT_LE(qs::test::relativeError((*library)[i], (*ours)[i]), 1e-6) << b.outputNames[i];
       }
     }
   }
