@@ -283,6 +283,41 @@ TEST(NnConv, RandomVsNaive) {
   }
 }
 
+// Stride 2 over rows wide enough for im2col's 8-at-a-time gather (16 consecutive values per step)
+// and its scalar tail: widths either side of the row end, every padding 0..2 at both ends,
+// kernels 1..5 wide, dilation 1 and 2 (the first layers of nms_detector and det take it).
+TEST(NnConv, StrideTwoWideRowsVsNaive) {
+  std::mt19937 rng(4242);
+  int t = 0;
+  for (int64_t width : {17, 32, 33, 40, 47})
+    for (int64_t k : {1, 3, 5})
+      for (int64_t d : {1, 2})
+        for (int64_t pb = 0; pb <= 2; ++pb)
+          for (int64_t pe = 0; pe <= 2; ++pe, ++t) {
+            ConvCase cc;
+            cc.nd = 2;
+            cc.N = 1;
+            cc.G = 1;
+            cc.Cg = 3;
+            cc.Mg = 4;
+            cc.bias = true;
+            cc.in[0] = 1;
+            cc.in[1] = 5;
+            cc.in[2] = width;
+            cc.k[0] = 1;
+            cc.k[1] = 3;
+            cc.k[2] = k;
+            cc.g.s[1] = cc.g.s[2] = 2;
+            cc.g.d[2] = d;
+            cc.g.pb[1] = cc.g.pe[1] = 1;
+            cc.g.pb[2] = pb;
+            cc.g.pe[2] = pe;
+            runConvCase(cc, rng, 1 + t % 2,
+                        "width " + std::to_string(width) + " k " + std::to_string(k) + " d " + std::to_string(d) +
+                            " pads " + std::to_string(pb) + "," + std::to_string(pe));
+          }
+}
+
 TEST(NnConv, DepthwiseVsNaive) {
   std::mt19937 rng(77);
   for (int64_t stride : {1, 2})
