@@ -97,8 +97,73 @@ inline __m256 expAvx(__m256 x) {
   return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
 }
 
-void sigmoidInPlace(float* x, int64_t n) {
+// The AVX-512 forms of expAvx, sigmoidInPlace and tanhInPlace: the same operations lane by lane
+// (min/max, round to nearest, FMAs, divisions), so each value gets the AVX2 form's bits. They take
+// the first n/16*16 values; the AVX2 loops then the rest, so the vector/scalar split is the same.
+// GCC 12 warns that the intrinsics' own _mm512_undefined_* pass-through operands "may be used
+// uninitialized" (a false positive of its avx512fintrin.h); silenced for these functions only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) inline __m512 expAvx512(__m512 x) {
+  x = _mm512_min_ps(_mm512_set1_ps(88.3f), _mm512_max_ps(_mm512_set1_ps(-87.3f), x));
+  const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.f)));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+}
+
+__attribute__((target("avx512f"))) int64_t sigmoidAvx512(float* x, int64_t n) {
   int64_t i = 0;
+  const __m512 one = _mm512_set1_ps(1.f);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = expAvx512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_loadu_ps(x + i)));
+    _mm512_storeu_ps(x + i, _mm512_div_ps(one, _mm512_add_ps(one, e)));
+  }
+  return i;
+}
+
+__attribute__((target("avx512f"))) int64_t tanhAvx512(float* x, int64_t n) {
+  int64_t i = 0;
+  const __m512 one = _mm512_set1_ps(1.f), two = _mm512_set1_ps(2.f);
+  const __m512i signMask = _mm512_set1_epi32((int)0x80000000u);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __m512 a = _mm512_castsi512_ps(_mm512_andnot_si512(signMask, _mm512_castps_si512(v)));
+    const __m512 big = _mm512_sub_ps(one, _mm512_div_ps(two, _mm512_add_ps(expAvx512(_mm512_add_ps(a, a)), one)));
+    const __m512 z = _mm512_mul_ps(v, v);
+    __m512 p = _mm512_set1_ps(-5.70498872745e-3f);
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(2.06390887954e-2f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-5.37397155531e-2f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(1.33314422036e-1f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-3.33332819422e-1f));
+    const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), v, v);
+    const __mmask16 isSmall = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
+    const __m512 large = _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_castps_si512(big), _mm512_and_si512(signMask, _mm512_castps_si512(v))));
+    _mm512_storeu_ps(x + i, _mm512_mask_blend_ps(isSmall, large, small));
+  }
+  return i;
+}
+#pragma GCC diagnostic pop
+
+// Whether the gate activations take the AVX-512 forms: where the step product does
+// (RecurrentStepMatrix::bestIsa, QS_STEP_ISA=avx2 turns both off).
+bool wideActivations() {
+  static const bool wide = RecurrentStepMatrix::bestIsa() == RecurrentStepMatrix::Isa::Avx512;
+  return wide;
+}
+
+void sigmoidInPlace(float* x, int64_t n) {
+  int64_t i = wideActivations() ? sigmoidAvx512(x, n) : 0;
   const __m256 one = _mm256_set1_ps(1.f);
   for (; i + 8 <= n; i += 8) {
     const __m256 e = expAvx(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_loadu_ps(x + i)));
@@ -110,7 +175,7 @@ void sigmoidInPlace(float* x, int64_t n) {
 // tanh: an odd polynomial below |x| = 0.625 (Cephes' tanhf), where 1 - 2 / (e^2|x| + 1) would
 // lose the small values to cancellation; that form above, with the sign put back.
 void tanhInPlace(float* x, int64_t n) {
-  int64_t i = 0;
+  int64_t i = wideActivations() ? tanhAvx512(x, n) : 0;
   const __m256 one = _mm256_set1_ps(1.f), two = _mm256_set1_ps(2.f);
   const __m256 signMask = _mm256_set1_ps(-0.f);
   for (; i + 8 <= n; i += 8) {
