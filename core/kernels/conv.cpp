@@ -505,8 +505,8 @@ void im2colBlock(const float* in, int64_t C, const WindowGeometry& g, int64_t o0
                   const float* p = srow + ow * 2 + offW;
                   const __m256 lo8 = _mm256_loadu_ps(p), hi8 = _mm256_loadu_ps(p + 8);
                   const __m256 even = _mm256_shuffle_ps(lo8, hi8, _MM_SHUFFLE(2, 0, 2, 0));
-                  _mm256_storeu_ps(dst + (ow - ow0),
-                                   _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0))));
+                  _mm256_storeu_ps(dst + (ow - ow0), _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even),
+                                                                                            _MM_SHUFFLE(3, 1, 2, 0))));
                 }
                 for (; ow < b; ++ow) dst[ow - ow0] = srow[ow * 2 + offW];
               } else {
