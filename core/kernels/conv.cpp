@@ -497,6 +497,18 @@ void im2colBlock(const float* in, int64_t C, const WindowGeometry& g, int64_t o0
               if (sw == 1) {
                 if (b > a) std::memcpy(dst + (a - ow0), srow + a + offW, sizeof(float) * (size_t)(b - a));
                 ow = b;
+              } else if (sw == 2) {
+                // Stride 2 (stems, downsampling convs): the even lanes of 16 consecutive values, 8
+                // outputs a step while the 16 stay inside the row; the gather was scalar and took
+                // most of a first layer's time (3 input channels, few outputs sharing a column).
+                for (; ow + 8 <= b && (ow + 7) * 2 + offW + 1 < IW; ow += 8) {
+                  const float* p = srow + ow * 2 + offW;
+                  const __m256 lo8 = _mm256_loadu_ps(p), hi8 = _mm256_loadu_ps(p + 8);
+                  const __m256 even = _mm256_shuffle_ps(lo8, hi8, _MM_SHUFFLE(2, 0, 2, 0));
+                  _mm256_storeu_ps(dst + (ow - ow0), _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even),
+                                                                                            _MM_SHUFFLE(3, 1, 2, 0))));
+                }
+                for (; ow < b; ++ow) dst[ow - ow0] = srow[ow * 2 + offW];
               } else {
                 for (; ow < b; ++ow) dst[ow - ow0] = srow[ow * sw + offW];
               }
@@ -590,7 +602,11 @@ class ConvKernel : public Kernel {
     // of oneDNN's there (docs/performance.md, "Small CNNs").
     const bool depthwise = G == C && M == C && Cg == 1 && g.nd <= 2;
     const bool dw8 = depthwise && depthwise8Preferred(C, g);
-    if (m_dnnl && !dw8 && W.sharesBufferWith(m_constW) && W.shape() == m_constW.shape() &&
+    // A 3x3 stride-2 first layer (1-4 input channels, group 1): our im2col (8-column stride-2
+    // gather) and GEMM, which took half of oneDNN's time on det's 3 -> 16 channel conv at 640x640
+    // (1.3 against 2.7 ms, 2 threads; oneDNN reorders the NCHW input for a direct kernel).
+    const bool stem3x3 = G == 1 && C <= 4 && g.nd == 2 && g.k[1] == 3 && g.k[2] == 3 && g.s[1] == 2 && g.s[2] == 2;
+    if (m_dnnl && !dw8 && !stem3x3 && W.sharesBufferWith(m_constW) && W.shape() == m_constW.shape() &&
         (ctx.hasInput(2) ? ctx.input(2).sharesBufferWith(m_constB) : m_constB.numel() == 0) &&
         DnnlConv::preferred(C, M, G, g) && m_dnnl->run(x, N, C, g, y, ctx.threads))
       return Status::ok();

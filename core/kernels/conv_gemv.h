@@ -21,6 +21,8 @@ class PointwiseGemv {
   /// Packs W [M, C, 1, ..., 1] (float). Empty (valid() false) for any other W.
   explicit PointwiseGemv(const Tensor& W);
   bool valid() const { return m_M > 0; }
+  /// Subnormal values of W packed as zeros (they cost a microcode assist per FMA on Intel cores).
+  int64_t flushedWeights() const { return m_flushed; }
 
   /// y[n, m] = activations(bias[m] + sum_c W[m, c] x[n, c]) for N images of C
   /// values each (x [N, C], y [N, M], both contiguous); bias may be null. The
@@ -29,7 +31,7 @@ class PointwiseGemv {
            float* y) const;
 
  private:
-  int64_t m_M = 0, m_C = 0, m_Mpad = 0;
+  int64_t m_M = 0, m_C = 0, m_Mpad = 0, m_flushed = 0;
   std::vector<float> m_wt;  // [C][Mpad]: W transposed, rows padded with zeros to
                             // a multiple of 32
 };

@@ -5,7 +5,8 @@
 // state by R (RecurrentStepMatrix, core/kernels/recurrent_step.h: R packed once per direction and
 // run, the batch as the micro-tile's rows) and applies the gates row by row; the product comes out
 // batch-major ([batch, gates*H]). The two directions of a bidirectional node run at once, one per
-// thread, when there are two.
+// thread, when there are two. With library kernels, on CPUs where oneDNN's matmul runs AVX-512
+// kernels (DnnlMatMul::preferred), the input projection of a constant W (and B) goes to oneDNN.
 #include "core/kernels/recurrent.h"
 
 #include <immintrin.h>
@@ -20,6 +21,7 @@
 
 #include "core/exec/parallel.h"
 #include "core/kernels/gemm.h"
+#include "core/kernels/matmul_dnnl.h"
 #include "core/kernels/recurrent_step.h"
 
 namespace qs {
@@ -95,8 +97,73 @@ inline __m256 expAvx(__m256 x) {
   return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
 }
 
-void sigmoidInPlace(float* x, int64_t n) {
+// The AVX-512 forms of expAvx, sigmoidInPlace and tanhInPlace: the same operations lane by lane
+// (min/max, round to nearest, FMAs, divisions), so each value gets the AVX2 form's bits. They take
+// the first n/16*16 values; the AVX2 loops then the rest, so the vector/scalar split is the same.
+// GCC 12 warns that the intrinsics' own _mm512_undefined_* pass-through operands "may be used
+// uninitialized" (a false positive of its avx512fintrin.h); silenced for these functions only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) inline __m512 expAvx512(__m512 x) {
+  x = _mm512_min_ps(_mm512_set1_ps(88.3f), _mm512_max_ps(_mm512_set1_ps(-87.3f), x));
+  const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.f)));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+}
+
+__attribute__((target("avx512f"))) int64_t sigmoidAvx512(float* x, int64_t n) {
   int64_t i = 0;
+  const __m512 one = _mm512_set1_ps(1.f);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = expAvx512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_loadu_ps(x + i)));
+    _mm512_storeu_ps(x + i, _mm512_div_ps(one, _mm512_add_ps(one, e)));
+  }
+  return i;
+}
+
+__attribute__((target("avx512f"))) int64_t tanhAvx512(float* x, int64_t n) {
+  int64_t i = 0;
+  const __m512 one = _mm512_set1_ps(1.f), two = _mm512_set1_ps(2.f);
+  const __m512i signMask = _mm512_set1_epi32((int)0x80000000u);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __m512 a = _mm512_castsi512_ps(_mm512_andnot_si512(signMask, _mm512_castps_si512(v)));
+    const __m512 big = _mm512_sub_ps(one, _mm512_div_ps(two, _mm512_add_ps(expAvx512(_mm512_add_ps(a, a)), one)));
+    const __m512 z = _mm512_mul_ps(v, v);
+    __m512 p = _mm512_set1_ps(-5.70498872745e-3f);
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(2.06390887954e-2f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-5.37397155531e-2f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(1.33314422036e-1f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-3.33332819422e-1f));
+    const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), v, v);
+    const __mmask16 isSmall = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
+    const __m512 large = _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_castps_si512(big), _mm512_and_si512(signMask, _mm512_castps_si512(v))));
+    _mm512_storeu_ps(x + i, _mm512_mask_blend_ps(isSmall, large, small));
+  }
+  return i;
+}
+#pragma GCC diagnostic pop
+
+// Whether the gate activations take the AVX-512 forms: where the step product does
+// (RecurrentStepMatrix::bestIsa, QS_STEP_ISA=avx2 turns both off).
+bool wideActivations() {
+  static const bool wide = RecurrentStepMatrix::bestIsa() == RecurrentStepMatrix::Isa::Avx512;
+  return wide;
+}
+
+void sigmoidInPlace(float* x, int64_t n) {
+  int64_t i = wideActivations() ? sigmoidAvx512(x, n) : 0;
   const __m256 one = _mm256_set1_ps(1.f);
   for (; i + 8 <= n; i += 8) {
     const __m256 e = expAvx(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_loadu_ps(x + i)));
@@ -108,7 +175,7 @@ void sigmoidInPlace(float* x, int64_t n) {
 // tanh: an odd polynomial below |x| = 0.625 (Cephes' tanhf), where 1 - 2 / (e^2|x| + 1) would
 // lose the small values to cancellation; that form above, with the sign put back.
 void tanhInPlace(float* x, int64_t n) {
-  int64_t i = 0;
+  int64_t i = wideActivations() ? tanhAvx512(x, n) : 0;
   const __m256 one = _mm256_set1_ps(1.f), two = _mm256_set1_ps(2.f);
   const __m256 signMask = _mm256_set1_ps(-0.f);
   for (; i + 8 <= n; i += 8) {
@@ -214,7 +281,7 @@ class RecurrentKernel : public Kernel {
   // W^T in the GEMM's 16-column panels for the input projection, R in the step's 8-row panels
   // (GRU: its z,r rows and its candidate rows apart). A run uses them when its W and R have the
   // shapes they were packed from, and packs its own otherwise.
-  void prepack(const Tensor* W, const Tensor* R) {
+  void prepack(const Tensor* W, const Tensor* R, const Tensor* B, bool library) {
     const int64_t G = gateCount(m_p.cell), D = m_p.directions;
     if (!R || R->dtype() != DType::Float || R->rank() != 3 || R->dim(0) != D || R->dim(2) < 1 ||
         R->dim(1) != G * R->dim(2))
@@ -226,9 +293,39 @@ class RecurrentKernel : public Kernel {
       m_rMain.emplace_back(rd, gru ? 2 * H : GH, H);
       m_rCand.emplace_back(rd + (gru ? 2 * H * H : 0), gru ? H : 0, H);
     }
-    if (W && W->dtype() == DType::Float && W->rank() == 3 && W->dim(0) == D && W->dim(1) == GH && W->dim(2) >= 1)
-      for (int64_t d = 0; d < D; ++d)
-        m_wPacked.emplace_back(W->data<float>() + d * GH * W->dim(2), W->dim(2), true, W->dim(2), GH);
+    if (!W || W->dtype() != DType::Float || W->rank() != 3 || W->dim(0) != D || W->dim(1) != GH || W->dim(2) < 1)
+      return;
+    const int64_t I = W->dim(2);
+    for (int64_t d = 0; d < D; ++d) m_wPacked.emplace_back(W->data<float>() + d * GH * I, I, true, I, GH);
+    // oneDNN's matmul for the projection X W^T + bias, where it runs AVX-512: on lstm_speech at
+    // batch 8 (680 x 384 x 64..192) it took a quarter off the node (docs/performance.md, "LSTM at
+    // batch 8"). The bias is folded in only when B is a constant too.
+    if (!library || !DnnlMatMul::preferred()) return;
+    const bool constBias = B && B->dtype() == DType::Float && B->rank() == 2 && B->dim(0) == D && B->dim(1) == 2 * GH;
+    for (int64_t d = 0; d < D; ++d) {
+      const std::vector<float> bias =
+          constBias ? projectionBias(B->data<float>() + d * 2 * GH, H) : std::vector<float>();
+      auto mm = DnnlMatMul::create(W->data<float>() + d * GH * I, I, true, I, GH, constBias ? bias.data() : nullptr,
+                                   1.f, false);
+      if (!mm) {
+        m_wLibrary.clear();
+        return;
+      }
+      m_wLibrary.push_back(std::move(mm));
+    }
+    m_libraryW = *W;
+    if (constBias) m_libraryB = *B;
+  }
+
+  // The biases that do not depend on the state, added to the projection: Wb + Rb, except GRU's Rbh
+  // under linear_before_reset, which goes inside r * (...). wb: one direction's [Wb, Rb] (2 * GH).
+  std::vector<float> projectionBias(const float* wb, int64_t H) const {
+    const int64_t GH = gateCount(m_p.cell) * H;
+    const float* rb = wb + GH;
+    std::vector<float> bias(wb, wb + GH);
+    const bool keepRbH = m_p.cell == Cell::Gru && m_p.linearBeforeReset;
+    for (int64_t k = 0; k < (keepRbH ? 2 * H : GH); ++k) bias[(size_t)k] += rb[k];
+    return bias;
   }
 
   Status run(KernelContext& ctx) const override {
@@ -368,12 +465,15 @@ class RecurrentKernel : public Kernel {
         const float* rbH = nullptr;
         if (B) {
           const float* wb = B->data<float>() + d * 2 * GH;
-          const float* rb = wb + GH;
-          bias.assign(wb, wb + GH);
-          const bool keepRbH = cell == Cell::Gru && m_p.linearBeforeReset;
-          for (int64_t k = 0; k < (keepRbH ? 2 * H : GH); ++k) bias[(size_t)k] += rb[k];
-          if (keepRbH) rbH = rb + 2 * H;
+          bias = projectionBias(wb, H);
+          if (cell == Cell::Gru && m_p.linearBeforeReset) rbH = wb + GH + 2 * H;
         }
+        // oneDNN's projection (made at load) while W, and B if any, are the constants it was made
+        // from, with the bias folded in; an input transform (fake quantization) hands other tensors.
+        const DnnlMatMul* library = nullptr;
+        if ((int64_t)m_wLibrary.size() == D && W.sharesBufferWith(m_libraryW) && W.shape() == m_libraryW.shape() &&
+            (B ? B->sharesBufferWith(m_libraryB) : m_libraryB.numel() == 0))
+          library = m_wLibrary[(size_t)d].get();
         const float* pd = P ? P->data<float>() + d * 3 * H : nullptr;
         const Activation* act = &m_p.acts[(size_t)d * activationsPerDirection(cell)];
         float* h = hState.data() + d * N * H;
@@ -409,8 +509,9 @@ class RecurrentKernel : public Kernel {
               const int64_t t = backward ? lens[(size_t)b] - 1 - step : step;
               std::memcpy(dst, X.data<float>() + (batchFirst ? b * S + t : t * N + b) * I, sizeof(float) * (size_t)I);
             }
-            sgemmPacked(false, rows, 1.f, xs.data(), I, wPacked, false, xw.data(), GH, threads);
-            if (!bias.empty())
+            const bool byLibrary = library && library->run(xs.data(), I, rows, xw.data(), GH, threads).isOk();
+            if (!byLibrary) sgemmPacked(false, rows, 1.f, xs.data(), I, wPacked, false, xw.data(), GH, threads);
+            if (!bias.empty() && !byLibrary)
               parallelRows(rows, std::max<int64_t>(1, 16384 / GH), [&](int64_t r0, int64_t r1) {
                 for (int64_t r = r0; r < r1; ++r) {
                   float* row = xw.data() + r * GH;
@@ -553,7 +654,9 @@ class RecurrentKernel : public Kernel {
  private:
   RecurrentParams m_p;
   std::vector<PackedPanels> m_wPacked;               // per direction, or empty
-  std::vector<RecurrentStepMatrix> m_rMain, m_rCand;  // per direction, or empty
+  std::vector<RecurrentStepMatrix> m_rMain, m_rCand;    // per direction, or empty
+  std::vector<std::unique_ptr<DnnlMatMul>> m_wLibrary;  // per direction, or empty
+  Tensor m_libraryW, m_libraryB;                        // what m_wLibrary was made from
 };
 
 Result<std::unique_ptr<Kernel>> createRecurrent(const KernelInit& init, Cell cell) {
@@ -637,7 +740,8 @@ Result<std::unique_ptr<Kernel>> createRecurrent(const KernelInit& init, Cell cel
   if (!a.ok()) return a.status();
   for (size_t o = 0; o < node.outputs.size() && o < 3; ++o) p.wantOutput[o] = node.outputs[o] != kNoValue;
   auto kernel = std::make_unique<RecurrentKernel>(std::move(p));
-  kernel->prepack(init.constantInput(1), init.constantInput(2));
+  kernel->prepack(init.constantInput(1), init.constantInput(2),
+                  node.inputs.size() > 3 ? init.constantInput(3) : nullptr, init.libraryKernels);
   return std::unique_ptr<Kernel>(std::move(kernel));
 }
 

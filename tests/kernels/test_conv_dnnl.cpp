@@ -310,6 +310,38 @@ TEST_F(ConvDnnl, ImageGroupsGiveEachImageTheBitsItGetsAlone) {
   }
 }
 
+// A 3x3 stride-2 first layer (1-4 input channels) stays on our im2col + GEMM with the backend on,
+// though oneDNN's rule takes it past 2 M multiply-adds: ours measured twice as fast (det's first
+// conv, 3 -> 16 channels at 640x640: 1.2 against 2.1 ms). So with the backend on it gives our bits.
+TEST_F(ConvDnnl, StrideTwo3x3FirstLayerStaysOurs) {
+  std::mt19937 rng(13);
+  for (const Case& c : {Case{3, 16, 1, 160, 160, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true},
+                        Case{1, 32, 1, 240, 230, 3, 3, 2, 2, 1, 1, 0, 1, 1, 0, false},
+                        Case{4, 24, 1, 100, 100, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true}}) {
+    const std::string what = "C " + std::to_string(c.C) + " M " + std::to_string(c.M) + " " + std::to_string(c.H) +
+                             "x" + std::to_string(c.W);
+    const int64_t OH = outDim(c.H, c.kh, c.sh, c.dh, c.pt, c.pb), OW = outDim(c.W, c.kw, c.sw, c.dw, c.pl, c.pr);
+    WindowAttrs attrs;
+    attrs.strides = {c.sh, c.sw};
+    attrs.pads = {c.pt, c.pl, c.pb, c.pr};
+    WindowGeometry g;
+    ASSERT_TRUE(resolveWindow(attrs, {c.H, c.W}, {c.kh, c.kw}, false, g));
+    ASSERT_TRUE(DnnlConv::preferred(c.C, c.M, 1, g)) << what << ": oneDNN's rule would take it";
+    const Tensor w = randomTensor({c.M, c.C, c.kh, c.kw}, rng, -0.5f, 0.5f);
+    const Tensor b = randomTensor({c.M}, rng);
+    const std::vector<FusedActivation> acts = {{K::Relu, 0, 0}};
+    ConvNode library(c, w, c.bias ? &b : nullptr, acts, /*library=*/true);
+    ConvNode plain(c, w, c.bias ? &b : nullptr, acts, /*library=*/false);
+    ASSERT_TRUE(library.kernel);
+    ASSERT_TRUE(plain.kernel);
+    const Tensor x = randomTensor({1, c.C, c.H, c.W}, rng);
+    const Tensor y = library.run(x, 2), ours = plain.run(x, 2);
+    ASSERT_EQ(y.shape(), (Shape{1, c.M, OH, OW})) << what;
+    expectNear(y, naive(c, x, w, c.bias ? &b : nullptr, acts), what);
+    EXPECT_EQ(0, std::memcmp(y.data<float>(), ours.data<float>(), sizeof(float) * (size_t)y.numel())) << what;
+  }
+}
+
 TEST_F(ConvDnnl, RuleSendsTheMeasuredClassesToOneDnn) {
   auto geometry = [](int64_t H, int64_t k, int64_t s, int64_t p) {
     WindowAttrs attrs;

@@ -64,6 +64,27 @@ TEST(ConvGemv, SameBitsAsTheGemmPathAndNearNaive) {
         }
 }
 
+// Weights with subnormal values, as rec's SE convs have (a quarter of them): packed as zeros (an
+// FMA over a subnormal takes a microcode assist), with the GEMM path's bits all the same.
+TEST(ConvGemv, SubnormalWeightsPackedAsZerosSameBits) {
+  std::mt19937 rng(29);
+  for (auto [C, M] : std::vector<std::pair<int64_t, int64_t>>{{480, 120}, {240, 60}, {33, 7}}) {
+    Tensor w = randomTensor({M, C, 1, 1}, rng, -0.5f, 0.5f);
+    int64_t subnormals = 0;
+    for (int64_t i = 0; i < w.numel(); i += 4, ++subnormals)
+      w.data<float>()[i] = (i % 8 ? 1.f : -1.f) * std::ldexp((float)(1 + i % 1000), -140);  // below 2^-126
+    ASSERT_EQ(std::fpclassify(w.data<float>()[0]), FP_SUBNORMAL);
+    const PointwiseGemv gemv(w);
+    EXPECT_EQ(gemv.flushedWeights(), subnormals);
+    const Tensor x = randomTensor({2, C, 1, 1}, rng), b = randomTensor({M}, rng);
+    const std::vector<FusedActivation> relu = {{K::Relu, 0, 0}};
+    const Tensor fast = runConv1x1(x, w, &b, relu, true), gemm = runConv1x1(x, w, &b, relu, false);
+    ASSERT_EQ(gemm.shape(), fast.shape());
+    EXPECT_EQ(std::memcmp(fast.data<float>(), gemm.data<float>(), sizeof(float) * (size_t)fast.numel()), 0)
+        << "C " << C << " M " << M;
+  }
+}
+
 TEST(ConvGemv, OnlyOneByOneFilters) {
   std::mt19937 rng(1);
   EXPECT_TRUE(PointwiseGemv(randomTensor({4, 3, 1, 1}, rng)).valid());

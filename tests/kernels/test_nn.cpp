@@ -283,6 +283,41 @@ TEST(NnConv, RandomVsNaive) {
   }
 }
 
+// Stride 2 over rows wide enough for im2col's 8-at-a-time gather (16 consecutive values per step)
+// and its scalar tail: widths either side of the row end, every padding 0..2 at both ends,
+// kernels 1..5 wide, dilation 1 and 2 (the first layers of nms_detector and det take it).
+TEST(NnConv, StrideTwoWideRowsVsNaive) {
+  std::mt19937 rng(4242);
+  int t = 0;
+  for (int64_t width : {17, 32, 33, 40, 47})
+    for (int64_t k : {1, 3, 5})
+      for (int64_t d : {1, 2})
+        for (int64_t pb = 0; pb <= 2; ++pb)
+          for (int64_t pe = 0; pe <= 2; ++pe, ++t) {
+            ConvCase cc;
+            cc.nd = 2;
+            cc.N = 1;
+            cc.G = 1;
+            cc.Cg = 3;
+            cc.Mg = 4;
+            cc.bias = true;
+            cc.in[0] = 1;
+            cc.in[1] = 5;
+            cc.in[2] = width;
+            cc.k[0] = 1;
+            cc.k[1] = 3;
+            cc.k[2] = k;
+            cc.g.s[1] = cc.g.s[2] = 2;
+            cc.g.d[2] = d;
+            cc.g.pb[1] = cc.g.pe[1] = 1;
+            cc.g.pb[2] = pb;
+            cc.g.pe[2] = pe;
+            runConvCase(cc, rng, 1 + t % 2,
+                        "width " + std::to_string(width) + " k " + std::to_string(k) + " d " + std::to_string(d) +
+                            " pads " + std::to_string(pb) + "," + std::to_string(pe));
+          }
+}
+
 TEST(NnConv, DepthwiseVsNaive) {
   std::mt19937 rng(77);
   for (int64_t stride : {1, 2})
@@ -923,6 +958,54 @@ TEST(NnPool, RandomVsNaive2D) {
     ap.ints("kernel_shape", {k[0], k[1]}).ints("strides", {s[0], s[1]}).ints("dilations", {d[0], d[1]})
         .ints("pads", {pb[0], pb[1], pe[0], pe[1]}).i("ceil_mode", ceil).i("count_include_pad", incl);
     expectClose(ap.run(createAveragePool, {x}, 1, 2)[0], wantAvg, 1e-5f, "avg case " + std::to_string(t));
+  }
+}
+
+// AveragePool over rows wide enough for the eight-outputs-at-a-time path (W stride 1 and 2, no W
+// dilation), its scalar edges (padding, ceil mode, the row's end) around it: the same bits as a
+// naive sum in the same tap order (rows, then columns), with and without count_include_pad.
+TEST(NnPool, AveragePoolWideRowsSameBitsAsNaive) {
+  std::mt19937 rng(77);
+  auto r = [&](int lo, int hi) { return (int64_t)std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int t = 0; t < 60; ++t) {
+    int64_t k[2], s[2], d[2], pb[2], pe[2], in[2], out[2];
+    const bool ceil = r(0, 1) == 1, incl = r(0, 1) == 1;
+    for (int i = 0; i < 2; ++i) {
+      k[i] = r(1, 3);
+      s[i] = i == 1 ? r(1, 2) : r(1, 3);
+      d[i] = i == 1 ? 1 : r(1, 2);
+      pb[i] = r(0, k[i] - 1);
+      pe[i] = r(0, k[i] - 1);
+      in[i] = std::max<int64_t>((k[i] - 1) * d[i] + 1, i == 1 ? r(16, 60) : r(1, 5));
+      const int64_t span = in[i] + pb[i] + pe[i] - ((k[i] - 1) * d[i] + 1);
+      out[i] = ceil ? (span + s[i] - 1) / s[i] + 1 : span / s[i] + 1;
+      if (ceil && (out[i] - 1) * s[i] >= in[i] + pb[i]) --out[i];
+    }
+    Tensor x = randn({1, 3, in[0], in[1]}, rng);
+    Tensor want(DType::Float, {1, 3, out[0], out[1]});
+    for (int64_t p = 0; p < 3; ++p)
+      for (int64_t o0 = 0; o0 < out[0]; ++o0)
+        for (int64_t o1 = 0; o1 < out[1]; ++o1) {
+          float sum = 0;
+          int cnt = 0, cntPad = 0;
+          for (int64_t a = 0; a < k[0]; ++a)
+            for (int64_t b = 0; b < k[1]; ++b) {
+              const int64_t i0 = o0 * s[0] - pb[0] + a * d[0], i1 = o1 * s[1] - pb[1] + b * d[1];
+              if (i0 < in[0] + pe[0] && i1 < in[1] + pe[1]) ++cntPad;
+              if (i0 < 0 || i1 < 0 || i0 >= in[0] || i1 >= in[1]) continue;
+              sum += x.data<float>()[(p * in[0] + i0) * in[1] + i1];
+              ++cnt;
+            }
+          want.data<float>()[(p * out[0] + o0) * out[1] + o1] = sum / (float)(incl ? cntPad : cnt);
+        }
+    NnOp ap("AveragePool", 19);
+    ap.ints("kernel_shape", {k[0], k[1]}).ints("strides", {s[0], s[1]}).ints("dilations", {d[0], d[1]})
+        .ints("pads", {pb[0], pb[1], pe[0], pe[1]}).i("ceil_mode", ceil).i("count_include_pad", incl);
+    const Tensor y = ap.run(createAveragePool, {x}, 1, 1 + t % 2)[0];
+    ASSERT_EQ(y.shape(), want.shape()) << "case " << t;
+    EXPECT_EQ(std::memcmp(y.data<float>(), want.data<float>(), sizeof(float) * (size_t)y.numel()), 0)
+        << "case " << t << ": k " << k[0] << "x" << k[1] << " s " << s[0] << "x" << s[1] << " in " << in[0] << "x"
+        << in[1];
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include "core/exec/executor.h"
 #include "core/io/npy.h"
+#include "core/kernels/matmul_dnnl.h"
 #include "core/numeric/metrics.h"
 #include "tests/support/ort_runner.h"
 #include "tests/support/model_helpers.h"
@@ -44,6 +45,7 @@ struct Spec {
   std::vector<int64_t> wShape, rShape;
   bool dynamicShapes = false;  // graph inputs and outputs declared with symbolic dims (to feed other shapes)
   bool constantWeights = false;  // W and R as initializers (packed when the kernel is created)
+  bool constantBias = false;     // B as an initializer too (folded into oneDNN's projection)
   uint32_t seed = 7;
 
   int64_t gates() const { return op == "LSTM" ? 4 : op == "GRU" ? 3 : 1; }
@@ -85,7 +87,7 @@ Built build(const Spec& s) {
   const bool bf = s.layout == 1;
   auto declared = [&](const Shape& shape) { return s.dynamicShapes ? Shape(shape.size(), -1) : shape; };
   auto add = [&](const std::string& name, const Tensor& t, int elemType = onnx::TensorProto::FLOAT) {
-    if (s.constantWeights && (name == "W" || name == "R")) {
+    if ((s.constantWeights && (name == "W" || name == "R")) || (s.constantBias && name == "B")) {
       out.builder.initializer(name, t.shape(), std::vector<float>(t.data<float>(), t.data<float>() + t.numel()));
       return;
     }
@@ -150,11 +152,12 @@ Built build(const Spec& s) {
 }
 
 // Our outputs (graph order), or the error of whichever of create/run failed.
-Result<std::vector<Tensor>> runOurs(const Built& b, int threads = 2) {
+Result<std::vector<Tensor>> runOurs(const Built& b, int threads = 2, bool libraryKernels = false) {
   auto model = qs::test::builtModel(b.builder);
   if (!model) return runtimeError("model did not load");
   ExecutorOptions eo;
   eo.threads = threads;
+  eo.libraryKernels = libraryKernels;
   auto ex = Executor::create(model, eo);
   if (!ex) return ex.status();
   return (*ex)->run(b.feeds);
@@ -456,6 +459,42 @@ TEST(RecurrentOrtParity, WeightsPackedAtLoadMatchPackedPerRun) {
           EXPECT_EQ(std::memcmp((*a)[i].raw(), (*b)[i].raw(), (*a)[i].byteSize()), 0) << fed.outputNames[i];
         }
         expectOrtParity(s);
+      }
+    }
+  }
+}
+
+// With library kernels, on CPUs where oneDNN's matmul runs AVX-512 (or forced with QS_DNNL_MATMUL=1,
+// as ctest's recurrent_library_projection1 does), the input projection of a constant W goes to
+// oneDNN, the bias folded in when B is constant too. It must agree with our GEMM's result (relative
+// 1e-6: the sums may run in another order; ours is checked against ONNX Runtime above), for each
+// cell, with B constant, fed, and absent; 300 steps at batch 8 (LSTM's 4*32 gate rows: chunks of
+// 256 steps, so a full chunk and a short one).
+TEST(RecurrentOrtParity, LibraryProjectionMatchesOurs) {
+  std::printf("oneDNN matmul %s on this CPU (QS_DNNL_MATMUL=%s)\n", DnnlMatMul::preferred() ? "used" : "not used",
+              std::getenv("QS_DNNL_MATMUL") ? std::getenv("QS_DNNL_MATMUL") : "unset");
+  for (const char* op : {"LSTM", "GRU", "RNN"}) {
+    for (int bias = 0; bias < 3; ++bias) {  // 0: none, 1: fed, 2: constant
+      SCOPED_TRACE(std::string(op) + " bias " + std::to_string(bias));
+      Spec s;
+      s.op = op;
+      s.direction = "bidirectional";
+      s.seq = 300;
+      s.batch = 8;
+      s.input = 24;
+      s.hidden = 32;
+      s.bias = bias > 0;
+      s.constantBias = bias == 2;
+      s.constantWeights = true;
+      s.linearBeforeReset = std::string(op) == "GRU" ? std::optional<int64_t>(1) : std::nullopt;
+      Built b = build(s);
+      auto ours = runOurs(b, 2, false), library = runOurs(b, 2, true);
+      ASSERT_TRUE(ours) << ours.status().message();
+      ASSERT_TRUE(library) << library.status().message();
+      ASSERT_EQ(ours->size(), library->size());
+      for (size_t i = 0; i < ours->size(); ++i) {
+        ASSERT_EQ((*ours)[i].shape(), (*library)[i].shape());
+        EXPECT_LE(qs::test::relativeError((*library)[i], (*ours)[i]), 1e-6) << b.outputNames[i];
       }
     }
   }
