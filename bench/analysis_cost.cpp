@@ -18,6 +18,7 @@
 // estimate can be iterated on without re-running the sweep.
 // QS_CACHE_BUDGET=BYTES: AnalysisOptions::cacheBudgetBytes (0: keep no tables for toggles, as the CLI).
 // QS_PREPACK=0: AnalysisOptions::prepackWeights off (Wq packed on every run), for A/B runs.
+// QS_DNNL_WQ=0: AnalysisOptions::dnnlMatMul off (Wq in the kernel's panels, not oneDNN's layout).
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -182,6 +183,8 @@ int runPart(const std::string& part, const Args& a) {
     if (const char* cb = std::getenv("QS_CACHE_BUDGET")) ao.cacheBudgetBytes = std::strtoull(cb, nullptr, 10);
     // QS_PREPACK=0: the fake-quantized MatMul weights packed on every run (A/B in one binary).
     if (const char* pp = std::getenv("QS_PREPACK")) ao.prepackWeights = std::string(pp) != "0";
+    // QS_DNNL_WQ=0: Wq's products on the kernel's panels where oneDNN's matmul would take them.
+    if (const char* dw = std::getenv("QS_DNNL_WQ")) ao.dnnlMatMul = std::string(dw) != "0";
     auto session = QuantSession::create(s.model, {}, ao);
     if (!session) {
       std::fprintf(stderr, "%s\n", session.status().message().c_str());

@@ -219,14 +219,16 @@ Status BatchSweep::layerwiseNode(NodeId id, const std::vector<Tensor>& floatTabl
     // Where it costs less, the split from Gram matrices (split_gram.h): one product, not three.
     const Tensor &x = *floatIn[0], &w = *floatIn[1];
     const PackedMatMulWeight* pw = i < m_c.paths.packedWq.size() ? m_c.paths.packedWq[i].get() : nullptr;
-    const PackedPanels* wqPanels = pw && pw->packs(*weightIn[1]) ? &pw->panels : nullptr;
+    const bool packed = pw && pw->packs(*weightIn[1]);
+    const PackedPanels* wqPanels = packed ? &pw->panels : nullptr;
+    const DnnlMatMul* wqDnnl = packed ? pw->dnnl.get() : nullptr;
     if (m_grams && x.rank() >= 2 && w.rank() == 2 && x.shape().back() > 0 &&
         gramSplitPays(x.numel() / x.shape().back(), w.shape()[0], w.shape()[1], batches) &&
         layerwiseMatMulGram(x, *actIn[0], w, *weightIn[1], ref, m_c.threads(), m_grams->get(i, w, *weightIn[1]),
-                            S.layer[i], S.weight[i], S.act[i], wqPanels))
+                            S.layer[i], S.weight[i], S.act[i], wqPanels, wqDnnl))
       return Status::ok();
-    if (layerwiseMatMul(x, *actIn[0], w, *weightIn[1], ref, m_c.threads(), S.layer[i], S.weight[i], S.act[i],
-                        wqPanels))
+    if (layerwiseMatMul(x, *actIn[0], w, *weightIn[1], ref, m_c.threads(), S.layer[i], S.weight[i], S.act[i], wqPanels,
+                        wqDnnl))
       return Status::ok();
   }
   auto runWith = [&](int parts, ErrorAccumulator& acc) -> Status {

@@ -8,6 +8,7 @@
 
 #include "core/ir/tensor.h"
 #include "core/kernels/gemm.h"
+#include "core/kernels/matmul_dnnl.h"
 #include "core/numeric/metrics.h"
 
 namespace qs {
@@ -17,9 +18,11 @@ namespace qs {
 /// touching nothing, where the shapes are not those of one GEMM of more than two rows (the MatMul
 /// kernel then takes another route): the caller runs the node instead. `wqPanels`, where given,
 /// is wq packed once (PackedPanels of wq, K x N): its panels are read instead of packing wq per
-/// block, for the same bits.
+/// block, for the same bits. `wqDnnl`, where given, is wq in oneDNN's layout (node_paths.h,
+/// PackedMatMulWeight): Xq * Wq and X * Wq are then oneDNN's products, summed in its order (each
+/// element within float rounding of the kernel's), as the quantized pass computes Xq * Wq then.
 bool layerwiseMatMul(const Tensor& x, const Tensor& xq, const Tensor& w, const Tensor& wq, const Tensor& ref,
                      int threads, ErrorAccumulator& full, ErrorAccumulator& weight, ErrorAccumulator& act,
-                     const PackedPanels* wqPanels = nullptr);
+                     const PackedPanels* wqPanels = nullptr, const DnnlMatMul* wqDnnl = nullptr);
 
 }  // namespace qs

@@ -204,8 +204,10 @@ bool runDepthwiseNode(const QuantState& s, const DepthwiseNode& dw, std::span<co
   return depthwisePlanes(dq, inputs, y, ref, sums);
 }
 
-std::vector<std::shared_ptr<const PackedMatMulWeight>> findPackedMatMulWeights(const Graph& g, const QuantState& s) {
+std::vector<std::shared_ptr<const PackedMatMulWeight>> findPackedMatMulWeights(const Graph& g, const QuantState& s,
+                                                                               bool dnnl) {
   std::vector<std::shared_ptr<const PackedMatMulWeight>> out(g.nodes.size());
+  dnnl = dnnl && DnnlMatMul::preferred();
   for (size_t i = 0; i < g.nodes.size() && i < s.pointsByNode.size(); ++i) {
     const Node& n = g.nodes[i];
     if (n.opType != "MatMul" || !n.domain.empty() || n.inputs.size() != 2) continue;
@@ -216,6 +218,8 @@ std::vector<std::shared_ptr<const PackedMatMulWeight>> findPackedMatMulWeights(c
       auto pw = std::make_shared<PackedMatMulWeight>();
       pw->weight = r.weight;
       pw->source = wq;
+      if (dnnl && PackedMatMulWeight::dnnlPays(wq.dim(0), wq.dim(1)))
+        pw->dnnl = DnnlMatMul::create(wq.data<float>(), wq.dim(1), false, wq.dim(0), wq.dim(1), nullptr, 1.f, false);
       pw->panels = PackedPanels(wq.data<float>(), wq.dim(1), false, wq.dim(0), wq.dim(1));
       out[i] = std::move(pw);
       break;

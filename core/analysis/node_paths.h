@@ -13,6 +13,7 @@
 #include "core/kernels/elementwise_chain.h"
 #include "core/kernels/gemm.h"
 #include "core/kernels/int_conv.h"
+#include "core/kernels/matmul_dnnl.h"
 
 namespace qs {
 
@@ -52,12 +53,25 @@ struct DepthwiseNode {
 /// load. Without it the quantized pass, the layer-wise Xq * Wq and the exact-sensitivity cones
 /// pack Wq again on every run (per row block of every product). The products over the panels are
 /// the bits of the kernel's (the same micro-kernel calls over the same K slices).
+///
+/// Where oneDNN runs AVX-512 matmul kernels (DnnlMatMul::preferred(), AnalysisOptions::dnnlMatMul)
+/// and the weight is not tiny (dnnlPays), Wq is also held in oneDNN's layout, for the layer-wise
+/// products Xq * Wq and X * Wq only (about twice the kernel's speed on such a CPU). Their sums come
+/// in oneDNN's order: each element moves by float rounding (~1e-7 relative), a layer-wise SNR by
+/// ~1e-5 dB. The quantized pass and the sensitivity cones keep the panels: there every quantized
+/// node downstream would re-round what moved, and a rounding moved across a tie at one point
+/// moves the figures of everything after it (measured on bert_encoder: graph-wise figures by up
+/// to 0.04 dB inside the encoder, 0.3 dB on the 768 pooled outputs), so they keep the kernel's bits.
 struct PackedMatMulWeight {
   int weight = -1;  // index into QuantState::weights / fakeWeights
   Tensor source;    // the fakeWeights entry that was packed (shares its buffer)
   PackedPanels panels;
+  std::shared_ptr<const DnnlMatMul> dnnl;  // Wq in oneDNN's layout as well (layer-wise products), or null
   /// Whether `wq` is the tensor packed (a weight clip search may have replaced the entry since).
   bool packs(const Tensor& wq) const { return wq.sharesBufferWith(source) && wq.shape() == source.shape(); }
+  /// Whether a weight of K x N goes to oneDNN (with it enabled): below 64 rows or columns the
+  /// call's fixed cost outweighs the gain (cls's 200 x 2 classifier keeps the kernel).
+  static bool dnnlPays(int64_t K, int64_t N) { return K >= 64 && N >= 64; }
 };
 
 /// The paths, per node (null or -1: the plain one).
@@ -100,8 +114,11 @@ std::vector<std::shared_ptr<const IntConvNode>> findIntConvs(const Graph& g, con
                                                              const QuantState& s);
 
 /// MatMuls (ai.onnx) with a weight point on a 2-D float B: their fake-quantized weights packed
-/// (one PackedMatMulWeight per node, null elsewhere). Costs one more copy of those weights.
-std::vector<std::shared_ptr<const PackedMatMulWeight>> findPackedMatMulWeights(const Graph& g, const QuantState& s);
+/// (one PackedMatMulWeight per node, null elsewhere), and also into oneDNN's layout where `dnnl`
+/// and DnnlMatMul::preferred() and the weight is large enough (PackedMatMulWeight::dnnlPays).
+/// Costs one more copy of those weights (two with oneDNN's).
+std::vector<std::shared_ptr<const PackedMatMulWeight>> findPackedMatMulWeights(const Graph& g, const QuantState& s,
+                                                                               bool dnnl = false);
 
 /// Y = A * Wq as the MatMul kernel computes it, over `pw`'s panels: `a` the (already
 /// fake-quantized) A [..., M, K], float. False, touching nothing, where the kernel would take

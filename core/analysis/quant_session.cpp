@@ -98,7 +98,8 @@ void QuantSession::indexPoints() {
   m_paths.dwConv = m_options.planeLayerwise ? findDepthwiseConvs(g, m_plan, m_state) : decltype(m_paths.dwConv)(N);
   m_paths.intConv = m_options.integerConv ? findIntConvs(g, m_plan, m_state) : decltype(m_paths.intConv)(N);
   m_paths.gramSplit = m_options.gramSplit;
-  m_paths.packedWq = m_options.prepackWeights ? findPackedMatMulWeights(g, m_state) : decltype(m_paths.packedWq)(N);
+  m_paths.packedWq = m_options.prepackWeights ? findPackedMatMulWeights(g, m_state, m_options.dnnlMatMul)
+                                              : decltype(m_paths.packedWq)(N);
 }
 
 Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& progress) {

@@ -93,6 +93,14 @@ struct AnalysisOptions {
   /// (NodePaths::packedWq), as the executor packs the float weights at load: the same bits, one
   /// more copy of those weights held. Off: Wq packed on every run (for A/B runs and the tests).
   bool prepackWeights = true;
+  /// With prepackWeights, where oneDNN runs AVX-512 matmul kernels (DnnlMatMul::preferred(); an
+  /// Intel Xeon, not this project's AVX2 AMD machines) and the weight is at least 64 x 64: Wq also
+  /// held in oneDNN's layout, and the layer-wise products Xq * Wq and X * Wq run by oneDNN's
+  /// matmul, about twice the kernel's speed there. Their sums come in oneDNN's order: layer-wise
+  /// figures move by float rounding (~1e-5 dB); graph-wise figures and sensitivities keep their
+  /// bits (node_paths.h, PackedMatMulWeight). Costs one more copy of those weights. Off: the
+  /// kernel's panels (the reference the bit-for-bit tests compare with).
+  bool dnnlMatMul = true;
   /// Calibrate every float activation tensor (graph inputs and node outputs), not only the
   /// quantization points: AnalysisResult::tensorRanges, for TensorRT's implicit INT8.
   bool allTensorRanges = false;

@@ -68,7 +68,7 @@ const MatMulSplitGram& SplitGramCache::get(size_t node, const Tensor& w, const T
 
 bool layerwiseMatMulGram(const Tensor& x, const Tensor& xq, const Tensor& w, const Tensor& wq, const Tensor& ref,
                          int threads, const MatMulSplitGram& gram, ErrorAccumulator& full, ErrorAccumulator& weight,
-                         ErrorAccumulator& act, const PackedPanels* wqPanels) {
+                         ErrorAccumulator& act, const PackedPanels* wqPanels, const DnnlMatMul* wqDnnl) {
   for (const Tensor* t : {&x, &xq, &w, &wq, &ref})
     if (t->dtype() != DType::Float) return false;
   if (x.rank() < 2 || w.rank() != 2 || xq.shape() != x.shape() || wq.shape() != w.shape()) return false;
@@ -86,10 +86,13 @@ bool layerwiseMatMulGram(const Tensor& x, const Tensor& xq, const Tensor& w, con
   Tensor yFull(DType::Float, yShape);
   float* cf = yFull.data<float>();
   const float* bq = wq.data<float>();
-  forEachGemmBlock(M, N, K, threads, [&](int64_t m0, int64_t m1, int64_t n0, int64_t cols) {
-    if (wqPanels) gemmBlockPacked(pq, m0, m1, *wqPanels, n0, cols, cf + m0 * N + n0, N, false);
-    else gemmBlock(pq, m0, m1, bq + n0, N, false, cols, cf + m0 * N + n0, N, false);
-  });
+  if (!wqDnnl || !wqDnnl->run(xq.data<float>(), K, M, cf, N, threads))
+    forEachGemmBlock(M, N, K, threads, [&](int64_t m0, int64_t m1, int64_t n0, int64_t cols) {
+      if (wqPanels)
+        gemmBlockPacked(pq, m0, m1, *wqPanels, n0, cols, cf + m0 * N + n0, N, false);
+      else
+        gemmBlock(pq, m0, m1, bq + n0, N, false, cols, cf + m0 * N + n0, N, false);
+    });
   ErrorAccumulator batch;
   batch.add(ref, yFull, threads);
   full.merge(batch);

@@ -18,6 +18,7 @@
 
 #include "core/ir/tensor.h"
 #include "core/kernels/gemm.h"
+#include "core/kernels/matmul_dnnl.h"
 #include "core/numeric/metrics.h"
 
 namespace qs {
@@ -60,10 +61,11 @@ class SplitGramCache {
 /// from `gram`: `full` from Xq * Wq computed as the MatMul kernel computes it (the same bits),
 /// `weight` and `act` from the noise powers, against the signal of `ref` (so their snrDb and mse
 /// are the products' to float rounding; their other figures are not kept). False, touching
-/// nothing, where layerwiseMatMul would refuse the shapes or `gram` is of another K. `wqPanels`:
-/// as layerwiseMatMul's.
+/// nothing, where layerwiseMatMul would refuse the shapes or `gram` is of another K. `wqPanels`
+/// and `wqDnnl`: as layerwiseMatMul's (with `wqDnnl`, Xq * Wq is oneDNN's product).
 bool layerwiseMatMulGram(const Tensor& x, const Tensor& xq, const Tensor& w, const Tensor& wq, const Tensor& ref,
                          int threads, const MatMulSplitGram& gram, ErrorAccumulator& full, ErrorAccumulator& weight,
-                         ErrorAccumulator& act, const PackedPanels* wqPanels = nullptr);
+                         ErrorAccumulator& act, const PackedPanels* wqPanels = nullptr,
+                         const DnnlMatMul* wqDnnl = nullptr);
 
 }  // namespace qs

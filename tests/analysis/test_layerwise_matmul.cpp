@@ -4,6 +4,8 @@
 // row and column blocks, one and two threads).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -116,6 +118,57 @@ TEST(LayerwiseMatMul, PackedMatMulRefusesWhatTheKernelRunsAnotherWay) {
   EXPECT_TRUE(y.empty());
   EXPECT_TRUE(runPackedMatMul(pw, randomTensor({2, 3, 8}, rng, 1.f), 1, y));
   EXPECT_EQ(y.shape(), (Shape{2, 3, 4}));
+}
+
+TEST(LayerwiseMatMul, OneDnnWqWithinRoundingOfTheKernel) {
+  // Wq in oneDNN's layout (PackedMatMulWeight::dnnl): its product within float rounding of a
+  // double-precision product, and the layer-wise sums with it within rounding of the kernel's
+  // (Xq * W, still the kernel's, to the bit), on shapes past the blocking's edges.
+  if (!DnnlMatMul::preferred()) GTEST_SKIP() << "oneDNN's matmul is not preferred on this CPU";
+  struct Case {
+    Shape x;
+    int64_t n;
+  };
+  const Case cases[] = {
+      {{1, 128, 96}, 80}, {{2, 37, 70}, 83}, {{3, 100, 300}, 64}, {{400, 64}, 530}, {{1, 5, 384}, 1152}};
+  std::mt19937 rng(23);
+  for (const Case& c : cases) {
+    for (int threads : {1, 2}) {
+      const int64_t K = c.x.back(), N = c.n;
+      Tensor x = randomTensor(c.x, rng, 1.f), w = randomTensor({K, N}, rng, 0.1f);
+      Tensor xq = fakeQuantize(x, {0.02f}, 0, QuantMode::Int8, kActQmin, kActQmax);
+      std::vector<float> wScale((size_t)N, 0.001f);
+      Tensor wq = fakeQuantize(w, wScale, 1, QuantMode::Int8, kWeightQmin, kWeightQmax);
+      ASSERT_TRUE(PackedMatMulWeight::dnnlPays(K, N));
+      PackedMatMulWeight pw;
+      pw.source = wq;
+      pw.dnnl = DnnlMatMul::create(wq.data<float>(), N, false, K, N, nullptr, 1.f, false);
+      ASSERT_TRUE(pw.dnnl);
+      const int64_t M = xq.numel() / K;
+      Tensor y(DType::Float, {M, N});
+      ASSERT_TRUE(pw.dnnl->run(xq.data<float>(), K, M, y.data<float>(), N, threads));
+      const float *a = xq.data<float>(), *b = wq.data<float>(), *got = y.data<float>();
+      double worst = 0;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double sum = 0, mag = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            sum += (double)a[m * K + k] * b[k * N + n];
+            mag += std::fabs((double)a[m * K + k] * b[k * N + n]);
+          }
+          worst = std::max(worst, std::fabs(got[m * N + n] - sum) / std::max(mag, 1e-30));
+        }
+      EXPECT_LT(worst, 1e-5) << "K " << K << " N " << N;
+      const Tensor ref = kernelMatMul(x, w, threads);
+      ErrorAccumulator full, weight, act, dFull, dWeight, dAct;
+      ASSERT_TRUE(layerwiseMatMul(x, xq, w, wq, ref, threads, full, weight, act));
+      ASSERT_TRUE(layerwiseMatMul(x, xq, w, wq, ref, threads, dFull, dWeight, dAct, nullptr, pw.dnnl.get()));
+      EXPECT_NEAR(dFull.metrics().snrDb, full.metrics().snrDb, 1e-4);
+      EXPECT_NEAR(dWeight.metrics().snrDb, weight.metrics().snrDb, 1e-4);
+      EXPECT_EQ(dFull.metrics().count, full.metrics().count);
+      expectSame(dAct, act, "activations only (the kernel's product either way)");
+    }
+  }
 }
 
 TEST(LayerwiseMatMul, RefusesWhatTheKernelRunsAnotherWay) {

@@ -11,6 +11,7 @@
 #include "core/analysis/quant_session.h"
 #include "core/analysis/split_gram.h"
 #include "core/kernels/gemm.h"
+#include "core/kernels/matmul_dnnl.h"
 #include "core/numeric/fake_quant.h"
 #include "core/onnx/loader.h"
 #include "tests/support/gemm_helpers.h"
@@ -167,6 +168,7 @@ TEST(SplitGram, PrepackedWeightsGiveTheSameBits) {
     ao.cacheBudgetBytes = 0;
     ao.calibration.method = CalibMethod::Max;
     ao.prepackWeights = on == 1;
+    ao.dnnlMatMul = false;  // the panels' products: the kernel's bits (oneDNN's: OneDnnWq below)
     auto s = QuantSession::create(*model, {}, ao);
     ASSERT_TRUE(s) << s.status().message();
     ASSERT_TRUE((*s)->calibrate(*shared));
@@ -199,6 +201,74 @@ TEST(SplitGram, PrepackedWeightsGiveTheSameBits) {
   EXPECT_GE(matmuls, 24);
   EXPECT_EQ(r[0]->outputs[0].metrics.snrDb, r[1]->outputs[0].metrics.snrDb);
   EXPECT_EQ(r[0]->outputs[0].metrics.maxAbs, r[1]->outputs[0].metrics.maxAbs);
+}
+
+TEST(SplitGram, OneDnnWqWithinRoundingOfThePanels) {
+  // bert_encoder with the layer-wise products of Wq on oneDNN's matmul (AnalysisOptions::dnnlMatMul,
+  // where oneDNN runs AVX-512 kernels or QS_DNNL_MATMUL=1) against the kernel's panels: graph-wise
+  // figures and exact sensitivities the same bits (the quantized pass and the cones keep the
+  // panels), layer-wise figures and the split within float rounding (1e-3 dB), and the route
+  // really taken (the projections' layer-wise figures move in their last bits).
+  if (!DnnlMatMul::preferred()) GTEST_SKIP() << "oneDNN's matmul is not preferred on this CPU";
+  const std::string path = std::string(QS_SOURCE_DIR) + "/.cache/zoo/bert_encoder.onnx";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path << ": run scripts/make_zoo.py";
+  auto model = loadModel(path);
+  ASSERT_TRUE(model) << model.status().message();
+  CalibrationDataOptions co;
+  co.maxSamples = 2;
+  co.batchSize = 1;
+  co.seed = 5;
+  auto data = CalibrationData::open(**model, co);
+  ASSERT_TRUE(data) << data.status().message();
+  std::shared_ptr<const CalibrationData> shared(std::move(data).value());
+  std::shared_ptr<const AnalysisResult> r[2];
+  for (int on = 0; on < 2; ++on) {
+    AnalysisOptions ao;
+    ao.threads = 2;
+    ao.sensitivity = true;
+    ao.sensitivityMethod = SensitivityMethod::Exact;
+    ao.cacheBudgetBytes = 0;
+    ao.calibration.method = CalibMethod::Percentile;
+    ao.dnnlMatMul = on == 1;
+    auto s = QuantSession::create(*model, {}, ao);
+    ASSERT_TRUE(s) << s.status().message();
+    ASSERT_TRUE((*s)->calibrate(*shared));
+    auto res = (*s)->analyze(shared);
+    ASSERT_TRUE(res) << res.status().message();
+    r[on] = *res;
+  }
+  const Graph& g = (*model)->graph;
+  int matmuls = 0, moved = 0;
+  auto near = [](double a, double b, const std::string& what) {
+    if (std::isnan(a) || std::isnan(b)) {
+      EXPECT_EQ(std::isnan(a), std::isnan(b)) << what;
+    } else if (std::isinf(a) || std::isinf(b)) {
+      EXPECT_EQ(a, b) << what;
+    } else {
+      EXPECT_NEAR(a, b, 1e-3) << what;
+    }
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const NodeResult &a = r[0]->nodes[i], &b = r[1]->nodes[i];
+    const std::string& name = g.nodes[i].name;
+    ASSERT_EQ(a.hasLayerwise, b.hasLayerwise) << name;
+    ASSERT_EQ(a.hasGraphwise, b.hasGraphwise) << name;
+    if (a.hasGraphwise) {
+      EXPECT_EQ(a.graphwise.snrDb, b.graphwise.snrDb) << name;
+      EXPECT_EQ(a.graphwise.maxAbs, b.graphwise.maxAbs) << name;
+    }
+    if (!a.hasLayerwise) continue;
+    near(a.layerwise.snrDb, b.layerwise.snrDb, name + " layer-wise");
+    near(a.weightSnrDb, b.weightSnrDb, name + " weights only");
+    near(a.activationSnrDb, b.activationSnrDb, name + " activations only");
+    EXPECT_EQ(a.sensitivitySnrDb, b.sensitivitySnrDb) << name;
+    if (g.nodes[i].opType != "MatMul" || std::isnan(a.weightSnrDb)) continue;
+    ++matmuls;
+    moved += a.layerwise.snrDb != b.layerwise.snrDb;
+  }
+  EXPECT_GE(matmuls, 24);
+  EXPECT_GE(moved, 12);  // the products came from oneDNN, not the panels
+  EXPECT_EQ(r[0]->outputs[0].metrics.snrDb, r[1]->outputs[0].metrics.snrDb);
 }
 
 }  // namespace
