@@ -25,7 +25,8 @@ def main():
     a = ap.parse_args()
     with open(a.report) as fh:
         rep = json.load(fh)
-    nodes = [(l["node"], l["op_type"], l["sensitivity_snr_db"]) for l in rep["layers"]
+    # report.json writes an infinite SNR as the string "inf"
+    nodes = [(l["node"], l["op_type"], float(l["sensitivity_snr_db"])) for l in rep["layers"]
              if l.get("quantizable") and l.get("sensitivity_snr_db") is not None]
     if not nodes:
         raise SystemExit(f"{a.report}: no node has a sensitivity_snr_db (analyse with --sensitivity fast|exact)")
