@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 #include "core/analysis/layerwise_matmul.h"
@@ -94,33 +95,47 @@ TEST(SplitGram, PaysOnlyWhereItSavesMultiplyAdds) {
   EXPECT_FALSE(gramSplitPays(100000, 8192, 16384, 8));  // K past 4096
 }
 
-TEST(SplitGram, BertEncoderSplitAsTheProducts) {
+// bert_encoder from the zoo (scripts/make_zoo.py), analysed twice on the same 2 seeded samples:
+// `set(ao, i)` adjusts analysis i's options (2 threads, Percentile, no sensitivity before it).
+// Leaves `model` null where the zoo model is missing; fails the test on any error.
+void analyseBertTwice(unsigned seed, const std::function<void(AnalysisOptions&, int)>& set,
+                      std::shared_ptr<const Model>& model, std::shared_ptr<const AnalysisResult> (&r)[2]) {
   const std::string path = std::string(QS_SOURCE_DIR) + "/.cache/zoo/bert_encoder.onnx";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path << ": run scripts/make_zoo.py";
-  auto model = loadModel(path);
-  ASSERT_TRUE(model) << model.status().message();
+  if (!std::filesystem::exists(path)) return;
+  auto loaded = loadModel(path);
+  ASSERT_TRUE(loaded) << loaded.status().message();
   CalibrationDataOptions co;
   co.maxSamples = 2;
   co.batchSize = 1;
-  co.seed = 3;
-  auto data = CalibrationData::open(**model, co);
+  co.seed = seed;
+  auto data = CalibrationData::open(**loaded, co);
   ASSERT_TRUE(data) << data.status().message();
   std::shared_ptr<const CalibrationData> shared(std::move(data).value());
-  std::shared_ptr<const AnalysisResult> r[2];
-  for (int on = 0; on < 2; ++on) {
+  for (int i = 0; i < 2; ++i) {
     AnalysisOptions ao;
     ao.threads = 2;
     ao.sensitivity = false;
     ao.calibration.method = CalibMethod::Percentile;
-    ao.gramSplit = on == 1;
-    auto s = QuantSession::create(*model, {}, ao);
+    set(ao, i);
+    auto s = QuantSession::create(*loaded, {}, ao);
     ASSERT_TRUE(s) << s.status().message();
     ASSERT_TRUE((*s)->calibrate(*shared));
     auto res = (*s)->analyze(shared);
     ASSERT_TRUE(res) << res.status().message();
-    r[on] = *res;
+    r[i] = *res;
   }
-  const Graph& g = (*model)->graph;
+  model = *loaded;
+}
+
+TEST(SplitGram, BertEncoderSplitAsTheProducts) {
+  std::shared_ptr<const Model> model;
+  std::shared_ptr<const AnalysisResult> r[2];
+  analyseBertTwice(3, [](AnalysisOptions& ao, int on) {
+    ao.gramSplit = on == 1;
+  }, model, r);
+  if (HasFatalFailure()) return;
+  if (!model) GTEST_SKIP() << "no .cache/zoo/bert_encoder.onnx: run scripts/make_zoo.py";
+  const Graph& g = model->graph;
   int split = 0, moved = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const NodeResult &a = r[0]->nodes[i], &b = r[1]->nodes[i];
@@ -148,35 +163,19 @@ TEST(SplitGram, PrepackedWeightsGiveTheSameBits) {
   // bert_encoder with the fake-quantized MatMul weights packed once per analysis
   // (AnalysisOptions::prepackWeights) against packed per run: the quantized pass, the layer-wise
   // products, the Gram route's Xq * Wq and the exact sensitivity cones all give the same bits.
-  const std::string path = std::string(QS_SOURCE_DIR) + "/.cache/zoo/bert_encoder.onnx";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path << ": run scripts/make_zoo.py";
-  auto model = loadModel(path);
-  ASSERT_TRUE(model) << model.status().message();
-  CalibrationDataOptions co;
-  co.maxSamples = 2;
-  co.batchSize = 1;
-  co.seed = 5;
-  auto data = CalibrationData::open(**model, co);
-  ASSERT_TRUE(data) << data.status().message();
-  std::shared_ptr<const CalibrationData> shared(std::move(data).value());
+  std::shared_ptr<const Model> model;
   std::shared_ptr<const AnalysisResult> r[2];
-  for (int on = 0; on < 2; ++on) {
-    AnalysisOptions ao;
-    ao.threads = 2;
+  analyseBertTwice(5, [](AnalysisOptions& ao, int on) {
     ao.sensitivity = true;
     ao.sensitivityMethod = SensitivityMethod::Exact;
     ao.cacheBudgetBytes = 0;
     ao.calibration.method = CalibMethod::Max;
     ao.prepackWeights = on == 1;
     ao.dnnlMatMul = false;  // the panels' products: the kernel's bits (oneDNN's: OneDnnWq below)
-    auto s = QuantSession::create(*model, {}, ao);
-    ASSERT_TRUE(s) << s.status().message();
-    ASSERT_TRUE((*s)->calibrate(*shared));
-    auto res = (*s)->analyze(shared);
-    ASSERT_TRUE(res) << res.status().message();
-    r[on] = *res;
-  }
-  const Graph& g = (*model)->graph;
+  }, model, r);
+  if (HasFatalFailure()) return;
+  if (!model) GTEST_SKIP() << "no .cache/zoo/bert_encoder.onnx: run scripts/make_zoo.py";
+  const Graph& g = model->graph;
   int matmuls = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const NodeResult &a = r[0]->nodes[i], &b = r[1]->nodes[i];
@@ -210,34 +209,17 @@ TEST(SplitGram, OneDnnWqWithinRoundingOfThePanels) {
   // panels), layer-wise figures and the split within float rounding (1e-3 dB), and the route
   // really taken (the projections' layer-wise figures move in their last bits).
   if (!DnnlMatMul::preferred()) GTEST_SKIP() << "oneDNN's matmul is not preferred on this CPU";
-  const std::string path = std::string(QS_SOURCE_DIR) + "/.cache/zoo/bert_encoder.onnx";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path << ": run scripts/make_zoo.py";
-  auto model = loadModel(path);
-  ASSERT_TRUE(model) << model.status().message();
-  CalibrationDataOptions co;
-  co.maxSamples = 2;
-  co.batchSize = 1;
-  co.seed = 5;
-  auto data = CalibrationData::open(**model, co);
-  ASSERT_TRUE(data) << data.status().message();
-  std::shared_ptr<const CalibrationData> shared(std::move(data).value());
+  std::shared_ptr<const Model> model;
   std::shared_ptr<const AnalysisResult> r[2];
-  for (int on = 0; on < 2; ++on) {
-    AnalysisOptions ao;
-    ao.threads = 2;
+  analyseBertTwice(5, [](AnalysisOptions& ao, int on) {
     ao.sensitivity = true;
     ao.sensitivityMethod = SensitivityMethod::Exact;
     ao.cacheBudgetBytes = 0;
-    ao.calibration.method = CalibMethod::Percentile;
     ao.dnnlMatMul = on == 1;
-    auto s = QuantSession::create(*model, {}, ao);
-    ASSERT_TRUE(s) << s.status().message();
-    ASSERT_TRUE((*s)->calibrate(*shared));
-    auto res = (*s)->analyze(shared);
-    ASSERT_TRUE(res) << res.status().message();
-    r[on] = *res;
-  }
-  const Graph& g = (*model)->graph;
+  }, model, r);
+  if (HasFatalFailure()) return;
+  if (!model) GTEST_SKIP() << "no .cache/zoo/bert_encoder.onnx: run scripts/make_zoo.py";
+  const Graph& g = model->graph;
   int matmuls = 0, moved = 0;
   auto near = [](double a, double b, const std::string& what) {
     if (std::isnan(a) || std::isnan(b)) {
