@@ -26,6 +26,8 @@ import tempfile
 
 import numpy as np
 
+from task_agreement_exclusions import greedy  # PaddleOCR's CTC greedy decoding, as there
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -54,15 +56,6 @@ def run_ort(model, x, work, tag, flags):
     subprocess.run(cmd, check=True, env=dict(os.environ, ORT_DISABLE_TELEMETRY="1"))
     outs = sorted({int(f.split("_")[2].split(".")[0]) for f in os.listdir(outd) if f.startswith("out_")})
     return [np.concatenate([np.load(os.path.join(outd, f"out_{s}_{o}.npy")) for s in range(len(x))]) for o in outs]
-
-
-def greedy(scores):
-    out, prev = [], -1
-    for t in scores.argmax(-1):
-        if t != prev and t != 0:
-            out.append(int(t))
-        prev = t
-    return out
 
 
 def main():
