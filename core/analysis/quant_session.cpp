@@ -290,13 +290,16 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     return Status::ok();
   };
   // The float graph outputs of the batches not kept, for exactSensitivity(), within an eighth of
-  // the budget (whichever batches come first; where none fit it re-runs the whole float pass).
+  // the budget or the floor (keptOutputsFloorBytes; whichever batches come first; where none fit
+  // it re-runs the whole float pass).
   m_floatOutputs.assign((size_t)batches, {});
   std::atomic<uint64_t> outputBytes{0};
   auto keepOutputs = [&](BatchSums& S) {
     uint64_t bytes = 0;
     for (const Tensor& t : S.floatOutputs) bytes += t.byteSize();
-    if (outputBytes.fetch_add(bytes) + bytes > budget / 8) S.floatOutputs.clear();
+    const uint64_t limit =
+        std::max(budget / 8, std::min(m_options.keptOutputsFloorBytes, m_options.memoryBudgetBytes / 8));
+    if (outputBytes.fetch_add(bytes) + bytes > limit) S.floatOutputs.clear();
   };
   if (m_batchBytes == 0 && batches > 0) {
     schedule.run(1, 0, 1, [&](int64_t) {

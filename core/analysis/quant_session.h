@@ -68,6 +68,11 @@ struct AnalysisOptions {
   /// With cacheRssBound: what the cache may keep whatever the bound (a small model's bound is
   /// below the workbench's own RSS without a model), within cacheBudgetBytes.
   uint64_t cacheFloorBytes = uint64_t(64) << 20;
+  /// The float graph outputs of the batches not cached, kept by analyze() for exactSensitivity()
+  /// (which then re-runs only the float nodes feeding the cones, not a whole float pass): within
+  /// an eighth of the cache budget, and at least within this floor (an eighth of the memory budget
+  /// at most), since outputs are small beside the tables (8 bert_encoder samples: 1.5 MB).
+  uint64_t keptOutputsFloorBytes = uint64_t(64) << 20;
   /// INT8 Convs (group 1, quantized input and weights) in integer arithmetic where the CPU has
   /// AVX-512 VNNI or AVX2 (core/kernels/qconv.h): the same integers as fake quantization, summed
   /// exactly (what TensorRT's INT8 kernels compute). Off: FP32 convolutions of the fake-quantized

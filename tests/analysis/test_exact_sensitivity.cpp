@@ -14,8 +14,10 @@ using namespace qs;
 namespace {
 
 std::unique_ptr<QuantSession> session(std::shared_ptr<Model> model, const CalibrationData& data,
-                                      SensitivityMethod method, uint64_t budget) {
+                                      SensitivityMethod method, uint64_t budget,
+                                      uint64_t outputsFloor = AnalysisOptions().keptOutputsFloorBytes) {
   AnalysisOptions ao;
+  ao.keptOutputsFloorBytes = outputsFloor;
   ao.threads = 2;
   ao.calibration.method = CalibMethod::Max;
   ao.sensitivityMethod = method;
@@ -46,23 +48,29 @@ TEST(ExactSensitivity, EveryKindOfBatchGivesTheSweepsFigures) {
   ASSERT_GT(batchBytes, 0u);
 
   // Budgets: every batch cached; none cached, the float outputs of some kept (an eighth of the
-  // budget holds one batch's); none cached and no outputs kept.
-  const uint64_t budgets[] = {uint64_t(1) << 30, batchBytes - 1, 0};
+  // budget holds one batch's; no floor); none cached and no outputs kept (no floor either); none
+  // cached and every batch's outputs kept within the default floor.
+  const uint64_t budgets[] = {uint64_t(1) << 30, batchBytes - 1, 0, 0};
   std::vector<std::vector<double>> figures;
-  for (uint64_t budget : budgets) {
-    auto fast = session(model, *data, SensitivityMethod::Fast, budget);
+  for (int kind = 0; kind < 4; ++kind) {
+    const uint64_t budget = budgets[kind];
+    auto fast = kind == 3 ? session(model, *data, SensitivityMethod::Fast, budget)
+                          : session(model, *data, SensitivityMethod::Fast, budget, /*outputsFloor=*/0);
     auto rf = fast->analyze(data);
     ASSERT_TRUE(rf) << rf.status().message();
-    if (budget == budgets[0]) {
+    if (kind == 0) {
       EXPECT_EQ(fast->cachedBatches(), 4);
       EXPECT_EQ(fast->floatOutputBatches(), 0);
-    } else if (budget == budgets[1]) {
+    } else if (kind == 1) {
       EXPECT_EQ(fast->cachedBatches(), 0);
       EXPECT_GE(fast->floatOutputBatches(), 1);
       EXPECT_LT(fast->floatOutputBatches(), 4);
-    } else {
+    } else if (kind == 2) {
       EXPECT_EQ(fast->cachedBatches(), 0);
       EXPECT_EQ(fast->floatOutputBatches(), 0);
+    } else {
+      EXPECT_EQ(fast->cachedBatches(), 0);
+      EXPECT_EQ(fast->floatOutputBatches(), 4);
     }
     std::vector<double> f;
     // One node at a time (what the GUI asks), then two together: their cones overlap.
