@@ -24,6 +24,20 @@ Tensor randomTensor(Shape shape, std::mt19937& rng, float scale, float mean = 0.
   return test::normalTensor(std::move(shape), rng, scale, mean);
 }
 
+// A MatMul's operands for the layer-wise tests: X ~ N(0, 1) of `xShape`, W ~ N(0, 0.1) of K x n,
+// X fake-quantized per tensor (scale 0.02), W per column (0.001).
+struct QuantizedOperands {
+  Tensor x, w, xq, wq;
+};
+QuantizedOperands quantizedOperands(const Shape& xShape, int64_t n, std::mt19937& rng) {
+  QuantizedOperands o;
+  o.x = randomTensor(xShape, rng, 1.f);
+  o.w = randomTensor({xShape.back(), n}, rng, 0.1f);
+  o.xq = fakeQuantize(o.x, {0.02f}, 0, QuantMode::Int8, kActQmin, kActQmax);
+  o.wq = fakeQuantize(o.w, std::vector<float>((size_t)n, 0.001f), 1, QuantMode::Int8, kWeightQmin, kWeightQmax);
+  return o;
+}
+
 void expectSame(const ErrorAccumulator& a, const ErrorAccumulator& b, const char* what) {
   const ErrorMetrics x = a.metrics(), y = b.metrics();
   EXPECT_EQ(x.count, y.count) << what;
@@ -43,11 +57,7 @@ TEST(LayerwiseMatMul, SameSumsAsThreeRunsOfTheKernel) {
   std::mt19937 rng(11);
   for (const Case& c : cases) {
     for (int threads : {1, 2}) {
-      const int64_t K = c.x.back();
-      Tensor x = randomTensor(c.x, rng, 1.f), w = randomTensor({K, c.n}, rng, 0.1f);
-      Tensor xq = fakeQuantize(x, {0.02f}, 0, QuantMode::Int8, kActQmin, kActQmax);
-      std::vector<float> wScale((size_t)c.n, 0.001f);
-      Tensor wq = fakeQuantize(w, wScale, 1, QuantMode::Int8, kWeightQmin, kWeightQmax);
+      const auto [x, w, xq, wq] = quantizedOperands(c.x, c.n, rng);
       const Tensor ref = kernelMatMul(x, w, threads);
       ErrorAccumulator full, weight, act;
       ASSERT_TRUE(layerwiseMatMul(x, xq, w, wq, ref, threads, full, weight, act));
@@ -80,10 +90,7 @@ TEST(LayerwiseMatMul, PrepackedWqGivesTheSameSums) {
   for (const Case& c : cases) {
     for (int threads : {1, 2}) {
       const int64_t K = c.x.back();
-      Tensor x = randomTensor(c.x, rng, 1.f), w = randomTensor({K, c.n}, rng, 0.1f);
-      Tensor xq = fakeQuantize(x, {0.02f}, 0, QuantMode::Int8, kActQmin, kActQmax);
-      std::vector<float> wScale((size_t)c.n, 0.001f);
-      Tensor wq = fakeQuantize(w, wScale, 1, QuantMode::Int8, kWeightQmin, kWeightQmax);
+      const auto [x, w, xq, wq] = quantizedOperands(c.x, c.n, rng);
       PackedMatMulWeight pw;
       pw.source = wq;
       pw.panels = PackedPanels(wq.data<float>(), c.n, false, K, c.n);
@@ -135,10 +142,7 @@ TEST(LayerwiseMatMul, OneDnnWqWithinRoundingOfTheKernel) {
   for (const Case& c : cases) {
     for (int threads : {1, 2}) {
       const int64_t K = c.x.back(), N = c.n;
-      Tensor x = randomTensor(c.x, rng, 1.f), w = randomTensor({K, N}, rng, 0.1f);
-      Tensor xq = fakeQuantize(x, {0.02f}, 0, QuantMode::Int8, kActQmin, kActQmax);
-      std::vector<float> wScale((size_t)N, 0.001f);
-      Tensor wq = fakeQuantize(w, wScale, 1, QuantMode::Int8, kWeightQmin, kWeightQmax);
+      const auto [x, w, xq, wq] = quantizedOperands(c.x, N, rng);
       ASSERT_TRUE(PackedMatMulWeight::dnnlPays(K, N));
       PackedMatMulWeight pw;
       pw.source = wq;
