@@ -321,45 +321,33 @@ Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeome
   const double flops = 2.0 * (double)(N * M * outSize) * (double)(m_impl->W.numel() / M);
   // No fork below ~4 MFLOP, as the GEMM (a chunk handed to another core must be worth it).
   const int t = flops < 4e6 ? 1 : threads;
-  bool failed = false;
-  std::string error;
-  parallelFor(t, N / G * S, 1, [&](int64_t b, int64_t e) {
-    try {
-      omp_set_num_threads(1);
-      dnnl::stream stream(dnnlCpuEngine());
-      char* scratch = dnnlTaskScratch(p.srcBytes + p.dstBytes + p.scratchBytes);
-      memory src(p.src, dnnlCpuEngine(), p.toSrc ? scratch : nullptr);
-      memory dst(p.dst, dnnlCpuEngine(), p.fromDst ? scratch + p.srcBytes : nullptr);
-      memory pad(memory::desc({(memory::dim)std::max<size_t>(p.scratchBytes, 1)}, DT::u8, Tag::x), dnnlCpuEngine(),
-                 scratch + p.srcBytes + p.dstBytes);
-      memory userSrc(p.userSrc, dnnlCpuEngine(), nullptr), userDst(p.userDst, dnnlCpuEngine(), nullptr);
-      for (int64_t task = b; task < e; ++task) {
-        const int64_t n = task / S * G, s = task % S;  // the task's first image, its slice
-        userSrc.set_data_handle(const_cast<float*>(x) + (n * C + s * (Cs == C ? 0 : Cs)) * inSize);
-        float* out = y + (n * M + s * Ms) * outSize;
-        userDst.set_data_handle(out);
-        // G > 1 only with S == 1: the task's images are one dense block.
-        if (residual) std::memcpy(out, residual + (out - y), sizeof(float) * (size_t)(G * Ms * outSize));
-        if (p.toSrc) p.toSrc->execute(stream, userSrc, src);
-        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.toSrc ? src : userSrc},
-                                             {DNNL_ARG_WEIGHTS, p.weights[(size_t)s]},
-                                             {DNNL_ARG_DST, p.fromDst ? dst : userDst},
-                                             {DNNL_ARG_SCRATCHPAD, pad}};
-        if (!p.bias.empty()) args.emplace(DNNL_ARG_BIAS, p.bias[(size_t)s]);
-        p.prim.execute(stream, args);
-        if (p.fromDst) p.fromDst->execute(stream, dst, userDst);
-        stream.wait();
-        if (!m_impl->after.empty())
-          for (int64_t m = 0; m < G * Ms; ++m) applyFusedActivations(out + m * outSize, outSize, 0.f, m_impl->after);
-      }
-    } catch (const std::exception& ex) {
-      std::lock_guard<std::mutex> lock(m_impl->mutex);
-      failed = true;
-      error = ex.what();
+  return dnnlParallelFor(t, N / G * S, "oneDNN convolution", [&](dnnl::stream& stream, int64_t b, int64_t e) {
+    char* scratch = dnnlTaskScratch(p.srcBytes + p.dstBytes + p.scratchBytes);
+    memory src(p.src, dnnlCpuEngine(), p.toSrc ? scratch : nullptr);
+    memory dst(p.dst, dnnlCpuEngine(), p.fromDst ? scratch + p.srcBytes : nullptr);
+    memory pad(memory::desc({(memory::dim)std::max<size_t>(p.scratchBytes, 1)}, DT::u8, Tag::x), dnnlCpuEngine(),
+               scratch + p.srcBytes + p.dstBytes);
+    memory userSrc(p.userSrc, dnnlCpuEngine(), nullptr), userDst(p.userDst, dnnlCpuEngine(), nullptr);
+    for (int64_t task = b; task < e; ++task) {
+      const int64_t n = task / S * G, s = task % S;  // the task's first image, its slice
+      userSrc.set_data_handle(const_cast<float*>(x) + (n * C + s * (Cs == C ? 0 : Cs)) * inSize);
+      float* out = y + (n * M + s * Ms) * outSize;
+      userDst.set_data_handle(out);
+      // G > 1 only with S == 1: the task's images are one dense block.
+      if (residual) std::memcpy(out, residual + (out - y), sizeof(float) * (size_t)(G * Ms * outSize));
+      if (p.toSrc) p.toSrc->execute(stream, userSrc, src);
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.toSrc ? src : userSrc},
+                                           {DNNL_ARG_WEIGHTS, p.weights[(size_t)s]},
+                                           {DNNL_ARG_DST, p.fromDst ? dst : userDst},
+                                           {DNNL_ARG_SCRATCHPAD, pad}};
+      if (!p.bias.empty()) args.emplace(DNNL_ARG_BIAS, p.bias[(size_t)s]);
+      p.prim.execute(stream, args);
+      if (p.fromDst) p.fromDst->execute(stream, dst, userDst);
+      stream.wait();
+      if (!m_impl->after.empty())
+        for (int64_t m = 0; m < G * Ms; ++m) applyFusedActivations(out + m * outSize, outSize, 0.f, m_impl->after);
     }
   });
-  if (failed) return runtimeError("oneDNN convolution failed: " + error);
-  return Status::ok();
 }
 
 #endif

@@ -3,8 +3,13 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
 
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "core/util/status.h"
 
 namespace qs {
 
@@ -14,5 +19,10 @@ const dnnl::engine& dnnlCpuEngine();
 /// scratchpad of a primitive run by one task, since a primitive's own would be shared by the tasks
 /// that run it at once.
 char* dnnlTaskScratch(size_t n);
+/// Runs body(stream, b, e) over the tasks [0, tasks) on `threads` of our pool (parallelFor, grain
+/// 1), each worker with oneDNN's own OpenMP held to one thread and a stream of its own; an
+/// exception oneDNN throws in any task ends as RuntimeError "<what> failed: <message>".
+Status dnnlParallelFor(int threads, int64_t tasks, const std::string& what,
+                       const std::function<void(dnnl::stream&, int64_t, int64_t)>& body);
 
 }  // namespace qs

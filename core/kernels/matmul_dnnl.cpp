@@ -10,8 +10,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/exec/parallel.h"
-
 #ifdef QS_HAVE_DNNL
 #include <omp.h>
 
@@ -52,8 +50,6 @@ struct Plan {
   memory::desc src;  // rows x K, row-major with the caller's lda
   size_t scratchBytes = 0;
 };
-
-
 
 }  // namespace
 
@@ -167,37 +163,24 @@ Status DnnlMatMul::run(const float* A, int64_t lda, int64_t M, float* Y, int64_t
   } catch (const std::exception& e) {
     return unsupported(std::string("oneDNN refused the matmul: ") + e.what());
   }
-  bool failed = false;
-  std::string error;
-  std::mutex errorMutex;
-  parallelFor(t, tasks, 1, [&](int64_t b, int64_t e) {
-    try {
-      omp_set_num_threads(1);
-      dnnl::stream stream(dnnlCpuEngine());
-      memory bias;
-      if (!im.bias.empty())
-        bias = memory(memory::desc({1, im.N}, DT::f32, Tag::ab), dnnlCpuEngine(), const_cast<float*>(im.bias.data()));
-      for (int64_t task = b; task < e; ++task) {
-        const Plan& p = task == tasks - 1 ? *last : *full;
-        const int64_t m0 = task * rows;
-        memory src(p.src, dnnlCpuEngine(), const_cast<float*>(A + m0 * lda));
-        memory dst(memory::desc({p.rows, im.N}, DT::f32, memory::dims{ldc, 1}), dnnlCpuEngine(), Y + m0 * ldc);
-        memory pad(memory::desc({(memory::dim)std::max<size_t>(p.scratchBytes, 1)}, DT::u8, Tag::x), dnnlCpuEngine(),
-                   dnnlTaskScratch(std::max<size_t>(p.scratchBytes, 1)));
-        std::unordered_map<int, memory> args{
-            {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, p.weights}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad}};
-        if (!im.bias.empty()) args.emplace(DNNL_ARG_BIAS, bias);
-        p.prim.execute(stream, args);
-        stream.wait();
-      }
-    } catch (const std::exception& ex) {
-      std::lock_guard<std::mutex> lock(errorMutex);
-      failed = true;
-      error = ex.what();
+  return dnnlParallelFor(t, tasks, "oneDNN matmul", [&](dnnl::stream& stream, int64_t b, int64_t e) {
+    memory bias;
+    if (!im.bias.empty())
+      bias = memory(memory::desc({1, im.N}, DT::f32, Tag::ab), dnnlCpuEngine(), const_cast<float*>(im.bias.data()));
+    for (int64_t task = b; task < e; ++task) {
+      const Plan& p = task == tasks - 1 ? *last : *full;
+      const int64_t m0 = task * rows;
+      memory src(p.src, dnnlCpuEngine(), const_cast<float*>(A + m0 * lda));
+      memory dst(memory::desc({p.rows, im.N}, DT::f32, memory::dims{ldc, 1}), dnnlCpuEngine(), Y + m0 * ldc);
+      memory pad(memory::desc({(memory::dim)std::max<size_t>(p.scratchBytes, 1)}, DT::u8, Tag::x), dnnlCpuEngine(),
+                 dnnlTaskScratch(std::max<size_t>(p.scratchBytes, 1)));
+      std::unordered_map<int, memory> args{
+          {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, p.weights}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad}};
+      if (!im.bias.empty()) args.emplace(DNNL_ARG_BIAS, bias);
+      p.prim.execute(stream, args);
+      stream.wait();
     }
   });
-  if (failed) return runtimeError("oneDNN matmul failed: " + error);
-  return Status::ok();
 }
 
 #endif
