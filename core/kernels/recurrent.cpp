@@ -293,10 +293,12 @@ class RecurrentKernel : public Kernel {
       m_rMain.emplace_back(rd, gru ? 2 * H : GH, H);
       m_rCand.emplace_back(rd + (gru ? 2 * H * H : 0), gru ? H : 0, H);
     }
+    m_packedR = *R;
     if (!W || W->dtype() != DType::Float || W->rank() != 3 || W->dim(0) != D || W->dim(1) != GH || W->dim(2) < 1)
       return;
     const int64_t I = W->dim(2);
     for (int64_t d = 0; d < D; ++d) m_wPacked.emplace_back(W->data<float>() + d * GH * I, I, true, I, GH);
+    m_packedW = *W;
     // oneDNN's matmul for the projection X W^T + bias, where it runs AVX-512: on lstm_speech at
     // batch 8 (680 x 384 x 64..192) it took a quarter off the node (docs/performance.md, "LSTM at
     // batch 8"). The bias is folded in only when B is a constant too.
@@ -313,7 +315,6 @@ class RecurrentKernel : public Kernel {
       }
       m_wLibrary.push_back(std::move(mm));
     }
-    m_libraryW = *W;
     if (constBias) m_libraryB = *B;
   }
 
@@ -468,10 +469,14 @@ class RecurrentKernel : public Kernel {
           bias = projectionBias(wb, H);
           if (cell == Cell::Gru && m_p.linearBeforeReset) rbH = wb + GH + 2 * H;
         }
-        // oneDNN's projection (made at load) while W, and B if any, are the constants it was made
-        // from, with the bias folded in; an input transform (fake quantization) hands other tensors.
+        // What was made at load (packed W and R, oneDNN's projection with the bias folded in) serves
+        // only while W, R and B are the constants it was made from: an input transform (fake
+        // quantization) hands other tensors of the same shapes.
+        auto madeFrom = [](const Tensor& t, const Tensor& source) {
+          return t.sharesBufferWith(source) && t.shape() == source.shape();
+        };
         const DnnlMatMul* library = nullptr;
-        if ((int64_t)m_wLibrary.size() == D && W.sharesBufferWith(m_libraryW) && W.shape() == m_libraryW.shape() &&
+        if ((int64_t)m_wLibrary.size() == D && madeFrom(W, m_packedW) &&
             (B ? B->sharesBufferWith(m_libraryB) : m_libraryB.numel() == 0))
           library = m_wLibrary[(size_t)d].get();
         const float* pd = P ? P->data<float>() + d * 3 * H : nullptr;
@@ -480,8 +485,8 @@ class RecurrentKernel : public Kernel {
         float* c = cell == Cell::Lstm ? cState.data() + d * N * H : nullptr;
         // GRU's candidate gate uses its own slice of R (after z and r), multiplied separately.
         const int64_t mainRows = cell == Cell::Gru ? 2 * H : GH;
-        const bool rReady = (int64_t)m_rMain.size() == D && m_rMain[(size_t)d].rows() == mainRows &&
-                            m_rMain[(size_t)d].depth() == H;
+        const bool rReady = (int64_t)m_rMain.size() == D && madeFrom(R, m_packedR) &&
+                            m_rMain[(size_t)d].rows() == mainRows && m_rMain[(size_t)d].depth() == H;
         RecurrentStepMatrix rMainOwn, rCandOwn;
         if (!rReady) {
           rMainOwn = RecurrentStepMatrix(rd, mainRows, H);
@@ -489,8 +494,8 @@ class RecurrentKernel : public Kernel {
         }
         const RecurrentStepMatrix& rMain = rReady ? m_rMain[(size_t)d] : rMainOwn;
         const RecurrentStepMatrix& rCand = rReady ? m_rCand[(size_t)d] : rCandOwn;
-        const bool wReady = (int64_t)m_wPacked.size() == D && m_wPacked[(size_t)d].rows() == I &&
-                            m_wPacked[(size_t)d].cols() == GH;
+        const bool wReady = (int64_t)m_wPacked.size() == D && madeFrom(W, m_packedW) &&
+                            m_wPacked[(size_t)d].rows() == I && m_wPacked[(size_t)d].cols() == GH;
         const PackedPanels wOwn = wReady ? PackedPanels() : PackedPanels(wd, I, true, I, GH);
         const PackedPanels& wPacked = wReady ? m_wPacked[(size_t)d] : wOwn;
         const int64_t grain = std::max<int64_t>(1, 8192 / GH);
@@ -656,7 +661,8 @@ class RecurrentKernel : public Kernel {
   std::vector<PackedPanels> m_wPacked;               // per direction, or empty
   std::vector<RecurrentStepMatrix> m_rMain, m_rCand;    // per direction, or empty
   std::vector<std::unique_ptr<DnnlMatMul>> m_wLibrary;  // per direction, or empty
-  Tensor m_libraryW, m_libraryB;                        // what m_wLibrary was made from
+  Tensor m_packedW, m_packedR;                          // what m_wPacked (and m_wLibrary), m_rMain were made from
+  Tensor m_libraryB;                                    // the constant B folded into m_wLibrary, or empty
 };
 
 Result<std::unique_ptr<Kernel>> createRecurrent(const KernelInit& init, Cell cell) {

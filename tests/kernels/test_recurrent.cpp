@@ -464,6 +464,61 @@ TEST(RecurrentOrtParity, WeightsPackedAtLoadMatchPackedPerRun) {
   }
 }
 
+// What a recurrent node makes at load from its constant W and R (packed W and R, oneDNN's
+// projection) serves only those constants: handed other W and R of the same shapes (as an input
+// transform hands fake-quantized copies), the node computes with them, the bits of the same node
+// fed those weights as inputs.
+TEST(RecurrentOrtParity, WeightsMadeAtLoadServeOnlyTheirConstants) {
+  for (const char* op : {"LSTM", "GRU", "RNN"}) {
+    for (bool library : {false, true}) {
+      SCOPED_TRACE(std::string(op) + (library ? " library kernels" : " our kernels"));
+      Spec s;
+      s.op = op;
+      s.direction = "bidirectional";
+      s.seq = 6;
+      s.batch = 8;
+      s.input = 24;
+      s.hidden = 32;
+      s.bias = true;
+      Built fed = build(s);
+      s.constantWeights = true;
+      const Built constant = build(s);
+      for (NamedTensor& f : fed.feeds) {
+        if (f.name != "W" && f.name != "R") continue;
+        Tensor other = f.tensor.clone();
+        for (int64_t i = 0; i < other.numel(); ++i) other.data<float>()[i] *= 0.5f;
+        f.tensor = other;
+      }
+      auto want = runOurs(fed, 2, library);
+      ASSERT_TRUE(want) << want.status().message();
+      auto model = qs::test::builtModel(constant.builder);
+      ASSERT_TRUE(model);
+      ExecutorOptions eo;
+      eo.threads = 2;
+      eo.libraryKernels = library;
+      auto ex = Executor::create(model, eo);
+      ASSERT_TRUE(ex) << ex.status().message();
+      const Graph& g = model->graph;
+      ASSERT_EQ(g.nodes.size(), 1u);
+      std::vector<const Tensor*> inputs;
+      for (ValueId v : g.nodes[0].inputs) {
+        const Tensor* t = nullptr;
+        if (v != kNoValue)
+          for (const NamedTensor& f : fed.feeds)
+            if (f.name == g.value(v).name) t = &f.tensor;
+        inputs.push_back(t);
+      }
+      auto got = (*ex)->runNode(0, inputs);
+      ASSERT_TRUE(got) << got.status().message();
+      ASSERT_GE(got->size(), want->size());
+      for (size_t i = 0; i < want->size(); ++i) {
+        ASSERT_EQ((*got)[i].shape(), (*want)[i].shape());
+        EXPECT_EQ(std::memcmp((*got)[i].raw(), (*want)[i].raw(), (*want)[i].byteSize()), 0) << fed.outputNames[i];
+      }
+    }
+  }
+}
+
 // With library kernels, on CPUs where oneDNN's matmul runs AVX-512 (or forced with QS_DNNL_MATMUL=1,
 // as ctest's recurrent_library_projection1 does), the input projection of a constant W goes to
 // oneDNN, the bias folded in when B is constant too. It must agree with our GEMM's result (relative
