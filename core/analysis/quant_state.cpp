@@ -102,24 +102,10 @@ bool FakeQuantTransform::runNode(NodeId node, std::span<const Tensor* const> inp
   if (m_parts != kBoth || outputs.empty() || !enabled(node)) return false;
   // (The integer Conv's output is compared by the observer: measured, comparing it in the
   // epilogue, row run by row run across the output planes, was slower than one pass over it.)
-  const IntConvNode* ic = m_paths.intConv[(size_t)node].get();
-  if (ic && !ic->conv->depthwise) return runIntConvNode(m_s, *ic, inputs, QConvOutputs{&outputs[0]});
+  if (const IntConvNode* ic = m_paths.intConv[(size_t)node].get())
+    return runIntConvNode(m_s, *ic, inputs, QConvOutputs{&outputs[0]});
   const Tensor* ref = m_compare ? m_compare->reference(node) : nullptr;
   ErrorAccumulator sums;
-  if (ic) {
-    // An integer depthwise Conv compares each output plane as it writes it (as the plane pass
-    // below); where it does not apply, the plane pass runs the node.
-    QConvOutputs out{&outputs[0]};
-    if (ref) {
-      out.reference = ref->data<float>();
-      out.fullSums = &sums;
-    }
-    if (runIntConvNode(m_s, *ic, inputs, out, ref ? ref->numel() : 0)) {
-      if (ref) m_compare->compared(node, sums);
-      return true;
-    }
-    sums = ErrorAccumulator();
-  }
   if (const DepthwiseNode* dw = m_paths.dwConv[(size_t)node].get()) {
     ErrorAccumulator* const planeSums[3] = {ref ? &sums : nullptr, nullptr, nullptr};
     if (!runDepthwiseNode(m_s, *dw, inputs, &outputs[0], ref, planeSums)) return false;

@@ -87,29 +87,6 @@ bool runIntConvTranspose(const IntConv& ic, const Tensor& X, float sx, std::span
   return true;
 }
 
-// A depthwise Conv through qconvDepthwise: `full` and its sums only.
-bool runIntDepthwise(const IntConv& ic, const Tensor& X, float sx, std::span<const Tensor* const> inputs, int threads,
-                     const QConvOutputs& out, int64_t referenceElements) {
-  const QDepthwiseWeights& w = *ic.depthwise;
-  if (!out.full || out.actOnly || out.weightError || out.actSums || out.weightSums || X.rank() != 4 ||
-      X.dim(1) != w.channels())
-    return false;
-  const float* bias = nullptr;
-  if (inputs.size() > 2 && inputs[2]) {
-    if (inputs[2]->dtype() != DType::Float || inputs[2]->numel() != w.channels()) return false;
-    bias = inputs[2]->data<float>();
-  }
-  WindowGeometry geo;
-  if (!resolveWindow(ic.attrs, {X.dim(2), X.dim(3)}, {w.kernelHeight(), w.kernelWidth()}, false, geo) ||
-      !qconvDepthwiseSupports(geo))
-    return false;
-  const bool sums = out.reference && out.fullSums;
-  if (sums && referenceElements != X.dim(0) * w.channels() * geo.outSize()) return false;
-  return qconvDepthwise(X, sx, w, bias, geo, threads, out.full, sums ? out.reference : nullptr,
-                        sums ? out.fullSums : nullptr)
-      .isOk();
-}
-
 }  // namespace
 
 std::shared_ptr<const IntConv> prepareIntConv(const Node& node, const Graph& g, const Tensor& W,
@@ -119,16 +96,7 @@ std::shared_ptr<const IntConv> prepareIntConv(const Node& node, const Graph& g, 
   KernelInit init{node, 0, g};
   AttrReader a(init);
   ic->attrs = readWindowAttrs(a, true);
-  if (!a.ok()) return nullptr;
-  if (ic->attrs.group != 1) {
-    // A 2-D depthwise Conv: one filter per channel.
-    if (transposed || W.rank() != 4 || W.dim(1) != 1 || ic->attrs.group != W.dim(0) || !qconvDepthwiseFast())
-      return nullptr;
-    auto dw = prepareQDepthwiseWeights(W, scales);
-    if (!dw) return nullptr;
-    ic->depthwise = std::move(dw).value();
-    return ic;
-  }
+  if (!a.ok() || ic->attrs.group != 1) return nullptr;
   Tensor columns;  // transposed: W [Cin, M, kh, kw] as [M * kh * kw, Cin, 1, 1]
   std::vector<float> rowScales;
   if (transposed) {
@@ -161,7 +129,6 @@ bool runIntConv(const IntConv& ic, float sx, std::span<const Tensor* const> inpu
   if (inputs.empty() || !inputs[0] || inputs[0]->dtype() != DType::Float) return false;
   const Tensor& X = *inputs[0];
   if (ic.transposed) return runIntConvTranspose(ic, X, sx, inputs, threads, out, referenceElements);
-  if (ic.depthwise) return runIntDepthwise(ic, X, sx, inputs, threads, out, referenceElements);
   const Shape& k = ic.weights->kernelShape();
   if (X.rank() != (int64_t)k.size() + 2) return false;
   const float* bias = nullptr;
