@@ -12,6 +12,7 @@
 #include "core/exec/graph_rewrites.h"
 #include "core/exec/kernel_registry.h"
 #include "core/kernels/fused_matmul.h"
+#include "core/kernels/matmul_dnnl.h"
 #include "core/onnx/loader.h"
 #include "tests/support/model_helpers.h"
 #include "tests/support/onnx_builder.h"
@@ -173,6 +174,25 @@ TEST(TransformerRewrites, LinearBiasAndErfGeluFuse) {
   EXPECT_EQ(r.foldedIntoMatMul, 6);  // Add bias + Div, Erf, Add, Mul, Mul
   std::mt19937 rng(2);
   expectSameResults(m, {{"x", randomTensor({2, 3, 8}, rng, -2.f, 2.f)}});
+}
+
+TEST(TransformerRewrites, LoneMatMulWithConstantWeightsGoesToFusedMatMulWhereOneDnnIsPreferred) {
+  // gpt_decoder's head: x @ W with nothing to absorb. Where oneDNN's matmul is preferred (AVX-512
+  // CPUs, or QS_DNNL_MATMUL=1) it becomes a FusedMatMul, whose kernel takes it to oneDNN; elsewhere
+  // it stays a MatMul. A B computed at run time stays a MatMul everywhere.
+  std::mt19937 rng(6);
+  OnnxBuilder b(13);
+  b.input("x", {2, 3, 8}).input("v", {8, 16});
+  b.initializer("w", {8, 16}, randomValues(8 * 16, rng));
+  b.node("MatMul", {"x", "w"}, {"y"});
+  b.node("MatMul", {"x", "v"}, {"z"});
+  b.output("y", {2, 3, 16}).output("z", {2, 3, 16});
+  auto m = builtModel(b);
+  ASSERT_TRUE(m);
+  const RewriteReport r = rewriteReport(*m);
+  EXPECT_EQ(r.fusedMatMuls, DnnlMatMul::preferred() ? 1 : 0);
+  EXPECT_EQ(r.foldedIntoMatMul, 0);
+  expectSameResults(m, {{"x", randomTensor({2, 3, 8}, rng)}, {"v", randomTensor({8, 16}, rng)}});
 }
 
 TEST(TransformerRewrites, NearMissGeluAndBiasAreLeftAlone) {
