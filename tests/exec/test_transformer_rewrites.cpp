@@ -33,11 +33,14 @@ RewriteReport rewriteReport(const Model& m) {
   return r;
 }
 
-// Runs the model with rewrites off and on (and on with 1 thread): the outputs must agree.
-void expectSameResults(const std::shared_ptr<Model>& m, const std::vector<NamedTensor>& feeds, double tol = 2e-6) {
+// Runs the model with rewrites off and on (and on with 1 thread): the outputs must agree. With
+// `library`, the rewritten runs use library kernels (oneDNN), as the CLI's do.
+void expectSameResults(const std::shared_ptr<Model>& m, const std::vector<NamedTensor>& feeds, double tol = 2e-6,
+                       bool library = false) {
   ExecutorOptions off, on, on1;
   off.threads = on.threads = 2;
   on.rewrites = on1.rewrites = true;
+  on.libraryKernels = on1.libraryKernels = library;
   on1.threads = 1;
   auto a = Executor::create(m, off), b = Executor::create(m, on), c = Executor::create(m, on1);
   ASSERT_TRUE(a && b && c);
@@ -192,7 +195,30 @@ TEST(TransformerRewrites, LoneMatMulWithConstantWeightsGoesToFusedMatMulWhereOne
   const RewriteReport r = rewriteReport(*m);
   EXPECT_EQ(r.fusedMatMuls, DnnlMatMul::preferred() ? 1 : 0);
   EXPECT_EQ(r.foldedIntoMatMul, 0);
-  expectSameResults(m, {{"x", randomTensor({2, 3, 8}, rng)}, {"v", randomTensor({8, 16}, rng)}});
+  expectSameResults(m, {{"x", randomTensor({2, 3, 8}, rng)}, {"v", randomTensor({8, 16}, rng)}}, 2e-6, true);
+}
+
+TEST(TransformerRewrites, TransposedInputAgainstConstantWeightsMatchesUnrewritten) {
+  // rec's head: x [N, K, M] transposed to [N, M, K], @ W [K, C] + bias. Where oneDNN's matmul is
+  // preferred, FusedMatMul copies the transposed A to rows and hands them to oneDNN; elsewhere our
+  // GEMM reads A transposed. Odd sizes, batch 1 and 2 (two products against the one B).
+  std::mt19937 rng(7);
+  for (int64_t n : {1, 2}) {
+    OnnxBuilder b(13);
+    b.input("x", {n, 13, 7});
+    b.initializer("w", {13, 37}, randomValues(13 * 37, rng));
+    b.initializer("bias", {37}, randomValues(37, rng));
+    OnnxBuilder::attrInts(b.node("Transpose", {"x"}, {"xt"}), "perm", {0, 2, 1});
+    b.node("MatMul", {"xt", "w"}, {"h"});
+    b.node("Add", {"h", "bias"}, {"y"});
+    b.output("y", {n, 7, 37});
+    auto m = builtModel(b);
+    ASSERT_TRUE(m);
+    const RewriteReport r = rewriteReport(*m);
+    EXPECT_EQ(r.fusedMatMuls, 1);
+    EXPECT_EQ(r.foldedIntoMatMul, 2);
+    expectSameResults(m, {{"x", randomTensor({n, 13, 7}, rng)}}, 2e-6, true);
+  }
 }
 
 TEST(TransformerRewrites, NearMissGeluAndBiasAreLeftAlone) {
