@@ -97,10 +97,10 @@ class FusedMatMulKernel : public Kernel {
   }
 
   // With library kernels, on CPUs where oneDNN's matmul runs AVX-512 kernels: the products of
-  // contiguous rows of A with the prepacked B go to oneDNN (bias and Gelu as its bias and post-op;
-  // a bias that is not a constant keeps our path).
+  // rows of A with the prepacked B go to oneDNN (bias and Gelu as its bias and post-op; a bias that
+  // is not a constant keeps our path). A transposed by perm_a is copied to rows first (run).
   void useLibrary(const Tensor* constBias) {
-    if (!m_packedB || !m_permA.empty() || !DnnlMatMul::preferred()) return;
+    if (!m_packedB || !DnnlMatMul::preferred()) return;
     const int64_t K = m_packedB->rows(), N = m_packedB->cols();
     if (constBias && (constBias->dtype() != DType::Float || constBias->numel() != N)) return;
     m_constBias = constBias ? *constBias : Tensor();
@@ -234,11 +234,21 @@ class FusedMatMulKernel : public Kernel {
                            K == m_libraryK && N == m_libraryN;
     // Every batch of A against the one constant B (B has no batch of its own: prepack took it), so
     // products that keep a batch (perm_y) go to oneDNN too, which holds the only packed copy of B.
-    if (constantB && !transA && !aVec &&
+    if (constantB && !aVec &&
         (ctx.hasInput(2) ? m_constBias.numel() == N && ctx.input(2).sharesBufferWith(m_constBias) : m_constBias.numel() == 0)) {
+      // A transposed by perm_a (rec's head: [1, 120, 40] read as [1, 40, 120]) is copied to M rows
+      // of K first: M * K floats, against the M * N * K multiply-adds oneDNN then takes.
+      std::vector<float> rows(transA ? (size_t)(M * K) : 0);
       bool done = true;
-      for (int64_t t = 0; t < nb && done; ++t)
-        done = m_dnnl->run(pa + aOff[(size_t)t], lda, M, y + yOff[(size_t)t], ldc, ctx.threads).isOk();
+      for (int64_t t = 0; t < nb && done; ++t) {
+        const float* at = pa + aOff[(size_t)t];
+        if (transA) {
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t k = 0; k < K; ++k) rows[(size_t)(m * K + k)] = at[k * lda + m];
+        }
+        done = transA ? m_dnnl->run(rows.data(), K, M, y + yOff[(size_t)t], ldc, ctx.threads).isOk()
+                      : m_dnnl->run(at, lda, M, y + yOff[(size_t)t], ldc, ctx.threads).isOk();
+      }
       if (done) return Status::ok();
     }
     auto product = [&](int64_t t, int threads) {

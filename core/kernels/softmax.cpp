@@ -278,7 +278,7 @@ Result<std::unique_ptr<Kernel>> create(const KernelInit& init, bool log) {
 
 }  // namespace
 
-void softmaxRowFloat(const float* x, float* y, int64_t L) {
+void softmaxRowFloatAvx2(const float* x, float* y, int64_t L) {
   if (L <= 0) return;
   static const int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
   const int64_t full = L & ~int64_t(7), rem = L - full;
@@ -304,6 +304,88 @@ void softmaxRowFloat(const float* x, float* y, int64_t L) {
   const __m256 inv = _mm256_set1_ps(1.f / horizontalSum(vs));
   for (int64_t i = 0; i < full; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
   if (rem) _mm256_maskstore_ps(y + full, mask, _mm256_mul_ps(_mm256_maskload_ps(y + full, mask), inv));
+}
+
+namespace {
+
+// GCC 12 warns on the _mm512_undefined_* operands inside its own AVX-512 intrinsics (a false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// expNonPositive on 16 lanes: the same operations lane by lane, so the same bits.
+__attribute__((target("avx512f,avx512dq"))) inline __m512 expNonPositive512(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.33654f);
+  const __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ);  // not (x < lo): a NaN is kept
+  x = _mm512_max_ps(lo, x);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mul_ps(keep, p, _mm512_castsi512_ps(e));
+}
+
+}  // namespace
+
+// The AVX2 row's sums in the AVX2 row's order: each 16-lane exp is added to the 8-lane sum as its
+// low half then its high half, as the AVX2 loop adds two consecutive vectors, so the sum, its
+// reciprocal and every output have the AVX2 bits; only the exp and the passes run 16 wide.
+__attribute__((target("avx512f,avx512dq"))) void softmaxRowFloatAvx512(const float* x, float* y, int64_t L) {
+  if (L <= 0) return;
+  const int64_t full16 = L & ~int64_t(15), full = L & ~int64_t(7);
+  __m512 vm16 = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t i = 0; i < full16; i += 16) vm16 = _mm512_max_ps(_mm512_loadu_ps(x + i), vm16);
+  __m256 vm = _mm256_max_ps(_mm512_castps512_ps256(vm16), _mm512_extractf32x8_ps(vm16, 1));
+  if (full16 < full) vm = _mm256_max_ps(_mm256_loadu_ps(x + full16), vm);
+  float m = horizontalMax(vm);
+  for (int64_t i = full; i < L; ++i) m = x[i] > m ? x[i] : m;
+  const __m512 vmax = _mm512_set1_ps(m);
+  __m256 vs = _mm256_setzero_ps();
+  for (int64_t i = 0; i < full16; i += 16) {
+    const __m512 e = expNonPositive512(_mm512_sub_ps(_mm512_loadu_ps(x + i), vmax));
+    _mm512_storeu_ps(y + i, e);
+    vs = _mm256_add_ps(vs, _mm512_castps512_ps256(e));
+    vs = _mm256_add_ps(vs, _mm512_extractf32x8_ps(e, 1));
+  }
+  if (full16 < L) {  // the last 1..15: lanes past L masked (zero, not stored)
+    const int64_t left = L - full16;
+    const __mmask16 mk = (__mmask16)((1u << left) - 1u);
+    const __m512 e = _mm512_maskz_mov_ps(
+        mk, expNonPositive512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, x + full16), vmax)));
+    _mm512_mask_storeu_ps(y + full16, mk, e);
+    vs = _mm256_add_ps(vs, _mm512_castps512_ps256(e));
+    if (left > 8) vs = _mm256_add_ps(vs, _mm512_extractf32x8_ps(e, 1));
+  }
+  const __m512 inv = _mm512_set1_ps(1.f / horizontalSum(vs));
+  for (int64_t i = 0; i < full16; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), inv));
+  if (full16 < L) {
+    const __mmask16 mk = (__mmask16)((1u << (L - full16)) - 1u);
+    _mm512_mask_storeu_ps(y + full16, mk, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, y + full16), inv));
+  }
+}
+
+#pragma GCC diagnostic pop
+
+bool softmaxAvx512Available() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  return has;
+}
+
+void softmaxRowFloat(const float* x, float* y, int64_t L) {
+  // QS_SOFTMAX=avx2 keeps the AVX2 row on an AVX-512 CPU (A/B runs); both give the same bits.
+  static const bool wide = [] {
+    const char* v = std::getenv("QS_SOFTMAX");
+    return softmaxAvx512Available() && !(v != nullptr && std::string_view(v) == "avx2");
+  }();
+  if (wide) softmaxRowFloatAvx512(x, y, L);
+  else softmaxRowFloatAvx2(x, y, L);
 }
 
 Result<std::unique_ptr<Kernel>> createSoftmax(const KernelInit& init) { return create(init, false); }

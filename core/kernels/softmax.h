@@ -15,10 +15,18 @@ Result<std::unique_ptr<Kernel>> createLogSoftmax(const KernelInit& init);
 // Hardmax 1..21: 1 at the first maximum along the axis (same axis rules), 0 elsewhere.
 Result<std::unique_ptr<Kernel>> createHardmax(const KernelInit& init);
 
-/// Softmax of one contiguous float row of length L (y may not alias x), AVX2: the maximum, then
+/// Softmax of one contiguous float row of length L (y may not alias x): the maximum, then
 /// exp (the Cephes polynomial Eigen and MLAS use) stored and summed in one pass, then the scale;
 /// the row's tail in masked vectors, not scalar code (swin's rows are 49 long). Entries below
 /// the maximum by more than ~87 (masked scores, -inf) give exactly 0; a NaN gives NaN.
+/// Runs softmaxRowFloatAvx512 where the CPU has AVX-512F/DQ (QS_SOFTMAX=avx2 forces the AVX2 row).
 void softmaxRowFloat(const float* x, float* y, int64_t L);
+/// The AVX2 row (8 lanes).
+void softmaxRowFloatAvx2(const float* x, float* y, int64_t L);
+/// The same row 16 lanes wide, with the AVX2 row's bits: the same exp lane by lane, and the sum
+/// taken in the AVX2 row's order. Only where softmaxAvx512Available().
+void softmaxRowFloatAvx512(const float* x, float* y, int64_t L);
+/// Whether the CPU has AVX-512F and DQ (asked once per process).
+bool softmaxAvx512Available();
 
 }  // namespace qs

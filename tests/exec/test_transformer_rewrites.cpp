@@ -12,6 +12,7 @@
 #include "core/exec/graph_rewrites.h"
 #include "core/exec/kernel_registry.h"
 #include "core/kernels/fused_matmul.h"
+#include "core/kernels/matmul_dnnl.h"
 #include "core/onnx/loader.h"
 #include "tests/support/model_helpers.h"
 #include "tests/support/onnx_builder.h"
@@ -32,11 +33,14 @@ RewriteReport rewriteReport(const Model& m) {
   return r;
 }
 
-// Runs the model with rewrites off and on (and on with 1 thread): the outputs must agree.
-void expectSameResults(const std::shared_ptr<Model>& m, const std::vector<NamedTensor>& feeds, double tol = 2e-6) {
+// Runs the model with rewrites off and on (and on with 1 thread): the outputs must agree. With
+// `library`, the rewritten runs use library kernels (oneDNN), as the CLI's do.
+void expectSameResults(const std::shared_ptr<Model>& m, const std::vector<NamedTensor>& feeds, double tol = 2e-6,
+                       bool library = false) {
   ExecutorOptions off, on, on1;
   off.threads = on.threads = 2;
   on.rewrites = on1.rewrites = true;
+  on.libraryKernels = on1.libraryKernels = library;
   on1.threads = 1;
   auto a = Executor::create(m, off), b = Executor::create(m, on), c = Executor::create(m, on1);
   ASSERT_TRUE(a && b && c);
@@ -173,6 +177,48 @@ TEST(TransformerRewrites, LinearBiasAndErfGeluFuse) {
   EXPECT_EQ(r.foldedIntoMatMul, 6);  // Add bias + Div, Erf, Add, Mul, Mul
   std::mt19937 rng(2);
   expectSameResults(m, {{"x", randomTensor({2, 3, 8}, rng, -2.f, 2.f)}});
+}
+
+TEST(TransformerRewrites, LoneMatMulWithConstantWeightsGoesToFusedMatMulWhereOneDnnIsPreferred) {
+  // gpt_decoder's head: x @ W with nothing to absorb. Where oneDNN's matmul is preferred (AVX-512
+  // CPUs, or QS_DNNL_MATMUL=1) it becomes a FusedMatMul, whose kernel takes it to oneDNN; elsewhere
+  // it stays a MatMul. A B computed at run time stays a MatMul everywhere.
+  std::mt19937 rng(6);
+  OnnxBuilder b(13);
+  b.input("x", {2, 3, 8}).input("v", {8, 16});
+  b.initializer("w", {8, 16}, randomValues(8 * 16, rng));
+  b.node("MatMul", {"x", "w"}, {"y"});
+  b.node("MatMul", {"x", "v"}, {"z"});
+  b.output("y", {2, 3, 16}).output("z", {2, 3, 16});
+  auto m = builtModel(b);
+  ASSERT_TRUE(m);
+  const RewriteReport r = rewriteReport(*m);
+  EXPECT_EQ(r.fusedMatMuls, DnnlMatMul::preferred() ? 1 : 0);
+  EXPECT_EQ(r.foldedIntoMatMul, 0);
+  expectSameResults(m, {{"x", randomTensor({2, 3, 8}, rng)}, {"v", randomTensor({8, 16}, rng)}}, 2e-6, true);
+}
+
+TEST(TransformerRewrites, TransposedInputAgainstConstantWeightsMatchesUnrewritten) {
+  // rec's head: x [N, K, M] transposed to [N, M, K], @ W [K, C] + bias. Where oneDNN's matmul is
+  // preferred, FusedMatMul copies the transposed A to rows and hands them to oneDNN; elsewhere our
+  // GEMM reads A transposed. Odd sizes, batch 1 and 2 (two products against the one B).
+  std::mt19937 rng(7);
+  for (int64_t n : {1, 2}) {
+    OnnxBuilder b(13);
+    b.input("x", {n, 13, 7});
+    b.initializer("w", {13, 37}, randomValues(13 * 37, rng));
+    b.initializer("bias", {37}, randomValues(37, rng));
+    OnnxBuilder::attrInts(b.node("Transpose", {"x"}, {"xt"}), "perm", {0, 2, 1});
+    b.node("MatMul", {"xt", "w"}, {"h"});
+    b.node("Add", {"h", "bias"}, {"y"});
+    b.output("y", {n, 7, 37});
+    auto m = builtModel(b);
+    ASSERT_TRUE(m);
+    const RewriteReport r = rewriteReport(*m);
+    EXPECT_EQ(r.fusedMatMuls, 1);
+    EXPECT_EQ(r.foldedIntoMatMul, 2);
+    expectSameResults(m, {{"x", randomTensor({n, 13, 7}, rng)}}, 2e-6, true);
+  }
 }
 
 TEST(TransformerRewrites, NearMissGeluAndBiasAreLeftAlone) {

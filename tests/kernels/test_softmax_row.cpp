@@ -1,9 +1,10 @@
-// softmaxRowFloat (the AVX2 row Softmax over the last axis) against a double-precision
+// softmaxRowFloat (the row Softmax over the last axis, AVX2 or AVX-512) against a double-precision
 // reference: every length from 1 to 70 (the masked tail of each), attention's 49 and 128, a long
 // row, masked entries (-inf, -1e9), large and tiny logits, and NaN propagation.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -76,4 +77,29 @@ TEST(KernelsSoftmaxRow, NaNPropagates) {
   std::vector<float> y(x.size());
   softmaxRowFloat(x.data(), y.data(), (int64_t)x.size());
   EXPECT_TRUE(std::isnan(y[9]));
+}
+
+TEST(KernelsSoftmaxRow, Avx512RowGivesTheAvx2Bits) {
+  if (!softmaxAvx512Available()) GTEST_SKIP() << "no AVX-512F/DQ on this CPU";
+  // Every tail length of both widths (1..70), attention's 128, rec's 6625 classes; masked and
+  // NaN entries; large logits. Guard lanes past the row must stay untouched.
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.f, 30.f);
+  std::vector<int64_t> lengths;
+  for (int64_t L = 1; L <= 70; ++L) lengths.push_back(L);
+  for (int64_t L : {128, 1000, 4099, 6625}) lengths.push_back(L);
+  for (int64_t L : lengths) {
+    for (int variant = 0; variant < 3; ++variant) {
+      std::vector<float> x((size_t)L);
+      for (float& v : x) v = g(rng) + (variant == 1 ? 1000.f : 0.f);
+      if (variant == 2) {
+        x[(size_t)(L / 2)] = -std::numeric_limits<float>::infinity();
+        x[(size_t)(L - 1)] = L % 3 == 0 ? std::numeric_limits<float>::quiet_NaN() : -1e9f;
+      }
+      std::vector<float> a(x.size() + 16, 7.f), b(x.size() + 16, 7.f);
+      softmaxRowFloatAvx2(x.data(), a.data(), L);
+      softmaxRowFloatAvx512(x.data(), b.data(), L);
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "L=" << L << " variant " << variant;
+    }
+  }
 }
