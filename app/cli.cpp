@@ -113,7 +113,7 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                  "it quantized when the target still holds (default on)");
   cmd.add_option("--fallback-pairs", g_text.fallbackPairs,
                  "on|off: where no single candidate gains 1 dB, also measure the pairs of the candidates, both "
-                 "excluded at once, and take the best pair when it helps more than twice the best single (default off)");
+                 "excluded at once, and take the best pair when it helps more than twice the best single (default on)");
   cmd.add_option("--output-kind", g_text.outputKinds,
                  "NAME=classes|sequence|dense: how an output's agreement is measured (default: from its producer)")
       ->delimiter(',');

@@ -357,6 +357,7 @@ TEST(FallbackCurve, APairStepFindsTwoNodesWhoseErrorsCancel) {
   fo.targetSnrDb = target;
   fo.extraSteps = 0;
   fo.backward = false;
+  fo.pairs = false;
   auto single = analysed(model);
   auto g = fallbackCurve(*single, fo);
   ASSERT_TRUE(g) << g.status().message();
