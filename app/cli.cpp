@@ -40,7 +40,7 @@ bool parseTriple(const std::string& s, std::array<float, 3>& out) {
 // What CLI11 keeps as text until finishAnalysisOptions() converts it.
 struct TextFlags {
   std::string size, mean, stdev, method, mode = "int8", trtVersion, allTensorRanges, sensitivity, integerConv;
-  std::string gramSplit, fallbackRank, fallbackBackward;
+  std::string gramSplit, fallbackRank, fallbackBackward, fallbackPairs;
   std::vector<std::string> shapes;
   bool dqOnly = true;
   CLI::Option* dqOnlyOption = nullptr;
@@ -111,6 +111,9 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_option("--fallback-backward", g_text.fallbackBackward,
                  "on|off: once the target is reached, re-include each excluded node, the least useful first, and keep "
                  "it quantized when the target still holds (default on)");
+  cmd.add_option("--fallback-pairs", g_text.fallbackPairs,
+                 "on|off: where no single candidate gains 1 dB, also measure the pairs of the candidates, both "
+                 "excluded at once, and take the best pair when it helps more than twice the best single (default on)");
   cmd.add_option("--output-kind", g_text.outputKinds,
                  "NAME=classes|sequence|dense: how an output's agreement is measured (default: from its producer)")
       ->delimiter(',');
@@ -230,6 +233,7 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
     a.fallbackRankByGain = g_text.fallbackRank == "gain";
   }
   QS_RETURN_IF_ERROR(parseOnOff("--fallback-backward", g_text.fallbackBackward, a.fallbackBackward));
+  QS_RETURN_IF_ERROR(parseOnOff("--fallback-pairs", g_text.fallbackPairs, a.fallbackPairs));
   return validateRequest(a);
 }
 

@@ -38,13 +38,23 @@ FallbackStep stepOf(NodeId excluded, const AnalysisResult& r) {
 
 // Larger is better, compared in order: the figure still short of its target first (agreement
 // when an agreement target is not met or is the only target), then the other.
+bool agreementFirst(double agr, const FallbackOptions& o) {
+  return !std::isnan(o.targetAgreement) && (std::isnan(o.targetSnrDb) || agr < o.targetAgreement);
+}
+
 std::pair<double, double> score(const AnalysisResult& r, const FallbackOptions& o) {
   const double snr = r.worstOutputSnrDb();
   double agr = r.worstAgreement();
   if (std::isnan(agr)) agr = -1;
-  const bool agreementFirst =
-      !std::isnan(o.targetAgreement) && (std::isnan(o.targetSnrDb) || agr < o.targetAgreement);
-  return agreementFirst ? std::make_pair(agr, snr) : std::make_pair(snr, agr);
+  return agreementFirst(agr, o) ? std::make_pair(agr, snr) : std::make_pair(snr, agr);
+}
+
+// The first component of score() for a step's figures (the figures of one measured point).
+double score1(const FallbackStep& s, const FallbackOptions& o) {
+  const double snr = lowest(s.outputSnrDb, /*skipNan=*/false);
+  double agr = lowest(s.outputAgreement, /*skipNan=*/true);
+  if (std::isnan(agr)) agr = -1;
+  return agreementFirst(agr, o) ? agr : snr;
 }
 
 bool reaches(const AnalysisResult& r, const FallbackOptions& o) {
@@ -219,17 +229,33 @@ Result<FallbackCurve> fallbackCurve(QuantSession& session, const FallbackOptions
     }
     top.resize(std::min(top.size(), (size_t)curve.candidates));
 
-    // Each candidate excluded in turn (the previous one restored in the same update).
-    NodeId best = top[0], current = -1;
+    // Each candidate excluded in turn (the previous one restored in the same update); `out` is the
+    // set of candidates the session has excluded for the trials.
+    std::vector<NodeId> out;
+    using Measured = Result<std::shared_ptr<const AnalysisResult>>;
+    auto moveTo = [&](std::vector<NodeId> want, const std::string& what) -> Measured {
+      std::vector<std::pair<NodeId, bool>> toggles;
+      for (NodeId id : out)
+        if (std::find(want.begin(), want.end(), id) == want.end()) toggles.push_back({id, true});
+      for (NodeId id : want)
+        if (std::find(out.begin(), out.end(), id) == out.end()) toggles.push_back({id, false});
+      out = std::move(want);
+      if (toggles.empty()) return session.result();
+      return session.setQuantized(toggles, stage(what));
+    };
+    const auto nowScore = score(*session.result(), options);
+    const double nowAgreement = session.result()->worstAgreement();
+    const bool snrFirst = !agreementFirst(std::isnan(nowAgreement) ? -1 : nowAgreement, options);
+    NodeId best = top[0];
     std::pair<double, double> bestScore{-std::numeric_limits<double>::infinity(), 0};
+    std::vector<FallbackStep> single(top.size());  // the figures with each candidate excluded alone
+    bool singleReaches = false;
     if (top.size() > 1) {
       for (size_t c = 0; c < top.size(); ++c) {
-        std::vector<std::pair<NodeId, bool>> toggles{{top[c], false}};
-        if (current >= 0) toggles.insert(toggles.begin(), {current, true});
-        auto r = session.setQuantized(toggles, stage("trying " + std::to_string(c + 1) + " of " +
-                                                     std::to_string(top.size())));
+        auto r = moveTo({top[c]}, "trying " + std::to_string(c + 1) + " of " + std::to_string(top.size()));
         if (!r) return r.status();
-        current = top[c];
+        single[c] = stepOf(top[c], **r);
+        singleReaches = singleReaches || reaches(**r, options);
         const double snr = (*r)->worstOutputSnrDb();
         if (std::isfinite(now)) measuredNoise[(size_t)top[c]] = std::pow(10.0, -now / 10) - std::pow(10.0, -snr / 10);
         const auto s = score(**r, options);
@@ -239,13 +265,48 @@ Result<FallbackCurve> fallbackCurve(QuantSession& session, const FallbackOptions
         }
       }
     }
-    if (current != best) {
-      std::vector<std::pair<NodeId, bool>> toggles{{best, false}};
-      if (current >= 0) toggles.insert(toggles.begin(), {current, true});
-      auto r = session.setQuantized(toggles, stage("excluding"));
-      if (!r) return r.status();
+    // The pairs, where no single exclusion gains enough: the first component of the score is the
+    // worst SNR in dB, or the agreement while it is short of its target.
+    const double singleGain = bestScore.first - nowScore.first;
+    std::vector<NodeId> pair;
+    FallbackStep pairStep;
+    if (options.pairs && top.size() > 1 && !singleReaches &&
+        (snrFirst ? !(singleGain >= options.pairBelowDb) : !(singleGain > 0))) {
+      ++curve.pairSteps;
+      std::pair<double, double> bestPair{-std::numeric_limits<double>::infinity(), 0};
+      bool pairReaches = false;
+      const size_t total = top.size() * (top.size() - 1) / 2;
+      size_t tried = 0;
+      for (size_t i = 0; i < top.size(); ++i)
+        for (size_t j = i + 1; j < top.size(); ++j) {
+          auto r = moveTo({top[i], top[j]}, "trying pair " + std::to_string(++tried) + " of " + std::to_string(total));
+          if (!r) return r.status();
+          const auto s = score(**r, options);
+          if (s > bestPair) {
+            bestPair = s;
+            pairReaches = reaches(**r, options);
+            // The point after the first of the two is the better of their singles' (measured above).
+            const bool iFirst = score1(single[i], options) >= score1(single[j], options);
+            pair = iFirst ? std::vector<NodeId>{top[i], top[j]} : std::vector<NodeId>{top[j], top[i]};
+            pairStep = stepOf(pair[1], **r);
+          }
+        }
+      const double pairGain = bestPair.first - nowScore.first;
+      if (!(pairReaches || (pairGain > 0 && pairGain > 2 * std::max(0.0, singleGain)))) pair.clear();
     }
-    curve.steps.push_back(stepOf(best, *session.result()));
+    if (!pair.empty()) {
+      ++curve.pairsTaken;
+      auto r = moveTo(pair, "excluding a pair");
+      if (!r) return r.status();
+      const size_t first = (size_t)(std::find(top.begin(), top.end(), pair[0]) - top.begin());
+      curve.steps.push_back(single[first]);
+      if (reachedAt < 0 && reachesAt(curve, (int)curve.steps.size(), options)) reachedAt = (int)curve.steps.size();
+      curve.steps.push_back(pairStep);
+    } else {
+      auto r = moveTo({best}, "excluding");
+      if (!r) return r.status();
+      curve.steps.push_back(stepOf(best, *session.result()));
+    }
     if (reachedAt < 0 && reaches(*session.result(), options)) reachedAt = (int)curve.steps.size();
   }
   curve.reached = reachedAt >= 0;

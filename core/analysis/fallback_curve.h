@@ -11,6 +11,12 @@
 // quantized when the target still holds. Optionally (rankByGain) the K candidates of a step are
 // those whose exclusion removed most noise where an earlier step measured it, else by sensitivity.
 //
+// The pair step (docs/quality.md, "A pair step in the greedy pass"): when no single candidate of a
+// step gains at least pairBelowDb, the pairs of the shortlist are measured too, both excluded at
+// once, and the best pair is taken (as two points of the curve) when it reaches the targets where
+// no single does, or gains more than twice what the best single does. It finds nodes whose errors
+// partly cancel, each useless alone (det's stem convs).
+//
 // With K = 1, sensitivity ranking and no backward pass the choice is the old one (the most
 // sensitive node), which is what the comparison in docs/quality.md runs as the baseline.
 #pragma once
@@ -43,6 +49,12 @@ struct FallbackOptions {
   /// Once the target is reached, try re-including each excluded node (the one whose exclusion
   /// gained least first) and keep it quantized when the targets still hold.
   bool backward = true;
+  /// Try the pairs of the shortlist (K (K - 1) / 2 more measurements) at a step where the best single
+  /// exclusion gains less than pairBelowDb on the worst output SNR (with an agreement still short of
+  /// its target: where it gains nothing). No effect with candidates = 1. On by default: it needed
+  /// fewer or as many exclusions on det, rec, mobilenet_v2 and regnet_y_400mf (docs/quality.md).
+  bool pairs = true;
+  double pairBelowDb = 1.0;
 };
 
 /// The curve: point 0 is the model with no exclusion, point i the model after steps[0..i).
@@ -62,6 +74,8 @@ struct FallbackCurve {
   /// states, the points before them re-measured.
   int forwardChosen = -1;
   std::vector<NodeId> reincluded;
+  int pairSteps = 0;     // steps of the greedy pass that measured the pairs of their shortlist
+  int pairsTaken = 0;    // of them, those that excluded a pair (two points of the curve each)
 
   /// Worst output SNR / agreement at point `i` (0..steps.size()).
   double worstSnrDb(int i) const;

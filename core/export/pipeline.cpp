@@ -352,6 +352,7 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
     fo.extraSteps = rq.fallbackCurveSteps;
     fo.rankByGain = rq.fallbackRankByGain;
     fo.backward = rq.fallbackBackward;
+    fo.pairs = rq.fallbackPairs;
     auto curve = fallbackCurve(*run.session, fo, phase(0.97, 1.0));
     if (!curve) return curve.status();
     run.fallback = curve->chosenSteps();
@@ -433,6 +434,7 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
     s["fallback_rank"] = rq.fallbackRankByGain ? "gain" : "sensitivity";
   if (rq.fallbackBackward != AnalysisRequest{}.fallbackBackward)
     s["fallback_backward"] = rq.fallbackBackward ? "on" : "off";
+  if (rq.fallbackPairs != AnalysisRequest{}.fallbackPairs) s["fallback_pairs"] = rq.fallbackPairs ? "on" : "off";
   if (!rq.outputKinds.empty()) {
     std::string kinds;
     for (const auto& [name, kind] : rq.outputKinds) kinds += (kinds.empty() ? "" : ",") + name + "=" + outputKindName(kind);

@@ -64,6 +64,7 @@ struct AnalysisRequest {
   int fallbackCurveSteps = 3;       // --fallback-curve: fallback steps measured past the target
   bool fallbackRankByGain = false;  // --fallback-rank gain|sensitivity (FallbackOptions::rankByGain)
   bool fallbackBackward = true;     // --fallback-backward on|off (FallbackOptions::backward)
+  bool fallbackPairs = true;        // --fallback-pairs on|off (FallbackOptions::pairs)
   std::map<std::string, OutputKind> outputKinds;  // --output-kind: graph output -> agreement kind
   // Scales from a file instead of calibrating; at most one of the two.
   std::string loadConfig;           // quant_cfg.json: scales, node states and settings

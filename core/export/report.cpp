@@ -180,6 +180,8 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
       Json back = Json::array();
       for (NodeId id : c.reincluded) back.push_back(g.nodes[(size_t)id].name);
       j["fallback"]["reincluded"] = back;
+      j["fallback"]["pair_steps"] = c.pairSteps;
+      j["fallback"]["pairs_taken"] = c.pairsTaken;
       j["fallback"]["curve"] = fallbackCurveJson(g, *ctx.fallbackCurve);
     }
   }

@@ -4,7 +4,8 @@
 // goes past the target, counts up from 0, and the session is left at its first point that reaches
 // the target; a point of the curve can be applied later (the GUI's click). The second pass: ranking
 // by measured gain gets past nodes measured useless, and the backward pass re-includes the nodes a
-// greedy pass excluded that the target does not need.
+// greedy pass excluded that the target does not need. The pair step finds two nodes whose errors
+// cancel, each harmful to exclude alone.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -75,6 +76,31 @@ std::shared_ptr<Model> twoScaleOutputsModel() {
   b.initializer("wq", {n, n}, wq);
   b.node("MatMul", {"xg", "wq"}, {"y2"}, "q");
   return builtModel(b, "two_scale_outputs.onnx");
+}
+
+// y = x·Wa - x·Wb + x·Wc with Wb = 0.9 Wa: "a" and "b" make nearly the same error (per-channel
+// scales scale with the weights), so quantized they leave a tenth of "a"'s error (one outlier per
+// column rounds the rest of it away); excluding either alone leaves the other's whole error, and
+// only excluding both removes it. "c" (small, well quantized weights) adds a little noise, so its
+// exclusion is the only single one that helps, by far too little. det's stem convs in small.
+std::shared_ptr<Model> cancellingPairModel() {
+  OnnxBuilder b(13);
+  const int64_t n = 32;
+  b.input("x", {1, 8, n}).output("y", {1, 8, n});
+  std::mt19937 rng(13);
+  std::vector<float> wa = randomValues((size_t)(n * n), rng, -0.3f, 0.3f);
+  for (int64_t c = 0; c < n; ++c) wa[(size_t)(((c * 5) % n) * n + c)] = 40.0f;
+  std::vector<float> wb = wa;
+  for (float& v : wb) v *= 0.9f;
+  b.initializer("wa", {n, n}, wa);
+  b.initializer("wb", {n, n}, wb);
+  b.initializer("wc", {n, n}, randomValues((size_t)(n * n), rng, -0.3f, 0.3f));
+  b.node("MatMul", {"x", "wa"}, {"ha"}, "a");
+  b.node("MatMul", {"x", "wb"}, {"hb"}, "b");
+  b.node("MatMul", {"x", "wc"}, {"hc"}, "c");
+  b.node("Sub", {"ha", "hb"}, {"d"}, "sub");
+  b.node("Add", {"d", "hc"}, {"y"}, "add");
+  return builtModel(b, "cancelling_pair.onnx");
 }
 
 std::unique_ptr<QuantSession> analysed(std::shared_ptr<Model> model, AnalysisOptions ao = {}) {
@@ -294,4 +320,84 @@ TEST(FallbackCurve, RankingByMeasuredGainGetsPastNodesMeasuredUseless) {
   EXPECT_EQ(best->chosen, 1);
   EXPECT_EQ(best->steps[0].excluded, q);
   EXPECT_EQ(best->reincluded.size(), 3u);
+}
+
+// The pair step: on the cancelling pair, the greedy pass without it excludes "c" (the only single
+// exclusion that helps, a little), then "a" (which makes it worse), then "b"; with it, the first step
+// measures the pairs (no single gains 1 dB) and excludes "a" and "b" together: 2 exclusions, not 3.
+// Both points of the pair are measured figures (a fresh session with those exclusions agrees).
+TEST(FallbackCurve, APairStepFindsTwoNodesWhoseErrorsCancel) {
+  auto model = cancellingPairModel();
+  ASSERT_TRUE(model);
+  const NodeId a = nodeNamed(*model, "a"), b = nodeNamed(*model, "b"), c = nodeNamed(*model, "c");
+  auto probe = analysed(model);
+  const double all = probe->result()->worstOutputSnrDb();
+  auto snrWithout = [&](std::vector<NodeId> ids) {
+    std::vector<std::pair<NodeId, bool>> off, on;
+    for (NodeId id : ids) off.push_back({id, false}), on.push_back({id, true});
+    auto r = probe->setQuantized(off);
+    EXPECT_TRUE(r) << r.status().message();
+    const double snr = r ? (*r)->worstOutputSnrDb() : NAN;
+    EXPECT_TRUE(probe->setQuantized(on));
+    return snr;
+  };
+  const double withoutPair = snrWithout({a, b});
+  const double target = withoutPair - 1;
+  // The premises: each of "a" and "b" alone makes it worse, "c" alone helps by less than 1 dB and
+  // misses the target, which the pair reaches.
+  ASSERT_LT(snrWithout({a}), all);
+  ASSERT_LT(snrWithout({b}), all);
+  const double withoutC = snrWithout({c});
+  ASSERT_GT(withoutC, all);
+  ASSERT_LT(withoutC, all + 1);
+  ASSERT_LT(withoutC, target);
+  ASSERT_GT(withoutPair, all + 10);
+
+  FallbackOptions fo;
+  fo.targetSnrDb = target;
+  fo.extraSteps = 0;
+  fo.backward = false;
+  fo.pairs = false;
+  auto single = analysed(model);
+  auto g = fallbackCurve(*single, fo);
+  ASSERT_TRUE(g) << g.status().message();
+  ASSERT_TRUE(g->reached);
+  EXPECT_EQ(g->chosen, 3);
+  EXPECT_EQ(g->steps[0].excluded, c);
+  EXPECT_EQ(g->pairSteps, 0);
+
+  auto s = analysed(model);
+  fo.pairs = true;
+  auto p = fallbackCurve(*s, fo);
+  ASSERT_TRUE(p) << p.status().message();
+  ASSERT_TRUE(p->reached);
+  EXPECT_EQ(p->chosen, 2);
+  EXPECT_EQ(p->pairsTaken, 1);
+  ASSERT_EQ(p->steps.size(), 2u);
+  EXPECT_TRUE((p->steps[0].excluded == a && p->steps[1].excluded == b) ||
+              (p->steps[0].excluded == b && p->steps[1].excluded == a));
+  EXPECT_FALSE(s->plan().nodes[(size_t)a].quantized);
+  EXPECT_FALSE(s->plan().nodes[(size_t)b].quantized);
+  EXPECT_TRUE(s->plan().nodes[(size_t)c].quantized);
+  EXPECT_GE(s->result()->worstOutputSnrDb(), target);
+  for (int point = 0; point <= 2; ++point) {
+    auto fresh = analysed(model);
+    std::vector<std::pair<NodeId, bool>> off;
+    for (int i = 0; i < point; ++i) off.push_back({p->steps[(size_t)i].excluded, false});
+    if (!off.empty()) {
+      ASSERT_TRUE(fresh->setQuantized(off));
+    }
+    EXPECT_NEAR(fresh->result()->worstOutputSnrDb(), p->worstSnrDb(point), 1e-9) << "point " << point;
+  }
+
+  // With the backward pass too, the pair step needs no more than without it.
+  fo.backward = true;
+  auto both = analysed(model);
+  auto pb = fallbackCurve(*both, fo);
+  ASSERT_TRUE(pb) << pb.status().message();
+  fo.pairs = false;
+  auto greedyBack = analysed(model);
+  auto gb = fallbackCurve(*greedyBack, fo);
+  ASSERT_TRUE(gb) << gb.status().message();
+  EXPECT_LE(pb->chosen, gb->chosen);
 }
