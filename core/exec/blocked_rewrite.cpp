@@ -256,20 +256,40 @@ struct Rewrite {
     }
   }
 
-  // Whether candidate id runs in a layout of b channels per block: its output channels, and a
-  // Conv's form (grouped convs need whole blocks per group) or a Concat's inputs, in whole blocks.
+  // Whether candidate id runs in a layout of b channels per block. A channel count that is not a
+  // whole number of blocks (mobilenet_v2's 24 in nChw16c) runs with its tail padded to a block:
+  // the values carry the logical count (BlockedConv's W, the channels attribute of the exits,
+  // BlockedBatchNorm's zero-padded scale and shift). Not padded: a count under one block (8
+  // channels in 16 lanes would double the member's work), a grouped Conv's groups (whole blocks
+  // per group: DnnlConv::blockedShapeSupported) and a Concat's inputs (the lanes of a padded
+  // input would land among the next input's channels).
   bool fitsBlock(NodeId id, int b) const {
-    if (outC[(size_t)id] % b != 0) return false;
+    auto fits = [b](int64_t c) { return c % kMinBlock == 0 && (c % b == 0 || c > b); };
     const Node& n = g.nodes[(size_t)id];
     if (kind[(size_t)id] == Kind::Conv) {
       const Tensor* W = fixedConstant(g, n.inputs[1]);
       const int64_t group = intAttr(n, "group", 1);
-      return DnnlConv::blockedShapeSupported(W->dim(1) * group, W->dim(0), group, b);
+      return fits(W->dim(0)) && fits(W->dim(1) * group) &&
+             DnnlConv::blockedShapeSupported(W->dim(1) * group, W->dim(0), group, b);
     }
-    if (kind[(size_t)id] == Kind::Concat)
+    if (kind[(size_t)id] == Kind::Concat) {
+      if (outC[(size_t)id] % b != 0) return false;
       for (ValueId v : n.inputs)
         if (channelsOf(v) % b != 0) return false;
-    return true;
+    }
+    return fits(outC[(size_t)id]);
+  }
+
+  int64_t paddedChannels(int64_t C, NodeId id) {
+    const int64_t b = regionBlock[(size_t)find(id)];
+    return (C + b - 1) / b * b;
+  }
+
+  Attribute intAttribute(int64_t v) {
+    Attribute a;
+    a.type = Attribute::Type::Int;
+    a.i = v;
+    return a;
   }
 
   Attribute blockAttr(NodeId id) {
@@ -364,9 +384,15 @@ struct Rewrite {
       if (kept[(size_t)id] && find(id) == id) ++report.regions;
       if (!fitsBlock(id, regionBlock[(size_t)r])) regionBlock[(size_t)r] = kMinBlock;
     }
+    std::vector<char> padded(n, 0);
     for (NodeId id = 0; id < (NodeId)n; ++id)
-      if (kind[(size_t)id] != Kind::None && kept[(size_t)id] && find(id) == id && regionBlock[(size_t)id] != block)
-        ++report.narrowRegions;
+      if (kind[(size_t)id] != Kind::None && kept[(size_t)id] && outC[(size_t)id] % regionBlock[(size_t)find(id)] != 0)
+        padded[(size_t)find(id)] = 1;
+    for (NodeId id = 0; id < (NodeId)n; ++id)
+      if (kind[(size_t)id] != Kind::None && kept[(size_t)id] && find(id) == id) {
+        if (regionBlock[(size_t)id] != block) ++report.narrowRegions;
+        if (padded[(size_t)id]) ++report.paddedRegions;
+      }
     // Undo the fusions of candidates that are not kept.
     for (NodeId id = 0; id < (NodeId)n; ++id) {
       if (kind[(size_t)id] == Kind::None || kept[(size_t)id]) continue;
@@ -454,8 +480,11 @@ struct Rewrite {
           const Tensor& var = *fixedConstant(g, node.inputs[4]);
           const Attribute* e = node.attr("epsilon");
           const float eps = e && e->type == Attribute::Type::Float ? e->f : 1e-5f;
-          const int64_t C = s.numel();
-          Tensor scale(DType::Float, {C}), shift(DType::Float, {C});
+          const int64_t C = s.numel(), Cp = paddedChannels(C, id);
+          // The pad lanes of a padded tail: scale and shift 0, so they stay 0.
+          Tensor scale(DType::Float, {Cp}), shift(DType::Float, {Cp});
+          std::fill(scale.data<float>(), scale.data<float>() + Cp, 0.f);
+          std::fill(shift.data<float>(), shift.data<float>() + Cp, 0.f);
           for (int64_t c = 0; c < C; ++c) {
             const float k = s.data<float>()[c] / std::sqrt(var.data<float>()[c] + eps);
             scale.data<float>()[c] = k;
@@ -499,6 +528,7 @@ struct Rewrite {
           node.inputs[0] = mapInput(node.inputs[0]);
           node.opType = kBlockedGlobalAveragePoolOp;
           node.domain = kFusedDomain;
+          node.attributes["channels"] = intAttribute(outC[(size_t)id]);  // plain [N, C, 1, 1]: no pad lanes
           ++report.pools;
           break;
         case Kind::Scale: {
@@ -536,6 +566,7 @@ struct Rewrite {
         r.domain = kFusedDomain;
         r.inputs = {blockedOf[(size_t)out]};
         r.outputs = {out};
+        r.attributes["channels"] = intAttribute(outC[(size_t)id]);
         nodes.push_back(std::move(r));
         newOrigin.push_back(origin[(size_t)id]);
         newAbsorbed.emplace_back();
