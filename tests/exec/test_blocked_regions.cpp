@@ -287,29 +287,30 @@ OnnxBuilder mobileNetLike(std::mt19937& rng, int64_t c = 16) {
 // RegNetY blocks: 1x1 + Relu, grouped 3x3 (`perGroup` channels per group: regnet's 8, or 16) + Relu,
 // squeeze-and-excitation (GlobalAveragePool, 1x1 + Relu, 1x1 + Sigmoid, Mul), 1x1, residual Add +
 // Relu; twice.
-OnnxBuilder regNetLike(std::mt19937& rng, int64_t perGroup = 8) {
+// `width` 40: five groups of 8, an odd one left beside the pad lanes when paired in blocks of 16.
+OnnxBuilder regNetLike(std::mt19937& rng, int64_t perGroup = 8, int64_t width = 32) {
   OnnxBuilder b(13);
-  b.input("x", {-1, 32, 10, 10});
+  b.input("x", {-1, width, 10, 10});
   std::string in = "x";
   for (int l = 0; l < 2; ++l) {
     const std::string s = std::to_string(l);
-    conv(b, in, "a" + s, 32, 32, 1, rng);
+    conv(b, in, "a" + s, width, width, 1, rng);
     b.node("Relu", {"a" + s}, {"ar" + s});
-    groupedConv(b, "ar" + s, "g" + s, 32, 32, 3, 32 / perGroup, rng);
+    groupedConv(b, "ar" + s, "g" + s, width, width, 3, width / perGroup, rng);
     b.node("Relu", {"g" + s}, {"gr" + s});
     b.node("GlobalAveragePool", {"gr" + s}, {"sq" + s});
-    conv(b, "sq" + s, "f1" + s, 32, 8, 1, rng);
+    conv(b, "sq" + s, "f1" + s, width, 8, 1, rng);
     b.node("Relu", {"f1" + s}, {"f1r" + s});
-    conv(b, "f1r" + s, "f2" + s, 8, 32, 1, rng);
+    conv(b, "f1r" + s, "f2" + s, 8, width, 1, rng);
     b.node("Sigmoid", {"f2" + s}, {"sig" + s});
     b.node("Mul", {"sig" + s, "gr" + s}, {"se" + s});
-    conv(b, "se" + s, "c" + s, 32, 32, 1, rng);
+    conv(b, "se" + s, "c" + s, width, width, 1, rng);
     b.node("Add", {in, "c" + s}, {"sum" + s});
     b.node("Relu", {"sum" + s}, {"out" + s});
     in = "out" + s;
   }
   b.node("Identity", {in}, {"y"});
-  b.output("y", {-1, 32, 10, 10});
+  b.output("y", {-1, width, 10, 10});
   return b;
 }
 
@@ -438,14 +439,15 @@ TEST(BlockedRegions, PaddedChannelTailsThroughEveryMember) {
 
 TEST(BlockedRegions, RegNetSqueezeExcitationMatchesThePlainExecutor) {
   if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
-  // 8 channels per group: nChw8c in either block; 16: the process's block.
-  for (int64_t perGroup : {8, 16}) {
-    SCOPED_TRACE(std::to_string(perGroup) + " channels per group");
+  // 8 and 16 channels per group: the process's block (in nChw16c, 8 per group as block-diagonal
+  // groups of 16).
+  for (auto [perGroup, width] : {std::pair<int64_t, int64_t>{8, 32}, {16, 32}, {8, 40}}) {
+    SCOPED_TRACE(std::to_string(perGroup) + " channels per group, " + std::to_string(width) + " channels");
     std::mt19937 rng(22);
-    expectBlockedMatchesPlain(regNetLike(rng, perGroup), {2, 32, 10, 10},
-                              regions(6, 1, perGroup == 8 ? 1 : 0) + "2 residual Adds fused");
+    expectBlockedMatchesPlain(regNetLike(rng, perGroup, width), {2, width, 10, 10},
+                              regions(6, 1) + "2 residual Adds fused");
     std::mt19937 rng2(22);
-    const auto k = blockedKernels(regNetLike(rng2, perGroup), {1, 32, 10, 10});
+    const auto k = blockedKernels(regNetLike(rng2, perGroup, width), {1, width, 10, 10});
     EXPECT_EQ(countOf(k, "BlockedChannelScale"), 2);
     EXPECT_EQ(countOf(k, "BlockedGlobalAveragePool"), 2);
     EXPECT_EQ(countOf(k, "ToNchw8c"), 1);
