@@ -421,15 +421,9 @@ struct Rewrite {
       if (kept[(size_t)id] && find(id) == id) ++report.regions;
       if (!fitsBlock(id, regionBlock[(size_t)r])) regionBlock[(size_t)r] = kMinBlock;
     }
-    std::vector<char> padded(n, 0);
     for (NodeId id = 0; id < (NodeId)n; ++id)
-      if (kind[(size_t)id] != Kind::None && kept[(size_t)id] && outC[(size_t)id] % regionBlock[(size_t)find(id)] != 0)
-        padded[(size_t)find(id)] = 1;
-    for (NodeId id = 0; id < (NodeId)n; ++id)
-      if (kind[(size_t)id] != Kind::None && kept[(size_t)id] && find(id) == id) {
-        if (regionBlock[(size_t)id] != block) ++report.narrowRegions;
-        if (padded[(size_t)id]) ++report.paddedRegions;
-      }
+      if (kind[(size_t)id] != Kind::None && kept[(size_t)id] && find(id) == id && regionBlock[(size_t)id] != block)
+        ++report.narrowRegions;
     // Undo the fusions of candidates that are not kept.
     for (NodeId id = 0; id < (NodeId)n; ++id) {
       if (kind[(size_t)id] == Kind::None || kept[(size_t)id]) continue;
