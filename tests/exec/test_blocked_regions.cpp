@@ -603,6 +603,32 @@ TEST(BlockedRegions, GlobalPoolAndChannelScaleAgreeInBothBlocks) {
   }
 }
 
+TEST(BlockedRegions, AnExitsChannelsThatItsBlocksDoNotHoldAreAnError) {
+  // 40 channels in blocks of 16 are 3 blocks; an exit told 20 channels (2 blocks) fails in one line.
+  OnnxBuilder b(13);
+  auto* os = b.proto().add_opset_import();
+  os->set_domain(kFusedDomain);
+  os->set_version(1);
+  b.input("x", {1, 40, 3, 3});
+  auto& to = b.node(kToBlockedOp, {"x"}, {"xb"});
+  to.set_domain(kFusedDomain);
+  OnnxBuilder::attrInt(to, "block", 16);
+  auto& from = b.node(kFromBlockedOp, {"xb"}, {"y"}, "exit");
+  from.set_domain(kFusedDomain);
+  OnnxBuilder::attrInt(from, "channels", 20);
+  b.output("y", {1, 20, 3, 3});
+  auto m = builtModel(b);
+  ASSERT_TRUE(m);
+  auto ex = Executor::create(m, ExecutorOptions());
+  ASSERT_TRUE(ex) << ex.status().message();
+  std::mt19937 rng(5);
+  auto got = (*ex)->run({{"x", Tensor::fromVector<float>(randomValues(360, rng), {1, 40, 3, 3})}});
+  ASSERT_FALSE(got);
+  EXPECT_NE(got.status().message().find("does not hold 20 channels in blocks of 16"), std::string::npos)
+      << got.status().message();
+  EXPECT_EQ(got.status().message().find('\n'), std::string::npos) << got.status().message();
+}
+
 TEST(BlockedRegions, BlockedConvTakesDepthwiseAndWholeBlocksPerGroupOnly) {
   EXPECT_TRUE(DnnlConv::blockedShapeSupported(48, 48, 48));    // depthwise
   EXPECT_TRUE(DnnlConv::blockedShapeSupported(440, 440, 55));  // regnet: 8 channels per group
