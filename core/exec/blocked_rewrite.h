@@ -16,8 +16,10 @@
 //    shape, unary activations (Relu, Clip, Sigmoid, HardSigmoid, HardSwish, LeakyRelu), Identity
 //    and a Pad of zeros (as Identity) stay as they are, on the 5-D blocked tensors.
 // The block of a region: DnnlConv::preferredBlock() (16 where oneDNN runs AVX-512) when every
-// member fits it (channels, channels per group of a grouped conv, a Concat's inputs in whole
-// blocks of it), else 8 (mobilenet_v2's 24-channel stage, regnet's 8 channels per group).
+// member fits it, else 8. Channel counts that are multiples of 8 but not of the block, and over
+// one block (mobilenet_v2's 24-channel stage in nChw16c), fit with their tail padded to a whole
+// block (blocked_layout.h); a Concat's inputs must be whole blocks; a grouped conv's channels per
+// group too, but for 8 per group in blocks of 16 (regnet), run as block-diagonal groups of 16.
 // A region is kept only when it holds at least two convolutions with a window larger than 1x1
 // (depthwise and grouped ones count where the output's H x W is known: ResNet, DenseNet,
 // MobileNetV2, RegNet bodies at 224x224, not PaddleOCR's dynamic sizes) and at most one border

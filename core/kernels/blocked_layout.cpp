@@ -21,6 +21,8 @@ int64_t blockGrain(int64_t HW, int64_t block) {
   return std::max<int64_t>(1, (64 * 1024) / std::max<int64_t>(HW * block, 1));
 }
 
+int64_t blocksOf(int64_t C, int64_t block) { return (C + block - 1) / block; }
+
 Status requireBlocked(const Tensor& X, const char* what) {
   if (X.dtype() != DType::Float) return invalidArgument(std::string(what) + " must be float");
   if (X.rank() != 5 || (X.dim(4) != 8 && X.dim(4) != 16))
@@ -34,11 +36,10 @@ class ToBlockedKernel : public Kernel {
   explicit ToBlockedKernel(int block) : m_block(block) {}
   Status run(KernelContext& ctx) const override {
     const Tensor& X = ctx.input(0);
-    if (X.dtype() != DType::Float || X.rank() != 4 || X.dim(1) % m_block != 0)
-      return invalidArgument("ToNchw8c needs a float [N, C, H, W] tensor with C a multiple of " +
-                             std::to_string(m_block) + ", got " + shapeToString(X.shape()));
+    if (X.dtype() != DType::Float || X.rank() != 4)
+      return invalidArgument("ToNchw8c needs a float [N, C, H, W] tensor, got " + shapeToString(X.shape()));
     const int64_t N = X.dim(0), C = X.dim(1), H = X.dim(2), W = X.dim(3);
-    Tensor Y(DType::Float, {N, C / m_block, H, W, m_block});
+    Tensor Y(DType::Float, {N, blocksOf(C, m_block), H, W, m_block});
     toNchw8c(X.data<float>(), N, C, H * W, Y.data<float>(), ctx.threads, m_block);
     ctx.outputs[0] = std::move(Y);
     return Status::ok();
@@ -64,14 +65,50 @@ Result<std::unique_ptr<Kernel>> createToBlocked(const KernelInit& init) {
   return std::unique_ptr<Kernel>(std::make_unique<ToBlockedKernel>(*block));
 }
 
-Status runFromBlocked(KernelContext& ctx) {
-  const Tensor& X = ctx.input(0);
-  QS_RETURN_IF_ERROR(requireBlocked(X, "FromNchw8c input"));
-  const int64_t B = X.dim(4), N = X.dim(0), C = X.dim(1) * B, H = X.dim(2), W = X.dim(3);
-  Tensor Y(DType::Float, {N, C, H, W});
-  fromNchw8c(X.data<float>(), N, C, H * W, Y.data<float>(), ctx.threads, (int)B);
-  ctx.outputs[0] = std::move(Y);
-  return Status::ok();
+// The attribute channels of a node whose blocked input may carry a padded channel tail: the
+// logical channel count C (0, the default: whole blocks, C = C/b * b).
+Result<int64_t> readChannels(AttrReader& a) {
+  const int64_t channels = a.i("channels", 0);
+  if (!a.ok()) return a.status();
+  if (channels < 0) return kernelError(StatusCode::InvalidModel, "channels is " + std::to_string(channels));
+  return channels;
+}
+
+// The logical channels of blocked X: `channels`, or all lanes when 0; fails unless X's blocks
+// hold exactly that many (a tail of fewer than b).
+Result<int64_t> logicalChannels(const Tensor& X, int64_t channels, const char* what) {
+  const int64_t B = X.dim(4), CB = X.dim(1);
+  if (channels == 0) return CB * B;
+  if (blocksOf(channels, B) != CB)
+    return invalidArgument(std::string(what) + " has shape " + shapeToString(X.shape()) + ", which does not hold " +
+                           std::to_string(channels) + " channels in blocks of " + std::to_string(B));
+  return channels;
+}
+
+class FromBlockedKernel : public Kernel {
+ public:
+  explicit FromBlockedKernel(int64_t channels) : m_channels(channels) {}
+  Status run(KernelContext& ctx) const override {
+    const Tensor& X = ctx.input(0);
+    QS_RETURN_IF_ERROR(requireBlocked(X, "FromNchw8c input"));
+    auto C = logicalChannels(X, m_channels, "FromNchw8c input");
+    if (!C) return C.status();
+    const int64_t B = X.dim(4), N = X.dim(0), H = X.dim(2), W = X.dim(3);
+    Tensor Y(DType::Float, {N, *C, H, W});
+    fromNchw8c(X.data<float>(), N, *C, H * W, Y.data<float>(), ctx.threads, (int)B);
+    ctx.outputs[0] = std::move(Y);
+    return Status::ok();
+  }
+
+ private:
+  int64_t m_channels;
+};
+
+Result<std::unique_ptr<Kernel>> createFromBlocked(const KernelInit& init) {
+  AttrReader a(init);
+  auto channels = readChannels(a);
+  if (!channels) return channels.status();
+  return std::unique_ptr<Kernel>(std::make_unique<FromBlockedKernel>(*channels));
 }
 
 // out[p][c] = in[p][c] * s[c] + h[c] (then max with 0) over HW pixels of one kBlock-channel block.
@@ -137,15 +174,17 @@ class BlockedConvKernel : public Kernel {
   Status run(KernelContext& ctx) const override {
     const Tensor& X = ctx.input(0);
     QS_RETURN_IF_ERROR(requireBlocked(X, "BlockedConv X"));
-    const int64_t N = X.dim(0), B = X.dim(4), C = X.dim(1) * B;
+    const int64_t N = X.dim(0), B = X.dim(4);
     if (B != m_block)
       return invalidArgument("BlockedConv X has blocks of " + std::to_string(B) + " channels, made for " +
                              std::to_string(m_block));
-    if (C != m_C)
-      return invalidArgument("BlockedConv X has " + std::to_string(C) + " channels, W expects " + std::to_string(m_C));
+    // (A channel tail padded to a whole block: the pad lanes meet W's zero pad.)
+    if (X.dim(1) != blocksOf(m_C, B))
+      return invalidArgument("BlockedConv X has " + std::to_string(X.dim(1)) + " blocks of " + std::to_string(B) +
+                             " channels, W expects " + std::to_string(m_C) + " channels");
     WindowGeometry g;
     QS_RETURN_IF_ERROR(resolveWindow(m_attrs, {X.dim(2), X.dim(3)}, {m_kH, m_kW}, false, g));
-    Tensor Y(DType::Float, {N, m_M / B, g.out[1], g.out[2], B});
+    Tensor Y(DType::Float, {N, blocksOf(m_M, B), g.out[1], g.out[2], B});
     const float* residual = nullptr;
     if (ctx.hasInput(3)) {
       const Tensor& R = ctx.input(3);
@@ -154,7 +193,8 @@ class BlockedConvKernel : public Kernel {
                                shapeToString(Y.shape()));
       residual = R.data<float>();
     }
-    if (N > 0) QS_RETURN_IF_ERROR(m_conv->runBlocked(X.data<float>(), N, C, g, Y.data<float>(), residual, ctx.threads));
+    if (N > 0)
+      QS_RETURN_IF_ERROR(m_conv->runBlocked(X.data<float>(), N, m_C, g, Y.data<float>(), residual, ctx.threads));
     ctx.outputs[0] = std::move(Y);
     return Status::ok();
   }
@@ -184,7 +224,8 @@ Result<std::unique_ptr<Kernel>> createBlockedConv(const KernelInit& init) {
     return kernelError(StatusCode::Unsupported, "BlockedConv: W " + shapeToString(W->shape()) + " in " +
                                                     std::to_string(attrs.group) + " groups is no form of block " +
                                                     std::to_string(*block) +
-                                                    " (channels and channels per group whole blocks, or depthwise)");
+                                                    " (group 1 or depthwise in channels of multiples of 8, or"
+                                                    " whole blocks per group)");
   if (init.node.inputs.size() > 2 && init.node.inputs[2] != kNoValue && !B)
     return kernelError(StatusCode::InvalidModel, "BlockedConv needs a constant B");
   const bool residual = init.node.inputs.size() > 3 && init.node.inputs[3] != kNoValue;
@@ -304,8 +345,9 @@ class BlockedPoolKernel : public Kernel {
 // GlobalAveragePool of [N, C/b, H, W, b] -> plain [N, C, 1, 1] (at 1x1 the two layouts are the same
 // bytes, so a region ends here without a reorder): four partial sums per lane over the pixels
 // (p mod 4), so a channel's sum is the same in either block.
+// With C not a whole number of blocks, each image's pad lanes are dropped: y holds C per image.
 template <int kB>
-void globalAverageBlocks(const float* x, int64_t NCB, int64_t HW, float* y, int threads) {
+void globalAverageBlocks(const float* x, int64_t NCB, int64_t CB, int64_t C, int64_t HW, float* y, int threads) {
   using V = BlockVec<kB>;
   parallelFor(threads, NCB, blockGrain(HW, kB), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
@@ -327,28 +369,57 @@ void globalAverageBlocks(const float* x, int64_t NCB, int64_t HW, float* y, int 
         const __m256 sum = _mm256_add_ps(_mm256_add_ps(a[0].v[i], a[1].v[i]), _mm256_add_ps(a[2].v[i], a[3].v[i]));
         out.v[i] = HW > 0 ? _mm256_div_ps(sum, d) : _mm256_setzero_ps();
       }
-      out.store(y + t * kB);
+      const int64_t n = t / CB, cb = t % CB, lanes = std::min<int64_t>(kB, C - cb * kB);
+      if (lanes == kB) {
+        out.store(y + n * C + cb * kB);
+      } else {
+        float tail[kB];
+        out.store(tail);
+        std::copy(tail, tail + lanes, y + n * C + cb * kB);
+      }
     }
   });
 }
 
-Status runBlockedGlobalAveragePool(KernelContext& ctx) {
-  const Tensor& X = ctx.input(0);
-  QS_RETURN_IF_ERROR(requireBlocked(X, "BlockedGlobalAveragePool X"));
-  const int64_t N = X.dim(0), CB = X.dim(1), HW = X.dim(2) * X.dim(3), B = X.dim(4);
-  Tensor Y(DType::Float, {N, CB * B, 1, 1});
-  if (B == 16) globalAverageBlocks<16>(X.data<float>(), N * CB, HW, Y.data<float>(), ctx.threads);
-  else globalAverageBlocks<8>(X.data<float>(), N * CB, HW, Y.data<float>(), ctx.threads);
-  ctx.outputs[0] = std::move(Y);
-  return Status::ok();
+class BlockedGlobalAveragePoolKernel : public Kernel {
+ public:
+  explicit BlockedGlobalAveragePoolKernel(int64_t channels) : m_channels(channels) {}
+  Status run(KernelContext& ctx) const override {
+    const Tensor& X = ctx.input(0);
+    QS_RETURN_IF_ERROR(requireBlocked(X, "BlockedGlobalAveragePool X"));
+    auto C = logicalChannels(X, m_channels, "BlockedGlobalAveragePool X");
+    if (!C) return C.status();
+    const int64_t N = X.dim(0), CB = X.dim(1), HW = X.dim(2) * X.dim(3), B = X.dim(4);
+    Tensor Y(DType::Float, {N, *C, 1, 1});
+    if (B == 16) globalAverageBlocks<16>(X.data<float>(), N * CB, CB, *C, HW, Y.data<float>(), ctx.threads);
+    else globalAverageBlocks<8>(X.data<float>(), N * CB, CB, *C, HW, Y.data<float>(), ctx.threads);
+    ctx.outputs[0] = std::move(Y);
+    return Status::ok();
+  }
+
+ private:
+  int64_t m_channels;
+};
+
+Result<std::unique_ptr<Kernel>> createBlockedGlobalAveragePool(const KernelInit& init) {
+  AttrReader a(init);
+  auto channels = readChannels(a);
+  if (!channels) return channels.status();
+  return std::unique_ptr<Kernel>(std::make_unique<BlockedGlobalAveragePoolKernel>(*channels));
 }
 
+// s holds sC values per image (sC >= C/b * b, or a padded tail: the lanes past sC scale by 0).
 template <int kB>
-void scaleBlocks(const float* x, const float* s, int64_t NCB, int64_t HW, float* y, int threads) {
+void scaleBlocks(const float* x, const float* s, int64_t NCB, int64_t CB, int64_t sC, int64_t HW, float* y,
+                 int threads) {
   using V = BlockVec<kB>;
   parallelFor(threads, NCB, blockGrain(HW, kB), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
-      const V sv = V::load(s + t * kB);
+      const int64_t n = t / CB, cb = t % CB, lanes = std::min<int64_t>(kB, sC - cb * kB);
+      float tail[kB] = {};
+      const float* sp = s + n * sC + cb * kB;
+      if (lanes < kB) sp = std::copy(sp, sp + lanes, tail) - lanes;
+      const V sv = V::load(sp);
       const float* in = x + t * HW * kB;
       float* out = y + t * HW * kB;
       for (int64_t p = 0; p < HW; ++p) {
@@ -361,24 +432,29 @@ void scaleBlocks(const float* x, const float* s, int64_t NCB, int64_t HW, float*
 }
 
 // y = x * s, x [N, C/b, H, W, b] and s one value per image and channel ([N, C, 1, 1] plain or
-// [N, C/b, 1, 1, b]: the same bytes): a squeeze-and-excitation block's Mul.
+// [N, C/b', 1, 1, b'], a blocked value of either block: the same bytes but for a padded tail): a
+// squeeze-and-excitation block's Mul. With a padded channel tail, C is S's: the pad lanes of x
+// are scaled by 0 (plain S) or by S's own pad lanes (blocked S).
 Status runBlockedChannelScale(KernelContext& ctx) {
   const Tensor& X = ctx.input(0);
   QS_RETURN_IF_ERROR(requireBlocked(X, "BlockedChannelScale X"));
   const int64_t N = X.dim(0), CB = X.dim(1), HW = X.dim(2) * X.dim(3), B = X.dim(4);
   if (!ctx.hasInput(1)) return invalidArgument("BlockedChannelScale needs a scale input");
   const Tensor& S = ctx.input(1);
-  const bool plain = S.rank() == 4 && S.dim(0) == N && S.dim(1) == CB * B && S.dim(2) == 1 && S.dim(3) == 1;
-  // (A blocked S may come from a region of the other block: at 1x1 the bytes are the same.)
-  const bool blocked = S.rank() == 5 && S.dim(0) == N && S.dim(1) * S.dim(4) == CB * B && S.dim(2) == 1 &&
-                       S.dim(3) == 1;
+  // S's channels per image as laid out; X's blocks must hold them, up to a tail of less than a block.
+  const int64_t sC = S.rank() == 4 ? S.dim(1) : S.rank() == 5 ? S.dim(1) * S.dim(4) : -1;
+  const bool fits = sC > (CB - 1) * B && (S.rank() == 4 ? sC <= CB * B : sC - CB * B < S.dim(4));
+  const bool plain = S.rank() == 4 && S.dim(0) == N && fits && S.dim(2) == 1 && S.dim(3) == 1;
+  // (A blocked S may come from a region of the other block: at 1x1 the bytes are the same, but
+  // for a padded tail.)
+  const bool blocked = S.rank() == 5 && S.dim(0) == N && fits && S.dim(2) == 1 && S.dim(3) == 1;
   if (S.dtype() != DType::Float || !(plain || blocked))
     return invalidArgument("BlockedChannelScale scale has shape " + shapeToString(S.shape()) + ", expected [" +
                            std::to_string(N) + ", " + std::to_string(CB * B) + ", 1, 1] for X " +
                            shapeToString(X.shape()));
   Tensor Y(DType::Float, X.shape());
-  if (B == 16) scaleBlocks<16>(X.data<float>(), S.data<float>(), N * CB, HW, Y.data<float>(), ctx.threads);
-  else scaleBlocks<8>(X.data<float>(), S.data<float>(), N * CB, HW, Y.data<float>(), ctx.threads);
+  if (B == 16) scaleBlocks<16>(X.data<float>(), S.data<float>(), N * CB, CB, sC, HW, Y.data<float>(), ctx.threads);
+  else scaleBlocks<8>(X.data<float>(), S.data<float>(), N * CB, CB, sC, HW, Y.data<float>(), ctx.threads);
   ctx.outputs[0] = std::move(Y);
   return Status::ok();
 }
@@ -407,24 +483,36 @@ Result<std::unique_ptr<Kernel>> createBlockedBatchNorm(const KernelInit& init) {
 }  // namespace
 
 void toNchw8c(const float* x, int64_t N, int64_t C, int64_t HW, float* y, int threads, int block) {
-  const int64_t CB = C / block;
+  const int64_t CB = blocksOf(C, block);
   parallelFor(threads, N * CB, blockGrain(HW, block), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
-      const float* in = x + t * block * HW;  // channels block*cb .. block*cb+block-1 of image n: contiguous planes
+      const int64_t n = t / CB, cb = t % CB;
+      // channels block*cb .. block*cb+block-1 of image n: contiguous planes
+      const float* in = x + (n * C + cb * block) * HW;
       float* out = y + t * block * HW;
-      for (int64_t p = 0; p < HW; ++p)
-        for (int c = 0; c < block; ++c) out[p * block + c] = in[c * HW + p];
+      const int lanes = (int)std::min<int64_t>(block, C - cb * block);
+      if (lanes == block) {
+        for (int64_t p = 0; p < HW; ++p)
+          for (int c = 0; c < block; ++c) out[p * block + c] = in[c * HW + p];
+      } else {  // the padded tail: zero pad lanes
+        for (int64_t p = 0; p < HW; ++p) {
+          for (int c = 0; c < lanes; ++c) out[p * block + c] = in[c * HW + p];
+          for (int c = lanes; c < block; ++c) out[p * block + c] = 0.f;
+        }
+      }
     }
   });
 }
 
 void fromNchw8c(const float* x, int64_t N, int64_t C, int64_t HW, float* y, int threads, int block) {
-  const int64_t CB = C / block;
+  const int64_t CB = blocksOf(C, block);
   parallelFor(threads, N * CB, blockGrain(HW, block), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
+      const int64_t n = t / CB, cb = t % CB;
       const float* in = x + t * block * HW;
-      float* out = y + t * block * HW;
-      for (int c = 0; c < block; ++c)
+      float* out = y + (n * C + cb * block) * HW;
+      const int lanes = (int)std::min<int64_t>(block, C - cb * block);
+      for (int c = 0; c < lanes; ++c)
         for (int64_t p = 0; p < HW; ++p) out[c * HW + p] = in[p * block + c];
     }
   });
@@ -433,17 +521,13 @@ void fromNchw8c(const float* x, int64_t N, int64_t C, int64_t HW, float* y, int 
 std::vector<KernelEntry> blockedLayoutKernels() {
   return {
       {kToBlockedOp, kFusedDomain, 1, 1, createToBlocked},
-      {kFromBlockedOp, kFusedDomain, 1, 1, [](const KernelInit&) -> Result<std::unique_ptr<Kernel>> {
-         return std::unique_ptr<Kernel>(makeKernel(runFromBlocked));
-       }},
+      {kFromBlockedOp, kFusedDomain, 1, 1, createFromBlocked},
       {kBlockedConvOp, kFusedDomain, 1, 1, createBlockedConv},
       {kBlockedBatchNormOp, kFusedDomain, 1, 1, createBlockedBatchNorm},
       {kBlockedMaxPoolOp, kFusedDomain, 1, 1, [](const KernelInit& init) { return createBlockedPool(init, true); }},
       {kBlockedAveragePoolOp, kFusedDomain, 1, 1,
        [](const KernelInit& init) { return createBlockedPool(init, false); }},
-      {kBlockedGlobalAveragePoolOp, kFusedDomain, 1, 1, [](const KernelInit&) -> Result<std::unique_ptr<Kernel>> {
-         return std::unique_ptr<Kernel>(makeKernel(runBlockedGlobalAveragePool));
-       }},
+      {kBlockedGlobalAveragePoolOp, kFusedDomain, 1, 1, createBlockedGlobalAveragePool},
       {kBlockedChannelScaleOp, kFusedDomain, 1, 1, [](const KernelInit&) -> Result<std::unique_ptr<Kernel>> {
          return std::unique_ptr<Kernel>(makeKernel(runBlockedChannelScale));
        }},

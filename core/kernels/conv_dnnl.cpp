@@ -25,13 +25,16 @@ namespace qs {
 
 bool DnnlConv::blockedShapeSupported(int64_t C, int64_t M, int64_t group, int block) {
   if (block != 8 && block != 16) return false;
-  if (group < 1 || C % block != 0 || M % block != 0 || C % group != 0 || M % group != 0) return false;
+  if (group < 1 || C % 8 != 0 || M % 8 != 0 || C % group != 0 || M % group != 0) return false;
+  // Group 1 and depthwise take a channel tail padded to the block (mobilenet_v2's 24 channels in
+  // nChw16c: oneDNN's padded dims, the pad lanes of its weights and bias zero; jit_1x1, jit and
+  // jit_dw avx512_core kernels alike).
   if (group == 1) return true;
-  // Depthwise: oneDNN's jit_uni_dw kernel runs nChw8c and nChw16c. Other groups: its blocked
-  // direct kernel needs whole blocks per group (regnet's 8 channels per group: nChw8c only);
-  // anything else would fall to a reference kernel.
   if (group == C && M == C) return true;
-  return (C / group) % block == 0 && (M / group) % block == 0;
+  // Other groups: oneDNN's blocked direct kernel needs whole blocks per group (regnet's 8
+  // channels per group: nChw8c only; in nChw16c libdnnl 2.6 offers only its reference kernel,
+  // ref:any, ~10^4 times slower); anything else would fall to a reference kernel.
+  return C % block == 0 && M % block == 0 && (C / group) % block == 0 && (M / group) % block == 0;
 }
 
 bool DnnlConv::preferred(int64_t C, int64_t M, int64_t group, const WindowGeometry& g) {
@@ -296,9 +299,6 @@ Status DnnlConv::runBlocked(const float* x, int64_t N, int64_t C, const WindowGe
   if ((residual != nullptr) != m_impl->residual)
     return invalidArgument(m_impl->residual ? "oneDNN backend: the residual input is missing"
                                             : "oneDNN backend: a residual input it was not made for");
-  if (C % m_impl->block != 0)
-    return invalidArgument("oneDNN backend: the blocked layout needs a multiple of " + std::to_string(m_impl->block) +
-                           " channels");
   return execute(x, N, C, g, y, residual, threads);
 }
 
@@ -318,6 +318,11 @@ Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeome
   const Plan& p = *plan;
   const int64_t S = p.slices, G = p.images, Ms = M / S, Cs = m_impl->group > 1 ? C / S : C;
   const int64_t inSize = g.inSize(), outSize = g.outSize();
+  // Channels per image as laid out: in the blocked layout a channel tail is padded to a whole
+  // block (then S == 1: a slice is whole blocks of M); `Mt`, a task's channels as laid out.
+  const int64_t block = m_impl->blocked ? m_impl->block : 1;
+  const int64_t Cp = (C + block - 1) / block * block, Mp = (M + block - 1) / block * block;
+  const int64_t Mt = S == 1 ? Mp : Ms;
   const double flops = 2.0 * (double)(N * M * outSize) * (double)(m_impl->W.numel() / M);
   // No fork below ~4 MFLOP, as the GEMM (a chunk handed to another core must be worth it).
   const int t = flops < 4e6 ? 1 : threads;
@@ -330,11 +335,11 @@ Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeome
     memory userSrc(p.userSrc, dnnlCpuEngine(), nullptr), userDst(p.userDst, dnnlCpuEngine(), nullptr);
     for (int64_t task = b; task < e; ++task) {
       const int64_t n = task / S * G, s = task % S;  // the task's first image, its slice
-      userSrc.set_data_handle(const_cast<float*>(x) + (n * C + s * (Cs == C ? 0 : Cs)) * inSize);
-      float* out = y + (n * M + s * Ms) * outSize;
+      userSrc.set_data_handle(const_cast<float*>(x) + (n * Cp + s * (Cs == C ? 0 : Cs)) * inSize);
+      float* out = y + (n * Mp + s * Ms) * outSize;
       userDst.set_data_handle(out);
       // G > 1 only with S == 1: the task's images are one dense block.
-      if (residual) std::memcpy(out, residual + (out - y), sizeof(float) * (size_t)(G * Ms * outSize));
+      if (residual) std::memcpy(out, residual + (out - y), sizeof(float) * (size_t)(G * Mt * outSize));
       if (p.toSrc) p.toSrc->execute(stream, userSrc, src);
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.toSrc ? src : userSrc},
                                            {DNNL_ARG_WEIGHTS, p.weights[(size_t)s]},
@@ -345,7 +350,7 @@ Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeome
       if (p.fromDst) p.fromDst->execute(stream, dst, userDst);
       stream.wait();
       if (!m_impl->after.empty())
-        for (int64_t m = 0; m < G * Ms; ++m) applyFusedActivations(out + m * outSize, outSize, 0.f, m_impl->after);
+        for (int64_t m = 0; m < G * Mt; ++m) applyFusedActivations(out + m * outSize, outSize, 0.f, m_impl->after);
     }
   });
 }

@@ -32,9 +32,10 @@ class DnnlConv {
   static std::unique_ptr<DnnlConv> create(const Tensor& W, const Tensor* B, int64_t group,
                                           std::vector<FusedActivation> activations);
   /// The blocked-layout form (core/kernels/blocked_layout.h): x and y are oneDNN's nChw8c or
-  /// nChw16c, [N, C/block, H, W, block] (block 8 or 16; C and M multiples of it; W
-  /// [M, C/group, kH, kW] with `group` 1, depthwise (group == C == M), or groups of whole blocks of
-  /// channels in and out, the forms oneDNN's blocked kernels take: blockedShapeSupported). With
+  /// nChw16c, [N, ceil(C/block), H, W, block] (block 8 or 16; W [M, C/group, kH, kW] with `group` 1
+  /// or depthwise (group == C == M), C and M multiples of 8, a tail padded to the block; or groups of
+  /// whole blocks of channels in and out; the forms oneDNN's blocked kernels take:
+  /// blockedShapeSupported). The pad lanes of x must be finite (they meet zero weights). With
   /// `residual`, run's `residual` (blocked, y's shape) is added to conv(x) + B (oneDNN's sum
   /// post-op), then Relu when `reluAfterResidual`; `activations` must then be empty. nullptr as
   /// create, and for another block or form.

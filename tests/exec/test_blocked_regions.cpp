@@ -168,17 +168,25 @@ std::string regions(int convs, int count, int narrow = 0) {
 
 TEST(BlockedRegions, ReordersRoundTrip) {
   std::mt19937 rng(3);
-  const int64_t N = 2, C = 48, HW = 35;
-  std::vector<float> x = randomValues((size_t)(N * C * HW), rng), b(x.size()), back(x.size());
-  for (int64_t block : {8, 16}) {
-    toNchw8c(x.data(), N, C, HW, b.data(), 2, (int)block);
-    // Channel c of pixel p of image n sits at [n][c / block][p][c % block].
-    const int64_t CB = C / block, c = 45, p = 7;
-    EXPECT_EQ(b[(size_t)(((1 * CB + c / block) * HW + p) * block + c % block)], x[(size_t)((1 * C + c) * HW + p)])
-        << block;
-    fromNchw8c(b.data(), N, C, HW, back.data(), 2, (int)block);
-    EXPECT_EQ(back, x) << block;
-  }
+  const int64_t N = 2, HW = 35;
+  // 40 channels in blocks of 16: a tail of 8 channels padded to a block.
+  for (int64_t C : {48, 40})
+    for (int64_t block : {8, 16}) {
+      SCOPED_TRACE(std::to_string(C) + " channels, block " + std::to_string(block));
+      const int64_t CB = (C + block - 1) / block;
+      std::vector<float> x = randomValues((size_t)(N * C * HW), rng), back(x.size());
+      std::vector<float> b((size_t)(N * CB * block * HW), std::numeric_limits<float>::quiet_NaN());
+      toNchw8c(x.data(), N, C, HW, b.data(), 2, (int)block);
+      // Channel c of pixel p of image n sits at [n][c / block][p][c % block]; pad lanes are 0.
+      const int64_t c = 37, p = 7;
+      EXPECT_EQ(b[(size_t)(((1 * CB + c / block) * HW + p) * block + c % block)], x[(size_t)((1 * C + c) * HW + p)]);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t q = 0; q < HW; ++q)
+          for (int64_t lane = C - (CB - 1) * block; lane < block; ++lane)
+            ASSERT_EQ(b[(size_t)(((n * CB + CB - 1) * HW + q) * block + lane)], 0.f) << n << " " << q << " " << lane;
+      fromNchw8c(b.data(), N, C, HW, back.data(), 2, (int)block);
+      EXPECT_EQ(back, x);
+    }
 }
 
 TEST(BlockedRegions, ResNetBlocksMatchThePlainExecutor) {
@@ -254,16 +262,17 @@ void relu6(OnnxBuilder& b, const std::string& in, const std::string& out) {
 
 // Two MobileNetV2 inverted residuals (1x1 expand + Relu6, depthwise 3x3 + Relu6, 1x1 project; the
 // first with a residual Add without Relu, the second at stride 2), then GlobalAveragePool, Flatten.
-OnnxBuilder mobileNetLike(std::mt19937& rng) {
+// `c`: the residual's channels (mobilenet_v2's 24: a tail padded to a block in nChw16c).
+OnnxBuilder mobileNetLike(std::mt19937& rng, int64_t c = 16) {
   OnnxBuilder b(13);
-  b.input("x", {-1, 16, 14, 14});
-  conv(b, "x", "e1", 16, 48, 1, rng);
+  b.input("x", {-1, c, 14, 14});
+  conv(b, "x", "e1", c, 48, 1, rng);
   relu6(b, "e1", "e1r");
   groupedConv(b, "e1r", "d1", 48, 48, 3, 48, rng);
   relu6(b, "d1", "d1r");
-  conv(b, "d1r", "p1", 48, 16, 1, rng);
+  conv(b, "d1r", "p1", 48, c, 1, rng);
   b.node("Add", {"x", "p1"}, {"a1"});
-  conv(b, "a1", "e2", 16, 64, 1, rng);
+  conv(b, "a1", "e2", c, 64, 1, rng);
   relu6(b, "e2", "e2r");
   groupedConv(b, "e2r", "d2", 64, 64, 3, 64, rng, 2);
   relu6(b, "d2", "d2r");
@@ -278,29 +287,30 @@ OnnxBuilder mobileNetLike(std::mt19937& rng) {
 // RegNetY blocks: 1x1 + Relu, grouped 3x3 (`perGroup` channels per group: regnet's 8, or 16) + Relu,
 // squeeze-and-excitation (GlobalAveragePool, 1x1 + Relu, 1x1 + Sigmoid, Mul), 1x1, residual Add +
 // Relu; twice.
-OnnxBuilder regNetLike(std::mt19937& rng, int64_t perGroup = 8) {
+// `width` 40: five groups of 8, an odd one left beside the pad lanes when paired in blocks of 16.
+OnnxBuilder regNetLike(std::mt19937& rng, int64_t perGroup = 8, int64_t width = 32) {
   OnnxBuilder b(13);
-  b.input("x", {-1, 32, 10, 10});
+  b.input("x", {-1, width, 10, 10});
   std::string in = "x";
   for (int l = 0; l < 2; ++l) {
     const std::string s = std::to_string(l);
-    conv(b, in, "a" + s, 32, 32, 1, rng);
+    conv(b, in, "a" + s, width, width, 1, rng);
     b.node("Relu", {"a" + s}, {"ar" + s});
-    groupedConv(b, "ar" + s, "g" + s, 32, 32, 3, 32 / perGroup, rng);
+    groupedConv(b, "ar" + s, "g" + s, width, width, 3, width / perGroup, rng);
     b.node("Relu", {"g" + s}, {"gr" + s});
     b.node("GlobalAveragePool", {"gr" + s}, {"sq" + s});
-    conv(b, "sq" + s, "f1" + s, 32, 8, 1, rng);
+    conv(b, "sq" + s, "f1" + s, width, 8, 1, rng);
     b.node("Relu", {"f1" + s}, {"f1r" + s});
-    conv(b, "f1r" + s, "f2" + s, 8, 32, 1, rng);
+    conv(b, "f1r" + s, "f2" + s, 8, width, 1, rng);
     b.node("Sigmoid", {"f2" + s}, {"sig" + s});
     b.node("Mul", {"sig" + s, "gr" + s}, {"se" + s});
-    conv(b, "se" + s, "c" + s, 32, 32, 1, rng);
+    conv(b, "se" + s, "c" + s, width, width, 1, rng);
     b.node("Add", {in, "c" + s}, {"sum" + s});
     b.node("Relu", {"sum" + s}, {"out" + s});
     in = "out" + s;
   }
   b.node("Identity", {in}, {"y"});
-  b.output("y", {-1, 32, 10, 10});
+  b.output("y", {-1, width, 10, 10});
   return b;
 }
 
@@ -325,6 +335,46 @@ OnnxBuilder denseTransition(std::mt19937& rng) {
   b.node("Relu", {"bn2"}, {"r2"});
   conv(b, "r2", "y", 8, 16, 3, rng);
   b.output("y", {-1, 16, 6, 6});
+  return b;
+}
+
+// 24 channels (a padded tail in nChw16c) through every blocked member: BatchNormalization + Relu,
+// a 3x3 conv, a depthwise conv + Relu (also a graph output), squeeze-and-excitation (its 1x1
+// convs outside the region, so the Mul's scale is plain [N, 24, 1, 1]), MaxPool, a 3x3 conv to
+// 40 channels (padded too), AveragePool, a residual Add of two blocked values after Relus, a Pad
+// of zeros, then GlobalAveragePool.
+OnnxBuilder paddedChannels(std::mt19937& rng) {
+  OnnxBuilder b(13);
+  b.input("x", {-1, 24, 12, 12});
+  batchNorm(b, "x", "bn0", 24, rng);
+  b.node("Relu", {"bn0"}, {"r0"});
+  conv(b, "r0", "c0", 24, 24, 3, rng);
+  groupedConv(b, "c0", "d0", 24, 24, 3, 24, rng);
+  b.node("Relu", {"d0"}, {"mid"});
+  b.node("GlobalAveragePool", {"mid"}, {"sq"});
+  conv(b, "sq", "f1", 24, 8, 1, rng);
+  b.node("Relu", {"f1"}, {"f1r"});
+  conv(b, "f1r", "f2", 8, 24, 1, rng);
+  b.node("Sigmoid", {"f2"}, {"sig"});
+  b.node("Mul", {"mid", "sig"}, {"se"});
+  auto& mp = b.node("MaxPool", {"se"}, {"p"});
+  OnnxBuilder::attrInts(mp, "kernel_shape", {3, 3});
+  OnnxBuilder::attrInts(mp, "strides", {2, 2});
+  OnnxBuilder::attrInts(mp, "pads", {1, 1, 1, 1});
+  conv(b, "p", "c1", 24, 40, 3, rng);
+  b.node("Relu", {"c1"}, {"c1r"});
+  conv(b, "c1r", "c2", 40, 40, 3, rng);
+  b.node("Relu", {"c2"}, {"c2r"});
+  b.node("Add", {"c1r", "c2r"}, {"sum"});
+  b.initializerInt64("zero_pads", {8}, {0, 0, 0, 0, 0, 0, 0, 0});
+  b.node("Pad", {"sum", "zero_pads"}, {"padded"});
+  auto& ap = b.node("AveragePool", {"padded"}, {"y"});
+  OnnxBuilder::attrInts(ap, "kernel_shape", {2, 2});
+  OnnxBuilder::attrInts(ap, "strides", {2, 2});
+  b.node("GlobalAveragePool", {"y"}, {"g"});
+  b.output("y", {-1, 40, 3, 3});
+  b.output("g", {-1, 40, 1, 1});
+  b.output("mid", {-1, 24, 12, 12});
   return b;
 }
 
@@ -364,16 +414,40 @@ TEST(BlockedRegions, MobileNetInvertedResidualsMatchThePlainExecutor) {
   EXPECT_EQ(countOf(k, "FromNchw8c"), 0);  // the GlobalAveragePool hands out plain [N, C, 1, 1]
 }
 
+TEST(BlockedRegions, MobileNetWith24ChannelsRunsInTheProcesssBlock) {
+  if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
+  // mobilenet_v2's 24-channel residual: nChw16c with the tail padded (no region narrowed to
+  // nChw8c), the outputs of the plain executor.
+  std::mt19937 rng(24);
+  expectBlockedMatchesPlain(mobileNetLike(rng, 24), {2, 24, 14, 14}, regions(6, 1) + "1 residual Adds fused");
+}
+
+TEST(BlockedRegions, PaddedChannelTailsThroughEveryMember) {
+  if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
+  std::mt19937 rng(25);
+  expectBlockedMatchesPlain(paddedChannels(rng), {2, 24, 12, 12}, regions(4, 1) + "0 residual Adds fused");
+  std::mt19937 rng2(25);
+  const auto k = blockedKernels(paddedChannels(rng2), {1, 24, 12, 12});
+  EXPECT_EQ(countOf(k, "BlockedBatchNorm"), 1);
+  EXPECT_EQ(countOf(k, "BlockedChannelScale"), 1);
+  EXPECT_EQ(countOf(k, "BlockedMaxPool"), 1);
+  EXPECT_EQ(countOf(k, "BlockedAveragePool"), 1);
+  EXPECT_EQ(countOf(k, "BlockedGlobalAveragePool"), 2);
+  EXPECT_EQ(countOf(k, "ToNchw8c"), 1);
+  EXPECT_EQ(countOf(k, "FromNchw8c"), 2);  // y and mid
+}
+
 TEST(BlockedRegions, RegNetSqueezeExcitationMatchesThePlainExecutor) {
   if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
-  // 8 channels per group: nChw8c in either block; 16: the process's block.
-  for (int64_t perGroup : {8, 16}) {
-    SCOPED_TRACE(std::to_string(perGroup) + " channels per group");
+  // 8 and 16 channels per group: the process's block (in nChw16c, 8 per group as block-diagonal
+  // groups of 16).
+  for (auto [perGroup, width] : {std::pair<int64_t, int64_t>{8, 32}, {16, 32}, {8, 40}}) {
+    SCOPED_TRACE(std::to_string(perGroup) + " channels per group, " + std::to_string(width) + " channels");
     std::mt19937 rng(22);
-    expectBlockedMatchesPlain(regNetLike(rng, perGroup), {2, 32, 10, 10},
-                              regions(6, 1, perGroup == 8 ? 1 : 0) + "2 residual Adds fused");
+    expectBlockedMatchesPlain(regNetLike(rng, perGroup, width), {2, width, 10, 10},
+                              regions(6, 1) + "2 residual Adds fused");
     std::mt19937 rng2(22);
-    const auto k = blockedKernels(regNetLike(rng2, perGroup), {1, 32, 10, 10});
+    const auto k = blockedKernels(regNetLike(rng2, perGroup, width), {1, width, 10, 10});
     EXPECT_EQ(countOf(k, "BlockedChannelScale"), 2);
     EXPECT_EQ(countOf(k, "BlockedGlobalAveragePool"), 2);
     EXPECT_EQ(countOf(k, "ToNchw8c"), 1);
@@ -476,8 +550,11 @@ TEST(BlockedRegions, BlockedPoolsGiveThePlainKernelsBits) {
 TEST(BlockedRegions, GlobalPoolAndChannelScaleAgreeInBothBlocks) {
   // x -> ToNchw8c -> BlockedGlobalAveragePool = gap (plain [N, C, 1, 1]);
   // x -> ToNchw8c -> BlockedChannelScale(., gap) -> FromNchw8c = y, in blocks of 8 and of 16: the
-  // same bits in both (each channel's sum in the same order), and the plain ops' values.
-  const Shape shape{2, 48, 7, 9};
+  // same bits in both (each channel's sum in the same order), and the plain ops' values; with 40
+  // channels, a tail padded to a block of 16 (the exits' channels attribute).
+  for (int64_t C : {48, 40}) {
+  SCOPED_TRACE(std::to_string(C) + " channels");
+  const Shape shape{2, C, 7, 9};
   std::mt19937 rng(33);
   const Tensor x = Tensor::fromVector<float>(randomValues((size_t)numelOf(shape), rng, -3.f, 3.f), shape);
   std::vector<std::vector<Tensor>> outs;
@@ -490,9 +567,13 @@ TEST(BlockedRegions, GlobalPoolAndChannelScaleAgreeInBothBlocks) {
     auto& to = b.node(kToBlockedOp, {"x"}, {"xb"});
     to.set_domain(kFusedDomain);
     OnnxBuilder::attrInt(to, "block", block);
-    b.node(kBlockedGlobalAveragePoolOp, {"xb"}, {"gap"}).set_domain(kFusedDomain);
+    auto& gap = b.node(kBlockedGlobalAveragePoolOp, {"xb"}, {"gap"});
+    gap.set_domain(kFusedDomain);
+    OnnxBuilder::attrInt(gap, "channels", C);
     b.node(kBlockedChannelScaleOp, {"xb", "gap"}, {"yb"}).set_domain(kFusedDomain);
-    b.node(kFromBlockedOp, {"yb"}, {"y"}).set_domain(kFusedDomain);
+    auto& from = b.node(kFromBlockedOp, {"yb"}, {"y"});
+    from.set_domain(kFusedDomain);
+    OnnxBuilder::attrInt(from, "channels", C);
     b.output("gap", {shape[0], shape[1], 1, 1});
     b.output("y", {shape[0], shape[1], shape[2], shape[3]});
     auto m = builtModel(b);
@@ -519,6 +600,33 @@ TEST(BlockedRegions, GlobalPoolAndChannelScaleAgreeInBothBlocks) {
     for (int64_t p = 0; p < HW; ++p)
       ASSERT_EQ(outs[0][1].data<float>()[nc * HW + p], xv[nc * HW + p] * mean) << nc << " " << p;
   }
+  }
+}
+
+TEST(BlockedRegions, AnExitsChannelsThatItsBlocksDoNotHoldAreAnError) {
+  // 40 channels in blocks of 16 are 3 blocks; an exit told 20 channels (2 blocks) fails in one line.
+  OnnxBuilder b(13);
+  auto* os = b.proto().add_opset_import();
+  os->set_domain(kFusedDomain);
+  os->set_version(1);
+  b.input("x", {1, 40, 3, 3});
+  auto& to = b.node(kToBlockedOp, {"x"}, {"xb"});
+  to.set_domain(kFusedDomain);
+  OnnxBuilder::attrInt(to, "block", 16);
+  auto& from = b.node(kFromBlockedOp, {"xb"}, {"y"}, "exit");
+  from.set_domain(kFusedDomain);
+  OnnxBuilder::attrInt(from, "channels", 20);
+  b.output("y", {1, 20, 3, 3});
+  auto m = builtModel(b);
+  ASSERT_TRUE(m);
+  auto ex = Executor::create(m, ExecutorOptions());
+  ASSERT_TRUE(ex) << ex.status().message();
+  std::mt19937 rng(5);
+  auto got = (*ex)->run({{"x", Tensor::fromVector<float>(randomValues(360, rng), {1, 40, 3, 3})}});
+  ASSERT_FALSE(got);
+  EXPECT_NE(got.status().message().find("does not hold 20 channels in blocks of 16"), std::string::npos)
+      << got.status().message();
+  EXPECT_EQ(got.status().message().find('\n'), std::string::npos) << got.status().message();
 }
 
 TEST(BlockedRegions, BlockedConvTakesDepthwiseAndWholeBlocksPerGroupOnly) {
@@ -532,8 +640,14 @@ TEST(BlockedRegions, BlockedConvTakesDepthwiseAndWholeBlocksPerGroupOnly) {
   EXPECT_TRUE(DnnlConv::blockedShapeSupported(48, 48, 48, 16));
   EXPECT_TRUE(DnnlConv::blockedShapeSupported(64, 64, 4, 16));
   EXPECT_FALSE(DnnlConv::blockedShapeSupported(440, 440, 55, 16));  // regnet's 8 channels per group
-  EXPECT_FALSE(DnnlConv::blockedShapeSupported(24, 24, 24, 16));    // mobilenet_v2's 24 channels
   EXPECT_FALSE(DnnlConv::blockedShapeSupported(64, 64, 1, 12));     // no such block
+  // Group 1 and depthwise take a tail padded to the block (multiples of 8 channels): mobilenet_v2's
+  // 24 channels; grouped convs do not (oneDNN 2.6 has only its reference kernel for them).
+  EXPECT_TRUE(DnnlConv::blockedShapeSupported(24, 24, 24, 16));
+  EXPECT_TRUE(DnnlConv::blockedShapeSupported(24, 144, 1, 16));
+  EXPECT_TRUE(DnnlConv::blockedShapeSupported(144, 24, 1, 16));
+  EXPECT_FALSE(DnnlConv::blockedShapeSupported(20, 32, 1, 16));    // not a multiple of 8
+  EXPECT_FALSE(DnnlConv::blockedShapeSupported(48, 48, 2, 16));    // 24 per group
 }
 
 TEST(BlockedRegions, DepthwiseConvsCountOnlyAtAKnownSize) {
