@@ -66,6 +66,7 @@ struct Rewrite {
   std::vector<Kind> kind;
   std::vector<int64_t> outC;       // channels of the node's output (candidates)
   std::vector<ValueId> residual;   // Conv: the residual input of a fused Add
+  std::vector<char> plainIn;       // Conv: a stem reading plain NCHW (fewer than 8 channels: the image)
   std::vector<int> scaleInput;     // Scale: which input of the Mul is the blocked X
   std::vector<NodeId> fusedAdd, fusedRelu;  // per candidate: the Add / Relu it absorbs (-1: none)
   std::vector<char> removed;
@@ -104,7 +105,9 @@ struct Rewrite {
     const Node& n = g.nodes[(size_t)id];
     switch (kind[(size_t)id]) {
       case Kind::Conv: {
-        std::vector<ValueId> in{n.inputs[0]};
+        // A stem reads its input as it lies: no reorder, and the image is no border.
+        std::vector<ValueId> in;
+        if (!plainIn[(size_t)id]) in.push_back(n.inputs[0]);
         if (residual[(size_t)id] != kNoValue) in.push_back(residual[(size_t)id]);
         return in;
       }
@@ -130,13 +133,18 @@ struct Rewrite {
       const Tensor* W = n.inputs.size() > 1 ? fixedConstant(g, n.inputs[1]) : nullptr;
       const int64_t group = intAttr(n, "group", 1);
       if (!W || W->dtype() != DType::Float || W->rank() != 4 || group < 1) return;
-      if (!DnnlConv::blockedShapeSupported(W->dim(1) * group, W->dim(0), group, kMinBlock)) return;
+      // A stem on the image (resnet50's and densenet121's 3 -> 64 7x7, the MobileNets' 3 -> 32 3x3)
+      // writes the region's layout from plain NCHW, so the region starts at the image and its pool
+      // (the stem MaxPool) runs blocked too.
+      const bool stem = DnnlConv::plainInputSupported(W->dim(1) * group, W->dim(0), group, kMinBlock);
+      if (!stem && !DnnlConv::blockedShapeSupported(W->dim(1) * group, W->dim(0), group, kMinBlock)) return;
       if (n.inputs.size() > 3) return;
       if (n.inputs.size() == 3 && n.inputs[2] != kNoValue && !fixedConstant(g, n.inputs[2])) return;
       const int64_t C = channelsOf(n.inputs[0]);
       if (C >= 0 && C != W->dim(1) * group) return;
       kind[(size_t)id] = Kind::Conv;
       outC[(size_t)id] = W->dim(0);
+      plainIn[(size_t)id] = stem ? 1 : 0;
     } else if (isOp(n, "BatchNormalization")) {
       if (n.inputs.size() != 5 || intAttr(n, "training_mode", 0) != 0) return;
       const Tensor* s = fixedConstant(g, n.inputs[1]);
@@ -264,6 +272,7 @@ struct Rewrite {
     if (kind[(size_t)id] == Kind::Conv) {
       const Tensor* W = fixedConstant(g, n.inputs[1]);
       const int64_t group = intAttr(n, "group", 1);
+      if (plainIn[(size_t)id]) return DnnlConv::plainInputSupported(W->dim(1) * group, W->dim(0), group, b);
       return DnnlConv::blockedShapeSupported(W->dim(1) * group, W->dim(0), group, b);
     }
     if (kind[(size_t)id] == Kind::Concat)
@@ -299,6 +308,7 @@ struct Rewrite {
     kind.assign(n, Kind::None);
     outC.assign(n, -1);
     residual.assign(n, kNoValue);
+    plainIn.assign(n, 0);
     scaleInput.assign(n, 0);
     fusedAdd.assign(n, -1);
     fusedRelu.assign(n, -1);
@@ -331,7 +341,10 @@ struct Rewrite {
         const bool grouped = intAttr(g.nodes[(size_t)id], "group", 1) != 1;
         const bool spatialKnown =
             y.shape && y.shape->size() == 4 && (*y.shape)[2].isFixed() && (*y.shape)[3].isFixed();
-        if (W->dim(2) * W->dim(3) > 1 && (!grouped || spatialKnown)) ++spatialConvs[(size_t)find(id)];
+        // A stem does not count: it joins a region that pays for itself without it (PaddleOCR's
+        // stems would otherwise tip det's and rec's candidates over the rule).
+        if (W->dim(2) * W->dim(3) > 1 && (!grouped || spatialKnown) && !plainIn[(size_t)id])
+          ++spatialConvs[(size_t)find(id)];
       }
     }
     // Border values per region (reorders if kept): values entering from outside, and outputs
@@ -432,7 +445,7 @@ struct Rewrite {
           node.opType = kBlockedConvOp;
           node.domain = kFusedDomain;
           node.inputs.resize(4, kNoValue);
-          node.inputs[0] = mapInput(node.inputs[0]);
+          if (!plainIn[(size_t)id]) node.inputs[0] = mapInput(node.inputs[0]);
           if (residual[(size_t)id] != kNoValue) {
             node.inputs[3] = mapInput(residual[(size_t)id]);
             ++report.residualAdds;
@@ -444,6 +457,13 @@ struct Rewrite {
           relu.i = fusedRelu[(size_t)id] >= 0 ? 1 : 0;
           node.attributes["residual_relu"] = relu;
           node.attributes["block"] = blockAttr(id);
+          if (plainIn[(size_t)id]) {
+            Attribute plain;
+            plain.type = Attribute::Type::Int;
+            plain.i = 1;
+            node.attributes["plain_input"] = plain;
+            ++report.stems;
+          }
           ++report.convs;
           break;
         }
@@ -561,7 +581,7 @@ Status rewriteBlockedRegions(Model& model, std::vector<NodeId>& origin, std::vec
   if (origin.size() != model.graph.nodes.size() || absorbed.size() != origin.size())
     return runtimeError(model.path + ": blocked regions: node bookkeeping does not match the graph");
   r.block = DnnlConv::preferredBlock();
-  Rewrite rw{model, model.graph, origin, absorbed, r, r.block, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  Rewrite rw{model, model.graph, origin, absorbed, r, r.block, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   return rw.run();
 }
 

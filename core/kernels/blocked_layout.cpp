@@ -131,13 +131,25 @@ class BlockedBatchNormKernel : public Kernel {
 class BlockedConvKernel : public Kernel {
  public:
   BlockedConvKernel(WindowAttrs attrs, std::unique_ptr<DnnlConv> conv, int64_t M, int64_t C, int64_t kH, int64_t kW,
-                    int block)
-      : m_attrs(std::move(attrs)), m_conv(std::move(conv)), m_M(M), m_C(C), m_kH(kH), m_kW(kW), m_block(block) {}
+                    int block, bool plainInput)
+      : m_attrs(std::move(attrs)), m_conv(std::move(conv)), m_M(M), m_C(C), m_kH(kH), m_kW(kW), m_block(block),
+        m_plainInput(plainInput) {}
 
   Status run(KernelContext& ctx) const override {
     const Tensor& X = ctx.input(0);
-    QS_RETURN_IF_ERROR(requireBlocked(X, "BlockedConv X"));
-    const int64_t N = X.dim(0), B = X.dim(4), C = X.dim(1) * B;
+    int64_t N = 0, B = m_block, C = 0;
+    if (m_plainInput) {  // a stem: X plain [N, C, H, W]
+      if (X.dtype() != DType::Float || X.rank() != 4)
+        return invalidArgument("BlockedConv X has shape " + shapeToString(X.shape()) +
+                               ", expected a float [N, C, H, W] tensor (plain_input)");
+      N = X.dim(0);
+      C = X.dim(1);
+    } else {
+      QS_RETURN_IF_ERROR(requireBlocked(X, "BlockedConv X"));
+      N = X.dim(0);
+      B = X.dim(4);
+      C = X.dim(1) * B;
+    }
     if (B != m_block)
       return invalidArgument("BlockedConv X has blocks of " + std::to_string(B) + " channels, made for " +
                              std::to_string(m_block));
@@ -164,6 +176,7 @@ class BlockedConvKernel : public Kernel {
   std::unique_ptr<DnnlConv> m_conv;
   int64_t m_M, m_C, m_kH, m_kW;
   int m_block;
+  bool m_plainInput;
 };
 
 Result<std::unique_ptr<Kernel>> createBlockedConv(const KernelInit& init) {
@@ -172,6 +185,7 @@ Result<std::unique_ptr<Kernel>> createBlockedConv(const KernelInit& init) {
   std::vector<std::string> names = a.strings("activations");
   std::vector<float> params = a.floats("activation_params");
   const bool residualRelu = a.i("residual_relu", 0) != 0;
+  const bool plainInput = a.i("plain_input", 0) != 0;
   auto block = readBlock(a);
   if (!block) return block.status();
   std::vector<FusedActivation> acts;
@@ -180,7 +194,12 @@ Result<std::unique_ptr<Kernel>> createBlockedConv(const KernelInit& init) {
   const Tensor* B = init.constantInput(2);
   if (!W || W->dtype() != DType::Float || W->rank() != 4)
     return kernelError(StatusCode::InvalidModel, "BlockedConv needs a constant float W [M, C, kH, kW]");
-  if (!DnnlConv::blockedShapeSupported(W->dim(1) * attrs.group, W->dim(0), attrs.group, *block))
+  if (plainInput && !DnnlConv::plainInputSupported(W->dim(1) * attrs.group, W->dim(0), attrs.group, *block))
+    return kernelError(StatusCode::Unsupported, "BlockedConv: W " + shapeToString(W->shape()) + " in " +
+                                                    std::to_string(attrs.group) + " groups with plain_input needs " +
+                                                    "group 1, fewer than 8 input channels and output channels in " +
+                                                    "whole blocks of " + std::to_string(*block));
+  if (!plainInput && !DnnlConv::blockedShapeSupported(W->dim(1) * attrs.group, W->dim(0), attrs.group, *block))
     return kernelError(StatusCode::Unsupported, "BlockedConv: W " + shapeToString(W->shape()) + " in " +
                                                     std::to_string(attrs.group) + " groups is no form of block " +
                                                     std::to_string(*block) +
@@ -188,12 +207,12 @@ Result<std::unique_ptr<Kernel>> createBlockedConv(const KernelInit& init) {
   if (init.node.inputs.size() > 2 && init.node.inputs[2] != kNoValue && !B)
     return kernelError(StatusCode::InvalidModel, "BlockedConv needs a constant B");
   const bool residual = init.node.inputs.size() > 3 && init.node.inputs[3] != kNoValue;
-  auto conv = DnnlConv::createBlocked(*W, B, attrs.group, std::move(acts), residual, residualRelu, *block);
+  auto conv = DnnlConv::createBlocked(*W, B, attrs.group, std::move(acts), residual, residualRelu, *block, plainInput);
   if (!conv)
     return kernelError(StatusCode::Unsupported, "BlockedConv: oneDNN is not available or refuses W " +
                                                     shapeToString(W->shape()) + " with these activations");
   return std::unique_ptr<Kernel>(std::make_unique<BlockedConvKernel>(
-      attrs, std::move(conv), W->dim(0), W->dim(1) * attrs.group, W->dim(2), W->dim(3), *block));
+      attrs, std::move(conv), W->dim(0), W->dim(1) * attrs.group, W->dim(2), W->dim(3), *block, plainInput));
 }
 
 // One pixel of a channel block, kB floats, as kB / 8 AVX2 vectors (the kernels here are built for

@@ -13,6 +13,8 @@
 //    group 1, depthwise, or multiples of b channels per group: DnnlConv::blockedShapeSupported),
 //    optional constant B and an optional 4th input R (blocked, Y's shape) added after the bias,
 //    then Relu when the attribute residual_relu is 1 (the residual Add and Relu of a ResNet block);
+//    with the attribute plain_input 1, X is plain [N, C, H, W] with C 1..7 and group 1 (a stem on
+//    the image: DnnlConv::plainInputSupported), only Y blocked;
 //  - BlockedBatchNorm: y = x * scale[c] + shift[c] (then Relu when the attribute relu is 1), scale
 //    and shift of C values (an inference BatchNormalization folded at rewrite time);
 //  - BlockedMaxPool / BlockedAveragePool: 2-D MaxPool (no Indices) / AveragePool with the ONNX
