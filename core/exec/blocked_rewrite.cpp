@@ -392,6 +392,21 @@ struct Rewrite {
       residual[(size_t)id] = kNoValue;
     }
     if (report.regions == 0) return Status::ok();
+    // A BatchNormalization reading a Concat of its region that nothing else reads (each DenseNet
+    // layer's input: the concatenation of every earlier output, then BN + Relu) reads the Concat's
+    // inputs in place: the Concat's output is never written (BlockedBatchNorm's `concat`).
+    std::vector<NodeId> concatOf(n, -1);
+    std::vector<char> concatRead(n, 0);
+    for (NodeId id = 0; id < (NodeId)n; ++id) {
+      if (kind[(size_t)id] != Kind::BatchNorm || !kept[(size_t)id]) continue;
+      const ValueId x = g.nodes[(size_t)id].inputs[0];
+      const NodeId p = g.value(x).producer;
+      if (p < 0 || kind[(size_t)p] != Kind::Concat || !kept[(size_t)p] || find(p) != find(id)) continue;
+      if (g.value(x).isGraphOutput || g.value(x).consumers.size() != 1) continue;
+      concatOf[(size_t)id] = p;
+      concatRead[(size_t)p] = 1;
+      ++report.concatsRead;
+    }
 
     std::vector<Node> nodes;
     std::vector<NodeId> newOrigin;
@@ -411,7 +426,7 @@ struct Rewrite {
     };
     std::vector<char> toBlockedMade(g.values.size(), 0);
     for (NodeId id = 0; id < (NodeId)n; ++id) {
-      if (removed[(size_t)id]) continue;
+      if (removed[(size_t)id] || concatRead[(size_t)id]) continue;
       Node node = g.nodes[(size_t)id];
       std::vector<NodeId> abs = absorbed[(size_t)id];
       if (!kept[(size_t)id]) {
@@ -481,13 +496,28 @@ struct Rewrite {
             scale.data<float>()[c] = k;
             shift.data<float>()[c] = b.data<float>()[c] - m.data<float>()[c] * k;
           }
-          const ValueId x = mapInput(node.inputs[0]);
-          node.inputs = {x, newValue(node.name + "/blocked_scale", std::move(scale)),
-                         newValue(node.name + "/blocked_shift", std::move(shift))};
+          std::vector<ValueId> xs;
+          const NodeId cat = concatOf[(size_t)id];
+          if (cat >= 0) {
+            for (ValueId v : g.nodes[(size_t)cat].inputs) xs.push_back(mapInput(v));
+            abs.push_back(origin[(size_t)cat]);
+            abs.insert(abs.end(), absorbed[(size_t)cat].begin(), absorbed[(size_t)cat].end());
+          } else {
+            xs.push_back(mapInput(node.inputs[0]));
+          }
+          node.inputs = xs;
+          node.inputs.push_back(newValue(node.name + "/blocked_scale", std::move(scale)));
+          node.inputs.push_back(newValue(node.name + "/blocked_shift", std::move(shift)));
           node.outputs.resize(1);
           node.opType = kBlockedBatchNormOp;
           node.domain = kFusedDomain;
           node.attributes.clear();
+          if (cat >= 0) {
+            Attribute k;
+            k.type = Attribute::Type::Int;
+            k.i = (int64_t)xs.size();
+            node.attributes["concat"] = k;
+          }
           Attribute relu;
           relu.type = Attribute::Type::Int;
           relu.i = fusedRelu[(size_t)id] >= 0 ? 1 : 0;

@@ -7,7 +7,8 @@
 //    BlockedConv; a residual Add right after one (same shapes, no other consumer; with or without
 //    a Relu after it) is fused into it (oneDNN's sum and eltwise post-ops);
 //  - inference BatchNormalization with constant parameters (and a Relu after it) becomes
-//    BlockedBatchNorm; 2-D MaxPool / AveragePool behind a blocked value become BlockedMaxPool /
+//    BlockedBatchNorm, which reads a Concat of the region in place when it is the Concat's only
+//    reader (a DenseNet layer's input); 2-D MaxPool / AveragePool behind a blocked value become BlockedMaxPool /
 //    BlockedAveragePool (densenet's transitions); GlobalAveragePool becomes
 //    BlockedGlobalAveragePool, whose [N, C, 1, 1] output is plain (the same bytes), so the head
 //    and squeeze-and-excitation branches leave the region without a reorder; the SE block's Mul
@@ -49,6 +50,7 @@ struct BlockedRegionReport {
   int pools = 0;          // MaxPool / AveragePool / GlobalAveragePool running blocked
   int scales = 0;         // squeeze-and-excitation Muls running blocked
   int stems = 0;          // BlockedConvs reading plain NCHW (a stem on the image: no reorder in)
+  int concatsRead = 0;    // Concats read in place by the BlockedBatchNorm after them (DenseNet layers)
 };
 
 /// Rewrites `model` (the output of rewriteForInference) in place. `origin` and `absorbed` (one entry

@@ -12,6 +12,7 @@
 // blocks. Skipped without oneDNN where they need it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -685,4 +686,84 @@ TEST(BlockedRegions, BlockedStemMatchesThePlainConvAndRejectsBadInput) {
   auto ex = Executor::create(m, eo);
   ASSERT_FALSE(ex);
   EXPECT_NE(ex.status().message().find("fewer than 8 input channels"), std::string::npos) << ex.status().message();
+}
+
+TEST(BlockedRegions, BatchNormReadsItsConcatInPlace) {
+  if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
+  // denseNetLike: the last BatchNormalization is the only reader of the second Concat, which it
+  // reads in place; the first Concat is also read by the second one, so it stays (12 nodes run:
+  // MaxPool, ToNchw8c, 3 BlockedBatchNorms, 4 BlockedConvs, the first Concat, the AveragePool,
+  // FromNchw8c; the other two BatchNormalizations are folded into the convs).
+  std::mt19937 rng(2);
+  const auto k = blockedKernels(denseNetLike(rng), {1, 16, 18, 18});
+  EXPECT_EQ(countOf(k, "BlockedBatchNorm(BatchNormalization,Concat,Relu)"), 1);
+  EXPECT_EQ(countOf(k, "BlockedBatchNorm"), 3);
+  EXPECT_EQ(k.size(), 12u);
+}
+
+TEST(BlockedRegions, BatchNormOverAConcatGivesTheBitsOfBoth) {
+  // a, b -> ToNchw8c -> Concat -> BlockedBatchNorm (relu) and a, b -> ToNchw8c -> BlockedBatchNorm
+  // (concat 2, relu): the same bits, in blocks of 8 and 16, at 1 and 2 threads.
+  const Shape sa{2, 32, 5, 7}, sb{2, 16, 5, 7};
+  std::mt19937 rng(61);
+  const Tensor a = Tensor::fromVector<float>(randomValues((size_t)numelOf(sa), rng, -2.f, 2.f), sa);
+  const Tensor bt = Tensor::fromVector<float>(randomValues((size_t)numelOf(sb), rng, -2.f, 2.f), sb);
+  const std::vector<float> scale = randomValues(48, rng, 0.5f, 1.5f), shift = randomValues(48, rng, -0.5f, 0.5f);
+  auto model = [&](int block, bool inPlace, int64_t concatAttr) {
+    OnnxBuilder b(13);
+    auto* os = b.proto().add_opset_import();
+    os->set_domain(kFusedDomain);
+    os->set_version(1);
+    b.input("a", {sa[0], sa[1], sa[2], sa[3]});
+    b.input("b", {sb[0], sb[1], sb[2], sb[3]});
+    b.initializer("s", {48}, scale);
+    b.initializer("h", {48}, shift);
+    for (const char* v : {"a", "b"}) {
+      auto& to = b.node(kToBlockedOp, {v}, {std::string(v) + "b"});
+      to.set_domain(kFusedDomain);
+      OnnxBuilder::attrInt(to, "block", block);
+    }
+    if (inPlace) {
+      auto& bn = b.node(kBlockedBatchNormOp, {"ab", "bb", "s", "h"}, {"yb"});
+      bn.set_domain(kFusedDomain);
+      OnnxBuilder::attrInt(bn, "relu", 1);
+      OnnxBuilder::attrInt(bn, "concat", concatAttr);
+    } else {
+      auto& cat = b.node("Concat", {"ab", "bb"}, {"cat"});
+      OnnxBuilder::attrInt(cat, "axis", 1);
+      auto& bn = b.node(kBlockedBatchNormOp, {"cat", "s", "h"}, {"yb"});
+      bn.set_domain(kFusedDomain);
+      OnnxBuilder::attrInt(bn, "relu", 1);
+    }
+    b.node(kFromBlockedOp, {"yb"}, {"y"}).set_domain(kFusedDomain);
+    b.output("y", {2, 48, 5, 7});
+    return builtModel(b);
+  };
+  for (int block : {8, 16})
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE("block " + std::to_string(block) + ", " + std::to_string(threads) + " threads");
+      std::vector<Tensor> ys;
+      for (bool inPlace : {false, true}) {
+        auto m = model(block, inPlace, 2);
+        ASSERT_TRUE(m);
+        ExecutorOptions eo;
+        eo.threads = threads;
+        auto ex = Executor::create(m, eo);
+        ASSERT_TRUE(ex) << ex.status().message();
+        auto got = (*ex)->run({{"a", a}, {"b", bt}});
+        ASSERT_TRUE(got) << got.status().message();
+        ys.push_back((*got)[0]);
+      }
+      ASSERT_EQ(ys[0].shape(), ys[1].shape());
+      EXPECT_EQ(std::memcmp(ys[0].data<float>(), ys[1].data<float>(), ys[0].byteSize()), 0);
+      EXPECT_GT(std::count_if(ys[0].data<float>(), ys[0].data<float>() + ys[0].numel(), [](float v) { return v > 0; }),
+                0);
+    }
+  // A concat count that does not match the inputs: refused at load, naming it.
+  auto bad = model(8, true, 3);
+  ASSERT_TRUE(bad);
+  ExecutorOptions eo;
+  auto ex = Executor::create(bad, eo);
+  ASSERT_FALSE(ex);
+  EXPECT_NE(ex.status().message().find("concat is 3 with 4 inputs"), std::string::npos) << ex.status().message();
 }
