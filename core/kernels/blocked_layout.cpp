@@ -117,7 +117,8 @@ class BlockedBatchNormKernel : public Kernel {
       QS_RETURN_IF_ERROR(requireBlocked(X, "BlockedBatchNorm X"));
       if (X.dim(0) != X0.dim(0) || X.dim(2) != X0.dim(2) || X.dim(3) != X0.dim(3) || X.dim(4) != X0.dim(4))
         return invalidArgument("BlockedBatchNorm X " + std::to_string(i) + " has shape " + shapeToString(X.shape()) +
-                               ", X 0 " + shapeToString(X0.shape()) + ": the concatenated inputs differ beyond channels");
+                               ", X 0 " + shapeToString(X0.shape()) +
+                               ": the concatenated inputs differ beyond channels");
       xs[(size_t)i] = X.data<float>();
       firstBlock[(size_t)i + 1] = firstBlock[(size_t)i] + X.dim(1);
     }
