@@ -66,6 +66,7 @@ struct Rewrite {
   std::vector<Kind> kind;
   std::vector<int64_t> outC;       // channels of the node's output (candidates)
   std::vector<ValueId> residual;   // Conv: the residual input of a fused Add
+  std::vector<char> plainIn;       // Conv: a stem reading plain NCHW (fewer than 8 channels: the image)
   std::vector<int> scaleInput;     // Scale: which input of the Mul is the blocked X
   std::vector<NodeId> fusedAdd, fusedRelu;  // per candidate: the Add / Relu it absorbs (-1: none)
   std::vector<char> removed;
@@ -104,7 +105,9 @@ struct Rewrite {
     const Node& n = g.nodes[(size_t)id];
     switch (kind[(size_t)id]) {
       case Kind::Conv: {
-        std::vector<ValueId> in{n.inputs[0]};
+        // A stem reads its input as it lies: no reorder, and the image is no border.
+        std::vector<ValueId> in;
+        if (!plainIn[(size_t)id]) in.push_back(n.inputs[0]);
         if (residual[(size_t)id] != kNoValue) in.push_back(residual[(size_t)id]);
         return in;
       }
@@ -130,13 +133,18 @@ struct Rewrite {
       const Tensor* W = n.inputs.size() > 1 ? fixedConstant(g, n.inputs[1]) : nullptr;
       const int64_t group = intAttr(n, "group", 1);
       if (!W || W->dtype() != DType::Float || W->rank() != 4 || group < 1) return;
-      if (!DnnlConv::blockedShapeSupported(W->dim(1) * group, W->dim(0), group, kMinBlock)) return;
+      // A stem on the image (resnet50's and densenet121's 3 -> 64 7x7, the MobileNets' 3 -> 32 3x3)
+      // writes the region's layout from plain NCHW, so the region starts at the image and its pool
+      // (the stem MaxPool) runs blocked too.
+      const bool stem = DnnlConv::plainInputSupported(W->dim(1) * group, W->dim(0), group, kMinBlock);
+      if (!stem && !DnnlConv::blockedShapeSupported(W->dim(1) * group, W->dim(0), group, kMinBlock)) return;
       if (n.inputs.size() > 3) return;
       if (n.inputs.size() == 3 && n.inputs[2] != kNoValue && !fixedConstant(g, n.inputs[2])) return;
       const int64_t C = channelsOf(n.inputs[0]);
       if (C >= 0 && C != W->dim(1) * group) return;
       kind[(size_t)id] = Kind::Conv;
       outC[(size_t)id] = W->dim(0);
+      plainIn[(size_t)id] = stem ? 1 : 0;
     } else if (isOp(n, "BatchNormalization")) {
       if (n.inputs.size() != 5 || intAttr(n, "training_mode", 0) != 0) return;
       const Tensor* s = fixedConstant(g, n.inputs[1]);
@@ -269,6 +277,7 @@ struct Rewrite {
     if (kind[(size_t)id] == Kind::Conv) {
       const Tensor* W = fixedConstant(g, n.inputs[1]);
       const int64_t group = intAttr(n, "group", 1);
+      if (plainIn[(size_t)id]) return DnnlConv::plainInputSupported(W->dim(1) * group, W->dim(0), group, b);
       if (fits(W->dim(0)) && fits(W->dim(1) * group) && pairedGroups(n, b)) return true;
       return fits(W->dim(0)) && fits(W->dim(1) * group) &&
              DnnlConv::blockedShapeSupported(W->dim(1) * group, W->dim(0), group, b);
@@ -356,6 +365,7 @@ struct Rewrite {
     kind.assign(n, Kind::None);
     outC.assign(n, -1);
     residual.assign(n, kNoValue);
+    plainIn.assign(n, 0);
     scaleInput.assign(n, 0);
     fusedAdd.assign(n, -1);
     fusedRelu.assign(n, -1);
@@ -388,7 +398,10 @@ struct Rewrite {
         const bool grouped = intAttr(g.nodes[(size_t)id], "group", 1) != 1;
         const bool spatialKnown =
             y.shape && y.shape->size() == 4 && (*y.shape)[2].isFixed() && (*y.shape)[3].isFixed();
-        if (W->dim(2) * W->dim(3) > 1 && (!grouped || spatialKnown)) ++spatialConvs[(size_t)find(id)];
+        // A stem does not count: it joins a region that pays for itself without it (PaddleOCR's
+        // stems would otherwise tip det's and rec's candidates over the rule).
+        if (W->dim(2) * W->dim(3) > 1 && (!grouped || spatialKnown) && !plainIn[(size_t)id])
+          ++spatialConvs[(size_t)find(id)];
       }
     }
     // Border values per region (reorders if kept): values entering from outside, and outputs
@@ -436,6 +449,21 @@ struct Rewrite {
       residual[(size_t)id] = kNoValue;
     }
     if (report.regions == 0) return Status::ok();
+    // A BatchNormalization reading a Concat of its region that nothing else reads (each DenseNet
+    // layer's input: the concatenation of every earlier output, then BN + Relu) reads the Concat's
+    // inputs in place: the Concat's output is never written (BlockedBatchNorm's `concat`).
+    std::vector<NodeId> concatOf(n, -1);
+    std::vector<char> concatRead(n, 0);
+    for (NodeId id = 0; id < (NodeId)n; ++id) {
+      if (kind[(size_t)id] != Kind::BatchNorm || !kept[(size_t)id]) continue;
+      const ValueId x = g.nodes[(size_t)id].inputs[0];
+      const NodeId p = g.value(x).producer;
+      if (p < 0 || kind[(size_t)p] != Kind::Concat || !kept[(size_t)p] || find(p) != find(id)) continue;
+      if (g.value(x).isGraphOutput || g.value(x).consumers.size() != 1) continue;
+      concatOf[(size_t)id] = p;
+      concatRead[(size_t)p] = 1;
+      ++report.concatsRead;
+    }
 
     std::vector<Node> nodes;
     std::vector<NodeId> newOrigin;
@@ -455,7 +483,7 @@ struct Rewrite {
     };
     std::vector<char> toBlockedMade(g.values.size(), 0);
     for (NodeId id = 0; id < (NodeId)n; ++id) {
-      if (removed[(size_t)id]) continue;
+      if (removed[(size_t)id] || concatRead[(size_t)id]) continue;
       Node node = g.nodes[(size_t)id];
       std::vector<NodeId> abs = absorbed[(size_t)id];
       if (!kept[(size_t)id]) {
@@ -490,7 +518,7 @@ struct Rewrite {
           node.opType = kBlockedConvOp;
           node.domain = kFusedDomain;
           node.inputs.resize(4, kNoValue);
-          node.inputs[0] = mapInput(node.inputs[0]);
+          if (!plainIn[(size_t)id]) node.inputs[0] = mapInput(node.inputs[0]);
           if (residual[(size_t)id] != kNoValue) {
             node.inputs[3] = mapInput(residual[(size_t)id]);
             ++report.residualAdds;
@@ -502,6 +530,13 @@ struct Rewrite {
           relu.i = fusedRelu[(size_t)id] >= 0 ? 1 : 0;
           node.attributes["residual_relu"] = relu;
           node.attributes["block"] = blockAttr(id);
+          if (plainIn[(size_t)id]) {
+            Attribute plain;
+            plain.type = Attribute::Type::Int;
+            plain.i = 1;
+            node.attributes["plain_input"] = plain;
+            ++report.stems;
+          }
           ++report.convs;
           break;
         }
@@ -522,13 +557,28 @@ struct Rewrite {
             scale.data<float>()[c] = k;
             shift.data<float>()[c] = b.data<float>()[c] - m.data<float>()[c] * k;
           }
-          const ValueId x = mapInput(node.inputs[0]);
-          node.inputs = {x, newValue(node.name + "/blocked_scale", std::move(scale)),
-                         newValue(node.name + "/blocked_shift", std::move(shift))};
+          std::vector<ValueId> xs;
+          const NodeId cat = concatOf[(size_t)id];
+          if (cat >= 0) {
+            for (ValueId v : g.nodes[(size_t)cat].inputs) xs.push_back(mapInput(v));
+            abs.push_back(origin[(size_t)cat]);
+            abs.insert(abs.end(), absorbed[(size_t)cat].begin(), absorbed[(size_t)cat].end());
+          } else {
+            xs.push_back(mapInput(node.inputs[0]));
+          }
+          node.inputs = xs;
+          node.inputs.push_back(newValue(node.name + "/blocked_scale", std::move(scale)));
+          node.inputs.push_back(newValue(node.name + "/blocked_shift", std::move(shift)));
           node.outputs.resize(1);
           node.opType = kBlockedBatchNormOp;
           node.domain = kFusedDomain;
           node.attributes.clear();
+          if (cat >= 0) {
+            Attribute k;
+            k.type = Attribute::Type::Int;
+            k.i = (int64_t)xs.size();
+            node.attributes["concat"] = k;
+          }
           Attribute relu;
           relu.type = Attribute::Type::Int;
           relu.i = fusedRelu[(size_t)id] >= 0 ? 1 : 0;
@@ -624,7 +674,7 @@ Status rewriteBlockedRegions(Model& model, std::vector<NodeId>& origin, std::vec
   if (origin.size() != model.graph.nodes.size() || absorbed.size() != origin.size())
     return runtimeError(model.path + ": blocked regions: node bookkeeping does not match the graph");
   r.block = DnnlConv::preferredBlock();
-  Rewrite rw{model, model.graph, origin, absorbed, r, r.block, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  Rewrite rw{model, model.graph, origin, absorbed, r, r.block, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   return rw.run();
 }
 

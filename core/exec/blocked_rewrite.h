@@ -7,7 +7,8 @@
 //    BlockedConv; a residual Add right after one (same shapes, no other consumer; with or without
 //    a Relu after it) is fused into it (oneDNN's sum and eltwise post-ops);
 //  - inference BatchNormalization with constant parameters (and a Relu after it) becomes
-//    BlockedBatchNorm; 2-D MaxPool / AveragePool behind a blocked value become BlockedMaxPool /
+//    BlockedBatchNorm, which reads a Concat of the region in place when it is the Concat's only
+//    reader (a DenseNet layer's input); 2-D MaxPool / AveragePool behind a blocked value become BlockedMaxPool /
 //    BlockedAveragePool (densenet's transitions); GlobalAveragePool becomes
 //    BlockedGlobalAveragePool, whose [N, C, 1, 1] output is plain (the same bytes), so the head
 //    and squeeze-and-excitation branches leave the region without a reorder; the SE block's Mul
@@ -24,6 +25,9 @@
 // (depthwise and grouped ones count where the output's H x W is known: ResNet, DenseNet,
 // MobileNetV2, RegNet bodies at 224x224, not PaddleOCR's dynamic sizes) and at most one border
 // value per such conv; chains of 1x1 convolutions keep the Conv kernel's own choice of backend.
+// A stem (a group-1 Conv of fewer than 8 input channels, the image's RGB, and output channels
+// in whole blocks) joins the region its output feeds as a BlockedConv that reads plain NCHW and
+// writes the blocked layout (its input is no border); it does not count towards the rule above.
 // Channel counts that are not multiples of 8 (shufflenet_v2's 58 and 116-channel branches) and the
 // shuffle's Reshape-Transpose-Reshape are borders. Every value that is a graph output or read
 // outside the region is given back in NCHW under its own id (a FromNchw8c node), so the rewritten
@@ -47,6 +51,8 @@ struct BlockedRegionReport {
   int narrowRegions = 0;  // regions in nChw8c although block is 16 (a member does not fit 16)
   int pools = 0;          // MaxPool / AveragePool / GlobalAveragePool running blocked
   int scales = 0;         // squeeze-and-excitation Muls running blocked
+  int stems = 0;          // BlockedConvs reading plain NCHW (a stem on the image: no reorder in)
+  int concatsRead = 0;    // Concats read in place by the BlockedBatchNorm after them (DenseNet layers)
 };
 
 /// Rewrites `model` (the output of rewriteForInference) in place. `origin` and `absorbed` (one entry

@@ -170,6 +170,8 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> 
                                    ? std::to_string(blocked.narrowRegions) + " of them nChw8c, "
                                    : std::string()) +
                               std::to_string(blocked.residualAdds) + " residual Adds fused, " +
+                              (blocked.stems > 0 ? std::to_string(blocked.stems) + " from the image, "
+                                                 : std::string()) +
                               std::to_string(blocked.reorders) + " reorders)";
   }
   return ex;

@@ -134,27 +134,50 @@ void affine(const float* in, const float* s, const float* h, int64_t HW, int64_t
   else affineBlock<kRelu, 8>(in, s, h, HW, out);
 }
 
+// Over the concatenation of its `inputs` blocked X (one X: a plain BatchNormalization; several: a
+// densenet layer's Concat read in place, its output never written).
 class BlockedBatchNormKernel : public Kernel {
  public:
-  explicit BlockedBatchNormKernel(bool relu) : m_relu(relu) {}
+  BlockedBatchNormKernel(bool relu, int inputs) : m_relu(relu), m_inputs(inputs) {}
   Status run(KernelContext& ctx) const override {
-    const Tensor& X = ctx.input(0);
-    QS_RETURN_IF_ERROR(requireBlocked(X, "BlockedBatchNorm X"));
-    const int64_t N = X.dim(0), CB = X.dim(1), HW = X.dim(2) * X.dim(3), B = X.dim(4);
-    if (!ctx.hasInput(1) || !ctx.hasInput(2) || ctx.input(1).numel() != CB * B || ctx.input(2).numel() != CB * B ||
-        ctx.input(1).dtype() != DType::Float || ctx.input(2).dtype() != DType::Float)
+    const int k = m_inputs;
+    bool present = (int)ctx.inputCount() == k + 2;
+    for (int i = 0; present && i < k + 2; ++i) present = ctx.hasInput((size_t)i);
+    if (!present)
+      return invalidArgument("BlockedBatchNorm needs " + std::to_string(k) + " X, scale and shift, got " +
+                             std::to_string(ctx.inputCount()) + " inputs");
+    std::vector<const float*> xs((size_t)k);
+    std::vector<int64_t> firstBlock((size_t)k + 1, 0);  // input i holds blocks [firstBlock[i], firstBlock[i + 1])
+    const Tensor& X0 = ctx.input(0);
+    for (int i = 0; i < k; ++i) {
+      const Tensor& X = ctx.input(i);
+      QS_RETURN_IF_ERROR(requireBlocked(X, "BlockedBatchNorm X"));
+      if (X.dim(0) != X0.dim(0) || X.dim(2) != X0.dim(2) || X.dim(3) != X0.dim(3) || X.dim(4) != X0.dim(4))
+        return invalidArgument("BlockedBatchNorm X " + std::to_string(i) + " has shape " + shapeToString(X.shape()) +
+                               ", X 0 " + shapeToString(X0.shape()) +
+                               ": the concatenated inputs differ beyond channels");
+      xs[(size_t)i] = X.data<float>();
+      firstBlock[(size_t)i + 1] = firstBlock[(size_t)i] + X.dim(1);
+    }
+    const int64_t N = X0.dim(0), CB = firstBlock[(size_t)k], HW = X0.dim(2) * X0.dim(3), B = X0.dim(4);
+    const Tensor &S = ctx.input(k), &H = ctx.input(k + 1);
+    if (S.numel() != CB * B || H.numel() != CB * B || S.dtype() != DType::Float || H.dtype() != DType::Float)
       return invalidArgument("BlockedBatchNorm needs float scale and shift of " + std::to_string(CB * B) + " values");
-    const float* x = X.data<float>();
-    const float* scale = ctx.input(1).data<float>();
-    const float* shift = ctx.input(2).data<float>();
-    Tensor Y(DType::Float, X.shape());
+    const float* scale = S.data<float>();
+    const float* shift = H.data<float>();
+    Tensor Y(DType::Float, {N, CB, X0.dim(2), X0.dim(3), B});
     float* y = Y.data<float>();
     parallelFor(ctx.threads, N * CB, blockGrain(HW, B), [&](int64_t b, int64_t e) {
+      size_t i = 0;
       for (int64_t t = b; t < e; ++t) {
-        const float* in = x + t * HW * B;
+        const int64_t n = t / CB, cb = t % CB;
+        if (cb < firstBlock[i]) i = 0;
+        while (cb >= firstBlock[i + 1]) ++i;
+        const int64_t cbi = firstBlock[i + 1] - firstBlock[i];
+        const float* in = xs[i] + (n * cbi + cb - firstBlock[i]) * HW * B;
         float* out = y + t * HW * B;
-        if (m_relu) affine<true>(in, scale + (t % CB) * B, shift + (t % CB) * B, HW, B, out);
-        else affine<false>(in, scale + (t % CB) * B, shift + (t % CB) * B, HW, B, out);
+        if (m_relu) affine<true>(in, scale + cb * B, shift + cb * B, HW, B, out);
+        else affine<false>(in, scale + cb * B, shift + cb * B, HW, B, out);
       }
     });
     ctx.outputs[0] = std::move(Y);
@@ -163,24 +186,39 @@ class BlockedBatchNormKernel : public Kernel {
 
  private:
   bool m_relu;
+  int m_inputs;
 };
 
 class BlockedConvKernel : public Kernel {
  public:
   BlockedConvKernel(WindowAttrs attrs, std::unique_ptr<DnnlConv> conv, int64_t M, int64_t C, int64_t kH, int64_t kW,
-                    int block)
-      : m_attrs(std::move(attrs)), m_conv(std::move(conv)), m_M(M), m_C(C), m_kH(kH), m_kW(kW), m_block(block) {}
+                    int block, bool plainInput)
+      : m_attrs(std::move(attrs)), m_conv(std::move(conv)), m_M(M), m_C(C), m_kH(kH), m_kW(kW), m_block(block),
+        m_plainInput(plainInput) {}
 
   Status run(KernelContext& ctx) const override {
     const Tensor& X = ctx.input(0);
-    QS_RETURN_IF_ERROR(requireBlocked(X, "BlockedConv X"));
-    const int64_t N = X.dim(0), B = X.dim(4);
+    int64_t N = 0, B = m_block, blocks = 0;
+    if (m_plainInput) {  // a stem: X plain [N, C, H, W]
+      if (X.dtype() != DType::Float || X.rank() != 4)
+        return invalidArgument("BlockedConv X has shape " + shapeToString(X.shape()) +
+                               ", expected a float [N, C, H, W] tensor (plain_input)");
+      if (X.dim(1) != m_C)
+        return invalidArgument("BlockedConv X has " + std::to_string(X.dim(1)) + " channels, W expects " +
+                               std::to_string(m_C));
+      N = X.dim(0);
+    } else {
+      QS_RETURN_IF_ERROR(requireBlocked(X, "BlockedConv X"));
+      N = X.dim(0);
+      B = X.dim(4);
+      blocks = X.dim(1);
+    }
     if (B != m_block)
       return invalidArgument("BlockedConv X has blocks of " + std::to_string(B) + " channels, made for " +
                              std::to_string(m_block));
     // (A channel tail padded to a whole block: the pad lanes meet W's zero pad.)
-    if (X.dim(1) != blocksOf(m_C, B))
-      return invalidArgument("BlockedConv X has " + std::to_string(X.dim(1)) + " blocks of " + std::to_string(B) +
+    if (!m_plainInput && blocks != blocksOf(m_C, B))
+      return invalidArgument("BlockedConv X has " + std::to_string(blocks) + " blocks of " + std::to_string(B) +
                              " channels, W expects " + std::to_string(m_C) + " channels");
     WindowGeometry g;
     QS_RETURN_IF_ERROR(resolveWindow(m_attrs, {X.dim(2), X.dim(3)}, {m_kH, m_kW}, false, g));
@@ -204,6 +242,7 @@ class BlockedConvKernel : public Kernel {
   std::unique_ptr<DnnlConv> m_conv;
   int64_t m_M, m_C, m_kH, m_kW;
   int m_block;
+  bool m_plainInput;
 };
 
 Result<std::unique_ptr<Kernel>> createBlockedConv(const KernelInit& init) {
@@ -212,6 +251,7 @@ Result<std::unique_ptr<Kernel>> createBlockedConv(const KernelInit& init) {
   std::vector<std::string> names = a.strings("activations");
   std::vector<float> params = a.floats("activation_params");
   const bool residualRelu = a.i("residual_relu", 0) != 0;
+  const bool plainInput = a.i("plain_input", 0) != 0;
   auto block = readBlock(a);
   if (!block) return block.status();
   std::vector<FusedActivation> acts;
@@ -220,7 +260,12 @@ Result<std::unique_ptr<Kernel>> createBlockedConv(const KernelInit& init) {
   const Tensor* B = init.constantInput(2);
   if (!W || W->dtype() != DType::Float || W->rank() != 4)
     return kernelError(StatusCode::InvalidModel, "BlockedConv needs a constant float W [M, C, kH, kW]");
-  if (!DnnlConv::blockedShapeSupported(W->dim(1) * attrs.group, W->dim(0), attrs.group, *block))
+  if (plainInput && !DnnlConv::plainInputSupported(W->dim(1) * attrs.group, W->dim(0), attrs.group, *block))
+    return kernelError(StatusCode::Unsupported, "BlockedConv: W " + shapeToString(W->shape()) + " in " +
+                                                    std::to_string(attrs.group) + " groups with plain_input needs " +
+                                                    "group 1, fewer than 8 input channels and output channels in " +
+                                                    "whole blocks of " + std::to_string(*block));
+  if (!plainInput && !DnnlConv::blockedShapeSupported(W->dim(1) * attrs.group, W->dim(0), attrs.group, *block))
     return kernelError(StatusCode::Unsupported, "BlockedConv: W " + shapeToString(W->shape()) + " in " +
                                                     std::to_string(attrs.group) + " groups is no form of block " +
                                                     std::to_string(*block) +
@@ -229,12 +274,12 @@ Result<std::unique_ptr<Kernel>> createBlockedConv(const KernelInit& init) {
   if (init.node.inputs.size() > 2 && init.node.inputs[2] != kNoValue && !B)
     return kernelError(StatusCode::InvalidModel, "BlockedConv needs a constant B");
   const bool residual = init.node.inputs.size() > 3 && init.node.inputs[3] != kNoValue;
-  auto conv = DnnlConv::createBlocked(*W, B, attrs.group, std::move(acts), residual, residualRelu, *block);
+  auto conv = DnnlConv::createBlocked(*W, B, attrs.group, std::move(acts), residual, residualRelu, *block, plainInput);
   if (!conv)
     return kernelError(StatusCode::Unsupported, "BlockedConv: oneDNN is not available or refuses W " +
                                                     shapeToString(W->shape()) + " with these activations");
   return std::unique_ptr<Kernel>(std::make_unique<BlockedConvKernel>(
-      attrs, std::move(conv), W->dim(0), W->dim(1) * attrs.group, W->dim(2), W->dim(3), *block));
+      attrs, std::move(conv), W->dim(0), W->dim(1) * attrs.group, W->dim(2), W->dim(3), *block, plainInput));
 }
 
 // One pixel of a channel block, kB floats, as kB / 8 AVX2 vectors (the kernels here are built for
@@ -476,8 +521,13 @@ Result<std::unique_ptr<Kernel>> createBlockedPool(const KernelInit& init, bool i
 Result<std::unique_ptr<Kernel>> createBlockedBatchNorm(const KernelInit& init) {
   AttrReader a(init);
   const bool relu = a.i("relu", 0) != 0;
+  const int64_t inputs = a.i("concat", 1);
   if (!a.ok()) return a.status();
-  return std::unique_ptr<Kernel>(std::make_unique<BlockedBatchNormKernel>(relu));
+  if (inputs < 1 || inputs + 2 != (int64_t)init.node.inputs.size())
+    return kernelError(StatusCode::InvalidModel, "BlockedBatchNorm: concat is " + std::to_string(inputs) + " with " +
+                                                     std::to_string(init.node.inputs.size()) +
+                                                     " inputs, expected concat X inputs, then scale and shift");
+  return std::unique_ptr<Kernel>(std::make_unique<BlockedBatchNormKernel>(relu, (int)inputs));
 }
 
 }  // namespace

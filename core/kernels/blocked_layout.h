@@ -19,9 +19,13 @@
 //    multiples of 8, padded to b; or multiples of b channels per group: DnnlConv::blockedShapeSupported),
 //    optional constant B and an optional 4th input R (blocked, Y's shape) added after the bias,
 //    then Relu when the attribute residual_relu is 1 (the residual Add and Relu of a ResNet block);
+//    with the attribute plain_input 1, X is plain [N, C, H, W] with C 1..7 and group 1 (a stem on
+//    the image: DnnlConv::plainInputSupported), only Y blocked;
 //  - BlockedBatchNorm: y = x * scale[c] + shift[c] (then Relu when the attribute relu is 1), scale
 //    and shift of ceil(C/b) * b values (an inference BatchNormalization folded at rewrite time,
 //    zeros on the pad lanes);
+//    with the attribute concat = k > 1, the inputs are X1..Xk, scale, shift and x is their
+//    concatenation over the channels (a densenet layer's Concat, read in place instead of written first);
 //  - BlockedMaxPool / BlockedAveragePool: 2-D MaxPool (no Indices) / AveragePool with the ONNX
 //    attributes (kernel_shape, strides, pads, auto_pad, dilations, ceil_mode, count_include_pad),
 //    blocked X and Y (b from X's last dimension), the bits of the plain kernels;

@@ -37,6 +37,10 @@ bool DnnlConv::blockedShapeSupported(int64_t C, int64_t M, int64_t group, int bl
   return C % block == 0 && M % block == 0 && (C / group) % block == 0 && (M / group) % block == 0;
 }
 
+bool DnnlConv::plainInputSupported(int64_t C, int64_t M, int64_t group, int block) {
+  return (block == 8 || block == 16) && group == 1 && C >= 1 && C < 8 && M % block == 0;
+}
+
 bool DnnlConv::preferred(int64_t C, int64_t M, int64_t group, const WindowGeometry& g) {
   if (g.nd != 2) return false;
   const int64_t outPixels = g.out[1] * g.out[2];
@@ -71,7 +75,7 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Tensor&, const Tensor*, int64_t
 DnnlConv::DnnlConv(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 DnnlConv::~DnnlConv() = default;
 std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor&, const Tensor*, int64_t, std::vector<FusedActivation>,
-                                                  bool, bool, int) {
+                                                  bool, bool, int, bool) {
   return nullptr;
 }
 int DnnlConv::preferredBlock() { return 8; }
@@ -110,6 +114,7 @@ struct DnnlConv::Impl {
   std::vector<float> bias;  // empty: none
   int64_t group = 1;
   bool blocked = false;   // src and dst nChw8c or nChw16c (createBlocked)
+  bool plainSrc = false;  // blocked, but src plain nchw (createBlocked with plainInput: a stem)
   int block = 8;          // the blocked layout's channel block
   bool residual = false;  // sum post-op: dst holds the residual before the primitive runs
   dnnl::post_ops postOps;
@@ -163,16 +168,16 @@ struct DnnlConv::Impl {
     const memory::dims src{G, Cs, g.in[1], g.in[2]}, dst{G, Ms, g.out[1], g.out[2]};
     const memory::dims wts = group > 1 ? memory::dims{Gs, Ms / Gs, C / group, KH, KW} : memory::dims{Ms, C, KH, KW};
     const Tag user = !blocked ? Tag::nchw : block == 16 ? Tag::nChw16c : Tag::nChw8c;
-    p->userSrc = memory::desc(src, DT::f32, user);
+    p->userSrc = memory::desc(src, DT::f32, plainSrc ? Tag::nchw : user);
     p->userDst = memory::desc(dst, DT::f32, user);
     const memory::desc biasMd({Ms}, DT::f32, Tag::x);
     // An input of a few channels (a stem: RGB) is read as it lies (oneDNN's jit kernel for nchw in,
     // nChw16c out): left free, oneDNN picked nhwc (brgconv), and every slice's task reordered the
     // whole input first. resnet50's 7x7 stem, 2 threads, alternating: 1.06 -> 0.88 ms at batch 1,
     // 10.0 -> 6.6 ms at batch 8 (docs/performance.md, "resnet50 and densenet121 (wt-resnet)").
-    const bool plainSrc = !blocked && Cs < 8;
+    const bool smallSrc = !blocked && Cs < 8;
     dnnl::convolution_forward::desc d(
-        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, blocked || plainSrc ? p->userSrc : memory::desc(src, DT::f32, Tag::any),
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, blocked || smallSrc ? p->userSrc : memory::desc(src, DT::f32, Tag::any),
         memory::desc(wts, DT::f32, Tag::any), bias.empty() ? memory::desc() : biasMd, blocked ? p->userDst : memory::desc(dst, DT::f32, Tag::any),
         {g.s[1], g.s[2]}, {g.d[1] - 1, g.d[2] - 1}, {g.padB[1], g.padB[2]}, {g.padE[1], g.padE[2]});
     dnnl::primitive_attr attr;
@@ -245,14 +250,17 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Tensor& W, const Tensor* B, int
 
 std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor& W, const Tensor* B, int64_t group,
                                                   std::vector<FusedActivation> activations, bool residual,
-                                                  bool reluAfterResidual, int block) {
+                                                  bool reluAfterResidual, int block, bool plainInput) {
   if (block != 8 && block != 16) return nullptr;
   if (W.dtype() != DType::Float || W.rank() != 4 || group < 1) return nullptr;
-  if (!blockedShapeSupported(W.dim(1) * group, W.dim(0), group, block)) return nullptr;
+  if (plainInput ? !plainInputSupported(W.dim(1) * group, W.dim(0), group, block)
+                 : !blockedShapeSupported(W.dim(1) * group, W.dim(0), group, block))
+    return nullptr;
   if (residual && !activations.empty()) return nullptr;
   std::unique_ptr<DnnlConv> conv = create(W, B, group, std::move(activations));
   if (!conv) return nullptr;
   conv->m_impl->blocked = true;
+  conv->m_impl->plainSrc = plainInput;
   conv->m_impl->block = block;
   if (residual) {
     conv->m_impl->residual = true;

@@ -37,14 +37,19 @@ class DnnlConv {
   /// whole blocks of channels in and out; the forms oneDNN's blocked kernels take:
   /// blockedShapeSupported). The pad lanes of x must be finite (they meet zero weights). With
   /// `residual`, run's `residual` (blocked, y's shape) is added to conv(x) + B (oneDNN's sum
-  /// post-op), then Relu when `reluAfterResidual`; `activations` must then be empty. nullptr as
-  /// create, and for another block or form.
+  /// post-op), then Relu when `reluAfterResidual`; `activations` must then be empty. With
+  /// `plainInput`, x is plain NCHW instead (a stem: fewer than 8 input channels, group 1, M a
+  /// multiple of the block: plainInputSupported) and only y is blocked, so a region can start at
+  /// the image. nullptr as create, and for another block or form.
   static std::unique_ptr<DnnlConv> createBlocked(const Tensor& W, const Tensor* B, int64_t group,
                                                  std::vector<FusedActivation> activations, bool residual,
-                                                 bool reluAfterResidual, int block = 8);
+                                                 bool reluAfterResidual, int block = 8, bool plainInput = false);
   /// Whether createBlocked takes a conv of C input and M output channels in `group` groups in the
   /// layout of `block` (8 or 16) channels per block.
   static bool blockedShapeSupported(int64_t C, int64_t M, int64_t group, int block = 8);
+  /// Whether createBlocked takes it with `plainInput`: group 1, 1 to 7 input channels (oneDNN's
+  /// kernel for a plain nchw src and a blocked dst, made for RGB stems), M a multiple of `block`.
+  static bool plainInputSupported(int64_t C, int64_t M, int64_t group, int block = 8);
   /// The channel block of the blocked layout that oneDNN's own kernels use on this CPU: 16 where
   /// it runs AVX-512 convolutions (their native nChw16c; with nChw8c it falls back to its AVX2
   /// kernels), else 8. QS_BLOCK=8 or 16 in the environment overrides it (tests run both). Measured
@@ -57,8 +62,9 @@ class DnnlConv {
   /// and kept (the newest 8). Fails when oneDNN refuses the shape or the run (y may then be
   /// partly written): the caller then computes y itself.
   Status run(const float* x, int64_t N, int64_t C, const WindowGeometry& g, float* y, int threads) const;
-  /// run() for a createBlocked backend: x, y (and residual, which must be given exactly when it
-  /// was created with one) in its blocked layout; nothing is reordered.
+  /// run() for a createBlocked backend: x (plain NCHW when made with plainInput), y (and residual,
+  /// which must be given exactly when it was created with one) in its blocked layout; nothing is
+  /// reordered.
   Status runBlocked(const float* x, int64_t N, int64_t C, const WindowGeometry& g, float* y, const float* residual,
                     int threads) const;
   /// Whether this backend was made by createBlocked.

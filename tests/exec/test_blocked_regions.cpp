@@ -12,6 +12,7 @@
 // blocks. Skipped without oneDNN where they need it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -669,4 +670,214 @@ TEST(BlockedRegions, DepthwiseConvsCountOnlyAtAKnownSize) {
     EXPECT_EQ(ex->rewriteSummary().find(regions(2, 1)) != std::string::npos, fixed)
         << ex->rewriteSummary();
   }
+}
+
+namespace {
+
+// A ResNet stem and block: x [N, 3, 32, 32] -> 7x7 stride-2 conv (3 -> 16) + Relu -> 3x3 stride-2
+// MaxPool -> conv3x3 + Relu -> conv3x3 -> Add(pool) -> Relu = y.
+OnnxBuilder stemAndBlock(std::mt19937& rng) {
+  OnnxBuilder b(13);
+  b.input("x", {-1, 3, 32, 32});
+  conv(b, "x", "stem", 3, 16, 7, rng, 2);
+  b.node("Relu", {"stem"}, {"stem_r"});
+  auto& mp = b.node("MaxPool", {"stem_r"}, {"pool"});
+  OnnxBuilder::attrInts(mp, "kernel_shape", {3, 3});
+  OnnxBuilder::attrInts(mp, "strides", {2, 2});
+  OnnxBuilder::attrInts(mp, "pads", {1, 1, 1, 1});
+  conv(b, "pool", "c1", 16, 16, 3, rng);
+  b.node("Relu", {"c1"}, {"r1"});
+  conv(b, "r1", "c2", 16, 16, 3, rng);
+  b.node("Add", {"c2", "pool"}, {"a"});
+  b.node("Relu", {"a"}, {"y"});
+  b.output("y", {-1, 16, 8, 8});
+  return b;
+}
+
+// x [N, C, H, W] -> BlockedConv (plain_input 1, `block`) -> FromNchw8c = y.
+std::shared_ptr<Model> blockedStemModel(const Shape& shape, int64_t cout, int block, std::mt19937& rng) {
+  OnnxBuilder b(13);
+  auto* os = b.proto().add_opset_import();
+  os->set_domain(kFusedDomain);
+  os->set_version(1);
+  b.input("x", {-1, -1, -1, -1});  // any size: the kernel checks it
+  b.initializer("w", {cout, shape[1], 3, 3}, randomValues((size_t)(cout * shape[1] * 9), rng, -0.3f, 0.3f));
+  auto& n = b.node(kBlockedConvOp, {"x", "w"}, {"yb"});
+  n.set_domain(kFusedDomain);
+  OnnxBuilder::attrInts(n, "kernel_shape", {3, 3});
+  OnnxBuilder::attrInts(n, "pads", {1, 1, 1, 1});
+  OnnxBuilder::attrInt(n, "block", block);
+  OnnxBuilder::attrInt(n, "plain_input", 1);
+  b.node(kFromBlockedOp, {"yb"}, {"y"}).set_domain(kFusedDomain);
+  auto* y = b.graph().add_output();
+  y->set_name("y");
+  y->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  return builtModel(b);
+}
+
+}  // namespace
+
+TEST(BlockedRegions, StemsStartTheRegionAtTheImage) {
+  if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
+  // The 3-channel stem writes the blocked layout from plain NCHW, its MaxPool runs blocked, and the
+  // only reorder left is the graph output's (before: a ToNchw8c after the plain MaxPool too).
+  std::mt19937 rng(51);
+  expectBlockedMatchesPlain(stemAndBlock(rng), {2, 3, 32, 32},
+                            regions(3, 1) + "1 residual Adds fused, 1 from the image, 1 reorders");
+  std::mt19937 rng2(51);
+  const auto k = blockedKernels(stemAndBlock(rng2), {1, 3, 32, 32});
+  EXPECT_EQ(countOf(k, "BlockedMaxPool"), 1);
+  EXPECT_EQ(countOf(k, "ToNchw8c"), 0);
+  EXPECT_EQ(countOf(k, "FromNchw8c"), 1);
+  EXPECT_TRUE(DnnlConv::plainInputSupported(3, 64, 1, 16));
+  EXPECT_FALSE(DnnlConv::plainInputSupported(8, 64, 1));    // a blocked input: blockedShapeSupported
+  EXPECT_FALSE(DnnlConv::plainInputSupported(3, 24, 1, 16));  // output not whole blocks
+  EXPECT_FALSE(DnnlConv::plainInputSupported(3, 48, 3));    // grouped
+}
+
+TEST(BlockedRegions, AStemAloneFormsNoRegion) {
+  if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
+  // A stem and one 3x3 conv: one counted conv, so no region (the stem does not count).
+  std::mt19937 rng(52);
+  OnnxBuilder b(13);
+  b.input("x", {1, 3, 16, 16});
+  conv(b, "x", "stem", 3, 16, 3, rng, 2);
+  conv(b, "stem", "y", 16, 16, 3, rng);
+  b.output("y", {1, 16, 8, 8});
+  auto m = builtModel(b);
+  ASSERT_TRUE(m);
+  auto ex = makeExecutor(m, true, true, 1);
+  ASSERT_TRUE(ex);
+  EXPECT_EQ(ex->rewriteSummary().find("regions"), std::string::npos) << ex->rewriteSummary();
+}
+
+TEST(BlockedRegions, BlockedStemMatchesThePlainConvAndRejectsBadInput) {
+  if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
+  const Shape shape{2, 3, 9, 11};
+  std::mt19937 rng(53);
+  const Tensor x = Tensor::fromVector<float>(randomValues((size_t)numelOf(shape), rng), shape);
+  for (int block : {8, 16}) {
+    SCOPED_TRACE("block " + std::to_string(block));
+    std::mt19937 wrng(54);
+    auto m = blockedStemModel(shape, 32, block, wrng);
+    ASSERT_TRUE(m);
+    ExecutorOptions eo;
+    eo.threads = 2;
+    auto ex = Executor::create(m, eo);
+    ASSERT_TRUE(ex) << ex.status().message();
+    auto got = (*ex)->run({{"x", x}});
+    ASSERT_TRUE(got) << got.status().message();
+    ASSERT_EQ((*got)[0].shape(), (Shape{2, 32, 9, 11}));
+    // The naive convolution (pads 1, stride 1, no bias).
+    const Tensor& W = *m->graph.value(m->graph.findValue("w")).constant;
+    const float* xv = x.data<float>();
+    const float* wv = W.data<float>();
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t o = 0; o < 32; ++o)
+        for (int64_t i = 0; i < 9; ++i)
+          for (int64_t j = 0; j < 11; ++j) {
+            double s = 0;
+            for (int64_t c = 0; c < 3; ++c)
+              for (int64_t ki = 0; ki < 3; ++ki)
+                for (int64_t kj = 0; kj < 3; ++kj) {
+                  const int64_t ii = i + ki - 1, jj = j + kj - 1;
+                  if (ii < 0 || ii >= 9 || jj < 0 || jj >= 11) continue;
+                  s += (double)xv[((n * 3 + c) * 9 + ii) * 11 + jj] * wv[((o * 3 + c) * 3 + ki) * 3 + kj];
+                }
+            ASSERT_NEAR((*got)[0].data<float>()[((n * 32 + o) * 9 + i) * 11 + j], s, 1e-4) << n << " " << o;
+          }
+    // Another number of channels than W's: an error naming both, no crash.
+    auto bad = (*ex)->run({{"x", Tensor(DType::Float, {1, 4, 9, 11})}});
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.status().message().find("X has 4 channels, W expects 3"), std::string::npos)
+        << bad.status().message();
+  }
+  // plain_input with a blocked number of input channels: refused at load, naming the rule.
+  std::mt19937 wrng(55);
+  auto m = blockedStemModel({1, 8, 9, 11}, 32, 8, wrng);
+  ASSERT_TRUE(m);
+  ExecutorOptions eo;
+  auto ex = Executor::create(m, eo);
+  ASSERT_FALSE(ex);
+  EXPECT_NE(ex.status().message().find("fewer than 8 input channels"), std::string::npos) << ex.status().message();
+}
+
+TEST(BlockedRegions, BatchNormReadsItsConcatInPlace) {
+  if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
+  // denseNetLike: the last BatchNormalization is the only reader of the second Concat, which it
+  // reads in place; the first Concat is also read by the second one, so it stays (12 nodes run:
+  // MaxPool, ToNchw8c, 3 BlockedBatchNorms, 4 BlockedConvs, the first Concat, the AveragePool,
+  // FromNchw8c; the other two BatchNormalizations are folded into the convs).
+  std::mt19937 rng(2);
+  const auto k = blockedKernels(denseNetLike(rng), {1, 16, 18, 18});
+  EXPECT_EQ(countOf(k, "BlockedBatchNorm(BatchNormalization,Concat,Relu)"), 1);
+  EXPECT_EQ(countOf(k, "BlockedBatchNorm"), 3);
+  EXPECT_EQ(k.size(), 12u);
+}
+
+TEST(BlockedRegions, BatchNormOverAConcatGivesTheBitsOfBoth) {
+  // a, b -> ToNchw8c -> Concat -> BlockedBatchNorm (relu) and a, b -> ToNchw8c -> BlockedBatchNorm
+  // (concat 2, relu): the same bits, in blocks of 8 and 16, at 1 and 2 threads.
+  const Shape sa{2, 32, 5, 7}, sb{2, 16, 5, 7};
+  std::mt19937 rng(61);
+  const Tensor a = Tensor::fromVector<float>(randomValues((size_t)numelOf(sa), rng, -2.f, 2.f), sa);
+  const Tensor bt = Tensor::fromVector<float>(randomValues((size_t)numelOf(sb), rng, -2.f, 2.f), sb);
+  const std::vector<float> scale = randomValues(48, rng, 0.5f, 1.5f), shift = randomValues(48, rng, -0.5f, 0.5f);
+  auto model = [&](int block, bool inPlace, int64_t concatAttr) {
+    OnnxBuilder b(13);
+    auto* os = b.proto().add_opset_import();
+    os->set_domain(kFusedDomain);
+    os->set_version(1);
+    b.input("a", {sa[0], sa[1], sa[2], sa[3]});
+    b.input("b", {sb[0], sb[1], sb[2], sb[3]});
+    b.initializer("s", {48}, scale);
+    b.initializer("h", {48}, shift);
+    for (const char* v : {"a", "b"}) {
+      auto& to = b.node(kToBlockedOp, {v}, {std::string(v) + "b"});
+      to.set_domain(kFusedDomain);
+      OnnxBuilder::attrInt(to, "block", block);
+    }
+    if (inPlace) {
+      auto& bn = b.node(kBlockedBatchNormOp, {"ab", "bb", "s", "h"}, {"yb"});
+      bn.set_domain(kFusedDomain);
+      OnnxBuilder::attrInt(bn, "relu", 1);
+      OnnxBuilder::attrInt(bn, "concat", concatAttr);
+    } else {
+      auto& cat = b.node("Concat", {"ab", "bb"}, {"cat"});
+      OnnxBuilder::attrInt(cat, "axis", 1);
+      auto& bn = b.node(kBlockedBatchNormOp, {"cat", "s", "h"}, {"yb"});
+      bn.set_domain(kFusedDomain);
+      OnnxBuilder::attrInt(bn, "relu", 1);
+    }
+    b.node(kFromBlockedOp, {"yb"}, {"y"}).set_domain(kFusedDomain);
+    b.output("y", {2, 48, 5, 7});
+    return builtModel(b);
+  };
+  for (int block : {8, 16})
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE("block " + std::to_string(block) + ", " + std::to_string(threads) + " threads");
+      std::vector<Tensor> ys;
+      for (bool inPlace : {false, true}) {
+        auto m = model(block, inPlace, 2);
+        ASSERT_TRUE(m);
+        ExecutorOptions eo;
+        eo.threads = threads;
+        auto ex = Executor::create(m, eo);
+        ASSERT_TRUE(ex) << ex.status().message();
+        auto got = (*ex)->run({{"a", a}, {"b", bt}});
+        ASSERT_TRUE(got) << got.status().message();
+        ys.push_back((*got)[0]);
+      }
+      ASSERT_EQ(ys[0].shape(), ys[1].shape());
+      EXPECT_EQ(std::memcmp(ys[0].data<float>(), ys[1].data<float>(), ys[0].byteSize()), 0);
+      EXPECT_GT(std::count_if(ys[0].data<float>(), ys[0].data<float>() + ys[0].numel(), [](float v) { return v > 0; }),
+                0);
+    }
+  // A concat count that does not match the inputs: refused at load, naming it.
+  auto bad = model(8, true, 3);
+  ASSERT_TRUE(bad);
+  ExecutorOptions eo;
+  auto ex = Executor::create(bad, eo);
+  ASSERT_FALSE(ex);
+  EXPECT_NE(ex.status().message().find("concat is 3 with 4 inputs"), std::string::npos) << ex.status().message();
 }
