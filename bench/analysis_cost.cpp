@@ -19,6 +19,7 @@
 // QS_CACHE_BUDGET=BYTES: AnalysisOptions::cacheBudgetBytes (0: keep no tables for toggles, as the CLI).
 // QS_PREPACK=0: AnalysisOptions::prepackWeights off (Wq packed on every run), for A/B runs.
 // QS_DNNL_WQ=0: AnalysisOptions::dnnlMatMul off (Wq in the kernel's panels, not oneDNN's layout).
+// QS_CONE_INPUTS=0: AnalysisOptions::keepConeInputs off (exact_one then re-runs the float prefix).
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -185,6 +186,8 @@ int runPart(const std::string& part, const Args& a) {
     if (const char* pp = std::getenv("QS_PREPACK")) ao.prepackWeights = std::string(pp) != "0";
     // QS_DNNL_WQ=0: Wq's products on the kernel's panels where oneDNN's matmul would take them.
     if (const char* dw = std::getenv("QS_DNNL_WQ")) ao.dnnlMatMul = std::string(dw) != "0";
+    // QS_CONE_INPUTS=0: no cone inputs kept for exactSensitivity (AnalysisOptions::keepConeInputs).
+    if (const char* ci = std::getenv("QS_CONE_INPUTS")) ao.keepConeInputs = std::string(ci) != "0";
     auto session = QuantSession::create(s.model, {}, ao);
     if (!session) {
       std::fprintf(stderr, "%s\n", session.status().message().c_str());
@@ -206,6 +209,8 @@ int runPart(const std::string& part, const Args& a) {
     emit("quantized", quantized);
     emit("cached_bytes", (double)qs.cachedBytes());
     emit("cached_batches", (double)qs.cachedBatches());
+    emit("cone_input_batches", (double)qs.coneInputBatches());
+    emit("cone_input_nodes", (double)qs.coneInputNodes().size());
     if (part == "full") {
       // The estimate against the exact sweep, over the quantizable nodes.
       std::vector<double> exact, fast;
@@ -250,6 +255,8 @@ int runPart(const std::string& part, const Args& a) {
       }
       if (worst >= 0) {
         double e0 = bench::cpuSeconds();
+        const auto& ci = qs.coneInputNodes();
+        emit("worst_inputs_kept", std::find(ci.begin(), ci.end(), worst) != ci.end() ? 1.0 : 0.0);
         (void)qs.exactSensitivity({worst});
         emit("exact_one", bench::cpuSeconds() - e0);
       }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/analysis/agreement.h"
@@ -34,6 +35,9 @@ struct BatchSums {
   /// The graph outputs of the float pass, when the batch's tables were not kept (they share its
   /// buffers): what exactSensitivity() compares with, so that it need not re-run the whole float pass.
   std::vector<Tensor> floatOutputs;
+  /// The float values BatchSweep::run() was asked to keep (`keepFloat`), in the order produced;
+  /// they share the float table's buffers.
+  std::vector<std::pair<ValueId, Tensor>> keptFloat;
 };
 
 /// What the passes read: the session's model, executor, quantization state and paths, and its
@@ -92,9 +96,11 @@ class BatchSweep {
 
   /// Batch `b` of `data` into `sums`. With `keep`, both tables go to *kept for toggles while
   /// `budget` bytes allow; `batchBytes` gets the bytes of both tables (up to where it stopped
-  /// counting them, past the budget).
+  /// counting them, past the budget). `keepFloat` (per value; null: none): the float values whose
+  /// entry is set go to sums.keptFloat as they are produced (exactSensitivity()'s cone inputs).
   Status run(const CalibrationData& data, int64_t b, bool keep, uint64_t budget, std::unique_ptr<BatchCache>* kept,
-             uint64_t& batchBytes, BatchSums& sums, const Report& report) const;
+             uint64_t& batchBytes, BatchSums& sums, const Report& report,
+             const std::vector<char>* keepFloat = nullptr) const;
 
   bool quantizable(size_t node) const { return m_quantizable[node] != 0; }
   bool hasWeight(size_t node) const { return m_hasWeight[node] != 0; }

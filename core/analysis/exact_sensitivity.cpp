@@ -1,13 +1,66 @@
 // QuantSession::exactSensitivity: the cone re-run for chosen nodes after an analysis (the
 // selected node in the GUI, autoFallback's top candidates with the fast method).
 #include <algorithm>
+#include <cmath>
 
 #include "core/analysis/batch_schedule.h"
 #include "core/analysis/batch_sweep.h"
+#include "core/analysis/fast_sensitivity.h"
 #include "core/analysis/quant_session.h"
 #include "core/analysis/streaming.h"
 
 namespace qs {
+
+namespace {
+
+// The values that the cone of each of `cones` reads from outside itself (graph inputs and
+// constants excepted: they are in every value table), marked in `out`.
+void markConeInputs(const Graph& g, const std::vector<NodeId>& cone, std::vector<char>& out) {
+  std::vector<char> in(g.nodes.size(), 0);
+  for (NodeId id : cone) in[(size_t)id] = 1;
+  for (NodeId id : cone)
+    for (ValueId v : g.nodes[(size_t)id].inputs)
+      if (v != kNoValue && g.value(v).producer >= 0 && !in[(size_t)g.value(v).producer]) out[(size_t)v] = 1;
+}
+
+}  // namespace
+
+std::vector<int32_t> QuantSession::chooseConeInputs(std::span<const BatchSums> first, const BatchSweep& sweep) {
+  const Graph& g = m_model->graph;
+  const size_t N = g.nodes.size();
+  std::vector<ErrorAccumulator> node(N), layer(N), out(g.outputs.size());
+  for (const BatchSums& S : first) {
+    for (size_t i = 0; i < N && i < S.node.size(); ++i) {
+      node[i].merge(S.node[i]);
+      layer[i].merge(S.layer[i]);
+    }
+    for (size_t o = 0; o < out.size() && o < S.out.size(); ++o) out[o].merge(S.out[o]);
+  }
+  SensitivityInputs si;
+  si.graphwise = &node;
+  si.layerwise = &layer;
+  si.outputs = &out;
+  si.enabled = enabledMask();
+  si.quantizable.resize(N);
+  for (size_t i = 0; i < N; ++i) si.quantizable[i] = sweep.quantizable(i);
+  const std::vector<double> estimate = estimateSensitivity(g, si);
+  std::vector<NodeId> ranked;
+  for (size_t i = 0; i < N; ++i)
+    if (si.quantizable[i] && !std::isnan(estimate[i])) ranked.push_back((NodeId)i);
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [&](NodeId a, NodeId b) { return estimate[(size_t)a] < estimate[(size_t)b]; });
+  ranked.resize(std::min(ranked.size(), (size_t)m_options.fallbackExactTopK));
+  m_coneInputNodes = ranked;
+  std::vector<int32_t> rank(g.values.size(), 0);
+  std::vector<char> reads(g.values.size(), 0);
+  for (size_t k = 0; k < ranked.size(); ++k) {
+    std::fill(reads.begin(), reads.end(), 0);
+    markConeInputs(g, coneOf(g, {ranked[k]}), reads);
+    for (size_t v = 0; v < reads.size(); ++v)
+      if (reads[v] && rank[v] == 0) rank[v] = (int32_t)k + 1;
+  }
+  return rank;
+}
 
 Result<std::shared_ptr<const AnalysisResult>> QuantSession::exactSensitivity(const std::vector<NodeId>& nodes,
                                                                              const ProgressFn& progress) {
@@ -28,23 +81,23 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::exactSensitivity(con
   for (NodeId id : todo) cones.push_back(coneOf(g, {id}));
   // For a batch not cached but whose float outputs were kept: the float pass of only what the
   // cones read from outside themselves (and what that needs), not of the cones too.
-  std::vector<NodeId> feeding;
-  {
-    std::vector<char> need(g.nodes.size(), 0), in(g.nodes.size(), 0);
-    for (const std::vector<NodeId>& cone : cones) {
-      for (NodeId id : cone) in[(size_t)id] = 1;
-      for (NodeId id : cone)
-        for (ValueId v : g.nodes[(size_t)id].inputs)
-          if (v != kNoValue && g.value(v).producer >= 0 && !in[(size_t)g.value(v).producer]) need[(size_t)g.value(v).producer] = 1;
-      for (NodeId id : cone) in[(size_t)id] = 0;
-    }
+  // The cone inputs kept by analyze() (keepConeInputs) leave out what they hold, down to nothing
+  // for the nodes they were kept for: the cones alone.
+  std::vector<char> coneInputs(g.values.size(), 0);
+  for (const std::vector<NodeId>& cone : cones) markConeInputs(g, cone, coneInputs);
+  auto feedingOf = [&](const std::vector<Tensor>& table) {
+    std::vector<char> need(g.nodes.size(), 0);
+    for (size_t v = 0; v < coneInputs.size(); ++v)
+      if (coneInputs[v] && table[v].empty()) need[(size_t)g.value((ValueId)v).producer] = 1;
     for (auto it = g.topoOrder.rbegin(); it != g.topoOrder.rend(); ++it)
       if (need[(size_t)*it])
         for (ValueId v : g.nodes[(size_t)*it].inputs)
-          if (v != kNoValue && g.value(v).producer >= 0) need[(size_t)g.value(v).producer] = 1;
+          if (v != kNoValue && g.value(v).producer >= 0 && table[(size_t)v].empty()) need[(size_t)g.value(v).producer] = 1;
+    std::vector<NodeId> feeding;
     for (NodeId id : g.topoOrder)
       if (need[(size_t)id]) feeding.push_back(id);
-  }
+    return feeding;
+  };
   const PassContext c = passContext();
   const int64_t batches = m_data->batchCount();
   // Per batch and node, merged in batch order: the figures equal those of an exact analyze().
@@ -64,10 +117,12 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::exactSensitivity(con
       auto ft = m_executor->makeValueTable(*feeds);
       if (!ft) return ft.status();
       own = std::move(ft).value();
+      if ((size_t)b < m_coneInputs.size())
+        for (const auto& [v, t] : m_coneInputs[(size_t)b]) own[(size_t)v] = t;
+      for (size_t o = 0; o < g.outputs.size(); ++o) own[(size_t)g.outputs[o]] = m_floatOutputs[(size_t)b][o];
       RunOptions ro;
       ro.cancel = &m_cancelToken->flag();
-      QS_RETURN_IF_ERROR(m_executor->runNodes(feeding, own, ro));
-      for (size_t o = 0; o < g.outputs.size(); ++o) own[(size_t)g.outputs[o]] = m_floatOutputs[(size_t)b][o];
+      QS_RETURN_IF_ERROR(m_executor->runNodes(feedingOf(own), own, ro));
       table = &own;
     } else {
       auto feeds = m_data->batch(b);

@@ -294,12 +294,34 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   // it re-runs the whole float pass).
   m_floatOutputs.assign((size_t)batches, {});
   std::atomic<uint64_t> outputBytes{0};
+  auto keptLimit = [&] {
+    return std::max(budget / 8, std::min(m_options.keptOutputsFloorBytes, m_options.memoryBudgetBytes / 8));
+  };
+  // exactSensitivity()'s cone inputs (AnalysisOptions::keepConeInputs), ranked by the estimate of
+  // the first batches (coneRank: per value, 1 + the rank of the worst node whose cone reads it).
+  const bool coneInputs = m_options.keepConeInputs && m_options.sensitivity && !cones && layerwise &&
+                          !mem.streaming && m_options.fallbackExactTopK > 0 && batches > 0;
+  std::vector<int32_t> coneRank;
+  m_coneInputs.assign((size_t)batches, {});
+  m_coneInputNodes.clear();
+  // With them the cone inputs, after the outputs: the worst nodes' first, within an equal share of
+  // the limit per batch.
   auto keepOutputs = [&](BatchSums& S) {
     uint64_t bytes = 0;
     for (const Tensor& t : S.floatOutputs) bytes += t.byteSize();
-    const uint64_t limit =
-        std::max(budget / 8, std::min(m_options.keptOutputsFloorBytes, m_options.memoryBudgetBytes / 8));
-    if (outputBytes.fetch_add(bytes) + bytes > limit) S.floatOutputs.clear();
+    if (S.floatOutputs.empty() || outputBytes.fetch_add(bytes) + bytes > keptLimit()) {
+      S.floatOutputs.clear();
+      S.keptFloat.clear();  // of no use without the outputs (or the batch is cached)
+      return;
+    }
+    if (S.keptFloat.empty()) return;
+    std::vector<uint64_t> perRank(m_coneInputNodes.size() + 1, 0);
+    for (const auto& [v, t] : S.keptFloat) perRank[(size_t)coneRank[(size_t)v] - 1] += t.byteSize();
+    const uint64_t share = keptLimit() / (uint64_t)batches;
+    size_t served = 0;
+    for (uint64_t used = bytes; served < m_coneInputNodes.size() && used + perRank[served] <= share; ++served)
+      used += perRank[served];
+    std::erase_if(S.keptFloat, [&](const auto& vt) { return coneRank[(size_t)vt.first] > (int32_t)served; });
   };
   if (m_batchBytes == 0 && batches > 0) {
     schedule.run(1, 0, 1, [&](int64_t) {
@@ -325,20 +347,37 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
                                                    m_batchBytes / 2, batches, m_executor->threads(), cones)
                                             .batchThreads
                                       : mem.batchThreads;
-  schedule.run(batchThreads, first, batches, [&](int64_t b) {
+  std::vector<char> coneInputSet;
+  auto sweepBatch = [&](int64_t b) -> Status {
     uint64_t bytes = 0;
     // Each kept batch may use an equal share of the budget (at least the estimate).
     const uint64_t own = b < keepCount ? budget / (uint64_t)keepCount : 0;
-    QS_RETURN_IF_ERROR(sweep.run(*data, b, b < keepCount, own, &kept[(size_t)b], bytes, sums[(size_t)b], report));
+    QS_RETURN_IF_ERROR(sweep.run(*data, b, b < keepCount, own, &kept[(size_t)b], bytes, sums[(size_t)b], report,
+                                 coneInputSet.empty() ? nullptr : &coneInputSet));
     keepOutputs(sums[(size_t)b]);
     return streamCones(b);
-  });
+  };
+  if (coneInputs) {
+    // The first batches (those that run side by side, or the one run alone above) rank the nodes;
+    // their own cone inputs are not kept (exactSensitivity() re-runs their float prefix).
+    const int64_t ranking = first > 0 ? first : std::min<int64_t>(batches, batchThreads);
+    schedule.run(batchThreads, first, ranking, sweepBatch);
+    if (schedule.stopped()) return schedule.result(cancelled());
+    first = ranking;
+    coneRank = chooseConeInputs(std::span<const BatchSums>(sums.data(), (size_t)ranking), sweep);
+    coneInputSet.assign(coneRank.size(), 0);
+    for (size_t v = 0; v < coneRank.size(); ++v) coneInputSet[v] = coneRank[v] > 0;
+  }
+  schedule.run(batchThreads, first, batches, sweepBatch);
   QS_RETURN_IF_ERROR(schedule.result(cancelled()));
 
   std::vector<ErrorAccumulator> nodeAcc(N), outAcc(g.outputs.size());
   std::vector<ErrorAccumulator> layerAcc(N), weightAcc(N), actAcc(N), sensAcc(N);
   std::vector<AgreementAccumulator> outAgree(g.outputs.size());
-  for (size_t b = 0; b < sums.size(); ++b) m_floatOutputs[b] = std::move(sums[b].floatOutputs);
+  for (size_t b = 0; b < sums.size(); ++b) {
+    m_floatOutputs[b] = std::move(sums[b].floatOutputs);
+    m_coneInputs[b] = std::move(sums[b].keptFloat);
+  }
   for (const BatchSums& S : sums) {
     for (size_t i = 0; i < N; ++i) {
       nodeAcc[i].merge(S.node[i]);

@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,14 @@ struct AnalysisOptions {
   /// an eighth of the cache budget, and at least within this floor (an eighth of the memory budget
   /// at most), since outputs are small beside the tables (8 bert_encoder samples: 1.5 MB).
   uint64_t keptOutputsFloorBytes = uint64_t(64) << 20;
+  /// With the fast method: within the same bytes as the kept outputs, analyze() also keeps, for
+  /// the batches not cached, the float values that the cones of the fallbackExactTopK nodes the
+  /// estimate ranks worst read from outside themselves (their inputs, the residual branches and
+  /// sibling projections they join), so that exactSensitivity() of those nodes runs the cones
+  /// alone, without the float prefix. The ranking is that of the first batch, which runs alone
+  /// and holds its float table until its estimate is known. Off: the outputs alone (the reference
+  /// the tests compare with); the figures are the same either way.
+  bool keepConeInputs = true;
   /// INT8 Convs (group 1, quantized input and weights) in integer arithmetic where the CPU has
   /// AVX-512 VNNI or AVX2 (core/kernels/qconv.h): the same integers as fake quantization, summed
   /// exactly (what TensorRT's INT8 kernels compute). Off: FP32 convolutions of the fake-quantized
@@ -119,6 +128,8 @@ struct AnalysisOptions {
 };
 
 struct BatchCache;
+struct BatchSums;
+class BatchSweep;
 struct PassContext;
 
 class QuantSession {
@@ -202,6 +213,14 @@ class QuantSession {
     for (const auto& o : m_floatOutputs) n += !o.empty();
     return n;
   }
+  /// Batches not cached whose cone inputs (AnalysisOptions::keepConeInputs) are kept, and the
+  /// nodes whose cones they serve (the estimate's worst first).
+  int64_t coneInputBatches() const {
+    int64_t n = 0;
+    for (const auto& o : m_coneInputs) n += !o.empty();
+    return n;
+  }
+  const std::vector<NodeId>& coneInputNodes() const { return m_coneInputNodes; }
 
  private:
   QuantSession() = default;
@@ -210,6 +229,10 @@ class QuantSession {
   std::vector<char> enabledMask() const;
   void finishResult(AnalysisResult& r, const std::vector<ErrorAccumulator>& nodeAcc,
                     const std::vector<ErrorAccumulator>& outAcc) const;
+  // AnalysisOptions::keepConeInputs (exact_sensitivity.cpp): ranks the nodes by the estimate of
+  // `first` (the sums of the first batches) and sets m_coneInputNodes to the fallbackExactTopK
+  // worst; per value, 1 + the index there of the first of them whose cone reads it (0: none).
+  std::vector<int32_t> chooseConeInputs(std::span<const BatchSums> first, const BatchSweep& sweep);
   // What the passes of batch_sweep.h read of this session.
   PassContext passContext() const;
   Status cancelled() const;
@@ -249,6 +272,10 @@ class QuantSession {
   std::shared_ptr<const CalibrationData> m_data;
   // Per analysed batch not cached: its float graph outputs, where kept (exactSensitivity()).
   std::vector<std::vector<Tensor>> m_floatOutputs;
+  // Per analysed batch not cached: the float values the cones of m_coneInputNodes read from
+  // outside themselves, where kept (AnalysisOptions::keepConeInputs).
+  std::vector<std::vector<std::pair<ValueId, Tensor>>> m_coneInputs;
+  std::vector<NodeId> m_coneInputNodes;
   std::shared_ptr<CancelToken> m_cancelToken = std::make_shared<CancelToken>();
 };
 

@@ -95,3 +95,66 @@ TEST(ExactSensitivity, EveryKindOfBatchGivesTheSweepsFigures) {
     }
   }
 }
+
+// AnalysisOptions::keepConeInputs: the float values that the cones of the estimate's worst nodes
+// read from outside themselves (the chain's previous Tanh, the shared branch's sibling MatMul),
+// kept by analyze() for the batches not cached, give the bits of a recompute of the float prefix
+// (the option off), equal to the exact sweep's. With a top-K of 1 the other nodes find only part
+// of their cone inputs kept and recompute the rest.
+TEST(ExactSensitivity, KeptConeInputsGiveTheFiguresOfARecompute) {
+  for (const auto& model : {test::badNodeChainModel(), test::sharedBranchModel()}) {
+    ASSERT_TRUE(model);
+    const int64_t batches = 6;
+    auto data = test::randomData(*model, batches);
+    ASSERT_TRUE(data);
+    auto exact = session(model, *data, SensitivityMethod::Exact, uint64_t(1) << 30);
+    auto re = exact->analyze(data);
+    ASSERT_TRUE(re) << re.status().message();
+    std::vector<NodeId> nodes;
+    for (size_t i = 0; i < model->graph.nodes.size(); ++i)
+      if (!std::isnan((*re)->nodes[i].sensitivitySnrDb)) nodes.push_back((NodeId)i);
+    ASSERT_GE(nodes.size(), 3u);
+    for (int topK : {8, 1}) {
+      std::vector<double> figures[2];
+      for (int on = 0; on < 2; ++on) {
+        AnalysisOptions ao;
+        ao.threads = 2;
+        ao.calibration.method = CalibMethod::Max;
+        ao.sensitivityMethod = SensitivityMethod::Fast;
+        ao.cacheBudgetBytes = 0;
+        ao.keepConeInputs = on != 0;
+        ao.fallbackExactTopK = topK;
+        auto s = QuantSession::create(model, {}, ao);
+        ASSERT_TRUE(s) << s.status().message();
+        ASSERT_TRUE(s.value()->calibrate(*data));
+        auto rf = (*s)->analyze(data);
+        ASSERT_TRUE(rf) << rf.status().message();
+        EXPECT_EQ((*s)->cachedBatches(), 0);
+        EXPECT_EQ((*s)->floatOutputBatches(), batches);
+        if (on) {
+          EXPECT_EQ((*s)->coneInputNodes().size(), std::min<size_t>(nodes.size(), (size_t)topK));
+          // The first batches rank the nodes and keep none; the later ones keep them.
+          if (topK > 1) EXPECT_GE((*s)->coneInputBatches(), 1);
+          EXPECT_LT((*s)->coneInputBatches(), batches);
+        } else {
+          EXPECT_TRUE((*s)->coneInputNodes().empty());
+          EXPECT_EQ((*s)->coneInputBatches(), 0);
+        }
+        for (NodeId id : nodes) {
+          auto one = (*s)->exactSensitivity({id});
+          ASSERT_TRUE(one) << one.status().message();
+          figures[on].push_back((*one)->nodes[(size_t)id].sensitivitySnrDb);
+        }
+        auto all = (*s)->exactSensitivity(nodes);
+        ASSERT_TRUE(all) << all.status().message();
+        for (size_t k = 0; k < nodes.size(); ++k)
+          EXPECT_EQ((*all)->nodes[(size_t)nodes[k]].sensitivitySnrDb, figures[on][k]);
+      }
+      for (size_t k = 0; k < nodes.size(); ++k) {
+        const std::string& name = model->graph.nodes[(size_t)nodes[k]].name;
+        EXPECT_EQ(figures[1][k], figures[0][k]) << name << ", top " << topK;
+        EXPECT_NEAR(figures[1][k], (*re)->nodes[(size_t)nodes[k]].sensitivitySnrDb, 1e-9) << name;
+      }
+    }
+  }
+}
