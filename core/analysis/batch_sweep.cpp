@@ -186,6 +186,10 @@ Status BatchSweep::layerwiseNode(NodeId id, const std::vector<Tensor>& floatTabl
   std::vector<const Tensor*> floatIn(k, nullptr);
   for (size_t j = 0; j < k; ++j)
     if (n.inputs[j] != kNoValue) floatIn[j] = &floatTable[(size_t)n.inputs[j]];
+  // --bias-correction: the node runs with its corrected bias in all three runs (part of the node as
+  // quantized, as in the export), compared with the original float output.
+  for (size_t j = 0; j < k; ++j)
+    if (const ConstantCorrection* c = m_c.state.correction(id, j); c && c->owner == id) floatIn[j] = &c->value;
   if (const IntConvNode* ic = m_c.paths.intConv[i].get(); ic && both) {
     // The integer GEMMs give both points, activations only and what weight quantization alone
     // changes, each compared with the float output in the GEMM's epilogue (nothing stored).

@@ -47,6 +47,13 @@ std::pair<ValueId, float> correctionTarget(const Graph& g, const Node& n) {
   return {kNoValue, 0.f};
 }
 
+// The node that reads the corrected constant of `id` (itself, or its BatchNormalization) and on which input.
+std::pair<NodeId, size_t> correctionReader(const Graph& g, NodeId id, ValueId target) {
+  const Node& n = g.nodes[(size_t)id];
+  if (n.inputs.size() > 2 && n.inputs[2] == target) return {id, 2};
+  return {g.value(n.outputs[0]).consumers[0], 3};
+}
+
 }  // namespace
 
 Result<BiasCorrectionResult> correctBias(const QuantSession& session, const CalibrationData& data,
@@ -123,13 +130,12 @@ Result<BiasCorrectionResult> correctBias(const QuantSession& session, const Cali
     }
   }
 
-  auto copy = std::make_shared<Model>(model);
   std::set<std::string> changed;
   for (NodeId id : targets) {
     if (counts[(size_t)id] == 0) continue;
     const Node& n = g.nodes[(size_t)id];
     const auto [target, sign] = correctionTarget(g, n);
-    Value& bv = copy->graph.value(target);
+    const Value& bv = g.value(target);
     Tensor bias = bv.constant->clone();
     BiasShift shift;
     shift.node = id;
@@ -141,12 +147,12 @@ Result<BiasCorrectionResult> correctBias(const QuantSession& session, const Cali
       pb[c] += sign * d;
     }
     if (!shift.shift.empty()) shift.meanAbsShift /= (double)shift.shift.size();
-    bv.constant = std::move(bias);
+    const auto [reader, input] = correctionReader(g, id, target);
+    res.corrections.push_back(ConstantCorrection{id, reader, input, std::move(bias), Tensor()});
     changed.insert(bv.name);
     res.nodes.push_back(std::move(shift));
   }
   res.changedInitializers.assign(changed.begin(), changed.end());
-  res.model = std::move(copy);
   if (progress) progress(1.0, "bias correction");
   return res;
 }

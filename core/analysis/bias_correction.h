@@ -4,6 +4,11 @@
 // (the float model's activations, each quantized node run alone on its float inputs with its
 // points on, as the layer-wise analysis does), the mean shift per output channel is subtracted
 // from the node's bias, so that the quantized node's output has the float output's mean.
+//
+// The correction belongs to the quantized node only (it is meant to hold in the quantized model;
+// in the float model it would shift the output): the session applies it where its node is
+// quantized (QuantSession::setConstantCorrections), and quantized.onnx writes it for the nodes it
+// quantizes, the original bias for the others (core/export/bundle.cpp).
 #pragma once
 
 #include <memory>
@@ -22,13 +27,13 @@ struct BiasShift {
 };
 
 struct BiasCorrectionResult {
-  std::shared_ptr<const Model> model;            // a copy of the session's model, biases changed
+  std::vector<ConstantCorrection> corrections;   // the corrected biases (BN means), for setConstantCorrections
   std::vector<BiasShift> nodes;                  // in topological order
   std::vector<std::string> changedInitializers;  // sorted names of the biases (BN means) changed
   std::vector<std::string> skipped;              // quantized Conv/Gemm/MatMul without a correctable bias, by name
 };
 
-/// Measures and folds the bias correction of every quantized Conv and Gemm with a constant bias
+/// Measures the bias correction of every quantized Conv and Gemm with a constant bias
 /// of its own (one value per output channel), or, for a Conv without bias whose output only a
 /// BatchNormalization reads, into that BatchNormalization's running mean, in `session`'s plan, with `session`'s weight scales
 /// and the activation scales its calibration gives (the session must be calibrated; scales loaded

@@ -106,8 +106,14 @@ const Tensor* FakeQuantTransform::transformRounded(NodeId node, size_t input, co
   if (value.dtype() != DType::Float) return nullptr;
   const Graph& g = m_s.executor->model().graph;
   const Node& n = g.nodes[(size_t)node];
-  if (keepsFloat32Input(n.opType, input)) return nullptr;
   const ValueId id = n.inputs[input];
+  // A corrected constant (--bias-correction) is rounded as the constant it replaces would be.
+  if (const ConstantCorrection* c = correctionFor(node, input)) {
+    if (keepsFloat32Input(n.opType, input) || nodeKeptInFloat32(g, n, m_s.highPrecision) || c->rounded.empty())
+      return &c->value;
+    return &c->rounded;
+  }
+  if (keepsFloat32Input(n.opType, input)) return nullptr;
   // A node kept in float32 reads its constants as they are (its activations were rounded by
   // their producers, and casting them to float32 is exact).
   if (g.value(id).constant && nodeKeptInFloat32(g, n, m_s.highPrecision)) return nullptr;

@@ -11,6 +11,7 @@
 #include "core/analysis/fast_sensitivity.h"
 #include "core/analysis/streaming.h"
 #include "core/exec/parallel.h"
+#include "core/quant/high_precision.h"
 #include "core/quant/placement.h"
 #include "core/util/memory.h"
 
@@ -175,6 +176,37 @@ Status QuantSession::setActivationAmax(const std::map<std::string, float>& amaxB
     m_amaxOverride[id] = amax;
   }
   m_state.act = computeScales(g, m_plan, m_stats, scaleOverrides(), m_options.calibration);
+  return Status::ok();
+}
+
+Status QuantSession::setConstantCorrections(std::vector<ConstantCorrection> corrections) {
+  const Graph& g = m_model->graph;
+  std::vector<int> of(g.nodes.size(), -1);
+  for (size_t k = 0; k < corrections.size(); ++k) {
+    ConstantCorrection& c = corrections[k];
+    const bool nodes = c.owner >= 0 && (size_t)c.owner < g.nodes.size() && c.reader >= 0 && (size_t)c.reader < g.nodes.size();
+    const Node* n = nodes ? &g.nodes[(size_t)c.reader] : nullptr;
+    const ValueId v = n && c.input < n->inputs.size() ? n->inputs[c.input] : kNoValue;
+    const Value* val = v == kNoValue ? nullptr : &g.value(v);
+    if (!val || !val->constant || val->constant->dtype() != DType::Float || c.value.dtype() != DType::Float ||
+        c.value.shape() != val->constant->shape() || of[(size_t)c.reader] >= 0) {
+      return invalidArgument(m_model->path + ": a constant correction of node " +
+                             (n ? "'" + n->name + "' input " + std::to_string(c.input) : std::to_string(c.reader)) +
+                             " does not match a float constant input of the model (or is its second)");
+    }
+    c.rounded = Tensor();
+    if (m_state.highPrecision != HighPrecision::Fp32) {
+      c.rounded = c.value.clone();
+      roundInPlace(c.rounded, m_state.highPrecision);
+    }
+    of[(size_t)c.reader] = (int)k;
+  }
+  m_state.corrections = std::move(corrections);
+  m_state.correctionOf = m_state.corrections.empty() ? std::vector<int>{} : std::move(of);
+  // The cached quantized tables and the figures were computed with the previous constants.
+  m_cache.clear();
+  m_cachedBytes = 0;
+  m_result.reset();
   return Status::ok();
 }
 

@@ -149,6 +149,13 @@ class QuantSession {
   /// config): tensor name -> amax. Tensors without an entry keep calibrated values if any.
   Status setActivationAmax(const std::map<std::string, float>& amaxByTensor);
 
+  /// --bias-correction (bias_correction.h): constants replaced where their owner node is quantized
+  /// (QuantState::corrections), in every quantized pass, layer-wise run and toggle; the float
+  /// model, and so every float reference, stays the original. Replaces any earlier set; the
+  /// previous results are dropped (analyze() again). Fails InvalidArgument, naming the node, for a
+  /// correction that is not of a float constant input of its shape, or a second one of one node.
+  Status setConstantCorrections(std::vector<ConstantCorrection> corrections);
+
   /// Runs every analysis over `data` (the calibration set or a separate analysis set). The
   /// session keeps `data` for later incremental updates when activations exceed the cache budget.
   Result<std::shared_ptr<const AnalysisResult>> analyze(std::shared_ptr<const CalibrationData> data,

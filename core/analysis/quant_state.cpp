@@ -80,6 +80,8 @@ std::map<ValueId, ActivationQuant> computeScales(const Graph& g, const QuantPlan
 
 const Tensor* FakeQuantTransform::transform(NodeId node, size_t input, const Tensor& value, Tensor& storage) {
   if (m_s.highPrecision != HighPrecision::Fp32) return transformRounded(node, input, value, storage);
+  // Before the node's own state: a BatchNormalization's corrected mean follows its Conv's.
+  if (const ConstantCorrection* c = correctionFor(node, input)) return &c->value;
   if (!enabled(node)) return nullptr;
   for (const PointRef& r : m_s.pointsByNode[(size_t)node]) {
     if (r.inputIndex != input) continue;
@@ -100,6 +102,15 @@ bool FakeQuantTransform::runNode(NodeId node, std::span<const Tensor* const> inp
                                  Status& status) {
   if (m_s.highPrecision != HighPrecision::Fp32) return runNodeRounded(node, inputs, outputs, status);
   if (m_parts != kBoth || outputs.empty() || !enabled(node)) return false;
+  // The integer and depthwise paths read the bias from `inputs`: the corrected one where there is one.
+  std::vector<const Tensor*> corrected;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (const ConstantCorrection* c = correctionFor(node, i)) {
+      corrected.assign(inputs.begin(), inputs.end());
+      corrected[i] = &c->value;
+      inputs = corrected;
+      break;
+    }
   // (The integer Conv's output is compared by the observer: measured, comparing it in the
   // epilogue, row run by row run across the output planes, was slower than one pass over it.)
   if (const IntConvNode* ic = m_paths.intConv[(size_t)node].get())

@@ -25,6 +25,19 @@ struct PointRef {
   int weight;  // index into QuantState::weights, -1 for an activation point
 };
 
+/// --bias-correction (bias_correction.h): constant input `input` of node `reader` replaced by `value`
+/// wherever node `owner` is quantized: a Conv's or Gemm's corrected bias (owner == reader), or the
+/// running mean of the BatchNormalization that alone reads a bias-less Conv's output (reader: the
+/// BatchNormalization). The float model keeps its constants, so every float reference of the
+/// analysis is the original model's output, as ONNX Runtime's check of the export is.
+struct ConstantCorrection {
+  NodeId owner = -1;
+  NodeId reader = -1;
+  size_t input = 0;
+  Tensor value;
+  Tensor rounded;  // value rounded to QuantState::highPrecision (fp16/bf16); empty with fp32
+};
+
 /// What fake quantization needs, per plan: fixed once the plan's points are (toggles change
 /// which nodes are on, not their points), the activation scales once calibrated.
 struct QuantState {
@@ -44,7 +57,17 @@ struct QuantState {
   /// --weight-clip-search (core/analysis/weight_clip.h): per weight value, a ratio per channel that
   /// multiplies the channel's abs max before its scale is computed (absent: 1).
   std::map<ValueId, std::vector<float>> weightClip;
+  /// --bias-correction: the corrected constants, at most one per reader node, and per node the
+  /// index of the one it reads (-1: none; empty: no corrections at all).
+  std::vector<ConstantCorrection> corrections;
+  std::vector<int> correctionOf;
 
+  /// The correction of input `input` of `reader`, whether or not its owner is quantized (null: none).
+  const ConstantCorrection* correction(NodeId reader, size_t input) const {
+    if (correctionOf.empty()) return nullptr;
+    const int k = correctionOf[(size_t)reader];
+    return k >= 0 && corrections[(size_t)k].input == input ? &corrections[(size_t)k] : nullptr;
+  }
   /// The activation point on input 0 of `node` (kNoValue: none).
   ValueId inputActPoint(NodeId node) const;
   /// The quantization of activation `value`, or null where it has no scale (not calibrated).
@@ -98,6 +121,11 @@ class FakeQuantTransform : public InputTransform {
   // The high-precision versions of transform() and runNode() (high_precision_sim.cpp).
   const Tensor* transformRounded(NodeId node, size_t input, const Tensor& value, Tensor& storage);
   bool runNodeRounded(NodeId node, std::span<const Tensor* const> inputs, std::span<Tensor> outputs, Status& status);
+  // The corrected constant input `input` of `node` where its owner is enabled (QuantState::corrections).
+  const ConstantCorrection* correctionFor(NodeId node, size_t input) const {
+    const ConstantCorrection* c = m_s.correction(node, input);
+    return c && enabled(c->owner) ? c : nullptr;
+  }
   // Whether `node` reads input `input` through a Q/DQ pair (an activation point of an enabled node).
   bool readsDequantized(NodeId node, size_t input) const;
   // Whether ONNX Runtime's CPU provider runs `node` of the export in float16 (high_precision_sim.cpp).

@@ -5,6 +5,7 @@
 
 #include "core/exec/executor.h"
 #include "core/export/exporter.h"
+#include "core/quant/quant_config.h"
 #include "core/util/atomic_file.h"
 
 namespace qs {
@@ -50,6 +51,14 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
   if (rq.externalDataThresholdBytes > 0) eo.externalDataThresholdBytes = rq.externalDataThresholdBytes;
   eo.replacedInitializers = run.remedies.changedInitializers;
   eo.insertedNodes = run.remedies.insertedNodes;
+  // --bias-correction: the corrected constant of each node the export quantizes; a node left in
+  // float (excluded, or toggled off after the run) keeps the model's value, as the analysis does.
+  if (run.session) {
+    const Graph& g = run.model->graph;
+    for (const ConstantCorrection& c : run.session->state().corrections)
+      if (isNodeQuantized(result->plan, c.owner))
+        eo.constantValues[g.value(g.nodes[(size_t)c.reader].inputs[c.input]).name] = c.value;
+  }
   eo.externalDataName = fs::path(modelOut).filename().string() + ".data";
   for (const std::string& out : {modelOut, (modelDir / eo.externalDataName).string()}) {
     if (samePath(out, rq.modelPath)) {

@@ -354,19 +354,27 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
     setRaw(&t, c.raw(), c.byteSize());
   }
 
-  // Initializers a remedy changed (cross-layer equalization, bias correction): the values of
-  // `model`, not of the file.
-  if (!options.replacedInitializers.empty()) {
-    const std::set<std::string> replaced(options.replacedInitializers.begin(), options.replacedInitializers.end());
+  // Initializers a remedy changed (cross-layer equalization, SmoothQuant, ...): the values of
+  // `model`, not of the file; bias correction's of the quantized nodes: options.constantValues.
+  if (!options.replacedInitializers.empty() || !options.constantValues.empty()) {
+    std::set<std::string> replaced(options.replacedInitializers.begin(), options.replacedInitializers.end());
+    for (const auto& [name, t] : options.constantValues) replaced.insert(name);
+    // The value written for `id` (a float constant of `model`), or null where it is not one.
+    auto valueOf = [&](ValueId id, const std::string& name) -> const Tensor* {
+      if (id == kNoValue || !g.value(id).constant || g.value(id).constant->dtype() != DType::Float) return nullptr;
+      const Tensor& c = *g.value(id).constant;
+      auto it = options.constantValues.find(name);
+      if (it == options.constantValues.end()) return &c;
+      return it->second.dtype() == DType::Float && it->second.shape() == c.shape() ? &it->second : nullptr;
+    };
     size_t found = 0;
     for (auto& t : *proto.mutable_graph()->mutable_initializer()) {
       if (!replaced.count(t.name())) continue;
-      ValueId id = g.findValue(t.name());
-      if (id == kNoValue || !g.value(id).constant || g.value(id).constant->dtype() != DType::Float ||
-          t.data_type() != onnx::TensorProto::FLOAT) {
-        return invalidArgument(where + ": initializer '" + t.name() + "' was changed by a remedy but is not a float32 constant");
+      const Tensor* v = valueOf(g.findValue(t.name()), t.name());
+      if (!v || t.data_type() != onnx::TensorProto::FLOAT) {
+        return invalidArgument(where + ": initializer '" + t.name() + "' was changed by a remedy but is not a float32 constant of its shape");
       }
-      const Tensor& c = *g.value(id).constant;
+      const Tensor& c = *v;
       t.clear_float_data();
       setRaw(&t, c.raw(), c.byteSize());
       ++found;
@@ -374,12 +382,10 @@ Result<ExportedModel> buildQuantizedModel(const std::string& sourcePath, const M
     // Weights held in Constant nodes (the loader folds them; PaddleOCR's exports have all theirs there).
     for (auto& n : *proto.mutable_graph()->mutable_node()) {
       if (n.op_type() != "Constant" || n.output_size() != 1 || !replaced.count(n.output(0))) continue;
-      ValueId id = g.findValue(n.output(0));
+      const Tensor* v = valueOf(g.findValue(n.output(0)), n.output(0));
       for (auto& a : *n.mutable_attribute()) {
-        if (a.name() != "value" || !a.has_t() || a.t().data_type() != onnx::TensorProto::FLOAT || id == kNoValue ||
-            !g.value(id).constant || g.value(id).constant->dtype() != DType::Float)
-          continue;
-        const Tensor& c = *g.value(id).constant;
+        if (a.name() != "value" || !a.has_t() || a.t().data_type() != onnx::TensorProto::FLOAT || !v) continue;
+        const Tensor& c = *v;
         a.mutable_t()->clear_float_data();
         setRaw(a.mutable_t(), c.raw(), c.byteSize());
         ++found;

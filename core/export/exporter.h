@@ -57,6 +57,10 @@ struct ExportOptions {
   /// Float initializers whose values come from `model` instead of the file (the weights and biases
   /// a remedy changed: core/analysis/remedies.h).
   std::vector<std::string> replacedInitializers;
+  /// Float initializers (or Constant node outputs) written with these values, whatever `model` and
+  /// the file hold: the corrected biases of the quantized nodes (--bias-correction), which the
+  /// model keeps original since they change its float output. Each must match the constant's shape.
+  std::map<std::string, Tensor> constantValues;
   /// Nodes of `model` that are not in the file (a remedy inserted them: depthwise smoothing's Mul),
   /// by name: written before their first reader with their constant inputs as initializers, and
   /// their readers rewired to their outputs.

@@ -1,8 +1,12 @@
 // The PTQ remedies inside one run of the pipeline (core/export/pipeline.h): cross-layer
 // equalization of the loaded model (prepareRun), the analysis of the model without remedies for
 // the report's before/after, and empirical bias correction after calibration (executeRun). Each
-// remedy replaces the run's model by a copy with changed initializers; quantized.onnx writes them
-// (ExportOptions::replacedInitializers).
+// remedy but bias correction replaces the run's model by a copy with changed initializers that
+// keeps its float output (SmoothQuant, the depthwise remedies, CLE) or changes nothing in it (weight
+// clip search); quantized.onnx writes them (ExportOptions::replacedInitializers). Bias correction
+// does change the float output, so it stays in the session's quantized side
+// (QuantSession::setConstantCorrections) and quantized.onnx writes it only for quantized nodes
+// (ExportOptions::constantValues).
 #pragma once
 
 #include "core/export/pipeline.h"
@@ -33,8 +37,10 @@ Status createBaselineSession(AnalysisRun& run, const QuantConfig& config, const 
 
 /// executeRun's remedies, after run.session was calibrated: the baseline's calibration and
 /// analysis, then --smoothquant (a new model and session, calibrated again), --weight-clip-search
-/// (the same model, a session with the chosen ratios, calibrated again), then --bias-correction (measured with the calibrated session, folded into a new
-/// model, whose new session is calibrated again). `progress` gets the fraction of this step.
+/// (the same model, a session with the chosen ratios, calibrated again), then --bias-correction
+/// (measured with the calibrated session and set in it, QuantSession::setConstantCorrections: the
+/// model stays, and quantized.onnx writes a corrected bias only for a node it quantizes).
+/// `progress` gets the fraction of this step.
 Status runRemedies(AnalysisRun& run, const ProgressFn& progress, const std::shared_ptr<CancelToken>& cancel);
 
 }  // namespace qs
