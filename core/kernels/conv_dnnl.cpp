@@ -328,8 +328,9 @@ Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeome
   const int64_t inSize = g.inSize(), outSize = g.outSize();
   // Channels per image as laid out: in the blocked layout a channel tail is padded to a whole
   // block (then S == 1: a slice is whole blocks of M); `Mt`, a task's channels as laid out.
-  const int64_t block = m_impl->blocked ? m_impl->block : 1;
-  const int64_t Cp = (C + block - 1) / block * block, Mp = (M + block - 1) / block * block;
+  // A stem's src is plain nchw (plainSrc): C channels per image, unpadded.
+  const int64_t block = m_impl->blocked ? m_impl->block : 1, srcBlock = m_impl->plainSrc ? 1 : block;
+  const int64_t Cp = (C + srcBlock - 1) / srcBlock * srcBlock, Mp = (M + block - 1) / block * block;
   const int64_t Mt = S == 1 ? Mp : Ms;
   const double flops = 2.0 * (double)(N * M * outSize) * (double)(m_impl->W.numel() / M);
   // No fork below ~4 MFLOP, as the GEMM (a chunk handed to another core must be worth it).
