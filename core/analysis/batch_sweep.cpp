@@ -277,7 +277,7 @@ Status BatchSweep::sensitivity(const std::vector<Tensor>& floatTable, BatchSums&
 // from the first node past it, dead values go and *kept is left empty.
 Status BatchSweep::run(const CalibrationData& data, int64_t b, bool keep, uint64_t budget,
                        std::unique_ptr<BatchCache>* kept, uint64_t& batchBytes, BatchSums& S,
-                       const Report& report, const std::vector<char>* keepFloat) const {
+                       const Report& report, const std::vector<int32_t>* keepFloat) const {
   static const std::string kSweepStage = "float, graph-wise and layer-wise";
   const size_t N = m_g.nodes.size();
   const std::vector<NodeId>& order = m_g.topoOrder;
@@ -333,7 +333,7 @@ Status BatchSweep::run(const CalibrationData& data, int64_t b, bool keep, uint64
     const Node& n = m_g.nodes[(size_t)id];
     if (keepFloat)  // before the release below: a value nobody reads goes at once
       for (ValueId v : n.outputs)
-        if (v != kNoValue && (*keepFloat)[(size_t)v] && !floatTable[(size_t)v].empty())
+        if (v != kNoValue && (*keepFloat)[(size_t)v] > 0 && !floatTable[(size_t)v].empty())
           S.keptFloat.emplace_back(v, floatTable[(size_t)v]);
     for (ValueId v : n.inputs)
       if (v != kNoValue) --uses[(size_t)v];

@@ -97,10 +97,11 @@ class BatchSweep {
   /// Batch `b` of `data` into `sums`. With `keep`, both tables go to *kept for toggles while
   /// `budget` bytes allow; `batchBytes` gets the bytes of both tables (up to where it stopped
   /// counting them, past the budget). `keepFloat` (per value; null: none): the float values whose
-  /// entry is set go to sums.keptFloat as they are produced (exactSensitivity()'s cone inputs).
+  /// entry is above 0 go to sums.keptFloat as they are produced (exactSensitivity()'s cone inputs,
+  /// by the rank QuantSession::chooseConeInputs gives them).
   Status run(const CalibrationData& data, int64_t b, bool keep, uint64_t budget, std::unique_ptr<BatchCache>* kept,
              uint64_t& batchBytes, BatchSums& sums, const Report& report,
-             const std::vector<char>* keepFloat = nullptr) const;
+             const std::vector<int32_t>* keepFloat = nullptr) const;
 
   bool quantizable(size_t node) const { return m_quantizable[node] != 0; }
   bool hasWeight(size_t node) const { return m_hasWeight[node] != 0; }

@@ -25,6 +25,20 @@ void markConeInputs(const Graph& g, const std::vector<NodeId>& cone, std::vector
 
 }  // namespace
 
+std::vector<double> QuantSession::estimateFrom(const std::vector<ErrorAccumulator>& node,
+                                               const std::vector<ErrorAccumulator>& layer,
+                                               const std::vector<ErrorAccumulator>& out, const BatchSweep& sweep) const {
+  const size_t N = m_model->graph.nodes.size();
+  SensitivityInputs si;
+  si.graphwise = &node;
+  si.layerwise = &layer;
+  si.outputs = &out;
+  si.enabled = enabledMask();
+  si.quantizable.resize(N);
+  for (size_t i = 0; i < N; ++i) si.quantizable[i] = sweep.quantizable(i);
+  return estimateSensitivity(m_model->graph, si);
+}
+
 std::vector<int32_t> QuantSession::chooseConeInputs(std::span<const BatchSums> first, const BatchSweep& sweep) {
   const Graph& g = m_model->graph;
   const size_t N = g.nodes.size();
@@ -36,17 +50,10 @@ std::vector<int32_t> QuantSession::chooseConeInputs(std::span<const BatchSums> f
     }
     for (size_t o = 0; o < out.size() && o < S.out.size(); ++o) out[o].merge(S.out[o]);
   }
-  SensitivityInputs si;
-  si.graphwise = &node;
-  si.layerwise = &layer;
-  si.outputs = &out;
-  si.enabled = enabledMask();
-  si.quantizable.resize(N);
-  for (size_t i = 0; i < N; ++i) si.quantizable[i] = sweep.quantizable(i);
-  const std::vector<double> estimate = estimateSensitivity(g, si);
+  const std::vector<double> estimate = estimateFrom(node, layer, out, sweep);
   std::vector<NodeId> ranked;
   for (size_t i = 0; i < N; ++i)
-    if (si.quantizable[i] && !std::isnan(estimate[i])) ranked.push_back((NodeId)i);
+    if (sweep.quantizable(i) && !std::isnan(estimate[i])) ranked.push_back((NodeId)i);
   std::stable_sort(ranked.begin(), ranked.end(),
                    [&](NodeId a, NodeId b) { return estimate[(size_t)a] < estimate[(size_t)b]; });
   ranked.resize(std::min(ranked.size(), (size_t)m_options.fallbackExactTopK));

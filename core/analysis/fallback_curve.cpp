@@ -42,19 +42,18 @@ bool agreementFirst(double agr, const FallbackOptions& o) {
   return !std::isnan(o.targetAgreement) && (std::isnan(o.targetSnrDb) || agr < o.targetAgreement);
 }
 
-std::pair<double, double> score(const AnalysisResult& r, const FallbackOptions& o) {
-  const double snr = r.worstOutputSnrDb();
-  double agr = r.worstAgreement();
+std::pair<double, double> scoreOf(double snr, double agr, const FallbackOptions& o) {
   if (std::isnan(agr)) agr = -1;
   return agreementFirst(agr, o) ? std::make_pair(agr, snr) : std::make_pair(snr, agr);
 }
 
-// The first component of score() for a step's figures (the figures of one measured point).
-double score1(const FallbackStep& s, const FallbackOptions& o) {
-  const double snr = lowest(s.outputSnrDb, /*skipNan=*/false);
-  double agr = lowest(s.outputAgreement, /*skipNan=*/true);
-  if (std::isnan(agr)) agr = -1;
-  return agreementFirst(agr, o) ? agr : snr;
+std::pair<double, double> score(const AnalysisResult& r, const FallbackOptions& o) {
+  return scoreOf(r.worstOutputSnrDb(), r.worstAgreement(), o);
+}
+
+// score() of a step's figures (the figures of one measured point).
+std::pair<double, double> score(const FallbackStep& s, const FallbackOptions& o) {
+  return scoreOf(lowest(s.outputSnrDb, /*skipNan=*/false), lowest(s.outputAgreement, /*skipNan=*/true), o);
 }
 
 bool reaches(const AnalysisResult& r, const FallbackOptions& o) {
@@ -286,7 +285,7 @@ Result<FallbackCurve> fallbackCurve(QuantSession& session, const FallbackOptions
             bestPair = s;
             pairReaches = reaches(**r, options);
             // The point after the first of the two is the better of their singles' (measured above).
-            const bool iFirst = score1(single[i], options) >= score1(single[j], options);
+            const bool iFirst = score(single[i], options).first >= score(single[j], options).first;
             pair = iFirst ? std::vector<NodeId>{top[i], top[j]} : std::vector<NodeId>{top[j], top[i]};
             pairStep = stepOf(pair[1], **r);
           }

@@ -8,7 +8,6 @@
 
 #include "core/analysis/batch_schedule.h"
 #include "core/analysis/batch_sweep.h"
-#include "core/analysis/fast_sensitivity.h"
 #include "core/analysis/streaming.h"
 #include "core/exec/parallel.h"
 #include "core/quant/high_precision.h"
@@ -379,13 +378,12 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
                                                    m_batchBytes / 2, batches, m_executor->threads(), cones)
                                             .batchThreads
                                       : mem.batchThreads;
-  std::vector<char> coneInputSet;
   auto sweepBatch = [&](int64_t b) -> Status {
     uint64_t bytes = 0;
     // Each kept batch may use an equal share of the budget (at least the estimate).
     const uint64_t own = b < keepCount ? budget / (uint64_t)keepCount : 0;
     QS_RETURN_IF_ERROR(sweep.run(*data, b, b < keepCount, own, &kept[(size_t)b], bytes, sums[(size_t)b], report,
-                                 coneInputSet.empty() ? nullptr : &coneInputSet));
+                                 coneRank.empty() ? nullptr : &coneRank));
     keepOutputs(sums[(size_t)b]);
     return streamCones(b);
   };
@@ -397,8 +395,6 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     if (schedule.stopped()) return schedule.result(cancelled());
     first = ranking;
     coneRank = chooseConeInputs(std::span<const BatchSums>(sums.data(), (size_t)ranking), sweep);
-    coneInputSet.assign(coneRank.size(), 0);
-    for (size_t v = 0; v < coneRank.size(); ++v) coneInputSet[v] = coneRank[v] > 0;
   }
   schedule.run(batchThreads, first, batches, sweepBatch);
   QS_RETURN_IF_ERROR(schedule.result(cancelled()));
@@ -446,14 +442,7 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
     }
   }
   if (m_options.sensitivity && layerwise) {
-    SensitivityInputs si;
-    si.graphwise = &nodeAcc;
-    si.layerwise = &layerAcc;
-    si.outputs = &outAcc;
-    si.enabled = enabledMask();
-    si.quantizable.resize(N);
-    for (size_t i = 0; i < N; ++i) si.quantizable[i] = sweep.quantizable(i);
-    const std::vector<double> estimate = estimateSensitivity(g, si);
+    const std::vector<double> estimate = estimateFrom(nodeAcc, layerAcc, outAcc, sweep);
     for (size_t i = 0; i < N; ++i) {
       r->nodes[i].sensitivityEstimateDb = estimate[i];
       if (!cones) r->nodes[i].sensitivitySnrDb = estimate[i];

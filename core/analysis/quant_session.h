@@ -78,8 +78,8 @@ struct AnalysisOptions {
   /// the batches not cached, the float values that the cones of the fallbackExactTopK nodes the
   /// estimate ranks worst read from outside themselves (their inputs, the residual branches and
   /// sibling projections they join), so that exactSensitivity() of those nodes runs the cones
-  /// alone, without the float prefix. The ranking is that of the first batch, which runs alone
-  /// and holds its float table until its estimate is known. Off: the outputs alone (the reference
+  /// alone, without the float prefix. The ranking is the estimate of the first batches (those
+  /// that run side by side), whose own cone inputs are not kept. Off: the outputs alone (the reference
   /// the tests compare with); the figures are the same either way.
   bool keepConeInputs = true;
   /// INT8 Convs (group 1, quantized input and weights) in integer arithmetic where the CPU has
@@ -240,6 +240,10 @@ class QuantSession {
   // `first` (the sums of the first batches) and sets m_coneInputNodes to the fallbackExactTopK
   // worst; per value, 1 + the index there of the first of them whose cone reads it (0: none).
   std::vector<int32_t> chooseConeInputs(std::span<const BatchSums> first, const BatchSweep& sweep);
+  // The fast estimate (fast_sensitivity.h) from merged graph-wise, layer-wise and output sums, with
+  // this session's enabled nodes: the final result's and chooseConeInputs' ranking.
+  std::vector<double> estimateFrom(const std::vector<ErrorAccumulator>& node, const std::vector<ErrorAccumulator>& layer,
+                                   const std::vector<ErrorAccumulator>& out, const BatchSweep& sweep) const;
   // What the passes of batch_sweep.h read of this session.
   PassContext passContext() const;
   Status cancelled() const;
