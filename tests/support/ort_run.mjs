@@ -1,8 +1,9 @@
 // Runs a model in ONNX Runtime (onnxruntime-node) for the parity tests and benchmarks.
-// usage: node ort_run.mjs MODEL IN_DIR OUT_DIR [--threads N] [--repeat R]
+// usage: node ort_run.mjs MODEL IN_DIR OUT_DIR [--threads N] [--repeat R] [--profile PREFIX]
 //   IN_DIR holds in_<i>.npy, one per model input in declaration order; outputs are written
 //   to OUT_DIR/out_<i>.npy in the model's output order. With --repeat R, the run is timed
-//   R more times and {"ms_median", "ms_min"} is printed as one JSON line.
+//   R more times and {"ms_median", "ms_min"} is printed as one JSON line. With --profile PREFIX, ORT's own
+//   profiler is on (every run, warm-up included) and it writes its trace as PREFIX_<date>.json.
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -58,8 +59,11 @@ const opt = (name, def) => { const i = args.indexOf(name); return i >= 0 ? Numbe
 const [modelPath, inDir, outDir] = args;
 const threads = opt('--threads', 2);
 const repeat = opt('--repeat', 0);
+const profileAt = args.indexOf('--profile');
+const profilePrefix = profileAt >= 0 ? args[profileAt + 1] : '';
 const session = await ort.InferenceSession.create(modelPath, {
   intraOpNumThreads: threads, interOpNumThreads: 1, graphOptimizationLevel: 'all', executionMode: 'sequential',
+  ...(profilePrefix ? { enableProfiling: true, profileFilePrefix: profilePrefix } : {}),
 });
 const feeds = {};
 session.inputNames.forEach((name, i) => { feeds[name] = readNpy(path.join(inDir, `in_${i}.npy`)); });
@@ -79,3 +83,4 @@ if (repeat > 0) {
   const median = ms.length % 2 ? ms[(ms.length - 1) / 2] : (ms[ms.length / 2 - 1] + ms[ms.length / 2]) / 2;
   console.log(JSON.stringify({ ms_median: median, ms_min: ms[0], repeat, threads }));
 }
+if (profilePrefix) session.endProfiling();
