@@ -203,6 +203,13 @@ Result<DepthwiseSmoothingResult> smoothPointwiseInputs(std::shared_ptr<const Mod
       res.skipped.push_back(d.name + ": its input is a graph input");
       continue;
     }
+    // A pool is quantized only next to a quantized node (ModelOpt's rule, core/quant/placement.cpp):
+    // a float Mul between it and the Conv would take the pool out of INT8 (cls: 8 of them).
+    const std::string& producerOp = g0.nodes[(size_t)g0.value(x).producer].opType;
+    if (producerOp == "GlobalAveragePool" || producerOp == "AveragePool" || producerOp == "MaxPool") {
+      res.skipped.push_back(d.name + ": its input is a " + producerOp + "'s output, which would leave INT8");
+      continue;
+    }
     Candidate c;
     c.conv = id;
     c.input = x;
