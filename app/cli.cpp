@@ -50,6 +50,7 @@ struct TextFlags {
   std::string highPrecision = "fp32";
   std::string depthwiseEqualize;  // on|off
   std::string depthwiseSmooth;    // on|off
+  std::string pointwiseSmooth;    // on|off
   std::string memoryBudget;  // --memory-budget SIZE
 };
 TextFlags g_text;
@@ -146,6 +147,10 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_option("--depthwise-smooth", g_text.depthwiseSmooth,
                  "on|off: int8, per-channel scale (an inserted Mul, folded back into the weights) on the inputs of the "
                  "other depthwise Convs where it lowers their layer-wise error; the float model is unchanged (default off)");
+  cmd.add_option("--pointwise-smooth", g_text.pointwiseSmooth,
+                 "on|off: int8, per-channel scale (an inserted Mul, its inverse in the weights' input channels) on the "
+                 "inputs of group-1 Convs, alpha per Conv by the quantized Conv's output error, applied where it lowers "
+                 "it; the float model is unchanged (default off)");
   cmd.add_option("--high-precision-dtype,--high_precision_dtype", g_text.highPrecision,
                  "fp32, fp16 or bf16: the precision of the nodes left out of quantization (default fp32)");
   cmd.add_option("--integer-conv", g_text.integerConv,
@@ -217,6 +222,7 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   }
   QS_RETURN_IF_ERROR(parseOnOff("--depthwise-equalize", g_text.depthwiseEqualize, a.depthwiseEqualize));
   QS_RETURN_IF_ERROR(parseOnOff("--depthwise-smooth", g_text.depthwiseSmooth, a.depthwiseSmooth));
+  QS_RETURN_IF_ERROR(parseOnOff("--pointwise-smooth", g_text.pointwiseSmooth, a.pointwiseSmooth));
   if (!g_text.memoryBudget.empty()) QS_RETURN_IF_ERROR(parseByteSize(g_text.memoryBudget, a.memoryBudgetBytes));
   a.keepForToggles = false;  // nothing toggles after a CLI run but its fallback, which keeps them anyway
   if (!g_text.sensitivity.empty()) {

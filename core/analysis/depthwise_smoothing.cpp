@@ -101,10 +101,10 @@ std::string uniqueValueName(const Graph& g, const std::string& base) {
   return name;
 }
 
-// Inserts Mul(x, 1/s) on depthwise Conv `conv`'s input edge of `g` and multiplies its weights by s
-// (not finalized); records the node and the weight in `res`.
-void insertMul(Graph& g, NodeId conv, const std::vector<double>& bestS, std::set<std::string>& nodeNames,
-               DepthwiseSmoothingResult& res) {
+}  // namespace
+
+void insertSmoothingMul(Graph& g, NodeId conv, const std::vector<double>& bestS, int weightAxis,
+                        const std::string& suffix, std::set<std::string>& nodeNames, DepthwiseSmoothingResult& res) {
   const int64_t channels = (int64_t)bestS.size();
   const std::string name = g.nodes[(size_t)conv].name;
   // The Mul on the Conv's input edge: x * (1 / s), the scale shaped [1, C, 1, ...] as the weight's rank.
@@ -115,7 +115,7 @@ void insertMul(Graph& g, NodeId conv, const std::vector<double>& bestS, std::set
   shape[1] = channels;
   Tensor inv(DType::Float, shape);
   for (int64_t ch = 0; ch < channels; ++ch) inv.data<float>()[ch] = (float)(1.0 / bestS[(size_t)ch]);
-  const std::string base = g.value(x).name + "_dwsmooth";
+  const std::string base = g.value(x).name + suffix;
   const ValueId sv = g.valueId(uniqueValueName(g, base + "_scale"));
   g.value(sv).dtype = DType::Float;
   g.value(sv).shape = std::vector<Dim>();
@@ -125,25 +125,26 @@ void insertMul(Graph& g, NodeId conv, const std::vector<double>& bestS, std::set
   g.value(yv).dtype = DType::Float;
   g.value(yv).shape = g.value(x).shape;
   Node mul;
-  mul.name = name + "_dwsmooth";
-  for (int i = 1; nodeNames.count(mul.name); ++i) mul.name = name + "_dwsmooth_" + std::to_string(i);
+  mul.name = name + suffix;
+  for (int i = 1; nodeNames.count(mul.name); ++i) mul.name = name + suffix + "_" + std::to_string(i);
   nodeNames.insert(mul.name);
   mul.opType = "Mul";
   mul.inputs = {x, sv};
   mul.outputs = {yv};
   g.nodes.push_back(std::move(mul));
   g.nodes[(size_t)conv].inputs[0] = yv;
-  // The depthwise weights of channel c by s_c (the bias is unchanged).
+  // The weights of input channel c by s_c (the bias is unchanged): axis 0 of a depthwise Conv's
+  // [C, 1, k...], axis 1 of a group-1 Conv's [O, C, k...].
   Tensor w = g.value(wId).constant->clone();
-  const int64_t block = w.numel() / channels;
-  for (int64_t ch = 0; ch < channels; ++ch)
-    for (int64_t k = 0; k < block; ++k) w.data<float>()[ch * block + k] *= (float)bestS[(size_t)ch];
+  const int64_t outer = weightAxis == 0 ? 1 : w.dim(0);
+  const int64_t block = w.numel() / (outer * channels);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t ch = 0; ch < channels; ++ch)
+      for (int64_t k = 0; k < block; ++k) w.data<float>()[(o * channels + ch) * block + k] *= (float)bestS[(size_t)ch];
   g.value(wId).constant = std::move(w);
   res.changedInitializers.push_back(g.value(wId).name);
   res.insertedNodes.push_back(g.nodes.back().name);
 }
-
-}  // namespace
 
 Result<DepthwiseSmoothingResult> applyDepthwiseSmoothing(std::shared_ptr<const Model> model,
                                                          const std::vector<DepthwiseSmoothingScale>& scales,
@@ -169,7 +170,7 @@ Result<DepthwiseSmoothingResult> applyDepthwiseSmoothing(std::shared_ptr<const M
     for (double v : sc.scale)
       if (!(v > 0) || !std::isfinite(v))
         return invalidArgument(where + ": depthwise_smooth: node '" + sc.consumer + "': a scale is not a positive number");
-    insertMul(g, it->second, sc.scale, nodeNames, res);
+    insertSmoothingMul(g, it->second, sc.scale, 0, "_dwsmooth", nodeNames, res);
     res.inputs.push_back({it->second, (NodeId)g.nodes.size() - 1, (int)sc.scale.size(), NAN, 0, 0, 0, sc.scale});
   }
   QS_RETURN_IF_ERROR(g.finalize(model->path));
@@ -272,7 +273,7 @@ Result<DepthwiseSmoothingResult> smoothDepthwiseInputs(std::shared_ptr<const Mod
                             " of it at best)");
       continue;
     }
-    insertMul(g, c.conv, bestS, nodeNames, res);
+    insertSmoothingMul(g, c.conv, bestS, 0, "_dwsmooth", nodeNames, res);
     res.inputs.push_back({c.conv, (NodeId)g.nodes.size() - 1, (int)c.channels, bestAlpha, top / lowest, before, bestErr, bestS});
   }
   if (res.inputs.empty()) {

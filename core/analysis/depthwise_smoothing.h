@@ -23,6 +23,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,8 @@ struct DepthwiseSmoothedInput {
   double rangeRatio = 0;                   // largest over smallest channel range (dead channels left out)
   double errorBefore = 0, errorAfter = 0;  // the layer-wise proxy, s = 1 and the chosen s
   std::vector<double> scale;               // s per channel (the Mul multiplies by 1 / s)
+  bool pointwise = false;   // a group-1 Conv's input (pointwise_smoothing.h): s scales the weights' axis 1
+  bool weightTerm = false;  // pointwise: s_c = r_c^alpha / w_c^(1 - alpha), SmoothQuant's form (else r_c^alpha)
 };
 
 /// A smoothing to re-apply (quant_cfg.json's "depthwise_smooth"): the depthwise Conv by name and s.
@@ -78,5 +81,12 @@ Result<DepthwiseSmoothingResult> smoothDepthwiseInputs(std::shared_ptr<const Mod
 Result<DepthwiseSmoothingResult> applyDepthwiseSmoothing(std::shared_ptr<const Model> model,
                                                          const std::vector<DepthwiseSmoothingScale>& scales,
                                                          const std::string& where);
+
+/// Inserts Mul(x, 1/s) on Conv `conv`'s input edge of `g` (node and values named after the Conv
+/// and x with `suffix`, unique in `nodeNames`, which gains the node) and multiplies axis
+/// `weightAxis` of its weights by s: 0 for a depthwise Conv, 1 for a group-1 Conv. Not finalized;
+/// records the node and the weight in `res`. The shared construction of depthwise and pointwise smoothing.
+void insertSmoothingMul(Graph& g, NodeId conv, const std::vector<double>& s, int weightAxis, const std::string& suffix,
+                        std::set<std::string>& nodeNames, DepthwiseSmoothingResult& res);
 
 }  // namespace qs

@@ -10,6 +10,7 @@
 #include "core/analysis/bias_correction.h"
 #include "core/analysis/depthwise_equalization.h"
 #include "core/analysis/depthwise_smoothing.h"
+#include "core/analysis/pointwise_smoothing.h"
 #include "core/analysis/results.h"
 #include "core/analysis/smoothquant.h"
 #include "core/analysis/weight_clip.h"
@@ -27,7 +28,8 @@ struct RemedySummary {
   std::vector<WeightClipNode> weightClips;        // weight clip search
   std::vector<DepthwiseEqualizedPair> depthwisePairs;  // depthwise input equalization (not in `applied`: on by default)
   std::vector<DepthwiseSmoothedInput> depthwiseSmoothed;  // depthwise input smoothing (not in `applied`: it keeps the float output)
-  std::vector<std::string> insertedNodes;         // nodes a remedy added (depthwise smoothing's Mul): quantized.onnx writes them
+  std::vector<DepthwiseSmoothedInput> pointwiseSmoothed;  // group-1 Conv input smoothing (pointwise set; keeps the float output)
+  std::vector<std::string> insertedNodes;         // nodes a remedy added (the smoothings' Muls): quantized.onnx writes them
   std::vector<std::string> changedInitializers;   // sorted: what quantized.onnx takes from the remedied model
   std::shared_ptr<const AnalysisResult> before;   // the analysis without remedies (no sensitivity)
   bool empty() const { return applied.empty(); }

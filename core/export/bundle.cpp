@@ -97,6 +97,8 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
     qc.trtAlgorithm = run.trtAlgorithm;
     for (const DepthwiseSmoothedInput& d : run.remedies.depthwiseSmoothed)
       qc.depthwiseSmooth.push_back({run.model->graph.nodes[(size_t)d.consumer].name, d.scale});
+    for (const DepthwiseSmoothedInput& d : run.remedies.pointwiseSmoothed)
+      qc.pointwiseSmooth.push_back({run.model->graph.nodes[(size_t)d.consumer].name, d.scale});
     const fs::path dir(target.outputDir);
     b.files.push_back({(dir / "quant_cfg.json").string(), quantConfigJson(*run.model, r, qc)});
     if (writesCalibrationCache(r.plan.mode)) {

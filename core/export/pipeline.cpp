@@ -256,6 +256,9 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   if (rq.depthwiseSmooth && !scalesGiven && rq.calibration.mode == QuantMode::Int8)
     QS_RETURN_IF_ERROR(smoothRunDepthwise(run));
   if (saved && !saved->depthwiseSmooth.empty()) QS_RETURN_IF_ERROR(smoothRunDepthwise(run, saved->depthwiseSmooth, rq.loadConfig));
+  if (rq.pointwiseSmooth && !scalesGiven && rq.calibration.mode == QuantMode::Int8)
+    QS_RETURN_IF_ERROR(smoothRunPointwise(run));
+  if (saved && !saved->pointwiseSmooth.empty()) QS_RETURN_IF_ERROR(smoothRunPointwise(run, saved->pointwiseSmooth, rq.loadConfig));
 
   // The session: the request's lists, or a saved config's node states plus the request's lists.
   QuantConfig config = rq.config;
@@ -461,6 +464,10 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
     s["depthwise_smooth"] = "off";
   } else if (const size_t n = run.remedies.depthwiseSmoothed.size(); n > 0) {
     s["depthwise_smooth"] = std::to_string(n) + (n == 1 ? " input" : " inputs");
+  }
+  if (rq.pointwiseSmooth) {  // absent at the default (off), so that the reports of earlier runs stay as they were
+    const size_t n = run.remedies.pointwiseSmoothed.size();
+    s["pointwise_smooth"] = std::to_string(n) + (n == 1 ? " input" : " inputs");
   }
   if (!rq.integerConv) s["integer_conv"] = "off";
   if (!rq.gramSplit) s["gram_split"] = "off";

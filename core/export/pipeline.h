@@ -92,6 +92,11 @@ struct AnalysisRequest {
   /// (core/analysis/depthwise_smoothing.h), int8 with calibrated scales only; float-preserving.
   /// Off by default: rec's task agreement in ONNX Runtime fell (docs/quality.md, "Depthwise input smoothing").
   bool depthwiseSmooth = false;
+  /// Per-channel smoothing of group-1 Convs' inputs through an inserted Mul, chosen by the quantized
+  /// Conv's layer-wise output error (core/analysis/pointwise_smoothing.h), after the depthwise one;
+  /// int8 with calibrated scales only; float-preserving. Off by default (docs/quality.md,
+  /// "Pointwise input smoothing").
+  bool pointwiseSmooth = false;
   /// --integer-conv: INT8 Convs summed exactly in integers where the CPU has AVX2 or VNNI
   /// (AnalysisOptions::integerConv), or off: FP32 convolutions of fake-quantized tensors.
   bool integerConv = true;

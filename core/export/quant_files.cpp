@@ -360,6 +360,11 @@ std::string quantConfigJson(const Model& model, const AnalysisResult& r, const Q
     for (const DepthwiseSmoothingScale& d : ctx.depthwiseSmooth) sm.push_back(Json{{"node", d.consumer}, {"scale", d.scale}});
     qs["depthwise_smooth"] = std::move(sm);
   }
+  if (!ctx.pointwiseSmooth.empty()) {
+    Json sm = Json::array();
+    for (const DepthwiseSmoothingScale& d : ctx.pointwiseSmooth) sm.push_back(Json{{"node", d.consumer}, {"scale", d.scale}});
+    qs["pointwise_smooth"] = std::move(sm);
+  }
   Json root{{"act_quant_info", act}, {"quantscope", qs}};
   return root.dump(4) + "\n";
 }
@@ -497,6 +502,17 @@ Result<SavedQuantConfig> parseQuantConfig(const std::string& text, const std::st
         key = "depthwise_smooth.scale";
         sc.scale = d.at("scale").get<std::vector<double>>();
         s.depthwiseSmooth.push_back(std::move(sc));
+      }
+    }
+    key = "pointwise_smooth";
+    if (q.contains("pointwise_smooth")) {
+      for (const Json& d : q.at("pointwise_smooth")) {
+        DepthwiseSmoothingScale sc;
+        key = "pointwise_smooth.node";
+        sc.consumer = d.at("node").get<std::string>();
+        key = "pointwise_smooth.scale";
+        sc.scale = d.at("scale").get<std::vector<double>>();
+        s.pointwiseSmooth.push_back(std::move(sc));
       }
     }
   } catch (const std::exception&) {

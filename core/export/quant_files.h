@@ -153,6 +153,7 @@ struct SavedQuantConfig {
   };
   std::vector<NodeState> nodes;         // every node, graph order
   std::vector<DepthwiseSmoothingScale> depthwiseSmooth;  // quantscope.depthwise_smooth: re-applied on load
+  std::vector<DepthwiseSmoothingScale> pointwiseSmooth;  // quantscope.pointwise_smooth: re-applied after it
 };
 
 /// Context of a config written by an export.
@@ -165,6 +166,7 @@ struct QuantConfigContext {
   TrtVersion trtVersion;                // the calibration.cache written beside it
   std::string trtAlgorithm;             // its header's algorithm
   std::vector<DepthwiseSmoothingScale> depthwiseSmooth;  // the run's depthwise input smoothing (its Mul nodes)
+  std::vector<DepthwiseSmoothingScale> pointwiseSmooth;  // the run's group-1 Conv input smoothing (its Mul nodes)
 };
 
 /// quant_cfg.json of an analysed session: act_quant_info (exported tensors, amax as float), then

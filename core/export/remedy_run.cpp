@@ -104,6 +104,37 @@ Status smoothRunDepthwise(AnalysisRun& run, const std::vector<DepthwiseSmoothing
   return Status::ok();
 }
 
+Status smoothRunPointwise(AnalysisRun& run) {
+  const bool same = run.originalModel == run.model;
+  auto sm = smoothPointwiseInputs(run.model, *run.calibrationData, run.request.threads);
+  if (!sm) return sm.status();
+  if (sm->inputs.empty()) return Status::ok();
+  run.model = sm->model;
+  if (same) {
+    run.originalModel = run.model;
+  } else if (run.originalModel) {  // --equalize: the baseline gets its own smoothing
+    auto base = smoothPointwiseInputs(run.originalModel, *run.calibrationData, run.request.threads);
+    if (!base) return base.status();
+    run.originalModel = base->model;
+  }
+  run.remedies.pointwiseSmoothed = std::move(sm->inputs);
+  run.remedies.insertedNodes.insert(run.remedies.insertedNodes.end(), sm->insertedNodes.begin(), sm->insertedNodes.end());
+  addChanged(run.remedies, sm->changedInitializers);
+  return Status::ok();
+}
+
+Status smoothRunPointwise(AnalysisRun& run, const std::vector<DepthwiseSmoothingScale>& saved, const std::string& where) {
+  const bool same = run.originalModel == run.model;
+  auto sm = applyPointwiseSmoothing(run.model, saved, where);
+  if (!sm) return sm.status();
+  run.model = sm->model;
+  if (same) run.originalModel = run.model;
+  run.remedies.pointwiseSmoothed = std::move(sm->inputs);
+  run.remedies.insertedNodes.insert(run.remedies.insertedNodes.end(), sm->insertedNodes.begin(), sm->insertedNodes.end());
+  addChanged(run.remedies, sm->changedInitializers);
+  return Status::ok();
+}
+
 Status createBaselineSession(AnalysisRun& run, const QuantConfig& config, const AnalysisOptions& options,
                              const std::shared_ptr<CancelToken>& cancel) {
   run.sessionConfig = config;

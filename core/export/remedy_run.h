@@ -30,6 +30,14 @@ Status smoothRunDepthwise(AnalysisRun& run);
 /// The same with the scales a quant_cfg.json saved (--load-config): the saved run's Mul nodes and weights.
 Status smoothRunDepthwise(AnalysisRun& run, const std::vector<DepthwiseSmoothingScale>& saved, const std::string& where);
 
+/// AnalysisRequest::pointwiseSmooth, after smoothRunDepthwise: replaces run.model (and
+/// run.originalModel, as there) by a copy with a Mul on the inputs of the group-1 Convs where it
+/// lowers the quantized Conv's layer-wise output error (core/analysis/pointwise_smoothing.h);
+/// records them, appends the inserted nodes and the changed weights in run.remedies.
+Status smoothRunPointwise(AnalysisRun& run);
+/// The same with the scales a quant_cfg.json saved (--load-config), after the saved depthwise ones.
+Status smoothRunPointwise(AnalysisRun& run, const std::vector<DepthwiseSmoothingScale>& saved, const std::string& where);
+
 /// When the request asks for a remedy: a session on run.originalModel with the same
 /// configuration and options (no sensitivity), analysed by runRemedies() for remedies.before.
 Status createBaselineSession(AnalysisRun& run, const QuantConfig& config, const AnalysisOptions& options,
