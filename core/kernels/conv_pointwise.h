@@ -9,7 +9,8 @@
 // applied in registers before the one store: 0.7-1.0x the GEMM path's time on the small CNNs' 1x1
 // shapes (qs_bench_pointwise). Each output is summed as the GEMM sums it (K slices of 256, each an
 // FMA chain from zero, the slices added, then the bias, then the activations in order), so the
-// bits are those of the GEMM path.
+// bits are those of the GEMM path. On AVX-512 CPUs the same kernel runs 16 lanes wide (12-row x
+// 32-pixel tiles, masked tails), with the same sums in the same order, so the same bits.
 #pragma once
 
 #include <cstdint>
@@ -20,11 +21,16 @@
 
 namespace qs {
 
+/// Whether pointwiseConvDirect runs its AVX-512 kernel (16-pixel vectors, 12-row tiles): on CPUs with
+/// AVX-512F unless QS_POINTWISE=avx2. The same bits as the AVX2 kernel either way.
+bool pointwiseAvx512();
+
 /// Whether the direct kernel should run a 1x1 Conv (group 1, stride 1, no padding) of C input and
-/// M output channels over `pixels` outputs per image rather than the GEMM path: false where the
-/// input rows, `pixels` floats apart, crowd into few L1 sets and many output channels re-read them.
-/// Measured: docs/performance.md, "Small CNNs", "1x1 convolutions read in place".
-bool pointwiseDirectPreferred(int64_t C, int64_t M, int64_t pixels);
+/// M output channels over `pixels` outputs per image rather than the GEMM path: with the AVX2
+/// kernel, false where the input rows, `pixels` floats apart, crowd into few L1 sets and many output
+/// channels re-read them; with the AVX-512 kernel (`avx512`), always. Measured: docs/performance.md,
+/// "Small CNNs", "1x1 convolutions read in place", "rec at batch 1".
+bool pointwiseDirectPreferred(int64_t C, int64_t M, int64_t pixels, bool avx512 = pointwiseAvx512());
 
 /// Whether the direct kernel should run such a conv where oneDNN's rule (DnnlConv::preferred) would
 /// take it: false on oneDNN's deep shapes below 14x14 outputs, where it measured faster.

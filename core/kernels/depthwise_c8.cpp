@@ -67,8 +67,11 @@ bool depthwise8Preferred(int64_t C, const WindowGeometry& g) {
   if (g.nd != 2 || C < 8 || g.kSize() > 64) return false;
   // Measured (docs/performance.md, "Small CNNs"): ahead of the plane kernel and
   // of oneDNN for rows of up to 56 outputs (2-3x at 7..28); level or behind the
-  // plane kernel at 112.
-  return g.out[2] <= 56;
+  // plane kernel at 112. Short planes too (at most 16 input rows, rows of up to 160 outputs: rec's
+  // and cls's text-line planes), where the plane kernel's border rows weigh: rec's 3x3 over 128
+  // channels at 12x160 0.35 -> 0.18 ms, its 5x5 over 240 at 12x80 0.47 -> 0.26 ms (1 thread); on
+  // 24 rows (rec's 16-64 channels at 24x160) the plane kernel stayed ahead by 15-25%.
+  return g.out[2] <= 56 || (g.in[1] <= 16 && g.out[2] <= 160);
 }
 
 void depthwiseConv8(const float* x, const float* w, const float* bias, int64_t c0, const WindowGeometry& g,

@@ -2,10 +2,12 @@
 // (the same node with W not a constant, so nothing is packed at load and the GEMM path runs) for
 // pixel counts around the 16- and 8-pixel tiles (masked tails included), output channels around
 // the 6-row panel, K around the 256-long slice, batch 1 and 3, every fused activation, with and
-// without bias (zeros included); 1 and 2 threads alike; and a naive reference.
+// without bias (zeros included); 1 and 2 threads alike; and a naive reference. On AVX-512 CPUs the
+// direct kernel is the 16-lane one; ctest conv_pointwise_avx2 runs these with the AVX2 one forced.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -47,7 +49,10 @@ TEST(ConvPointwise, SameBitsAsTheGemmPathAndNearNaive) {
   // Pixels: 49 (three strips and one masked pixel), 196, 2, 8, 9, 15, 16, 17, 24 and a long row.
   const std::vector<Case> cases = {{16, 96, 7, 7},  {24, 13, 14, 14}, {5, 7, 1, 2},   {3, 6, 2, 4},  {9, 11, 3, 3},
                                    {7, 1, 3, 5},    {33, 12, 4, 4},   {20, 19, 1, 17}, {40, 30, 4, 6}, {300, 14, 5, 5},
-                                   {520, 7, 3, 7},  {257, 9, 2, 9},   {12, 40, 9, 40}};
+                                   {520, 7, 3, 7},  {257, 9, 2, 9},   {12, 40, 9, 40},
+                                   // around the AVX-512 kernel's 32-pixel strips and 12-row tiles
+                                   {24, 12, 4, 8},  {64, 13, 1, 33},  {300, 25, 6, 8}, {8, 25, 3, 80}, {10, 11, 1, 31},
+                                   {17, 18, 1, 47}};
   for (const Case& c : cases)
     for (int64_t N : {1, 3})
       for (size_t a = 0; a < actSets.size(); ++a)
@@ -112,14 +117,25 @@ TEST(ConvPointwise, RulesLeaveCrowdedStridesToTheGemmAndDeepSevenBySevenToOneDnn
   EXPECT_FALSE(pointwiseDirectBeatsOneDnn(440, 49));
   EXPECT_TRUE(pointwiseDirectBeatsOneDnn(160, 49));
   EXPECT_TRUE(pointwiseDirectBeatsOneDnn(576, 196));
-  // 160x160: every row of a strip in one L1 set; 80x80: four; 28x28 (784 floats, 49 lines): all 64.
-  EXPECT_FALSE(pointwiseDirectPreferred(48, 48, 160 * 160));
-  EXPECT_FALSE(pointwiseDirectPreferred(96, 96, 80 * 80));
-  EXPECT_TRUE(pointwiseDirectPreferred(48, 12, 160 * 160));
-  EXPECT_TRUE(pointwiseDirectPreferred(32, 48, 160 * 160));
-  EXPECT_TRUE(pointwiseDirectPreferred(104, 104, 28 * 28));
-  EXPECT_TRUE(pointwiseDirectPreferred(144, 24, 56 * 56));
-  EXPECT_TRUE(pointwiseDirectPreferred(16, 96, 112 * 112));
+  // The AVX2 kernel: 160x160: every row of a strip in one L1 set; 80x80: four; 28x28 (784 floats,
+  // 49 lines): all 64. The AVX-512 kernel measured ahead of the GEMM path on all of them.
+  for (bool avx512 : {false, true}) {
+    EXPECT_EQ(pointwiseDirectPreferred(48, 48, 160 * 160, avx512), avx512);
+    EXPECT_EQ(pointwiseDirectPreferred(96, 96, 80 * 80, avx512), avx512);
+    EXPECT_EQ(pointwiseDirectPreferred(240, 240, 12 * 80, avx512), avx512);  // rec
+    EXPECT_EQ(pointwiseDirectPreferred(480, 480, 6 * 80, avx512), avx512);   // rec
+    EXPECT_TRUE(pointwiseDirectPreferred(48, 12, 160 * 160, avx512));
+    EXPECT_TRUE(pointwiseDirectPreferred(32, 48, 160 * 160, avx512));
+    EXPECT_TRUE(pointwiseDirectPreferred(104, 104, 28 * 28, avx512));
+    EXPECT_TRUE(pointwiseDirectPreferred(144, 24, 56 * 56, avx512));
+    EXPECT_TRUE(pointwiseDirectPreferred(16, 96, 112 * 112, avx512));
+  }
+}
+
+TEST(ConvPointwise, Avx512KernelRunsWhereTheCpuHasItUnlessAvx2IsForced) {
+  const char* forced = std::getenv("QS_POINTWISE");
+  const bool avx2 = forced != nullptr && std::string(forced) == "avx2";
+  EXPECT_EQ(pointwiseAvx512(), __builtin_cpu_supports("avx512f") && !avx2);
 }
 
 }  // namespace

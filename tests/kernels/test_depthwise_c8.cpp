@@ -141,7 +141,10 @@ TEST(DepthwiseC8, ConvKernelVsNaiveWithPlanesLeftOver) {
   const std::vector<FusedActivation> acts = {{K::Clip, 0.f, 6.f}};
   for (const Shape2& s :
        {Shape2{20, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, Shape2{13, 28, 27, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
-        Shape2{36, 7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}}) {
+        Shape2{36, 7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
+        // rec's short text-line planes: 5x5 at 12x80 (and stride (2, 1)), 3x3 at 12x160
+        Shape2{12, 12, 80, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, Shape2{9, 12, 80, 5, 5, 2, 1, 1, 1, 2, 2, 2, 2},
+        Shape2{8, 12, 160, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}}) {
     const WindowGeometry g = geometry(s);
     ASSERT_TRUE(depthwise8Preferred(s.C, g));
     const int64_t N = 2;
@@ -180,6 +183,17 @@ TEST(DepthwiseC8, RuleLeavesWideRowsAndThinChannelsToThePlaneKernel) {
   ASSERT_TRUE(resolveWindow(attrs, {14, 14}, {3, 3}, false, g));
   EXPECT_TRUE(depthwise8Preferred(576, g));
   EXPECT_FALSE(depthwise8Preferred(4, g));  // fewer than eight channels
+  // Short planes (rec, cls: at most 16 input rows) with rows of up to 160 outputs: eight channels at a time.
+  ASSERT_TRUE(resolveWindow(attrs, {12, 160}, {3, 3}, false, g));
+  EXPECT_TRUE(depthwise8Preferred(128, g));
+  ASSERT_TRUE(resolveWindow(attrs, {24, 160}, {3, 3}, false, g));
+  EXPECT_FALSE(depthwise8Preferred(64, g));  // 24 rows: the plane kernel
+  ASSERT_TRUE(resolveWindow(attrs, {12, 320}, {3, 3}, false, g));
+  EXPECT_FALSE(depthwise8Preferred(64, g));  // rows of 320: not measured, the plane kernel
+  WindowAttrs five;
+  five.pads = {2, 2, 2, 2};
+  ASSERT_TRUE(resolveWindow(five, {12, 80}, {5, 5}, false, g));
+  EXPECT_TRUE(depthwise8Preferred(240, g));
 }
 
 }  // namespace
