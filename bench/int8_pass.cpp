@@ -4,7 +4,8 @@
 // (AnalysisOptions::integerConv off), on one model, in one process, the variants alternating
 // round by round; medians of CPU seconds (all threads) over the rounds.
 //
-//   float        the float pass keeping every activation (runNodes into a table, as the analysis)
+//   float        the float pass keeping every activation, as the analysis runs it (BatchSweep::run):
+//                each elementwise chain in one pass (runFloatChain), every other node by its kernel
 //   graph-wise   analyze() without layer-wise and sensitivity: a float pass and the quantized
 //                pass, each node compared as it comes; the quantized pass = graph-wise - float
 //   +layer-wise  analyze() with the layer-wise runs and the weight/activation split too
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "bench/cpu_time.h"
+#include "core/analysis/compare_outputs.h"
 #include "core/analysis/quant_session.h"
 #include "core/kernels/qconv.h"
 #include "core/onnx/loader.h"
@@ -125,6 +127,24 @@ int main(int argc, char** argv) {
       sessions[integer][lw] = std::move(*s);
     }
 
+  // The analysis's chains (the same plan in every session).
+  const Graph& g = model->graph;
+  const auto chainAt = findElementwiseChains(g, sessions[0][0]->state());
+  auto floatPass = [&](const std::vector<NamedTensor>& b) {
+    auto table = (*ex)->makeValueTable(b);
+    if (!table) fail(table.status().message());
+    std::vector<char> done(g.nodes.size(), 0);
+    for (NodeId id : g.topoOrder) {
+      if (done[(size_t)id]) continue;
+      const ElementwiseChain* ch = chainAt[(size_t)id].get();
+      if (ch && runFloatChain(g, *ch, *table)) {
+        for (NodeId member : ch->nodes) done[(size_t)member] = 1;
+        continue;
+      }
+      if (Status st = (*ex)->runNodes(std::span<const NodeId>(&id, 1), *table); !st) fail(st.message());
+    }
+  };
+
   if (const char* p = std::getenv("QS_INT8_PROFILE")) {
     const int integer = std::string(p) == "int" ? 1 : 0;
     for (int r = 0; r < a.rounds; ++r)
@@ -136,11 +156,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < a.rounds + 1; ++r) {  // round 0 warms up (packed weights, buffer pool)
     const bool keep = r > 0;
     double t0 = bench::cpuSeconds();
-    for (const auto& b : data->batches()) {
-      auto table = (*ex)->makeValueTable(b);
-      if (!table) fail(table.status().message());
-      if (Status st = (*ex)->runNodes(model->graph.topoOrder, *table); !st) fail(st.message());
-    }
+    for (const auto& b : data->batches()) floatPass(b);
     if (keep) t["float"].push_back(bench::cpuSeconds() - t0);
     // Alternate which of the integer and FP32 variants goes first.
     for (int k = 0; k < 4; ++k) {

@@ -313,17 +313,18 @@ Status BatchSweep::run(const CalibrationData& data, int64_t b, bool keep, uint64
   rf.cancel = rq.cancel = &m_c.cancel.flag();
   rq.inputTransform = &all;
   rq.observer = &compare;
-  // Chain members run at their head's turn (ElementwiseChain): float first, then in one pass.
+  // Chain members run at their head's turn (ElementwiseChain): float first, then quantized, each
+  // in one pass.
   std::vector<char> floatDone(N, 0), quantDone(N, 0);
   for (size_t k = 0; k < order.size(); ++k) {
     const NodeId id = order[k];
     if (k % 16 == 0 && !report(sweepShare * (double)k / (double)order.size(), kSweepStage)) return m_c.cancelled();
     const std::span<const NodeId> one(&order[k], 1);
     if (const ElementwiseChain* ch = m_c.paths.chainAt[(size_t)id].get(); ch && !floatDone[(size_t)id]) {
-      for (const NodeId& member : ch->nodes) {
-        QS_RETURN_IF_ERROR(m_c.executor.runNodes(std::span<const NodeId>(&member, 1), floatTable, rf));
-        floatDone[(size_t)member] = 1;
-      }
+      if (!runFloatChain(m_g, *ch, floatTable))
+        for (const NodeId& member : ch->nodes)
+          QS_RETURN_IF_ERROR(m_c.executor.runNodes(std::span<const NodeId>(&member, 1), floatTable, rf));
+      for (NodeId member : ch->nodes) floatDone[(size_t)member] = 1;
       if (runChain(m_g, *ch, quantTable, floatTable, compare, keeping))
         for (NodeId member : ch->nodes) quantDone[(size_t)member] = 1;
     }

@@ -124,4 +124,24 @@ bool runChain(const Graph& g, const ElementwiseChain& ch, std::vector<Tensor>& q
   return true;
 }
 
+bool runFloatChain(const Graph& g, const ElementwiseChain& ch, std::vector<Tensor>& floatTable) {
+  const Tensor& x = floatTable[(size_t)ch.input];
+  if (x.dtype() != DType::Float) return false;
+  // A chain's operands are chain values (x's shape) or one-element constants; one of more dims
+  // than x would broadcast the output to more dims.
+  for (NodeId id : ch.nodes)
+    for (ValueId v : g.nodes[(size_t)id].inputs)
+      if (v != kNoValue && g.value(v).constant && g.value(v).constant->rank() > x.rank()) return false;
+  const size_t K = ch.ops.size();
+  std::vector<Tensor> outs(K);
+  std::vector<ChainOutput> targets(K);
+  for (size_t i = 0; i < K; ++i) {
+    outs[i] = Tensor(DType::Float, x.shape());
+    targets[i].store = outs[i].data<float>();
+  }
+  runElementwiseChain(ch.ops, x.data<float>(), x.numel(), targets);
+  for (size_t i = 0; i < K; ++i) floatTable[(size_t)g.nodes[(size_t)ch.nodes[i]].outputs[0]] = std::move(outs[i]);
+  return true;
+}
+
 }  // namespace qs

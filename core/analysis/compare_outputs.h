@@ -74,4 +74,10 @@ void accumulateAgreement(const Graph& g, size_t output, const Tensor& ref, const
 bool runChain(const Graph& g, const ElementwiseChain& ch, std::vector<Tensor>& quantTable,
               const std::vector<Tensor>& floatTable, CompareOutputs& compare, bool storeAll);
 
+/// The ops of `ch` over the float table in one pass (runElementwiseChain), every output stored:
+/// the same bits as running them one by one, without reading each op's input back from memory.
+/// False (nothing stored) where the input is not float or a constant operand has more dims than
+/// the input (its broadcast would change the output's shape): the caller then runs the ops one by one.
+bool runFloatChain(const Graph& g, const ElementwiseChain& ch, std::vector<Tensor>& floatTable);
+
 }  // namespace qs

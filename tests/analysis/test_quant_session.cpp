@@ -5,13 +5,16 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <filesystem>
 
+#include "core/analysis/compare_outputs.h"
 #include "core/analysis/quant_session.h"
 #include "core/export/report.h"
 #include "core/kernels/qconv.h"
 #include "core/onnx/loader.h"
+#include "tests/support/model_helpers.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/text_images.h"
 
@@ -551,3 +554,60 @@ TEST(Analysis, FusedElementwiseChainsEqualOpByOp) {
   }
   fs::remove_all(f.dir);
 }
+
+TEST(Analysis, FloatChainStoresTheBitsOfOpByOp) {
+  // The float pass's chains (runFloatChain) against the kernels run one by one on the same
+  // table: every output the same bits. A constant of more dims than the input (it broadcasts
+  // the output to 5-D) is left to the kernels.
+  qs::test::OnnxBuilder b;
+  b.input("x", {2, 3, 37, 61});
+  b.initializer("c1", {1}, {1.37f});
+  b.initializer("c2", {}, {-0.3f});
+  b.initializer("lo", {}, {0.f});
+  b.initializer("hi", {}, {6.f});
+  b.initializer("c6", {1, 1, 1, 1, 1}, {6.f});
+  b.node("Mul", {"c1", "x"}, {"m"});
+  b.node("Add", {"m", "c2"}, {"a"});
+  b.node("Clip", {"a", "lo", "hi"}, {"k"});
+  b.node("Mul", {"a", "k"}, {"mk"});
+  b.node("Div", {"mk", "c2"}, {"d"});
+  b.node("Div", {"mk", "c6"}, {"d5"});
+  b.output("d", {2, 3, 37, 61});
+  b.output("d5", {1, 2, 3, 37, 61});
+  auto m = qs::test::builtModel(b);
+  ASSERT_TRUE(m);
+  const Graph& g = m->graph;
+  auto ex = Executor::create(m, ExecutorOptions{});
+  ASSERT_TRUE(ex) << ex.status().message();
+  std::vector<float> xs(2 * 3 * 37 * 61);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = (float)((int)(i * 7919 % 2001) - 1000) * 0.0123f;
+  const std::vector<NamedTensor> feeds = {{"x", Tensor::fromVector<float>(xs, {2, 3, 37, 61})}};
+  auto ref = (*ex)->makeValueTable(feeds);
+  ASSERT_TRUE(ref);
+  ASSERT_TRUE((*ex)->runNodes(g.topoOrder, *ref).isOk());
+  auto nodeOf = [&](const char* out) { return g.value(g.findValue(out)).producer; };
+  ElementwiseChain ch;
+  ch.input = g.findValue("x");
+  ch.nodes = {nodeOf("m"), nodeOf("a"), nodeOf("k"), nodeOf("mk"), nodeOf("d")};
+  ch.ops.resize(5);
+  ch.ops[0] = {ChainOp::kMul, -1, 0, 1.37f, 0};
+  ch.ops[1] = {ChainOp::kAdd, 1, -1, 0, -0.3f};
+  ch.ops[2] = {ChainOp::kClip, 2, -1, 0, 0, 0.f, 6.f};
+  ch.ops[3] = {ChainOp::kMul, 2, 3};
+  ch.ops[4] = {ChainOp::kDiv, 4, -1, 0, -0.3f};
+  ch.stored.assign(5, 0);
+  auto table = (*ex)->makeValueTable(feeds);
+  ASSERT_TRUE(table);
+  ASSERT_TRUE(runFloatChain(g, ch, *table));
+  for (const char* v : {"m", "a", "k", "mk", "d"}) {
+    const Tensor &got = (*table)[(size_t)g.findValue(v)], &want = (*ref)[(size_t)g.findValue(v)];
+    ASSERT_EQ(got.shape(), want.shape()) << v;
+    EXPECT_EQ(std::memcmp(got.data<float>(), want.data<float>(), (size_t)want.numel() * 4), 0) << v;
+  }
+  ch.nodes.back() = nodeOf("d5");
+  auto other = (*ex)->makeValueTable(feeds);
+  ASSERT_TRUE(other);
+  EXPECT_FALSE(runFloatChain(g, ch, *other));
+  EXPECT_TRUE((*other)[(size_t)g.findValue("m")].empty());
+}
+
