@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "core/exec/parallel.h"
 
@@ -65,6 +66,41 @@ bool DnnlConv::preferred(int64_t C, int64_t M, int64_t group, const WindowGeomet
   return true;
 }
 
+std::vector<std::pair<int64_t, int64_t>> DnnlConv::outputSlices(int64_t N, int64_t C, int64_t M, int64_t group,
+                                                                 int block, int hardwareThreads) {
+  const int64_t want = std::min<int64_t>((hardwareThreads + N - 1) / std::max<int64_t>(N, 1), 8);
+  std::vector<std::pair<int64_t, int64_t>> r;
+  if (block == 0) {
+    // Plain: equal slices of whole groups and whole 8-channel blocks.
+    int64_t s = want;
+    for (; s > 1; --s)
+      if ((group > 1 ? group % s == 0 : M % s == 0) && (M / s) % 8 == 0) break;
+    s = std::max<int64_t>(s, 1);
+    for (int64_t i = 0; i < s; ++i) r.emplace_back(i * M / s, (i + 1) * M / s);
+    return r;
+  }
+  // Blocked: uneven slices where equal ones do not exist. Equal slices of whole blocks left every
+  // conv of mobilenet_v2's 24- and 144-channel stages and nearly all of regnet_y_400mf's (48, 104,
+  // 208, 440 channels) on one thread at batch 1 in nChw16c, the other thread idle; now 24 -> 16 and
+  // a padded 8 (the same work in oneDNN's kernels), 144 -> 64 and 80, regnet's 112 in paired
+  // groups -> 48 and 64 (docs/performance.md, "The batch-1 split of blocked convs").
+  // A slice boundary follows a step of channels, one block for group 1 and depthwise
+  // (depthwise slices read the blocks they write), for other groups the fewest whole groups whose
+  // channels in and out are whole blocks; the steps are shared out as evenly as they go.
+  int64_t step = block;
+  if (group > 1 && !(group == C && M == C)) {
+    const int64_t Mg = M / group, Cg = C / group;
+    int64_t k = 1;
+    while (k <= group && ((k * Mg) % block != 0 || (k * Cg) % block != 0 || group % k != 0)) ++k;
+    if (k > group) return {{0, M}};
+    step = k * Mg;
+  }
+  const int64_t steps = (M + step - 1) / step, S = std::max<int64_t>(std::min(want, steps), 1);
+  for (int64_t i = 0; i < S; ++i)
+    r.emplace_back(std::min(M, i * steps / S * step), std::min(M, (i + 1) * steps / S * step));
+  return r;
+}
+
 #ifndef QS_HAVE_DNNL
 
 struct DnnlConv::Impl {};
@@ -95,16 +131,23 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 using DT = memory::data_type;
 
-// One input shape: the single-threaded primitive of one task (`images` images, one slice of the
-// output channels), the reorders between plain NCHW and the layout oneDNN chose, and each
-// slice's weights in that layout.
-struct Plan {
-  int64_t slices = 1, images = 1, H = 0, W = 0;
+// One slice of the output channels (and, in a grouped conv, of the groups with their input
+// channels): its single-threaded primitive for a task of `images` images, the reorders between
+// plain NCHW and the layout oneDNN chose, and the slice's weights in that layout.
+struct Slice {
+  int64_t m0 = 0, ms = 0;  // first output channel, output channels (a tail: the last slice's pad lanes not counted)
+  int64_t c0 = 0;          // first input channel (grouped convs; 0 otherwise: every slice reads every channel)
   dnnl::convolution_forward prim;
   memory::desc userSrc, userDst, src, dst;
   std::optional<dnnl::reorder> toSrc, fromDst;
-  std::vector<memory> weights, bias;  // per slice
+  memory weights, bias;
   size_t srcBytes = 0, dstBytes = 0, scratchBytes = 0;
+};
+
+// One input shape: its slices, each run by one task per group of images.
+struct Plan {
+  int64_t images = 1, H = 0, W = 0;
+  std::vector<Slice> slices;
 };
 
 }  // namespace
@@ -123,19 +166,8 @@ struct DnnlConv::Impl {
   std::vector<std::shared_ptr<const Plan>> plans;  // newest last, at most kMaxPlans
   static constexpr size_t kMaxPlans = 8;
 
-  // Output-channel slices per image: enough tasks for every hardware thread at batch 1, in whole
-  // groups and whole 8-channel blocks (the layout's blocks when blocked). A function of the shape
-  // alone (see the header).
-  int64_t slicesFor(int64_t N, int64_t M) const {
-    const int64_t unit = blocked ? block : 8;
-    int64_t s = std::min<int64_t>((hardwareThreads() + N - 1) / N, 8);
-    for (; s > 1; --s) {
-      // (Blocked: each slice's input channels are whole blocks too.)
-      if (group > 1 ? group % s == 0 && (M / s) % unit == 0 && (!blocked || (W.dim(1) * group / s) % unit == 0)
-                    : M % s == 0 && (M / s) % unit == 0)
-        break;
-    }
-    return std::max<int64_t>(s, 1);
+  std::vector<std::pair<int64_t, int64_t>> slicesFor(int64_t N, int64_t C) const {
+    return outputSlices(N, C, W.dim(0), group, blocked ? block : 0, hardwareThreads());
   }
 
   // Images per task: with more images than hardware threads, one primitive runs several images,
@@ -153,58 +185,64 @@ struct DnnlConv::Impl {
   }
 
   std::shared_ptr<const Plan> plan(int64_t N, int64_t C, const WindowGeometry& g) {
-    const int64_t S = slicesFor(N, W.dim(0)), G = imagesFor(N, S);
+    const auto bounds = slicesFor(N, C);
+    const int64_t S = (int64_t)bounds.size(), G = imagesFor(N, S);
     std::lock_guard<std::mutex> lock(mutex);
     for (const auto& p : plans)
-      if (p->slices == S && p->images == G && p->H == g.in[1] && p->W == g.in[2]) return p;
+      if ((int64_t)p->slices.size() == S && p->images == G && p->H == g.in[1] && p->W == g.in[2]) return p;
     auto p = std::make_shared<Plan>();
-    p->slices = S;
     p->images = G;
     p->H = g.in[1];
     p->W = g.in[2];
     omp_set_num_threads(1);  // a primitive made for one thread runs without an OpenMP team
-    const int64_t M = W.dim(0), KH = W.dim(2), KW = W.dim(3), Ms = M / S, Cs = group > 1 ? C / S : C;
-    const int64_t Gs = group / S;  // groups per slice (group > 1)
-    const memory::dims src{G, Cs, g.in[1], g.in[2]}, dst{G, Ms, g.out[1], g.out[2]};
-    const memory::dims wts = group > 1 ? memory::dims{Gs, Ms / Gs, C / group, KH, KW} : memory::dims{Ms, C, KH, KW};
+    const int64_t M = W.dim(0), KH = W.dim(2), KW = W.dim(3), Cg = W.dim(1), Mg = M / group;
     const Tag user = !blocked ? Tag::nchw : block == 16 ? Tag::nChw16c : Tag::nChw8c;
-    p->userSrc = memory::desc(src, DT::f32, plainSrc ? Tag::nchw : user);
-    p->userDst = memory::desc(dst, DT::f32, user);
-    const memory::desc biasMd({Ms}, DT::f32, Tag::x);
-    // An input of a few channels (a stem: RGB) is read as it lies (oneDNN's jit kernel for nchw in,
-    // nChw16c out): left free, oneDNN picked nhwc (brgconv), and every slice's task reordered the
-    // whole input first. resnet50's 7x7 stem, 2 threads, alternating: 1.06 -> 0.88 ms at batch 1,
-    // 10.0 -> 6.6 ms at batch 8 (docs/performance.md, "resnet50 and densenet121 (wt-resnet)").
-    const bool smallSrc = !blocked && Cs < 8;
-    dnnl::convolution_forward::desc d(
-        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, blocked || smallSrc ? p->userSrc : memory::desc(src, DT::f32, Tag::any),
-        memory::desc(wts, DT::f32, Tag::any), bias.empty() ? memory::desc() : biasMd, blocked ? p->userDst : memory::desc(dst, DT::f32, Tag::any),
-        {g.s[1], g.s[2]}, {g.d[1] - 1, g.d[2] - 1}, {g.padB[1], g.padB[2]}, {g.padE[1], g.padE[2]});
     dnnl::primitive_attr attr;
     attr.set_post_ops(postOps);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::convolution_forward::primitive_desc pd(d, attr, dnnlCpuEngine());
-    p->prim = dnnl::convolution_forward(pd);
-    p->src = pd.src_desc();
-    p->dst = pd.dst_desc();
-    p->srcBytes = (p->src.get_size() + 63) / 64 * 64;
-    p->dstBytes = (p->dst.get_size() + 63) / 64 * 64;
-    p->scratchBytes = pd.scratchpad_desc().get_size();
-    if (p->src != p->userSrc) p->toSrc = dnnl::reorder(memory(p->userSrc, dnnlCpuEngine(), nullptr), memory(p->src, dnnlCpuEngine(), nullptr));
-    if (p->dst != p->userDst) p->fromDst = dnnl::reorder(memory(p->dst, dnnlCpuEngine(), nullptr), memory(p->userDst, dnnlCpuEngine(), nullptr));
     dnnl::stream stream(dnnlCpuEngine());
-    const memory::desc userW(wts, DT::f32, group > 1 ? Tag::goihw : Tag::oihw);
-    const int64_t perSlice = W.numel() / S;
-    for (int64_t s = 0; s < S; ++s) {
-      memory from(userW, dnnlCpuEngine(), const_cast<float*>(W.data<float>()) + s * perSlice);
-      memory to(pd.weights_desc(), dnnlCpuEngine());
-      dnnl::reorder(from, to).execute(stream, from, to);
-      p->weights.push_back(to);
+    for (const auto& [m0, m1] : bounds) {
+      Slice sl;
+      sl.m0 = m0;
+      sl.ms = m1 - m0;
+      const int64_t Ms = sl.ms, Gs = group > 1 ? Ms / Mg : 1;  // groups in the slice (group > 1)
+      const int64_t Cs = group > 1 ? Gs * Cg : C;
+      sl.c0 = group > 1 ? m0 / Mg * Cg : 0;
+      const memory::dims src{G, Cs, g.in[1], g.in[2]}, dst{G, Ms, g.out[1], g.out[2]};
+      const memory::dims wts = group > 1 ? memory::dims{Gs, Mg, Cg, KH, KW} : memory::dims{Ms, C, KH, KW};
+      sl.userSrc = memory::desc(src, DT::f32, plainSrc ? Tag::nchw : user);
+      sl.userDst = memory::desc(dst, DT::f32, user);
+      const memory::desc biasMd({Ms}, DT::f32, Tag::x);
+      // An input of a few channels (a stem: RGB) is read as it lies (oneDNN's jit kernel for nchw in,
+      // nChw16c out): left free, oneDNN picked nhwc (brgconv), and every slice's task reordered the
+      // whole input first. resnet50's 7x7 stem, 2 threads, alternating: 1.06 -> 0.88 ms at batch 1,
+      // 10.0 -> 6.6 ms at batch 8 (docs/performance.md, "resnet50 and densenet121 (wt-resnet)").
+      const bool smallSrc = !blocked && Cs < 8;
+      dnnl::convolution_forward::desc d(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+          blocked || smallSrc ? sl.userSrc : memory::desc(src, DT::f32, Tag::any), memory::desc(wts, DT::f32, Tag::any),
+          bias.empty() ? memory::desc() : biasMd, blocked ? sl.userDst : memory::desc(dst, DT::f32, Tag::any),
+          {g.s[1], g.s[2]}, {g.d[1] - 1, g.d[2] - 1}, {g.padB[1], g.padB[2]}, {g.padE[1], g.padE[2]});
+      dnnl::convolution_forward::primitive_desc pd(d, attr, dnnlCpuEngine());
+      sl.prim = dnnl::convolution_forward(pd);
+      sl.src = pd.src_desc();
+      sl.dst = pd.dst_desc();
+      sl.srcBytes = (sl.src.get_size() + 63) / 64 * 64;
+      sl.dstBytes = (sl.dst.get_size() + 63) / 64 * 64;
+      sl.scratchBytes = pd.scratchpad_desc().get_size();
+      if (sl.src != sl.userSrc)
+        sl.toSrc = dnnl::reorder(memory(sl.userSrc, dnnlCpuEngine(), nullptr), memory(sl.src, dnnlCpuEngine(), nullptr));
+      if (sl.dst != sl.userDst)
+        sl.fromDst = dnnl::reorder(memory(sl.dst, dnnlCpuEngine(), nullptr), memory(sl.userDst, dnnlCpuEngine(), nullptr));
+      const memory::desc userW(wts, DT::f32, group > 1 ? Tag::goihw : Tag::oihw);
+      memory from(userW, dnnlCpuEngine(), const_cast<float*>(W.data<float>()) + m0 * (W.numel() / M));
+      sl.weights = memory(pd.weights_desc(), dnnlCpuEngine());
+      dnnl::reorder(from, sl.weights).execute(stream, from, sl.weights);
       if (!bias.empty()) {
-        memory b(biasMd, dnnlCpuEngine());
-        std::memcpy(b.get_data_handle(), bias.data() + s * Ms, sizeof(float) * (size_t)Ms);
-        p->bias.push_back(b);
+        sl.bias = memory(biasMd, dnnlCpuEngine());
+        std::memcpy(sl.bias.get_data_handle(), bias.data() + m0, sizeof(float) * (size_t)Ms);
       }
+      p->slices.push_back(std::move(sl));
     }
     stream.wait();
     if (plans.size() >= kMaxPlans) plans.erase(plans.begin());
@@ -324,39 +362,42 @@ Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeome
     return unsupported(std::string("oneDNN refused the convolution: ") + e.what());
   }
   const Plan& p = *plan;
-  const int64_t S = p.slices, G = p.images, Ms = M / S, Cs = m_impl->group > 1 ? C / S : C;
+  const int64_t S = (int64_t)p.slices.size(), G = p.images;
   const int64_t inSize = g.inSize(), outSize = g.outSize();
   // Channels per image as laid out: in the blocked layout a channel tail is padded to a whole
-  // block (then S == 1: a slice is whole blocks of M); `Mt`, a task's channels as laid out.
-  // A stem's src is plain nchw (plainSrc): C channels per image, unpadded.
+  // block (in the last slice, which then writes the pad lanes too). A stem's src is plain nchw
+  // (plainSrc): C channels per image, unpadded.
   const int64_t block = m_impl->blocked ? m_impl->block : 1, srcBlock = m_impl->plainSrc ? 1 : block;
   const int64_t Cp = (C + srcBlock - 1) / srcBlock * srcBlock, Mp = (M + block - 1) / block * block;
-  const int64_t Mt = S == 1 ? Mp : Ms;
   const double flops = 2.0 * (double)(N * M * outSize) * (double)(m_impl->W.numel() / M);
   // No fork below ~4 MFLOP, as the GEMM (a chunk handed to another core must be worth it).
   const int t = flops < 4e6 ? 1 : threads;
+  size_t scratchBytes = 0;
+  for (const Slice& sl : p.slices) scratchBytes = std::max(scratchBytes, sl.srcBytes + sl.dstBytes + sl.scratchBytes);
   return dnnlParallelFor(t, N / G * S, "oneDNN convolution", [&](dnnl::stream& stream, int64_t b, int64_t e) {
-    char* scratch = dnnlTaskScratch(p.srcBytes + p.dstBytes + p.scratchBytes);
-    memory src(p.src, dnnlCpuEngine(), p.toSrc ? scratch : nullptr);
-    memory dst(p.dst, dnnlCpuEngine(), p.fromDst ? scratch + p.srcBytes : nullptr);
-    memory pad(memory::desc({(memory::dim)std::max<size_t>(p.scratchBytes, 1)}, DT::u8, Tag::x), dnnlCpuEngine(),
-               scratch + p.srcBytes + p.dstBytes);
-    memory userSrc(p.userSrc, dnnlCpuEngine(), nullptr), userDst(p.userDst, dnnlCpuEngine(), nullptr);
+    char* scratch = dnnlTaskScratch(scratchBytes);
     for (int64_t task = b; task < e; ++task) {
-      const int64_t n = task / S * G, s = task % S;  // the task's first image, its slice
-      userSrc.set_data_handle(const_cast<float*>(x) + (n * Cp + s * (Cs == C ? 0 : Cs)) * inSize);
-      float* out = y + (n * Mp + s * Ms) * outSize;
-      userDst.set_data_handle(out);
+      const int64_t n = task / S * G;  // the task's first image
+      const Slice& sl = p.slices[(size_t)(task % S)];
+      // The slice's channels as laid out (the last one's tail padded to the block).
+      const int64_t Mt = std::min(Mp, (sl.ms + block - 1) / block * block);
+      memory src(sl.src, dnnlCpuEngine(), sl.toSrc ? scratch : nullptr);
+      memory dst(sl.dst, dnnlCpuEngine(), sl.fromDst ? scratch + sl.srcBytes : nullptr);
+      memory pad(memory::desc({(memory::dim)std::max<size_t>(sl.scratchBytes, 1)}, DT::u8, Tag::x), dnnlCpuEngine(),
+                 scratch + sl.srcBytes + sl.dstBytes);
+      memory userSrc(sl.userSrc, dnnlCpuEngine(), const_cast<float*>(x) + (n * Cp + sl.c0) * inSize);
+      float* out = y + (n * Mp + sl.m0) * outSize;
+      memory userDst(sl.userDst, dnnlCpuEngine(), out);
       // G > 1 only with S == 1: the task's images are one dense block.
       if (residual) std::memcpy(out, residual + (out - y), sizeof(float) * (size_t)(G * Mt * outSize));
-      if (p.toSrc) p.toSrc->execute(stream, userSrc, src);
-      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.toSrc ? src : userSrc},
-                                           {DNNL_ARG_WEIGHTS, p.weights[(size_t)s]},
-                                           {DNNL_ARG_DST, p.fromDst ? dst : userDst},
+      if (sl.toSrc) sl.toSrc->execute(stream, userSrc, src);
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, sl.toSrc ? src : userSrc},
+                                           {DNNL_ARG_WEIGHTS, sl.weights},
+                                           {DNNL_ARG_DST, sl.fromDst ? dst : userDst},
                                            {DNNL_ARG_SCRATCHPAD, pad}};
-      if (!p.bias.empty()) args.emplace(DNNL_ARG_BIAS, p.bias[(size_t)s]);
-      p.prim.execute(stream, args);
-      if (p.fromDst) p.fromDst->execute(stream, dst, userDst);
+      if (!m_impl->bias.empty()) args.emplace(DNNL_ARG_BIAS, sl.bias);
+      sl.prim.execute(stream, args);
+      if (sl.fromDst) sl.fromDst->execute(stream, dst, userDst);
       stream.wait();
       if (!m_impl->after.empty())
         for (int64_t m = 0; m < G * Mt; ++m) applyFusedActivations(out + m * outSize, outSize, 0.f, m_impl->after);

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/kernels/conv.h"
@@ -50,6 +51,15 @@ class DnnlConv {
   /// Whether createBlocked takes it with `plainInput`: group 1, 1 to 7 input channels (oneDNN's
   /// kernel for a plain nchw src and a blocked dst, made for RGB stems), M a multiple of `block`.
   static bool plainInputSupported(int64_t C, int64_t M, int64_t group, int block = 8);
+  /// The output-channel slices [first, end) that a batch of N images of a conv of C input and M
+  /// output channels in `group` groups is cut into, one task per slice and image (or group of
+  /// images): enough for `hardwareThreads` at small N (at most 8). `block` 0: the plain layout,
+  /// equal slices of whole groups and 8-channel blocks; 8 or 16: the blocked layout, slices of
+  /// whole blocks (in and out, and whole groups) as even as the blocks allow, the last one holding
+  /// a padded channel tail. A function of the shape and the machine only, so a result does not
+  /// depend on the thread count of a run.
+  static std::vector<std::pair<int64_t, int64_t>> outputSlices(int64_t N, int64_t C, int64_t M, int64_t group,
+                                                                int block, int hardwareThreads);
   /// The channel block of the blocked layout that oneDNN's own kernels use on this CPU: 16 where
   /// it runs AVX-512 convolutions (their native nChw16c; with nChw8c it falls back to its AVX2
   /// kernels), else 8. QS_BLOCK=8 or 16 in the environment overrides it (tests run both). Measured

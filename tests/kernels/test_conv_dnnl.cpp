@@ -10,6 +10,8 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/exec/kernel.h"
 #include "core/exec/parallel.h"
@@ -306,6 +308,103 @@ TEST_F(ConvDnnl, ImageGroupsGiveEachImageTheBitsItGetsAlone) {
       expectSameImages(yb, alone, what);
       fromNchw8c(yb.data<float>(), N, C, H * W, y.data<float>(), 1, block);
       expectNear(y, want, what);
+    }
+  }
+}
+
+// The batch-1 split of blocked convs: slices of whole blocks, uneven where equal ones do not
+// exist (mobilenet_v2's 24 and 144 channels, regnet_y_400mf's paired groups in nChw16c), so both
+// threads work; the plain layout's equal slices as before.
+TEST(ConvDnnlSlices, BlockedSlicesAreWholeBlocksAsEvenAsTheyGo) {
+  using B = std::vector<std::pair<int64_t, int64_t>>;
+  // 144 -> 24 1x1 in nChw16c: a block and the padded tail (was one slice).
+  EXPECT_EQ(DnnlConv::outputSlices(1, 144, 24, 1, 16, 2), (B{{0, 16}, {16, 24}}));
+  EXPECT_EQ(DnnlConv::outputSlices(1, 24, 144, 1, 16, 2), (B{{0, 64}, {64, 144}}));
+  EXPECT_EQ(DnnlConv::outputSlices(1, 144, 144, 144, 16, 2), (B{{0, 64}, {64, 144}}));  // depthwise
+  // regnet's 104 channels in 13 groups of 8, paired: 112 in 7 groups of 16; in nChw8c unpaired.
+  EXPECT_EQ(DnnlConv::outputSlices(1, 112, 112, 7, 16, 2), (B{{0, 48}, {48, 112}}));
+  EXPECT_EQ(DnnlConv::outputSlices(1, 104, 104, 13, 8, 2), (B{{0, 48}, {48, 104}}));
+  EXPECT_EQ(DnnlConv::outputSlices(1, 440, 440, 55, 8, 2), (B{{0, 216}, {216, 440}}));
+  // Groups of 12 channels in blocks of 8: two groups make whole blocks.
+  EXPECT_EQ(DnnlConv::outputSlices(1, 48, 48, 4, 8, 2), (B{{0, 24}, {24, 48}}));
+  // Equal slices where they exist, one block: no split, and none at batch >= hardware threads.
+  EXPECT_EQ(DnnlConv::outputSlices(1, 64, 64, 1, 16, 2), (B{{0, 32}, {32, 64}}));
+  EXPECT_EQ(DnnlConv::outputSlices(1, 32, 16, 1, 16, 2), (B{{0, 16}}));
+  EXPECT_EQ(DnnlConv::outputSlices(8, 144, 24, 1, 16, 2), (B{{0, 24}}));
+  EXPECT_EQ(DnnlConv::outputSlices(1, 144, 24, 1, 16, 1), (B{{0, 24}}));
+  EXPECT_EQ(DnnlConv::outputSlices(1, 24, 144, 1, 16, 4), (B{{0, 32}, {32, 64}, {64, 96}, {96, 144}}));
+  // Plain: equal slices of whole 8-channel blocks only (unchanged).
+  EXPECT_EQ(DnnlConv::outputSlices(1, 144, 24, 1, 0, 2), (B{{0, 24}}));
+  EXPECT_EQ(DnnlConv::outputSlices(1, 144, 32, 1, 0, 2), (B{{0, 16}, {16, 32}}));
+}
+
+// Sliced at batch 1, a blocked conv gives the naive values, zero pad lanes (a padded tail), the
+// same bits on 1 and 2 threads, and each image the bits it gets unsliced (a batch of 2 x hardware
+// threads images runs one slice per task), in blocks 8 and 16.
+TEST_F(ConvDnnl, BlockedBatchOneSlicesGiveTheUnslicedBits) {
+  std::mt19937 rng(41);
+  struct Shape {
+    int64_t C, M, G, H, W, k, s;
+    bool residual;
+  };
+  const std::vector<Shape> shapes = {
+      {48, 24, 1, 11, 9, 1, 1, true},     // mobilenet_v2's projection to 24 with its residual Add
+      {24, 144, 1, 10, 7, 1, 1, false},   // its expansion to 144
+      {144, 144, 144, 9, 9, 3, 2, false}, // its depthwise 144, stride 2
+      {112, 112, 7, 8, 9, 3, 1, false},   // regnet's paired groups of 16
+      {40, 40, 40, 7, 7, 3, 1, false},    // depthwise with a padded tail in nChw16c
+  };
+  const int64_t hw = hardwareThreads(), NB = 2 * hw;
+  for (int block : {8, 16}) {
+    for (const Shape& sh : shapes) {
+      if (!DnnlConv::blockedShapeSupported(sh.C, sh.M, sh.G, block)) continue;
+      const std::string what = "C " + std::to_string(sh.C) + " M " + std::to_string(sh.M) + " group " +
+                               std::to_string(sh.G) + " block " + std::to_string(block);
+      const int64_t p = sh.k / 2;
+      const Case c{sh.C, sh.M, sh.G, sh.H, sh.W, sh.k, sh.k, sh.s, sh.s, 1, 1, p, p, p, p, true};
+      const Tensor w = randomTensor({sh.M, sh.C / sh.G, sh.k, sh.k}, rng, -0.5f, 0.5f), b = randomTensor({sh.M}, rng);
+      const std::vector<FusedActivation> acts;
+      auto conv = DnnlConv::createBlocked(w, &b, sh.G, sh.residual ? acts : std::vector<FusedActivation>{{K::Clip, 0.f, 6.f}},
+                                          sh.residual, false, block);
+      ASSERT_TRUE(conv) << what;
+      WindowAttrs attrs;
+      attrs.strides = {sh.s, sh.s};
+      attrs.dilations = {1, 1};
+      attrs.pads = {p, p, p, p};
+      WindowGeometry g;
+      ASSERT_TRUE(resolveWindow(attrs, {sh.H, sh.W}, {sh.k, sh.k}, false, g));
+      const int64_t OH = g.out[1], OW = g.out[2], Cb = (sh.C + block - 1) / block * block,
+                    Mb = (sh.M + block - 1) / block * block;
+      const int64_t inPer = Cb * sh.H * sh.W, outPer = Mb * OH * OW;
+      const Tensor x = randomTensor({NB, sh.C, sh.H, sh.W}, rng), r = randomTensor({NB, sh.M, OH, OW}, rng);
+      Tensor xb(DType::Float, {NB * inPer}), rb(DType::Float, {NB * outPer});
+      toNchw8c(x.data<float>(), NB, sh.C, sh.H * sh.W, xb.data<float>(), 1, block);
+      toNchw8c(r.data<float>(), NB, sh.M, OH * OW, rb.data<float>(), 1, block);
+      Tensor all(DType::Float, {NB * outPer});
+      ASSERT_TRUE(conv->runBlocked(xb.data<float>(), NB, sh.C, g, all.data<float>(),
+                                   sh.residual ? rb.data<float>() : nullptr, 2).isOk()) << what;
+      Tensor want = naive(c, x, w, &b, sh.residual ? acts : std::vector<FusedActivation>{{K::Clip, 0.f, 6.f}});
+      if (sh.residual)
+        for (int64_t i = 0; i < want.numel(); ++i) want.data<float>()[i] += r.data<float>()[i];
+      Tensor plain(DType::Float, want.shape());
+      fromNchw8c(all.data<float>(), NB, sh.M, OH * OW, plain.data<float>(), 1, block);
+      expectNear(plain, want, what + " batch " + std::to_string(NB));
+      for (int64_t n = 0; n < 2; ++n) {
+        Tensor one[2] = {Tensor(DType::Float, {outPer}), Tensor(DType::Float, {outPer})};
+        for (int threads : {1, 2}) {
+          float* y = one[threads - 1].data<float>();
+          std::fill(y, y + outPer, std::nanf(""));
+          ASSERT_TRUE(conv->runBlocked(xb.data<float>() + n * inPer, 1, sh.C, g, y,
+                                       sh.residual ? rb.data<float>() + n * outPer : nullptr, threads).isOk())
+              << what;
+          EXPECT_EQ(0, std::memcmp(y, all.data<float>() + n * outPer, sizeof(float) * (size_t)outPer))
+              << what << ": image " << n << " alone on " << threads << " threads, against the batch";
+          // The pad lanes of a tail: zero weights and bias, so zero (plus the residual's, zero too).
+          for (int64_t px = 0; px < OH * OW; ++px)
+            for (int64_t m = sh.M; m < Mb; ++m)
+              ASSERT_EQ(y[(sh.M / block * OH * OW + px) * block + m % block], 0.f) << what << " pad lane " << m;
+        }
+      }
     }
   }
 }
