@@ -86,6 +86,7 @@ Status DnnlConv::runBlocked(const float*, int64_t, int64_t, const WindowGeometry
   return unsupported("built without oneDNN");
 }
 bool DnnlConv::blocked() const { return false; }
+std::string DnnlConv::kernelName(int64_t, int64_t, const WindowGeometry&) const { return {}; }
 
 #else
 
@@ -100,6 +101,7 @@ using DT = memory::data_type;
 // slice's weights in that layout.
 struct Plan {
   int64_t slices = 1, images = 1, H = 0, W = 0;
+  std::string kernel;  // oneDNN's name of the primitive's implementation (jit_wino_4x3:...: Winograd)
   dnnl::convolution_forward prim;
   memory::desc userSrc, userDst, src, dst;
   std::optional<dnnl::reorder> toSrc, fromDst;
@@ -145,15 +147,39 @@ struct DnnlConv::Impl {
   // hardware thread, at most 4 images, and a divisor of N; 1 when the output channels are sliced
   // (a slice of several images is not one dense block). Like the slices, a function of the shape
   // and the machine alone.
-  static int64_t imagesFor(int64_t N, int64_t S) {
-    if (S > 1) return 1;
+  static int64_t imagesFor(int64_t N, int64_t S, bool winograd) {
+    // (Winograd: oneDNN's kernel schedules its work by the batch it is given, and with another
+    // schedule the sums of an image can change: 512 -> 512 at 7x7, four images, every image
+    // differed from itself alone. One image per primitive keeps each image's bits.)
+    if (S > 1 || winograd) return 1;
     for (int64_t G = std::min<int64_t>(N / hardwareThreads(), 4); G > 1; --G)
       if (N % G == 0) return G;
     return 1;
   }
 
+  // Whether a task of Ms output channels runs oneDNN's Winograd kernel (jit_wino_4x3, AVX-512
+  // only): a group-1 3x3 of stride 1, no dilation and pads of at most 1, in nChw16c (the kernel's
+  // layout: C and the task's Ms whole blocks), with outputs of at least 14x14. Measured one thread,
+  // nChw16c, per task of resnet50 / densenet121 (docs/performance.md, "Winograd (wt-wino)"): 1.3-2.1x
+  // faster than the direct kernel from 14x14 up at 32-128 output channels, weights hot or cold;
+  // level at densenet's 16-channel halves at 14x14; slower at 7x7 (512 -> 256: 0.76 vs 0.74 ms hot,
+  // 1.59 vs 0.92 cold: its weights are 4x the direct kernel's). QS_WINOGRAD=0 turns it off.
+  bool winogradFor(int64_t C, int64_t Ms, const WindowGeometry& g) const {
+    static const bool enabled = [] {
+      const char* env = std::getenv("QS_WINOGRAD");
+      return !(env && std::string(env) == "0");
+    }();
+    if (!enabled || !blocked || plainSrc || block != 16 || group != 1) return false;
+    if (W.dim(2) != 3 || W.dim(3) != 3 || C % 16 != 0 || Ms % 16 != 0 || Ms < 32) return false;
+    for (int i = 1; i < 3; ++i)
+      if (g.s[i] != 1 || g.d[i] != 1 || g.padB[i] > 1 || g.padE[i] > 1 || g.out[i] < 28) return false;
+    return true;
+  }
+
   std::shared_ptr<const Plan> plan(int64_t N, int64_t C, const WindowGeometry& g) {
-    const int64_t S = slicesFor(N, W.dim(0)), G = imagesFor(N, S);
+    const int64_t S = slicesFor(N, W.dim(0));
+    const bool winograd = winogradFor(C, W.dim(0) / S, g);
+    const int64_t G = imagesFor(N, S, winograd);
     std::lock_guard<std::mutex> lock(mutex);
     for (const auto& p : plans)
       if (p->slices == S && p->images == G && p->H == g.in[1] && p->W == g.in[2]) return p;
@@ -176,15 +202,38 @@ struct DnnlConv::Impl {
     // whole input first. resnet50's 7x7 stem, 2 threads, alternating: 1.06 -> 0.88 ms at batch 1,
     // 10.0 -> 6.6 ms at batch 8 (docs/performance.md, "resnet50 and densenet121 (wt-resnet)").
     const bool smallSrc = !blocked && Cs < 8;
-    dnnl::convolution_forward::desc d(
-        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, blocked || smallSrc ? p->userSrc : memory::desc(src, DT::f32, Tag::any),
-        memory::desc(wts, DT::f32, Tag::any), bias.empty() ? memory::desc() : biasMd, blocked ? p->userDst : memory::desc(dst, DT::f32, Tag::any),
-        {g.s[1], g.s[2]}, {g.d[1] - 1, g.d[2] - 1}, {g.padB[1], g.padB[2]}, {g.padE[1], g.padE[2]});
+    auto desc = [&](dnnl::algorithm algorithm) {
+      return dnnl::convolution_forward::desc(
+          dnnl::prop_kind::forward_inference, algorithm, blocked || smallSrc ? p->userSrc : memory::desc(src, DT::f32, Tag::any),
+          memory::desc(wts, DT::f32, Tag::any), bias.empty() ? memory::desc() : biasMd, blocked ? p->userDst : memory::desc(dst, DT::f32, Tag::any),
+          {g.s[1], g.s[2]}, {g.d[1] - 1, g.d[2] - 1}, {g.padB[1], g.padB[2]}, {g.padE[1], g.padE[2]});
+    };
     dnnl::primitive_attr attr;
     attr.set_post_ops(postOps);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::convolution_forward::primitive_desc pd(d, attr, dnnlCpuEngine());
+    dnnl::convolution_forward::primitive_desc pd;
+    if (winograd) {
+      // Of the Winograd kernels, F(4x4, 3x3) only: libdnnl 2.6 offers F(2x2, 3x3) first for one
+      // image, which took 1.2-1.8x the time of F(4x4, 3x3) on these shapes; and one kernel for
+      // every batch keeps each image's bits whatever the batch. Where oneDNN has not got it (no
+      // AVX-512, a post-op it does not take), the direct kernel.
+      try {
+        // (next_impl() reads the op desc the iterator was made from: it must outlive the loop.)
+        const dnnl::convolution_forward::desc wino = desc(dnnl::algorithm::convolution_winograd);
+        pd = dnnl::convolution_forward::primitive_desc(wino, attr, dnnlCpuEngine());
+        while (std::string(pd.impl_info_str()).find("wino_4x3") == std::string::npos)
+          if (!pd.next_impl()) {
+            pd = dnnl::convolution_forward::primitive_desc();
+            break;
+          }
+      } catch (const std::exception&) {
+        pd = dnnl::convolution_forward::primitive_desc();
+      }
+      // (Else the direct kernel, still one image per task: a rare case.)
+    }
+    if (!pd) pd = dnnl::convolution_forward::primitive_desc(desc(dnnl::algorithm::convolution_direct), attr, dnnlCpuEngine());
     p->prim = dnnl::convolution_forward(pd);
+    p->kernel = pd.impl_info_str();
     p->src = pd.src_desc();
     p->dst = pd.dst_desc();
     p->srcBytes = (p->src.get_size() + 63) / 64 * 64;
@@ -272,6 +321,15 @@ std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor& W, const Tensor*
 }
 
 bool DnnlConv::blocked() const { return m_impl->blocked; }
+
+std::string DnnlConv::kernelName(int64_t N, int64_t C, const WindowGeometry& g) const {
+  if (g.nd != 2 || C != m_impl->W.dim(1) * m_impl->group) return {};
+  try {
+    return m_impl->plan(N, C, g)->kernel;
+  } catch (const std::exception&) {
+    return {};
+  }
+}
 
 int DnnlConv::preferredBlock() {
   static const int block = [] {

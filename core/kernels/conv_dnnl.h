@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/kernels/conv.h"
@@ -69,6 +70,10 @@ class DnnlConv {
                     int threads) const;
   /// Whether this backend was made by createBlocked.
   bool blocked() const;
+  /// The oneDNN kernel that runs N images of C channels and geometry g (its implementation name,
+  /// e.g. "jit:avx512_core", "jit_wino_4x3:avx512_core"), making the plan as run() would; empty
+  /// without oneDNN or when oneDNN refuses the shape. For tests and diagnostics.
+  std::string kernelName(int64_t N, int64_t C, const WindowGeometry& g) const;
 
  private:
   struct Impl;
