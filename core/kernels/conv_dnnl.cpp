@@ -159,11 +159,12 @@ struct DnnlConv::Impl {
 
   // Whether a task of Ms output channels runs oneDNN's Winograd kernel (jit_wino_4x3, AVX-512
   // only): a group-1 3x3 of stride 1, no dilation and pads of at most 1, in nChw16c (the kernel's
-  // layout: C and the task's Ms whole blocks), with outputs of at least 14x14. Measured one thread,
-  // nChw16c, per task of resnet50 / densenet121 (docs/performance.md, "Winograd (wt-wino)"): 1.3-2.1x
-  // faster than the direct kernel from 14x14 up at 32-128 output channels, weights hot or cold;
-  // level at densenet's 16-channel halves at 14x14; slower at 7x7 (512 -> 256: 0.76 vs 0.74 ms hot,
-  // 1.59 vs 0.92 cold: its weights are 4x the direct kernel's). QS_WINOGRAD=0 turns it off.
+  // layout), with outputs of at least 28x28 and at least 32 output channels (whole blocks). One
+  // thread, per task: 64 -> 32 @56 0.71 -> 0.33 ms, 128 -> 64 @28 0.69 -> 0.27; in the network
+  // resnet50's layer1 and layer2 3x3s took 0.7x their time, while at 14x14 they got slower (its
+  // weights are 4x the direct kernel's and come from memory) and so did densenet121's 16-channel
+  // slices (each slice transforms the whole input): docs/performance.md, "Winograd for the 3x3
+  // convolutions (wt-wino)". QS_WINOGRAD=0 turns it off.
   bool winogradFor(int64_t C, int64_t Ms, const WindowGeometry& g) const {
     static const bool enabled = [] {
       const char* env = std::getenv("QS_WINOGRAD");
