@@ -157,21 +157,23 @@ struct DnnlConv::Impl {
     return 1;
   }
 
-  // Whether a task of Ms output channels runs oneDNN's Winograd kernel (jit_wino_4x3, AVX-512
-  // only): a group-1 3x3 of stride 1, no dilation and pads of at most 1, in nChw16c (the kernel's
-  // layout), with outputs of at least 28x28 and at least 32 output channels (whole blocks). One
-  // thread, per task: 64 -> 32 @56 0.71 -> 0.33 ms, 128 -> 64 @28 0.69 -> 0.27; in the network
-  // resnet50's layer1 and layer2 3x3s took 0.7x their time, while at 14x14 they got slower (its
-  // weights are 4x the direct kernel's and come from memory) and so did densenet121's 16-channel
-  // slices (each slice transforms the whole input): docs/performance.md, "Winograd for the 3x3
-  // convolutions (wt-wino)". QS_WINOGRAD=0 turns it off.
-  bool winogradFor(int64_t C, int64_t Ms, const WindowGeometry& g) const {
+  // Whether a conv of C input and M output channels runs oneDNN's Winograd F(4x4, 3x3) kernel
+  // (AVX-512 only): a group-1 3x3 of stride 1, no dilation and pads of at most 1, in nChw16c (the
+  // kernel's layout), C and M whole blocks, M >= 32, outputs of at least 28x28. A function of the
+  // conv alone, not of the batch or of the slices, so that an image gets the same kernel, and bits,
+  // at any batch (F(4x4, 3x3) gives a slice of the output channels the bits of the whole; F(2x2,
+  // 3x3) does not). One thread, per task: 64 -> 32 @56 0.71 -> 0.33 ms, 128 -> 64 @28 0.69 -> 0.27;
+  // in the network resnet50's layer1 and layer2 3x3s took 0.7x their time, while at 14x14 they got
+  // slower (the weights are 4x the direct kernel's and come from memory), and so did densenet121's
+  // 16-channel slices at 14x14 (each slice transforms the whole input; at 28x28 and 56x56 level):
+  // docs/performance.md, "Winograd for the 3x3 convolutions (wt-wino)". QS_WINOGRAD=0: off.
+  bool winogradFor(int64_t C, int64_t M, const WindowGeometry& g) const {
     static const bool enabled = [] {
       const char* env = std::getenv("QS_WINOGRAD");
       return !(env && std::string(env) == "0");
     }();
     if (!enabled || !blocked || plainSrc || block != 16 || group != 1) return false;
-    if (W.dim(2) != 3 || W.dim(3) != 3 || C % 16 != 0 || Ms % 16 != 0 || Ms < 32) return false;
+    if (W.dim(2) != 3 || W.dim(3) != 3 || C % 16 != 0 || M % 16 != 0 || M < 32) return false;
     for (int i = 1; i < 3; ++i)
       if (g.s[i] != 1 || g.d[i] != 1 || g.padB[i] > 1 || g.padE[i] > 1 || g.out[i] < 28) return false;
     return true;
@@ -179,7 +181,7 @@ struct DnnlConv::Impl {
 
   std::shared_ptr<const Plan> plan(int64_t N, int64_t C, const WindowGeometry& g) {
     const int64_t S = slicesFor(N, W.dim(0));
-    const bool winograd = winogradFor(C, W.dim(0) / S, g);
+    const bool winograd = winogradFor(C, W.dim(0), g);
     const int64_t G = imagesFor(N, S, winograd);
     std::lock_guard<std::mutex> lock(mutex);
     for (const auto& p : plans)
@@ -214,10 +216,9 @@ struct DnnlConv::Impl {
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::convolution_forward::primitive_desc pd;
     if (winograd) {
-      // Of the Winograd kernels, F(4x4, 3x3) only: libdnnl 2.6 offers F(2x2, 3x3) first for one
-      // image, which took 1.2-1.8x the time of F(4x4, 3x3) on these shapes; and one kernel for
-      // every batch keeps each image's bits whatever the batch. Where oneDNN has not got it (no
-      // AVX-512, a post-op it does not take), the direct kernel.
+      // F(4x4, 3x3) by name: libdnnl 2.6 offers F(2x2, 3x3) first for one image, which took
+      // 1.2-1.8x the time of F(4x4, 3x3) on these shapes and takes one image only. Where oneDNN
+      // has not got it (no AVX-512, a post-op it does not take), the direct kernel.
       try {
         // (next_impl() reads the op desc the iterator was made from: it must outlive the loop.)
         const dnnl::convolution_forward::desc wino = desc(dnnl::algorithm::convolution_winograd);
