@@ -122,6 +122,7 @@ Status DnnlConv::runBlocked(const float*, int64_t, int64_t, const WindowGeometry
   return unsupported("built without oneDNN");
 }
 bool DnnlConv::blocked() const { return false; }
+std::string DnnlConv::kernelName(int64_t, int64_t, const WindowGeometry&) const { return {}; }
 
 #else
 
@@ -137,6 +138,7 @@ using DT = memory::data_type;
 struct Slice {
   int64_t m0 = 0, ms = 0;  // first output channel, output channels (a tail: the last slice's pad lanes not counted)
   int64_t c0 = 0;          // first input channel (grouped convs; 0 otherwise: every slice reads every channel)
+  std::string kernel;      // oneDNN's name of the primitive's implementation (jit_wino_4x3:...: Winograd)
   dnnl::convolution_forward prim;
   memory::desc userSrc, userDst, src, dst;
   std::optional<dnnl::reorder> toSrc, fromDst;
@@ -177,16 +179,42 @@ struct DnnlConv::Impl {
   // hardware thread, at most 4 images, and a divisor of N; 1 when the output channels are sliced
   // (a slice of several images is not one dense block). Like the slices, a function of the shape
   // and the machine alone.
-  static int64_t imagesFor(int64_t N, int64_t S) {
-    if (S > 1) return 1;
+  static int64_t imagesFor(int64_t N, int64_t S, bool winograd) {
+    // (Winograd: oneDNN's kernel schedules its work by the batch it is given, and with another
+    // schedule the sums of an image can change: 512 -> 512 at 7x7, four images, every image
+    // differed from itself alone. One image per primitive keeps each image's bits.)
+    if (S > 1 || winograd) return 1;
     for (int64_t G = std::min<int64_t>(N / hardwareThreads(), 4); G > 1; --G)
       if (N % G == 0) return G;
     return 1;
   }
 
+  // Whether a conv of C input and M output channels runs oneDNN's Winograd F(4x4, 3x3) kernel
+  // (AVX-512 only): a group-1 3x3 of stride 1, no dilation and pads of at most 1, in nChw16c (the
+  // kernel's layout), C and M whole blocks, M >= 32, outputs of at least 28x28. A function of the
+  // conv alone, not of the batch or of the slices, so that an image gets the same kernel, and bits,
+  // at any batch (F(4x4, 3x3) gives a slice of the output channels the bits of the whole; F(2x2,
+  // 3x3) does not). One thread, per task: 64 -> 32 @56 0.71 -> 0.33 ms, 128 -> 64 @28 0.69 -> 0.27;
+  // in the network resnet50's layer1 and layer2 3x3s took 0.7x their time, while at 14x14 they got
+  // slower (the weights are 4x the direct kernel's and come from memory), and so did densenet121's
+  // 16-channel slices at 14x14 (each slice transforms the whole input; at 28x28 and 56x56 level):
+  // docs/performance.md, "Winograd for the 3x3 convolutions (wt-wino)". QS_WINOGRAD=0: off.
+  bool winogradFor(int64_t C, int64_t M, const WindowGeometry& g) const {
+    static const bool enabled = [] {
+      const char* env = std::getenv("QS_WINOGRAD");
+      return !(env && std::string(env) == "0");
+    }();
+    if (!enabled || !blocked || plainSrc || block != 16 || group != 1) return false;
+    if (W.dim(2) != 3 || W.dim(3) != 3 || C % 16 != 0 || M % 16 != 0 || M < 32) return false;
+    for (int i = 1; i < 3; ++i)
+      if (g.s[i] != 1 || g.d[i] != 1 || g.padB[i] > 1 || g.padE[i] > 1 || g.out[i] < 28) return false;
+    return true;
+  }
+
   std::shared_ptr<const Plan> plan(int64_t N, int64_t C, const WindowGeometry& g) {
     const auto bounds = slicesFor(N, C);
-    const int64_t S = (int64_t)bounds.size(), G = imagesFor(N, S);
+    const bool winograd = winogradFor(C, W.dim(0), g);
+    const int64_t S = (int64_t)bounds.size(), G = imagesFor(N, S, winograd);
     std::lock_guard<std::mutex> lock(mutex);
     for (const auto& p : plans)
       if ((int64_t)p->slices.size() == S && p->images == G && p->H == g.in[1] && p->W == g.in[2]) return p;
@@ -218,13 +246,35 @@ struct DnnlConv::Impl {
       // whole input first. resnet50's 7x7 stem, 2 threads, alternating: 1.06 -> 0.88 ms at batch 1,
       // 10.0 -> 6.6 ms at batch 8 (docs/performance.md, "resnet50 and densenet121 (wt-resnet)").
       const bool smallSrc = !blocked && Cs < 8;
-      dnnl::convolution_forward::desc d(
-          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-          blocked || smallSrc ? sl.userSrc : memory::desc(src, DT::f32, Tag::any), memory::desc(wts, DT::f32, Tag::any),
-          bias.empty() ? memory::desc() : biasMd, blocked ? sl.userDst : memory::desc(dst, DT::f32, Tag::any),
-          {g.s[1], g.s[2]}, {g.d[1] - 1, g.d[2] - 1}, {g.padB[1], g.padB[2]}, {g.padE[1], g.padE[2]});
-      dnnl::convolution_forward::primitive_desc pd(d, attr, dnnlCpuEngine());
+      auto desc = [&](dnnl::algorithm algorithm) {
+        return dnnl::convolution_forward::desc(
+            dnnl::prop_kind::forward_inference, algorithm,
+            blocked || smallSrc ? sl.userSrc : memory::desc(src, DT::f32, Tag::any), memory::desc(wts, DT::f32, Tag::any),
+            bias.empty() ? memory::desc() : biasMd, blocked ? sl.userDst : memory::desc(dst, DT::f32, Tag::any),
+            {g.s[1], g.s[2]}, {g.d[1] - 1, g.d[2] - 1}, {g.padB[1], g.padB[2]}, {g.padE[1], g.padE[2]});
+      };
+      dnnl::convolution_forward::primitive_desc pd;
+      if (winograd) {
+        // F(4x4, 3x3) by name: libdnnl 2.6 offers F(2x2, 3x3) first for one image, which took
+        // 1.2-1.8x the time of F(4x4, 3x3) on these shapes and takes one image only. Where oneDNN
+        // has not got it (no AVX-512, a post-op it does not take), the direct kernel.
+        try {
+          // (next_impl() reads the op desc the iterator was made from: it must outlive the loop.)
+          const dnnl::convolution_forward::desc wino = desc(dnnl::algorithm::convolution_winograd);
+          pd = dnnl::convolution_forward::primitive_desc(wino, attr, dnnlCpuEngine());
+          while (std::string(pd.impl_info_str()).find("wino_4x3") == std::string::npos)
+            if (!pd.next_impl()) {
+              pd = dnnl::convolution_forward::primitive_desc();
+              break;
+            }
+        } catch (const std::exception&) {
+          pd = dnnl::convolution_forward::primitive_desc();
+        }
+        // (Else the direct kernel, still one image per task: a rare case.)
+      }
+      if (!pd) pd = dnnl::convolution_forward::primitive_desc(desc(dnnl::algorithm::convolution_direct), attr, dnnlCpuEngine());
       sl.prim = dnnl::convolution_forward(pd);
+      sl.kernel = pd.impl_info_str();
       sl.src = pd.src_desc();
       sl.dst = pd.dst_desc();
       sl.srcBytes = (sl.src.get_size() + 63) / 64 * 64;
@@ -310,6 +360,16 @@ std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor& W, const Tensor*
 }
 
 bool DnnlConv::blocked() const { return m_impl->blocked; }
+
+std::string DnnlConv::kernelName(int64_t N, int64_t C, const WindowGeometry& g) const {
+  if (g.nd != 2 || C != m_impl->W.dim(1) * m_impl->group) return {};
+  try {
+    const auto p = m_impl->plan(N, C, g);
+    return p->slices.empty() ? std::string() : p->slices.front().kernel;
+  } catch (const std::exception&) {
+    return {};
+  }
+}
 
 int DnnlConv::preferredBlock() {
   static const int block = [] {

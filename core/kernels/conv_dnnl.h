@@ -9,10 +9,15 @@
 // to 4 per primitive, so that each weight loaded serves several images) when there are at least
 // twice as many. Slices and groups depend on the shape and the machine's hardware threads only,
 // not on the thread count of a run, so results do not depend on the thread count.
+//
+// Kernel: oneDNN's direct convolution, except 3x3 convs of stride 1 in nChw16c with outputs of at
+// least 28x28 and 32+ output channels, which run its Winograd F(4x4, 3x3) kernel on AVX-512 CPUs
+// (one image a task, so each image keeps its bits at any batch; QS_WINOGRAD=0 turns it off).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -79,6 +84,10 @@ class DnnlConv {
                     int threads) const;
   /// Whether this backend was made by createBlocked.
   bool blocked() const;
+  /// The oneDNN kernel that runs N images of C channels and geometry g (its implementation name,
+  /// e.g. "jit:avx512_core", "jit_wino_4x3:avx512_core"), making the plan as run() would; empty
+  /// without oneDNN or when oneDNN refuses the shape. For tests and diagnostics.
+  std::string kernelName(int64_t N, int64_t C, const WindowGeometry& g) const;
 
  private:
   struct Impl;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -464,6 +465,96 @@ TEST_F(ConvDnnl, RuleSendsTheMeasuredClassesToOneDnn) {
   EXPECT_FALSE(DnnlConv::preferred(128, 512, 1, geometry(28, 1, 1, 0)));      // 1x1 at 28
   EXPECT_TRUE(DnnlConv::preferred(960, 160, 1, geometry(7, 1, 1, 0)));        // 1x1 at 7
   EXPECT_FALSE(DnnlConv::preferred(64, 256, 1, geometry(56, 1, 1, 0)));       // 1x1 at 56
+}
+
+// Blocked nChw16c 3x3 convolutions of stride 1 from 28x28 outputs and 32 output channels up run oneDNN's
+// Winograd F(4x4, 3x3) kernel where the CPU has it (AVX-512); smaller, strided or dilated ones the direct
+// kernel. Each Winograd case must match the naive conv (bias, Relu, the residual sum), give
+// 1 and 2 threads the same bits and each image of a batch the bits it gets alone (slices at batch 1,
+// one image per task).
+TEST_F(ConvDnnl, Winograd3x3InNChw16cMatchesNaiveAndKeepsEachImagesBits) {
+  std::mt19937 rng(41);
+  struct WCase {
+    Case c;
+    bool residual, winograd;
+  };
+  const std::vector<WCase> wcases = {
+      {{32, 32, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false, false},     // 7x7: direct
+      {{32, 64, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false, false},   // 14x14, 64 channels: direct
+      {{32, 32, 1, 57, 57, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true}, false, false},   // stride 2: direct
+      {{32, 32, 1, 32, 32, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, true}, false, false},   // dilated: direct
+      {{64, 64, 1, 28, 29, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false, true},    // 32-channel halves at batch 1
+      {{32, 32, 1, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false, true},    // 16-channel halves at batch 1
+      {{64, 48, 1, 30, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false, true},    // 48 = 3 blocks: one slice
+      {{32, 64, 1, 30, 31, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, false}, false, true},   // no pads: 28x29 out
+      {{48, 64, 1, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true, true},     // residual sum + Relu
+      {{64, 128, 1, 14, 15, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false, false},  // 14x15, 128 channels: direct
+  };
+  const int block = 16;
+  const int64_t hw = hardwareThreads();
+  int caseIndex = 0;
+  bool avx512 = false;
+  const char* env = std::getenv("QS_WINOGRAD");
+  const bool winogradOn = !(env && std::string(env) == "0");  // (ctest runs it once with QS_WINOGRAD=0)
+  for (const WCase& wc : wcases) {
+    const Case& c = wc.c;
+    const std::string what0 = "case " + std::to_string(caseIndex++);
+    const Tensor w = randomTensor({c.M, c.C, c.kh, c.kw}, rng, -0.5f, 0.5f), b = randomTensor({c.M}, rng);
+    const std::vector<FusedActivation> acts = wc.residual ? std::vector<FusedActivation>{}
+                                                          : std::vector<FusedActivation>{{K::Relu, 0, 0}};
+    auto conv = DnnlConv::createBlocked(w, c.bias ? &b : nullptr, 1, acts, wc.residual, wc.residual, block);
+    ASSERT_TRUE(conv) << what0;
+    WindowAttrs attrs;
+    attrs.strides = {c.sh, c.sw};
+    attrs.dilations = {c.dh, c.dw};
+    attrs.pads = {c.pt, c.pl, c.pb, c.pr};
+    WindowGeometry g;
+    ASSERT_TRUE(resolveWindow(attrs, {c.H, c.W}, {c.kh, c.kw}, false, g));
+    const int64_t OH = g.out[1], OW = g.out[2], inPer = c.C * c.H * c.W, outPer = c.M * OH * OW;
+    // The direct kernel's name says whether oneDNN runs AVX-512 here (then it has Winograd too).
+    const std::string direct = conv->kernelName(1, c.C, g);
+    if (!wc.winograd) {
+      EXPECT_EQ(std::string::npos, direct.find("wino")) << what0 << ": " << direct;
+      avx512 = avx512 || direct.find("avx512") != std::string::npos;
+    }
+    for (int64_t N : {int64_t{1}, 2 * hw, 4 * hw + 1}) {
+      const Tensor x = randomTensor({N, c.C, c.H, c.W}, rng), r = randomTensor({N, c.M, OH, OW}, rng);
+      Tensor want = naive(c, x, w, c.bias ? &b : nullptr, acts);
+      if (wc.residual)
+        for (int64_t i = 0; i < want.numel(); ++i)
+          want.data<float>()[i] = std::max(0.f, want.data<float>()[i] + r.data<float>()[i]);
+      Tensor xb(DType::Float, {N * inPer}), rb(DType::Float, {N * outPer});
+      toNchw8c(x.data<float>(), N, c.C, c.H * c.W, xb.data<float>(), 1, block);
+      toNchw8c(r.data<float>(), N, c.M, OH * OW, rb.data<float>(), 1, block);
+      const float* res = wc.residual ? rb.data<float>() : nullptr;
+      std::vector<Tensor> alone;
+      for (int64_t n = 0; n < N && N > 1; ++n) {
+        Tensor y1(DType::Float, {outPer});
+        ASSERT_TRUE(
+            conv->runBlocked(xb.data<float>() + n * inPer, 1, c.C, g, y1.data<float>(), res ? res + n * outPer : nullptr, 1)
+                .isOk());
+        alone.push_back(y1);
+      }
+      Tensor first;
+      for (int threads : {1, 2}) {
+        const std::string what = what0 + " N " + std::to_string(N) + " threads " + std::to_string(threads);
+        Tensor yb(DType::Float, {N * outPer}), y(DType::Float, want.shape());
+        Status st = conv->runBlocked(xb.data<float>(), N, c.C, g, yb.data<float>(), res, threads);
+        ASSERT_TRUE(st.isOk()) << what << ": " << st.message();
+        fromNchw8c(yb.data<float>(), N, c.M, OH * OW, y.data<float>(), 1, block);
+        expectNear(y, want, what);
+        for (size_t n = 0; n < alone.size(); ++n)
+          ASSERT_EQ(0, std::memcmp(yb.data<float>() + n * outPer, alone[n].data<float>(), sizeof(float) * (size_t)outPer))
+              << what << " image " << n;
+        if (threads == 1) first = yb;
+        else ASSERT_EQ(0, std::memcmp(first.data<float>(), yb.data<float>(), sizeof(float) * (size_t)yb.numel())) << what;
+      }
+      if (wc.winograd && avx512 && winogradOn) {
+        const std::string name = conv->kernelName(N, c.C, g);
+        EXPECT_NE(std::string::npos, name.find("wino_4x3")) << what0 << " N " << N << ": " << name;
+      }
+    }
+  }
 }
 
 }  // namespace
