@@ -148,10 +148,41 @@ class ChannelShuffleKernel : public Kernel {
     }
     const int64_t blocks = d[0] * d[2] * d[1];
     if (blocks == 0 || L == 0) return Status::ok();
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, L * (int64_t)es));
+    // ShuffleNet's case: each block is one whole channel plane of an input and one whole row
+    // (channel) of S or of a slice, so the copies need no splitting and the indices only count up
+    // (the split per run below cost about as much as the copies at 7x7).
+    if (L == plane && d[0] == cat[0] && d[1] * d[2] == C &&
+        (m_slices == 0 || (axis == 1 && s[0] == cat[0] && inner == L))) {
+      ctx.parallelFor(blocks, grain, [&](int64_t tb, int64_t te) {
+        int64_t a = tb / C, r = tb % C, c = r / d[1], b = r % d[1];
+        for (int64_t t = tb; t < te; ++t) {
+          const int64_t ch = b * d[2] + c;
+          size_t i = 0;
+          while (ch >= first[i + 1]) ++i;
+          const char* in = src[i] + (size_t)((a * (first[i + 1] - first[i]) + ch - first[i]) * L) * es;
+          if (m_slices == 0) {
+            std::memcpy(pieces[0].data + (size_t)(t * L) * es, in, (size_t)L * es);
+          } else {
+            for (const Piece& pc : pieces)
+              if (r >= pc.begin && r < pc.end)
+                std::memcpy(pc.data + (size_t)((a * (pc.end - pc.begin) + r - pc.begin) * L) * es, in, (size_t)L * es);
+          }
+          if (++r == C) r = 0;
+          if (++b == d[1]) {
+            b = 0;
+            if (++c == d[2]) {
+              c = 0;
+              ++a;
+            }
+          }
+        }
+      });
+      return Status::ok();
+    }
     // Block t of S (S's flat offset t * L) is block (a, b, c) of the 5-D concatenation, dims 1 and 2
     // swapped; each run is split where it crosses a channel of the inputs or a row of S.
-    ctx.parallelFor(blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, L * (int64_t)es)), [&](int64_t tb,
-                                                                                                     int64_t te) {
+    ctx.parallelFor(blocks, grain, [&](int64_t tb, int64_t te) {
       for (int64_t t = tb; t < te; ++t) {
         const int64_t a = t / (d[2] * d[1]), c = (t / d[1]) % d[2], b = t % d[1];
         int64_t from = ((a * d[1] + b) * d[2] + c) * L, to = t * L, left = L;

@@ -192,11 +192,24 @@ TEST(ChannelShuffle, ShuffleNetUnitsWithShapeChainsAgreeWithTheUnfusedGraph) {
       // The 1x1 convs run as FusedConv with the Relu in their epilogue: float rounding only.
       for (size_t i = 0; i < got->size(); ++i) EXPECT_LT(relativeError((*got)[i], (*want)[i]), 1e-6) << "output " << i;
     }
+    // With a batch seen before, the shape chains (behind FusedConv, ChannelShuffle and ConcatShape
+    // nodes) come from the executor's cache: only the first unit's Slices of x, the convs and the
+    // two ChannelShuffles run.
+    RunProfile profile;
+    RunOptions ro;
+    ro.profile = &profile;
+    ASSERT_TRUE(fast->run({{"x", randomTensor({2, 58, 5, 7}, rng)}}, ro));
+    EXPECT_EQ(profile.nodes.size(), 7u);
+    for (const auto& np : profile.nodes) {
+      const std::string& op = m->graph.nodes[(size_t)np.node].opType;
+      EXPECT_TRUE(op == "Slice" || op == "Conv" || op == "Transpose") << op << " ran";
+    }
   }
 }
 
-TEST(ChannelShuffle, BadShapesFailInOneLine) {
-  // The first Reshape's target is fed: [n, 3, 7, 3, 5] does not hold 20 channels.
+TEST(ChannelShuffle, FedTargetsAndBadShapes) {
+  // The first Reshape's target is fed: any 5-D split gives the unfused chain's bits; [n, 3, 7, 3, 5]
+  // does not hold 20 channels and fails in one line naming the fused node.
   OnnxBuilder b(13);
   b.input("a", {-1, 8, 3, 5});
   b.input("b", {-1, 12, 3, 5});
@@ -208,7 +221,12 @@ TEST(ChannelShuffle, BadShapesFailInOneLine) {
   OnnxBuilder::attrInts(tr, "perm", {0, 2, 1, 3, 4});
   b.initializerInt64("t2", {4}, {0, -1, 3, 5});
   b.node("Reshape", {"tr", "t2"}, {"s"}, "reshape2");
-  b.output("s", {-1, 20, 3, 5});
+  // A slice of axis 2: the copies are split per row of S (not ShuffleNet's whole planes).
+  b.initializerInt64("st", {1}, {1});
+  b.initializerInt64("en", {1}, {3});
+  b.initializerInt64("ax2", {1}, {2});
+  b.node("Slice", {"s", "st", "en", "ax2"}, {"o"}, "slice");
+  b.output("o", {-1, 20, 2, 5});
   auto m = builtModel(b);
   ASSERT_TRUE(m);
   std::mt19937 rng(1);
@@ -222,11 +240,15 @@ TEST(ChannelShuffle, BadShapesFailInOneLine) {
   auto plain = makeExecutor(m, false, 1);
   ASSERT_TRUE(fast && plain);
   EXPECT_NE(fast->rewriteSummary().find("1 channel shuffles fused"), std::string::npos) << fast->rewriteSummary();
-  auto good = feeds({1, 2, 10, 3, 5});
-  auto want = plain->run(good);
-  auto got = fast->run(good);
-  ASSERT_TRUE(want && got);
-  EXPECT_TRUE(sameBits((*got)[0], (*want)[0]));
+  // Two groups of 10 channels; and [1, 2, 2, 15, 5], whose runs of 75 floats straddle the inputs' channels.
+  for (std::vector<int64_t> t1 : {std::vector<int64_t>{1, 2, 10, 3, 5}, std::vector<int64_t>{1, 2, 2, 15, 5}}) {
+    auto good = feeds(t1);
+    auto want = plain->run(good);
+    auto got = fast->run(good);
+    ASSERT_TRUE(want && got) << (want ? got.status().message() : want.status().message());
+    EXPECT_EQ((*got)[0].shape(), (Shape{1, 20, 2, 5}));
+    EXPECT_TRUE(sameBits((*got)[0], (*want)[0])) << shapeToString(t1);
+  }
   auto bad = fast->run(feeds({1, 3, 7, 3, 5}));
   ASSERT_FALSE(bad);
   const std::string msg = bad.status().message();
