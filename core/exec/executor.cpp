@@ -7,6 +7,8 @@
 #include "core/exec/blocked_rewrite.h"
 #include "core/exec/graph_rewrites.h"
 #include "core/exec/parallel.h"
+#include "core/kernels/channel_shuffle.h"
+#include "core/kernels/conv.h"
 
 namespace qs {
 
@@ -100,15 +102,28 @@ void Executor::markShapeOnly(Plan& plan) {
       allShape = allShape && shapeKnown[(size_t)in];
       allValue = allValue && valueKnown[(size_t)in];
     }
-    bool shapes = n.domain.empty() && !kDataShaped.count(n.opType) && allShape && anyInput;
-    if (shapes) {
+    // The rewrites' ops (ai.quantscope) shape their outputs as the nodes they replace did, from
+    // their inputs' shapes (ChannelShuffle also from the contents of its Reshape targets and Slice
+    // bounds, the inputs after the concatenated ones); without them, every shape chain behind a
+    // FusedConv ran on every pass (shufflenet_v2: ~450 Shape, Gather, Unsqueeze, ... nodes).
+    const bool fused = n.domain == kFusedDomain;
+    bool shapes = (n.domain.empty() || fused) && !kDataShaped.count(n.opType) && allShape && anyInput;
+    if (shapes && !fused) {
       auto it = kValueInputs.find(n.opType);
       if (it != kValueInputs.end())
         for (size_t i : it->second)
           if (i < n.inputs.size() && n.inputs[i] != kNoValue && !valueKnown[(size_t)n.inputs[i]]) shapes = false;
     }
-    // Shape and Size read only their input's shape; other ops need every input's contents known.
-    const bool isShapeOp = n.domain.empty() && (n.opType == "Shape" || n.opType == "Size");
+    if (shapes && fused && n.opType == kChannelShuffleOp) {
+      const Attribute* k = n.attr("inputs");
+      for (size_t i = k && k->type == Attribute::Type::Int ? (size_t)std::max<int64_t>(0, k->i) : 0;
+           i < n.inputs.size(); ++i)
+        if (n.inputs[i] != kNoValue && !valueKnown[(size_t)n.inputs[i]]) shapes = false;
+    }
+    // Shape and Size read only their input's shape (ConcatShape its inputs'); other ops need every
+    // input's contents known.
+    const bool isShapeOp =
+        (n.domain.empty() && (n.opType == "Shape" || n.opType == "Size")) || (fused && n.opType == kConcatShapeOp);
     const bool only = shapes && (isShapeOp || allValue);
     plan.shapeOnly[(size_t)id] = only;
     plan.hasShapeOnly = plan.hasShapeOnly || only;
@@ -162,7 +177,8 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> 
                            std::to_string(report.fusedConvs) + " FusedConv, " +
                            std::to_string(report.foldedIntoMatMul) + " nodes fused into " +
                            std::to_string(report.fusedMatMuls) + " FusedMatMul, " +
-                           std::to_string(report.fusedLayerNorms) + " decomposed LayerNorm chains fused";
+                           std::to_string(report.fusedLayerNorms) + " decomposed LayerNorm chains fused, " +
+                           std::to_string(report.fusedShuffles) + " channel shuffles fused";
     if (blocked.regions > 0)
       ex->m_rewriteSummary += ", " + std::to_string(blocked.convs) + " Convs in " + std::to_string(blocked.regions) +
                               " nChw" + std::to_string(blocked.block) + "c regions (" +

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 
+#include "core/kernels/channel_shuffle.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/fused_matmul.h"
 #include "core/kernels/matmul_dnnl.h"
@@ -36,6 +37,11 @@ class Rewriter {
       if (m_removed[(size_t)id]) continue;
       const Node& n = m_g.nodes[(size_t)id];
       if (n.opType == "MatMul" && n.domain.empty()) fuseMatMul(id);
+    }
+    for (NodeId id : m_g.topoOrder) {
+      if (m_removed[(size_t)id]) continue;
+      const Node& n = m_g.nodes[(size_t)id];
+      if (n.opType == "Transpose" && n.domain.empty()) fuseChannelShuffle(id);
     }
     return compact();
   }
@@ -623,6 +629,112 @@ class Rewriter {
     ++m_report.fusedLayerNorms;
   }
 
+  static Attribute intAttribute(int64_t v) {
+    Attribute a;
+    a.type = Attribute::Type::Int;
+    a.i = v;
+    return a;
+  }
+
+  // ShuffleNet's channel shuffle: Concat(axis 1) -> Reshape to 5-D -> Transpose(0, 2, 1, 3, 4) ->
+  // Reshape, and the Slices of one axis that read it (the next unit's chunk), become one
+  // ChannelShuffle (core/kernels/channel_shuffle.h) that reads the Concat's inputs and writes the
+  // shuffled tensor, or straight its slices: the concatenation, the transposed copy and the shuffled
+  // tensor are never written. The Reshape targets and the Slices' starts / ends are computed from
+  // Shape nodes of the Concat and of the shuffled tensor (the batch is symbolic, so they are not
+  // constants); those Shape nodes become ConcatShape nodes over the Concat's inputs, which gives the
+  // same shape without the concatenation (for the shuffled tensor's, ChannelShuffle checks at run
+  // time that its shape is the Concat's: same_shape).
+  void fuseChannelShuffle(NodeId tId) {
+    const Node& t = m_g.nodes[(size_t)tId];
+    if (transposePerm(t) != std::vector<int64_t>{0, 2, 1, 3, 4} || t.inputs.size() != 1 || !onlyOutput(t)) return;
+    auto plainReshape = [&](const Node* r) {
+      const Attribute* z = r ? r->attr("allowzero") : nullptr;
+      return r && r->inputs.size() == 2 && r->inputs[1] != kNoValue && onlyOutput(*r) &&
+             !(z && z->type == Attribute::Type::Int && z->i != 0);
+    };
+    const Node* r1 = producerOf(t.inputs[0], "Reshape");
+    if (!plainReshape(r1) || soleConsumer(r1->outputs[0]) != tId) return;
+    const NodeId r1Id = m_g.value(t.inputs[0]).producer;
+    const Node* cat = producerOf(r1->inputs[0], "Concat");
+    const Attribute* axis = cat ? cat->attr("axis") : nullptr;
+    if (!cat || !onlyOutput(*cat) || !axis || axis->type != Attribute::Type::Int || axis->i != 1 ||
+        m_g.value(cat->outputs[0]).isGraphOutput)
+      return;
+    for (ValueId in : cat->inputs)
+      if (in == kNoValue) return;
+    const NodeId catId = m_g.value(r1->inputs[0]).producer;
+    const NodeId r2Id = soleConsumer(t.outputs[0]);
+    if (r2Id < 0) return;
+    const Node& r2 = m_g.nodes[(size_t)r2Id];
+    if (r2.opType != "Reshape" || !r2.domain.empty() || !plainReshape(&r2) || r2.inputs[0] != t.outputs[0]) return;
+    // Shape nodes (without start / end) of a value; false when it has other readers than `allowed`.
+    auto isShape = [&](NodeId c) {
+      const Node& n = m_g.nodes[(size_t)c];
+      return n.opType == "Shape" && n.domain.empty() && n.attributes.empty() && onlyOutput(n);
+    };
+    std::vector<NodeId> catShapes;
+    for (NodeId c : consumers(cat->outputs[0])) {
+      if (c == r1Id) continue;
+      if (!isShape(c)) return;
+      catShapes.push_back(c);
+    }
+    if (consumers(cat->outputs[0]).size() != catShapes.size() + 1) return;  // the Reshape reads it once
+    // The shuffled tensor's readers: slices fused when every reader is a Slice of it (opset >= 10) or a Shape.
+    const ValueId S = r2.outputs[0];
+    std::vector<NodeId> slices, sShapes;
+    bool sliceable = !m_g.value(S).isGraphOutput;
+    for (NodeId c : consumers(S)) {
+      const Node& n = m_g.nodes[(size_t)c];
+      if (isShape(c)) {
+        sShapes.push_back(c);
+      } else if (n.opType == "Slice" && n.domain.empty() && opsetOf(n) >= 10 && n.inputs.size() >= 3 &&
+                 n.inputs.size() <= 5 && n.inputs[0] == S && onlyOutput(n) &&
+                 std::count(n.inputs.begin(), n.inputs.end(), S) == 1) {
+        slices.push_back(c);
+      } else {
+        sliceable = false;
+      }
+    }
+    if (slices.empty()) sliceable = false;
+    if (!sliceable) sShapes.clear();
+    std::vector<NodeId> absorbed = {catId, r1Id, r2Id};
+    Node& f = m_g.nodes[(size_t)tId];
+    const std::vector<ValueId> xs = cat->inputs;
+    f.inputs = xs;
+    f.inputs.push_back(r1->inputs[1]);
+    f.inputs.push_back(r2.inputs[1]);
+    f.outputs.clear();
+    if (sliceable) {
+      for (NodeId c : slices) {
+        const Node& sl = m_g.nodes[(size_t)c];
+        for (size_t i = 1; i < 5; ++i) f.inputs.push_back(i < sl.inputs.size() ? sl.inputs[i] : kNoValue);
+        f.outputs.push_back(sl.outputs[0]);
+        absorbed.push_back(c);
+      }
+    } else {
+      f.outputs.push_back(S);
+    }
+    f.opType = kChannelShuffleOp;
+    f.domain = kFusedDomain;
+    f.attributes.clear();
+    f.attributes["inputs"] = intAttribute((int64_t)xs.size());
+    f.attributes["slices"] = intAttribute(sliceable ? (int64_t)slices.size() : 0);
+    f.attributes["same_shape"] = intAttribute(sShapes.empty() ? 0 : 1);
+    for (NodeId c : absorbed) m_removed[(size_t)c] = 1;
+    m_absorbed[(size_t)tId] = absorbed;
+    // Shape(concatenation) and Shape(shuffled) -> ConcatShape(X1..Xk).
+    catShapes.insert(catShapes.end(), sShapes.begin(), sShapes.end());
+    for (NodeId c : catShapes) {
+      Node& n = m_g.nodes[(size_t)c];
+      n.opType = kConcatShapeOp;
+      n.domain = kFusedDomain;
+      n.inputs = xs;
+      n.attributes["axis"] = intAttribute(1);
+    }
+    ++m_report.fusedShuffles;
+  }
+
   ValueId newConstant(const std::string& base, Tensor t) {
     std::string name = base;
     for (int i = 1; m_g.findValue(name) != kNoValue; ++i) name = base + "_" + std::to_string(i);
@@ -647,7 +759,8 @@ class Rewriter {
       m_report.absorbed.push_back(m_absorbed[(size_t)id]);
     }
     m_g.nodes = std::move(nodes);
-    if (m_report.fusedConvs > 0 || m_report.fusedMatMuls > 0 || m_report.fusedLayerNorms > 0)
+    if (m_report.fusedConvs > 0 || m_report.fusedMatMuls > 0 || m_report.fusedLayerNorms > 0 ||
+        m_report.fusedShuffles > 0)
       m_model.opsets[kFusedDomain] = 1;
     return m_g.finalize(m_model.path + " (rewritten for inference)");
   }

@@ -12,7 +12,11 @@
 //    absorbs the Transposes feeding it (into the GEMM's transpose flags and leading dimensions),
 //    a Div / Mul by a scalar after it, a bias Add, the Erf form of Gelu
 //    (x * 0.5 * (1 + erf(x / sqrt 2))) and a Transpose of its result that keeps the last dim:
-//    one ai.quantscope FusedMatMul (core/kernels/fused_matmul.h).
+//    one ai.quantscope FusedMatMul (core/kernels/fused_matmul.h);
+//  - ShuffleNet's channel shuffle: Concat(axis 1), Reshape to 5-D, Transpose(0, 2, 1, 3, 4),
+//    Reshape, and the one-axis Slices reading it, become one ai.quantscope ChannelShuffle that
+//    writes the slices straight from the Concat's inputs (core/kernels/channel_shuffle.h); the Shape
+//    nodes of the chain read ConcatShape instead.
 // A chain is only absorbed where every intermediate value has no other consumer and is not a
 // graph output, so the rewritten graph computes the same graph outputs. The intermediates are
 // not materialised: the executor runs the original graph whenever an observer or an input
@@ -37,6 +41,7 @@ struct RewriteReport {
   int fusedMatMuls = 0;         // MatMul nodes that became FusedMatMul
   int foldedIntoMatMul = 0;     // Transpose / scale / bias / Gelu nodes absorbed by them
   int fusedLayerNorms = 0;      // decomposed LayerNorm chains that became one LayerNormalization
+  int fusedShuffles = 0;        // Concat-Reshape-Transpose-Reshape(-Slice) chains that became one ChannelShuffle
   /// For each node of the rewritten graph, the original node it stands for (the Conv of a fused
   /// chain), and the original nodes it absorbed (empty for untouched nodes).
   std::vector<NodeId> origin;

@@ -1,6 +1,7 @@
 // Kernel table of the 'nn' group: one row per (op, opset range).
 #include "core/exec/kernel_registry.h"
 #include "core/kernels/blocked_layout.h"
+#include "core/kernels/channel_shuffle.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/conv_transpose.h"
 #include "core/kernels/einsum.h"
@@ -35,6 +36,8 @@ std::vector<KernelEntry> nnKernels() {
   };
   // Made by the blocked-region rewrite (core/exec/blocked_rewrite.h).
   for (KernelEntry& e : blockedLayoutKernels()) rows.push_back(std::move(e));
+  // Made by the graph rewrites from ShuffleNet's Concat-Reshape-Transpose-Reshape(-Slice) chains.
+  for (KernelEntry& e : channelShuffleKernels()) rows.push_back(std::move(e));
   return rows;
 }
 

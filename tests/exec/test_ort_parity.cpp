@@ -154,6 +154,12 @@ TEST_P(ZooParity, EveryOutputAbove90dB) {
   if (DnnlConv::available() && (name == "mobilenet_v2" || name == "regnet_y_400mf" || name == "resnet50" ||
                                 name == "densenet121"))
     EXPECT_NE(engines[2]->rewriteSummary().find("c regions ("), std::string::npos) << engines[2]->rewriteSummary();
+  // shufflenet_v2's 16 channel shuffles (Concat, Reshape, Transpose, Reshape and the next unit's
+  // chunk) run as ChannelShuffle nodes (graph_rewrites.h), in both rewritten configurations.
+  if (name == "shufflenet_v2_x1_0")
+    for (int config : {1, 2})
+      EXPECT_NE(engines[config]->rewriteSummary().find("16 channel shuffles fused"), std::string::npos)
+          << engines[config]->rewriteSummary();
   // Their regions start at the image (the RGB stem writes the blocked layout) and end in the blocked
   // GlobalAveragePool: no reorder left.
   if (DnnlConv::available() && (name == "resnet50" || name == "densenet121"))
