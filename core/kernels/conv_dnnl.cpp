@@ -101,6 +101,11 @@ std::vector<std::pair<int64_t, int64_t>> DnnlConv::outputSlices(int64_t N, int64
   return r;
 }
 
+int DnnlConv::forkThreads(double flops, bool depthwise, int64_t slices, int threads) {
+  if (depthwise && slices > 1) return threads;
+  return flops < 4e6 ? 1 : threads;
+}
+
 #ifndef QS_HAVE_DNNL
 
 struct DnnlConv::Impl {};
@@ -430,8 +435,9 @@ Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeome
   const int64_t block = m_impl->blocked ? m_impl->block : 1, srcBlock = m_impl->plainSrc ? 1 : block;
   const int64_t Cp = (C + srcBlock - 1) / srcBlock * srcBlock, Mp = (M + block - 1) / block * block;
   const double flops = 2.0 * (double)(N * M * outSize) * (double)(m_impl->W.numel() / M);
-  // No fork below ~4 MFLOP, as the GEMM (a chunk handed to another core must be worth it).
-  const int t = flops < 4e6 ? 1 : threads;
+  // No fork below ~4 MFLOP, as the GEMM, but for a sliced depthwise conv (forkThreads).
+  const bool depthwise = m_impl->group == C && M == C;
+  const int t = forkThreads(flops, depthwise, S, threads);
   size_t scratchBytes = 0;
   for (const Slice& sl : p.slices) scratchBytes = std::max(scratchBytes, sl.srcBytes + sl.dstBytes + sl.scratchBytes);
   return dnnlParallelFor(t, N / G * S, "oneDNN convolution", [&](dnnl::stream& stream, int64_t b, int64_t e) {

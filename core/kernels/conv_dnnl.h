@@ -65,6 +65,13 @@ class DnnlConv {
   /// depend on the thread count of a run.
   static std::vector<std::pair<int64_t, int64_t>> outputSlices(int64_t N, int64_t C, int64_t M, int64_t group,
                                                                 int block, int hardwareThreads);
+  /// The threads a run of `threads` hands a conv's tasks to: 1 below ~4 MFLOP (a chunk handed to another
+  /// core must be worth it), except a depthwise conv cut into channel slices (`slices` > 1: batch 1), which
+  /// forks at any size: its slices read the channels they write, the blocks the conv before it wrote on the
+  /// same thread, while on one thread half of its input came from the other core's cache (mobilenet_v2, batch
+  /// 1, 2 threads: its 14x14 and 7x7 depthwise convs took 1.5-2.6x their 1-thread time). The slices, and so
+  /// the bits, do not change; only which thread runs them.
+  static int forkThreads(double flops, bool depthwise, int64_t slices, int threads);
   /// The channel block of the blocked layout that oneDNN's own kernels use on this CPU: 16 where
   /// it runs AVX-512 convolutions (their native nChw16c; with nChw8c it falls back to its AVX2
   /// kernels), else 8. QS_BLOCK=8 or 16 in the environment overrides it (tests run both). Measured

@@ -313,6 +313,36 @@ TEST_F(ConvDnnl, ImageGroupsGiveEachImageTheBitsItGetsAlone) {
   }
 }
 
+// A sliced depthwise conv forks below the 4 MFLOP floor (its slices read what the conv before wrote on
+// the same core); other small convs and unsliced depthwise ones stay on one thread.
+TEST(ConvDnnlSlices, SlicedDepthwiseForksBelowTheFloor) {
+  const double dw576at14 = 2.0 * 576 * 14 * 14 * 9;  // mobilenet_v2 features.13, 2.0 MFLOP
+  EXPECT_EQ(DnnlConv::forkThreads(dw576at14, true, 2, 2), 2);
+  EXPECT_EQ(DnnlConv::forkThreads(dw576at14, true, 1, 2), 1);
+  EXPECT_EQ(DnnlConv::forkThreads(dw576at14, false, 2, 2), 1);
+  EXPECT_EQ(DnnlConv::forkThreads(5e6, false, 2, 2), 2);
+  EXPECT_EQ(DnnlConv::forkThreads(dw576at14, true, 2, 1), 1);
+  // And the sliced small depthwise conv gives the same bits on 1 and 2 threads.
+  if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
+  std::mt19937 rng(29);
+  const int64_t C = 576, H = 14, W = 14, per = C * H * W;
+  const Tensor w = randomTensor({C, 1, 3, 3}, rng, -0.5f, 0.5f), bias = randomTensor({C}, rng);
+  auto conv = DnnlConv::createBlocked(w, &bias, /*group=*/C, {}, /*residual=*/false, /*reluAfterResidual=*/false,
+                                      DnnlConv::preferredBlock());
+  ASSERT_TRUE(conv);
+  WindowAttrs attrs;
+  attrs.strides = {1, 1};
+  attrs.dilations = {1, 1};
+  attrs.pads = {1, 1, 1, 1};
+  WindowGeometry g;
+  ASSERT_TRUE(resolveWindow(attrs, {H, W}, {3, 3}, false, g));
+  const Tensor x = randomTensor({per}, rng);
+  Tensor y1(DType::Float, {per}), y2(DType::Float, {per});
+  ASSERT_TRUE(conv->runBlocked(x.data<float>(), 1, C, g, y1.data<float>(), nullptr, 1).isOk());
+  ASSERT_TRUE(conv->runBlocked(x.data<float>(), 1, C, g, y2.data<float>(), nullptr, 2).isOk());
+  EXPECT_EQ(std::memcmp(y1.data<float>(), y2.data<float>(), sizeof(float) * (size_t)per), 0);
+}
+
 // The batch-1 split of blocked convs: slices of whole blocks, uneven where equal ones do not
 // exist (mobilenet_v2's 24 and 144 channels, regnet_y_400mf's paired groups in nChw16c), so both
 // threads work; the plain layout's equal slices as before.
