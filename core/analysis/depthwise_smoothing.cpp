@@ -216,23 +216,12 @@ Result<DepthwiseSmoothingResult> smoothDepthwiseInputs(std::shared_ptr<const Mod
     return res;
   }
 
-  ExecutorOptions eo;
-  eo.threads = threads;
-  auto exec = Executor::create(model, eo);
-  if (!exec) return exec.status();
   const int64_t batches =
       options.maxBatches > 0 ? std::min<int64_t>(options.maxBatches, data.batchCount()) : data.batchCount();
   SampleObserver observer(cands, batches, options.samplesPerChannel);
-  RunOptions ro;
-  ro.observer = &observer;
-  for (int64_t b = 0; b < batches; ++b) {
-    if (progress && !progress(0.8 * (double)b / (double)batches, "depthwise smoothing"))
-      return Status(StatusCode::Cancelled, model->path + ": depthwise smoothing cancelled");
-    auto feeds = data.batch(b);
-    if (!feeds) return feeds.status();
-    auto out = (*exec)->run(*feeds, ro);
-    if (!out) return out.status();
-  }
+  if (Status st = observeSmoothingBatches(model, data, threads, batches, observer, progress, 0.8, "depthwise smoothing");
+      !st)
+    return st;
   if (observer.mismatch() >= 0) {
     return runtimeError(model->path + ": node '" + g0.nodes[(size_t)observer.mismatch()].name +
                         "': depthwise smoothing: its input has another channel count at run time than its weight");
@@ -285,6 +274,26 @@ Result<DepthwiseSmoothingResult> smoothDepthwiseInputs(std::shared_ptr<const Mod
   res.model = std::move(copy);
   if (progress) progress(1.0, "depthwise smoothing");
   return res;
+}
+
+Status observeSmoothingBatches(const std::shared_ptr<const Model>& model, const CalibrationData& data, int threads,
+                               int64_t batches, ExecutionObserver& observer, const ProgressFn& progress, double span,
+                               const std::string& what) {
+  ExecutorOptions eo;
+  eo.threads = threads;
+  auto exec = Executor::create(model, eo);
+  if (!exec) return exec.status();
+  RunOptions ro;
+  ro.observer = &observer;
+  for (int64_t b = 0; b < batches; ++b) {
+    if (progress && !progress(span * (double)b / (double)batches, what))
+      return Status(StatusCode::Cancelled, model->path + ": " + what + " cancelled");
+    auto feeds = data.batch(b);
+    if (!feeds) return feeds.status();
+    auto out = (*exec)->run(*feeds, ro);
+    if (!out) return out.status();
+  }
+  return Status::ok();
 }
 
 }  // namespace qs

@@ -232,23 +232,12 @@ Result<DepthwiseSmoothingResult> smoothPointwiseInputs(std::shared_ptr<const Mod
     return res;
   }
 
-  ExecutorOptions eo;
-  eo.threads = threads;
-  auto exec = Executor::create(model, eo);
-  if (!exec) return exec.status();
   const int64_t batches =
       options.maxBatches > 0 ? std::min<int64_t>(options.maxBatches, data.batchCount()) : data.batchCount();
   PatchObserver observer(cands, batches, options.samples);
-  RunOptions ro;
-  ro.observer = &observer;
-  for (int64_t b = 0; b < batches; ++b) {
-    if (progress && !progress(0.5 * (double)b / (double)batches, "pointwise smoothing"))
-      return Status(StatusCode::Cancelled, model->path + ": pointwise smoothing cancelled");
-    auto feeds = data.batch(b);
-    if (!feeds) return feeds.status();
-    auto out = (*exec)->run(*feeds, ro);
-    if (!out) return out.status();
-  }
+  if (Status st = observeSmoothingBatches(model, data, threads, batches, observer, progress, 0.5, "pointwise smoothing");
+      !st)
+    return st;
   if (observer.mismatch() >= 0) {
     return runtimeError(model->path + ": node '" + g0.nodes[(size_t)observer.mismatch()].name +
                         "': pointwise smoothing: its input is not 4-D with the weight's input channel count at run time");
