@@ -223,7 +223,8 @@ RecFigures compareRec(const Tensor& f, const Tensor& q, const Dictionary& dict,
     if (truth) {
       const std::string& text = (*truth)[(size_t)s].at(0);
       const auto want = dict.withoutSpaces(dict.encode(text));
-      EXPECT_EQ(std::count(want.begin(), want.end(), -1), 0) << "a character of \"" << text << "\" is not in rec's dictionary";
+      EXPECT_EQ(std::count(want.begin(), want.end(), -1), 0)
+          << "a character of \"" << text << "\" is not in rec's dictionary";
       const auto fa = dict.withoutSpaces(a), qb = dict.withoutSpaces(b);
       r.floatRight += fa == want;
       r.quantRight += qb == want;
@@ -306,8 +307,8 @@ TEST_F(TaskAgreement, RecDecodesRenderedLinesLikeTheFloatModel) {
   std::printf("rec, export%s, ONNX Runtime, font set: %d/%d lines decoded like the float model (%d/%d but for "
               "spaces), CER %.1f%% against the float decoding (%lld edits over %lld characters); against the truth "
               "%d/%d lines right, CER %.1f%%\n",
-              exportName().c_str(), r.alike, kLines, r.alikeNoSpaces, kLines, percent(r.edits, r.chars), (long long)r.edits,
-              (long long)r.chars, r.quantRight, kLines, percent(r.quantTruthEdits, r.truthChars));
+              exportName().c_str(), r.alike, kLines, r.alikeNoSpaces, kLines, percent(r.edits, r.chars),
+              (long long)r.edits, (long long)r.chars, r.quantRight, kLines, percent(r.quantTruthEdits, r.truthChars));
   // The set is fair only if the float model reads it.
   EXPECT_GE(r.floatRight, kFloatMinLinesRight);
   EXPECT_LE((double)r.floatTruthEdits, kFloatMaxCer * (double)r.truthChars);

@@ -11,8 +11,8 @@
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr,
-                 "usage: qs_make_text_images DIR COUNT WIDTH HEIGHT [SEED] [--flip-half | --font-lines | --font-pages]\n");
+    std::fprintf(stderr, "usage: qs_make_text_images DIR COUNT WIDTH HEIGHT [SEED] "
+                         "[--flip-half | --font-lines | --font-pages]\n");
     return 2;
   }
   const char* mode = argc > 6 ? argv[6] : "";
