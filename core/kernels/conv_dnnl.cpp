@@ -217,14 +217,18 @@ struct DnnlConv::Impl {
 
   // Whether a conv of C input and M output channels runs oneDNN's Winograd F(4x4, 3x3) kernel
   // (AVX-512 only): a group-1 3x3 of stride 1, no dilation and pads of at most 1, in nChw16c (the
-  // kernel's layout), C and M whole blocks, M >= 32, outputs of at least 28x28. A function of the
-  // conv alone, not of the batch or of the slices, so that an image gets the same kernel, and bits,
-  // at any batch (F(4x4, 3x3) gives a slice of the output channels the bits of the whole; F(2x2,
-  // 3x3) does not). One thread, per task: 64 -> 32 @56 0.71 -> 0.33 ms, 128 -> 64 @28 0.69 -> 0.27;
-  // in the network resnet50's layer1 and layer2 3x3s took 0.7x their time, while at 14x14 they got
-  // slower (the weights are 4x the direct kernel's and come from memory), and so did densenet121's
-  // 16-channel slices at 14x14 (each slice transforms the whole input; at 28x28 and 56x56 level):
-  // docs/performance.md, "Winograd for the 3x3 convolutions (wt-wino)". QS_WINOGRAD=0: off.
+  // kernel's layout), C and M whole blocks, M >= 32, outputs of at least 28x28, or 14x14 with M >=
+  // 128. A function of the conv alone, not of the batch or of the slices, so that an image gets the
+  // same kernel, and bits, at any batch (F(4x4, 3x3) gives a slice of the output channels the bits
+  // of the whole; F(2x2, 3x3) does not). One thread, per task: 64 -> 32 @56 0.71 -> 0.33 ms, 128 ->
+  // 64 @28 0.69 -> 0.27; in the network resnet50's layer1 and layer2 3x3s took 0.7x their time
+  // (docs/performance.md, "Winograd for the 3x3 convolutions (wt-wino)"). At 14x14 the weights (4x
+  // the direct kernel's, from memory) and each slice's transform of the whole input weigh more:
+  // densenet121's 128 -> 32 took twice its time at batch 1, while resnet50's five 256 -> 256 of
+  // layer3 were level at batch 1 (1 thread 7.6-8.0 -> 7.6-8.1 ms, 2 threads 4.0-5.0 -> 4.0-4.1) and
+  // took 0.62x at batch 8 (1 thread, 54.7 / 57.9 -> 34.6 / 35.3 ms); at 7x7 (layer4) 1.6-4x slower
+  // at batch 8 (docs/performance.md, "resnet50 outside its 1x1 and 3x3 bodies (wt-r50rest)").
+  // QS_WINOGRAD=0: off.
   bool winogradFor(int64_t C, int64_t M, const WindowGeometry& g) const {
     static const bool enabled = [] {
       const char* env = std::getenv("QS_WINOGRAD");
@@ -233,7 +237,7 @@ struct DnnlConv::Impl {
     if (!enabled || !blocked || plainSrc || block != 16 || group != 1) return false;
     if (W.dim(2) != 3 || W.dim(3) != 3 || C % 16 != 0 || M % 16 != 0 || M < 32) return false;
     for (int i = 1; i < 3; ++i)
-      if (g.s[i] != 1 || g.d[i] != 1 || g.padB[i] > 1 || g.padE[i] > 1 || g.out[i] < 28) return false;
+      if (g.s[i] != 1 || g.d[i] != 1 || g.padB[i] > 1 || g.padE[i] > 1 || g.out[i] < (M >= 128 ? 14 : 28)) return false;
     return true;
   }
 

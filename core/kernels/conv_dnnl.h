@@ -11,8 +11,9 @@
 // not on the thread count of a run, so results do not depend on the thread count.
 //
 // Kernel: oneDNN's direct convolution, except 3x3 convs of stride 1 in nChw16c with outputs of at
-// least 28x28 and 32+ output channels, which run its Winograd F(4x4, 3x3) kernel on AVX-512 CPUs
-// (one image a task, so each image keeps its bits at any batch; QS_WINOGRAD=0 turns it off).
+// least 28x28 and 32+ output channels (14x14 and 128+), which run its Winograd F(4x4, 3x3) kernel
+// on AVX-512 CPUs (one image a task, so each image keeps its bits at any batch; QS_WINOGRAD=0 turns
+// it off).
 #pragma once
 
 #include <cstdint>

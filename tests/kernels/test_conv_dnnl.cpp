@@ -497,11 +497,11 @@ TEST_F(ConvDnnl, RuleSendsTheMeasuredClassesToOneDnn) {
   EXPECT_FALSE(DnnlConv::preferred(64, 256, 1, geometry(56, 1, 1, 0)));       // 1x1 at 56
 }
 
-// Blocked nChw16c 3x3 convolutions of stride 1 from 28x28 outputs and 32 output channels up run oneDNN's
-// Winograd F(4x4, 3x3) kernel where the CPU has it (AVX-512); smaller, strided or dilated ones the direct
-// kernel. Each Winograd case must match the naive conv (bias, Relu, the residual sum), give
-// 1 and 2 threads the same bits and each image of a batch the bits it gets alone (slices at batch 1,
-// one image per task).
+// Blocked nChw16c 3x3 convolutions of stride 1 from 28x28 outputs and 32 output channels up (from 14x14
+// with 128 up) run oneDNN's Winograd F(4x4, 3x3) kernel where the CPU has it (AVX-512); smaller, strided
+// or dilated ones the direct kernel. Each Winograd case must match the naive conv (bias, Relu, the residual
+// sum), give 1 and 2 threads the same bits and each image of a batch the bits it gets alone (slices at
+// batch 1, one image per task).
 TEST_F(ConvDnnl, Winograd3x3InNChw16cMatchesNaiveAndKeepsEachImagesBits) {
   std::mt19937 rng(41);
   struct WCase {
@@ -518,7 +518,10 @@ TEST_F(ConvDnnl, Winograd3x3InNChw16cMatchesNaiveAndKeepsEachImagesBits) {
       {{64, 48, 1, 30, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false, true},    // 48 = 3 blocks: one slice
       {{32, 64, 1, 30, 31, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, false}, false, true},   // no pads: 28x29 out
       {{48, 64, 1, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true, true},     // residual sum + Relu
-      {{64, 128, 1, 14, 15, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false, false},  // 14x15, 128 channels: direct
+      {{64, 128, 1, 14, 15, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false, true},   // 14x15, 128 channels: Winograd
+      {{64, 128, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true, true},    // 14x14 with the residual sum
+      {{32, 96, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false, false},   // 14x14, 96 channels: direct
+      {{32, 128, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false, false},    // 7x7, 128 channels: direct
   };
   const int block = 16;
   const int64_t hw = hardwareThreads();
