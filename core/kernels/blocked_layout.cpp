@@ -327,9 +327,45 @@ class BlockedPoolKernel : public Kernel {
   }
 
  private:
+  // P output pixels of one row at once, ow .. ow + P - 1, whose windows share the tap ranges
+  // [hlo, hhi) x [wlo, whi) (P > 1: the columns where no window is clipped): their P x kB / 8
+  // accumulators are independent chains, so the taps' compare latency overlaps. For max,
+  // _mm256_max_ps(v, best) is v > best ? v : best, the plain kernel's comparison in one instruction
+  // (the blend it replaced took a compare and a blend per tap: resnet50's stem MaxPool took twice
+  // ONNX Runtime's time, latency-bound; docs/performance.md, "resnet50 outside its 1x1 and 3x3
+  // bodies (wt-r50rest)").
+  template <int kB, int P>
+  void pixels(const float* xp, int64_t IW, int64_t sh, int64_t hlo, int64_t hhi, int64_t sw, int64_t wlo, int64_t whi,
+              const WindowGeometry& g, float div, float* out) const {
+    using V = BlockVec<kB>;
+    V acc[P];
+    for (int j = 0; j < P; ++j) acc[j] = V::splat(0.f);
+    bool first = true;
+    for (int64_t a = hlo; a < hhi; ++a) {
+      const float* row = xp + ((sh + a * g.d[1]) * IW + sw) * kB;
+      for (int64_t c = wlo; c < whi; ++c) {
+        for (int j = 0; j < P; ++j) {
+          const V v = V::load(row + (j * g.s[2] + c * g.d[2]) * kB);
+          for (int i = 0; i < V::kVecs; ++i)
+            acc[j].v[i] = m_max ? (first ? v.v[i] : _mm256_max_ps(v.v[i], acc[j].v[i])) : _mm256_add_ps(acc[j].v[i], v.v[i]);
+        }
+        first = false;
+      }
+    }
+    for (int j = 0; j < P; ++j) {
+      if (m_max) {
+        if (first) acc[j] = V::splat(std::numeric_limits<float>::lowest());  // no valid tap: the plain kernel's start
+      } else {
+        const __m256 d = _mm256_set1_ps(div);
+        for (int i = 0; i < V::kVecs; ++i) acc[j].v[i] = div > 0.f ? _mm256_div_ps(acc[j].v[i], d) : _mm256_setzero_ps();
+      }
+      acc[j].store(out + j * kB);
+    }
+  }
+
   template <int kB>
   Status pool(KernelContext& ctx) const {
-    using V = BlockVec<kB>;
+    constexpr int kP = 4;  // output pixels at once where the window is not clipped
     const Tensor& X = ctx.input(0);
     WindowGeometry g;
     QS_RETURN_IF_ERROR(resolveWindow(m_attrs, {X.dim(2), X.dim(3)}, m_attrs.kernelShape, m_ceil, g));
@@ -338,6 +374,11 @@ class BlockedPoolKernel : public Kernel {
     const float* x = X.data<float>();
     float* y = Y.data<float>();
     const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(OW * kB * g.kSize(), 1));
+    // The output columns whose window lies inside [0, IW): [owLo, owHi).
+    const int64_t span = (g.k[2] - 1) * g.d[2];
+    const int64_t owLo = std::min(OW, (g.padB[2] + g.s[2] - 1) / g.s[2]);
+    const int64_t owHi = std::max(owLo, std::min(OW, IW - 1 - span + g.padB[2] >= 0
+                                                          ? (IW - 1 - span + g.padB[2]) / g.s[2] + 1 : 0));
     parallelFor(ctx.threads, N * CB * OH, grain, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         const int64_t oh = t % OH, plane = t / OH;
@@ -347,35 +388,20 @@ class BlockedPoolKernel : public Kernel {
         int64_t hlo, hhi, hplo, hphi;
         tapRange(sh, g.k[1], g.d[1], IH, hlo, hhi);
         tapRange(sh + g.padB[1], g.k[1], g.d[1], IH + g.padB[1] + g.padE[1], hplo, hphi);
-        for (int64_t ow = 0; ow < OW; ++ow) {
+        for (int64_t ow = 0; ow < OW;) {
           const int64_t sw = ow * g.s[2] - g.padB[2];
           int64_t wlo, whi, wplo, wphi;
           tapRange(sw, g.k[2], g.d[2], IW, wlo, whi);
           tapRange(sw + g.padB[2], g.k[2], g.d[2], IW + g.padB[2] + g.padE[2], wplo, wphi);
-          V acc = V::splat(0.f);
-          bool first = true;
-          for (int64_t a = hlo; a < hhi; ++a) {
-            const float* row = xp + ((sh + a * g.d[1]) * IW + sw) * kB;
-            for (int64_t c = wlo; c < whi; ++c) {
-              const V v = V::load(row + c * g.d[2] * kB);
-              for (int i = 0; i < V::kVecs; ++i) {
-                if (m_max)
-                  acc.v[i] = first ? v.v[i]
-                                   : _mm256_blendv_ps(acc.v[i], v.v[i], _mm256_cmp_ps(v.v[i], acc.v[i], _CMP_GT_OQ));
-                else
-                  acc.v[i] = _mm256_add_ps(acc.v[i], v.v[i]);
-              }
-              first = false;
-            }
-          }
-          if (m_max) {
-            if (first) acc = V::splat(std::numeric_limits<float>::lowest());  // no valid tap: the plain kernel's start
+          const int64_t cnt = m_includePad ? (hphi - hplo) * (wphi - wplo) : (hhi - hlo) * (whi - wlo);
+          if (ow >= owLo && ow + kP <= owHi) {
+            // (Not clipped: each of the kP windows has all kW taps, and the same count.)
+            pixels<kB, kP>(xp, IW, sh, hlo, hhi, sw, wlo, whi, g, (float)cnt, yp + ow * kB);
+            ow += kP;
           } else {
-            const int64_t cnt = m_includePad ? (hphi - hplo) * (wphi - wplo) : (hhi - hlo) * (whi - wlo);
-            const __m256 d = _mm256_set1_ps((float)cnt);
-            for (int i = 0; i < V::kVecs; ++i) acc.v[i] = cnt > 0 ? _mm256_div_ps(acc.v[i], d) : _mm256_setzero_ps();
+            pixels<kB, 1>(xp, IW, sh, hlo, hhi, sw, wlo, whi, g, (float)cnt, yp + ow * kB);
+            ++ow;
           }
-          acc.store(yp + ow * kB);
         }
       }
     });

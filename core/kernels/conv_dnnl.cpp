@@ -128,6 +128,7 @@ Status DnnlConv::runBlocked(const float*, int64_t, int64_t, const WindowGeometry
 }
 bool DnnlConv::blocked() const { return false; }
 std::string DnnlConv::kernelName(int64_t, int64_t, const WindowGeometry&) const { return {}; }
+bool DnnlConv::residualReadInPlace(int64_t, int64_t, const WindowGeometry&) const { return false; }
 
 #else
 
@@ -144,6 +145,7 @@ struct Slice {
   int64_t m0 = 0, ms = 0;  // first output channel, output channels (a tail: the last slice's pad lanes not counted)
   int64_t c0 = 0;          // first input channel (grouped convs; 0 otherwise: every slice reads every channel)
   std::string kernel;      // oneDNN's name of the primitive's implementation (jit_wino_4x3:...: Winograd)
+  bool residualArg = false;  // the residual is read by a binary-add post-op (else copied into dst for a sum post-op)
   dnnl::convolution_forward prim;
   memory::desc userSrc, userDst, src, dst;
   std::optional<dnnl::reorder> toSrc, fromDst;
@@ -166,8 +168,9 @@ struct DnnlConv::Impl {
   bool blocked = false;   // src and dst nChw8c or nChw16c (createBlocked)
   bool plainSrc = false;  // blocked, but src plain nchw (createBlocked with plainInput: a stem)
   int block = 8;          // the blocked layout's channel block
-  bool residual = false;  // sum post-op: dst holds the residual before the primitive runs
-  dnnl::post_ops postOps;
+  bool residual = false;  // a residual input added after the bias (residualPostOps), then Relu when residualRelu
+  bool residualRelu = false;
+  dnnl::post_ops postOps;  // without a residual; with one, residualPostOps gives the slice's
   std::vector<FusedActivation> after;  // activations oneDNN has no post-op for, applied per task
   std::mutex mutex;
   std::vector<std::shared_ptr<const Plan>> plans;  // newest last, at most kMaxPlans
@@ -194,16 +197,38 @@ struct DnnlConv::Impl {
     return 1;
   }
 
+  // The post-ops of a conv with a residual input R (a ResNet block's Add, and Relu): R read in place by
+  // a binary-add post-op of dst's shape (`binary`), or oneDNN's sum post-op, for which the task first
+  // copies R into dst. The copy was a pass over every residual output: resnet50 reads and writes 22
+  // MB of them per image. One thread, 1x1 with bias + R + Relu in nChw16c, 64 MB evicted before each
+  // run, median of 60: 64 -> 256 @56 0.83 -> 0.69 ms, 128 -> 512 @28 0.65 -> 0.59, 256 -> 1024 @14
+  // 0.62 -> 0.59, 512 -> 2048 @7 0.66 -> 0.65; four images of 64 -> 256 @56 3.66 -> 2.85
+  // (docs/performance.md, "resnet50 outside its 1x1 and 3x3 bodies (wt-r50rest)"). The same bits but
+  // where jit_1x1 splits the input channels into chunks (512 -> 2048 @7: the sum post-op added R to
+  // the first chunk's partial sums, the binary one adds it to the whole; ~1e-7 relative). oneDNN's
+  // Winograd kernel takes no binary post-op: it keeps the sum.
+  dnnl::post_ops residualPostOps(const dnnl::memory::desc& dst, bool binary) const {
+    dnnl::post_ops ops;
+    if (binary) ops.append_binary(dnnl::algorithm::binary_add, dst);
+    else ops.append_sum(1.f);
+    if (residualRelu) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    return ops;
+  }
+
   // Whether a conv of C input and M output channels runs oneDNN's Winograd F(4x4, 3x3) kernel
   // (AVX-512 only): a group-1 3x3 of stride 1, no dilation and pads of at most 1, in nChw16c (the
-  // kernel's layout), C and M whole blocks, M >= 32, outputs of at least 28x28. A function of the
-  // conv alone, not of the batch or of the slices, so that an image gets the same kernel, and bits,
-  // at any batch (F(4x4, 3x3) gives a slice of the output channels the bits of the whole; F(2x2,
-  // 3x3) does not). One thread, per task: 64 -> 32 @56 0.71 -> 0.33 ms, 128 -> 64 @28 0.69 -> 0.27;
-  // in the network resnet50's layer1 and layer2 3x3s took 0.7x their time, while at 14x14 they got
-  // slower (the weights are 4x the direct kernel's and come from memory), and so did densenet121's
-  // 16-channel slices at 14x14 (each slice transforms the whole input; at 28x28 and 56x56 level):
-  // docs/performance.md, "Winograd for the 3x3 convolutions (wt-wino)". QS_WINOGRAD=0: off.
+  // kernel's layout), C and M whole blocks, M >= 32, outputs of at least 28x28, or 14x14 with M >=
+  // 128. A function of the conv alone, not of the batch or of the slices, so that an image gets the
+  // same kernel, and bits, at any batch (F(4x4, 3x3) gives a slice of the output channels the bits
+  // of the whole; F(2x2, 3x3) does not). One thread, per task: 64 -> 32 @56 0.71 -> 0.33 ms, 128 ->
+  // 64 @28 0.69 -> 0.27; in the network resnet50's layer1 and layer2 3x3s took 0.7x their time
+  // (docs/performance.md, "Winograd for the 3x3 convolutions (wt-wino)"). At 14x14 the weights (4x
+  // the direct kernel's, from memory) and each slice's transform of the whole input weigh more:
+  // densenet121's 128 -> 32 took twice its time at batch 1, while resnet50's five 256 -> 256 of
+  // layer3 were level at batch 1 (1 thread 7.6-8.0 -> 7.6-8.1 ms, 2 threads 4.0-5.0 -> 4.0-4.1) and
+  // took 0.62x at batch 8 (1 thread, 54.7 / 57.9 -> 34.6 / 35.3 ms); at 7x7 (layer4) 1.6-4x slower
+  // at batch 8 (docs/performance.md, "resnet50 outside its 1x1 and 3x3 bodies (wt-r50rest)").
+  // QS_WINOGRAD=0: off.
   bool winogradFor(int64_t C, int64_t M, const WindowGeometry& g) const {
     static const bool enabled = [] {
       const char* env = std::getenv("QS_WINOGRAD");
@@ -212,7 +237,7 @@ struct DnnlConv::Impl {
     if (!enabled || !blocked || plainSrc || block != 16 || group != 1) return false;
     if (W.dim(2) != 3 || W.dim(3) != 3 || C % 16 != 0 || M % 16 != 0 || M < 32) return false;
     for (int i = 1; i < 3; ++i)
-      if (g.s[i] != 1 || g.d[i] != 1 || g.padB[i] > 1 || g.padE[i] > 1 || g.out[i] < 28) return false;
+      if (g.s[i] != 1 || g.d[i] != 1 || g.padB[i] > 1 || g.padE[i] > 1 || g.out[i] < (M >= 128 ? 14 : 28)) return false;
     return true;
   }
 
@@ -230,9 +255,12 @@ struct DnnlConv::Impl {
     omp_set_num_threads(1);  // a primitive made for one thread runs without an OpenMP team
     const int64_t M = W.dim(0), KH = W.dim(2), KW = W.dim(3), Cg = W.dim(1), Mg = M / group;
     const Tag user = !blocked ? Tag::nchw : block == 16 ? Tag::nChw16c : Tag::nChw8c;
-    dnnl::primitive_attr attr;
-    attr.set_post_ops(postOps);
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    auto attrWith = [&](const dnnl::post_ops& ops) {
+      dnnl::primitive_attr attr;
+      attr.set_post_ops(ops);
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      return attr;
+    };
     dnnl::stream stream(dnnlCpuEngine());
     for (const auto& [m0, m1] : bounds) {
       Slice sl;
@@ -266,7 +294,8 @@ struct DnnlConv::Impl {
         try {
           // (next_impl() reads the op desc the iterator was made from: it must outlive the loop.)
           const dnnl::convolution_forward::desc wino = desc(dnnl::algorithm::convolution_winograd);
-          pd = dnnl::convolution_forward::primitive_desc(wino, attr, dnnlCpuEngine());
+          pd = dnnl::convolution_forward::primitive_desc(
+              wino, attrWith(residual ? residualPostOps(sl.userDst, false) : postOps), dnnlCpuEngine());
           while (std::string(pd.impl_info_str()).find("wino_4x3") == std::string::npos)
             if (!pd.next_impl()) {
               pd = dnnl::convolution_forward::primitive_desc();
@@ -277,7 +306,12 @@ struct DnnlConv::Impl {
         }
         // (Else the direct kernel, still one image per task: a rare case.)
       }
-      if (!pd) pd = dnnl::convolution_forward::primitive_desc(desc(dnnl::algorithm::convolution_direct), attr, dnnlCpuEngine());
+      if (!pd) {
+        sl.residualArg = residual;
+        pd = dnnl::convolution_forward::primitive_desc(desc(dnnl::algorithm::convolution_direct),
+                                                       attrWith(residual ? residualPostOps(sl.userDst, true) : postOps),
+                                                       dnnlCpuEngine());
+      }
       sl.prim = dnnl::convolution_forward(pd);
       sl.kernel = pd.impl_info_str();
       sl.src = pd.src_desc();
@@ -357,9 +391,8 @@ std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor& W, const Tensor*
   conv->m_impl->block = block;
   if (residual) {
     conv->m_impl->residual = true;
+    conv->m_impl->residualRelu = reluAfterResidual;
     conv->m_impl->postOps = dnnl::post_ops();
-    conv->m_impl->postOps.append_sum(1.f);
-    if (reluAfterResidual) conv->m_impl->postOps.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
   }
   return conv;
 }
@@ -373,6 +406,16 @@ std::string DnnlConv::kernelName(int64_t N, int64_t C, const WindowGeometry& g) 
     return p->slices.empty() ? std::string() : p->slices.front().kernel;
   } catch (const std::exception&) {
     return {};
+  }
+}
+
+bool DnnlConv::residualReadInPlace(int64_t N, int64_t C, const WindowGeometry& g) const {
+  if (!m_impl->residual || g.nd != 2 || C != m_impl->W.dim(1) * m_impl->group) return false;
+  try {
+    const auto p = m_impl->plan(N, C, g);
+    return std::all_of(p->slices.begin(), p->slices.end(), [](const Slice& sl) { return sl.residualArg; });
+  } catch (const std::exception&) {
+    return false;
   }
 }
 
@@ -454,14 +497,18 @@ Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeome
       memory userSrc(sl.userSrc, dnnlCpuEngine(), const_cast<float*>(x) + (n * Cp + sl.c0) * inSize);
       float* out = y + (n * Mp + sl.m0) * outSize;
       memory userDst(sl.userDst, dnnlCpuEngine(), out);
-      // G > 1 only with S == 1: the task's images are one dense block.
-      if (residual) std::memcpy(out, residual + (out - y), sizeof(float) * (size_t)(G * Mt * outSize));
+      // G > 1 only with S == 1: the task's images are one dense block, as is the residual's part.
+      const float* res = residual ? residual + (out - y) : nullptr;
+      if (res && !sl.residualArg) std::memcpy(out, res, sizeof(float) * (size_t)(G * Mt * outSize));
       if (sl.toSrc) sl.toSrc->execute(stream, userSrc, src);
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC, sl.toSrc ? src : userSrc},
                                            {DNNL_ARG_WEIGHTS, sl.weights},
                                            {DNNL_ARG_DST, sl.fromDst ? dst : userDst},
                                            {DNNL_ARG_SCRATCHPAD, pad}};
       if (!m_impl->bias.empty()) args.emplace(DNNL_ARG_BIAS, sl.bias);
+      if (res && sl.residualArg)
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                     memory(sl.userDst, dnnlCpuEngine(), const_cast<float*>(res)));
       sl.prim.execute(stream, args);
       if (sl.fromDst) sl.fromDst->execute(stream, dst, userDst);
       stream.wait();

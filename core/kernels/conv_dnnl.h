@@ -11,8 +11,9 @@
 // not on the thread count of a run, so results do not depend on the thread count.
 //
 // Kernel: oneDNN's direct convolution, except 3x3 convs of stride 1 in nChw16c with outputs of at
-// least 28x28 and 32+ output channels, which run its Winograd F(4x4, 3x3) kernel on AVX-512 CPUs
-// (one image a task, so each image keeps its bits at any batch; QS_WINOGRAD=0 turns it off).
+// least 28x28 and 32+ output channels (14x14 and 128+), which run its Winograd F(4x4, 3x3) kernel
+// on AVX-512 CPUs (one image a task, so each image keeps its bits at any batch; QS_WINOGRAD=0 turns
+// it off).
 #pragma once
 
 #include <cstdint>
@@ -42,8 +43,9 @@ class DnnlConv {
   /// or depthwise (group == C == M), C and M multiples of 8, a tail padded to the block; or groups of
   /// whole blocks of channels in and out; the forms oneDNN's blocked kernels take:
   /// blockedShapeSupported). The pad lanes of x must be finite (they meet zero weights). With
-  /// `residual`, run's `residual` (blocked, y's shape) is added to conv(x) + B (oneDNN's sum
-  /// post-op), then Relu when `reluAfterResidual`; `activations` must then be empty. With
+  /// `residual`, run's `residual` (blocked, y's shape) is added to conv(x) + B (oneDNN's binary-add
+  /// post-op, reading it in place; its sum post-op on a copy for the Winograd kernel, which has no
+  /// binary one), then Relu when `reluAfterResidual`; `activations` must then be empty. With
   /// `plainInput`, x is plain NCHW instead (a stem: fewer than 8 input channels, group 1, M a
   /// multiple of the block: plainInputSupported) and only y is blocked, so a region can start at
   /// the image. nullptr as create, and for another block or form.
@@ -95,6 +97,10 @@ class DnnlConv {
   /// e.g. "jit:avx512_core", "jit_wino_4x3:avx512_core"), making the plan as run() would; empty
   /// without oneDNN or when oneDNN refuses the shape. For tests and diagnostics.
   std::string kernelName(int64_t N, int64_t C, const WindowGeometry& g) const;
+  /// Whether a run of N images of C channels and geometry g reads its residual input in place (a
+  /// binary-add post-op) rather than copying it into y first (the sum post-op: Winograd kernels);
+  /// false without a residual or oneDNN. Makes the plan as run() would. For tests and diagnostics.
+  bool residualReadInPlace(int64_t N, int64_t C, const WindowGeometry& g) const;
 
  private:
   struct Impl;

@@ -16,6 +16,11 @@ namespace qs {
 
 namespace {
 
+// Rows of A up to which a Gemm with transB streams B as it lies (smallRowsGemm). One thread,
+// 8 x 2048 by 1000 x 2048 (resnet50's head at batch 8), B cold: see docs/performance.md,
+// "resnet50 outside its 1x1 and 3x3 bodies (wt-r50rest)".
+constexpr int64_t kSmallRowsTransB = 8;
+
 // beta * y + alpha * (the 8 lane sums acc of a dot product of a and b over K, their tree, then the
 // tail past K / 8 * 8 in order). Out of line so that GCC makes one choice of contracting
 // multiply-adds here, whichever loop calls it: inlined at two call sites, it fused them at one and
@@ -28,31 +33,32 @@ namespace {
 }
 
 // y[m][n] = beta * y[m][n] + alpha * sum_k A[m][k] * B(k, n) for a few rows of A (a classifier's
-// Gemm at batch 1): reading B once is all the work, so B is streamed as it lies instead of being
+// Gemm at batch 1 to 8): reading B once is all the work, so B is streamed as it lies instead of being
 // packed for the micro-kernel (packing a 1000x2048 B cost 10x the product). Columns are split
 // across threads; each output is one dot product (transB: B's row n) or a sum of B's rows scaled
 // by A (no transB), in k order.
 void smallRowsGemm(bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* B, float beta,
                    float* y, KernelContext& ctx) {
   ctx.parallelFor(N, 64, [&](int64_t n0, int64_t n1) {
-    for (int64_t m = 0; m < M; ++m) {
-      const float* a = A + m * K;
-      float* yr = y + m * N;
-      if (transB) {
-        // Four rows of B at a time: four independent chains of 8-lane sums instead of one, whose
-        // add latency bounded the stream of B (resnet50's 1000x2048 head; docs/performance.md,
-        // "resnet50 and densenet121 (wt-resnet)"). Each row's sum is formed exactly as the
-        // one-row loop this replaced formed it (GCC made it one fused multiply-add per lane, k in
-        // order; lanes by k mod 8; the same tree): resnet50's and densenet121's logits came out
-        // bit-identical. The lanes are written as FMA intrinsics because GCC contracts the
-        // four-row form only in part.
-        const auto finish = [&](int64_t n, const float* acc, const float* b) {
-          yr[n] = finishDot(acc, a, b, K, alpha, beta, yr[n]);
-        };
-        int64_t n = n0;
+    if (transB) {
+      // Four rows of B at a time: four independent chains of 8-lane sums instead of one, whose
+      // add latency bounded the stream of B (resnet50's 1000x2048 head; docs/performance.md,
+      // "resnet50 and densenet121 (wt-resnet)"), each four rows dotted with every row of A while
+      // they are in L1 (up to 8 rows of A: a batch of 8 images streams B once, not once per image;
+      // docs/performance.md, "resnet50 outside its 1x1 and 3x3 bodies (wt-r50rest)"). Each output's
+      // sum is formed exactly as the one-row loop this replaced formed it (GCC made it one fused
+      // multiply-add per lane, k in order; lanes by k mod 8; the same tree), whatever M: an image's
+      // logits are the same bits at any batch. The lanes are written as FMA intrinsics because
+      // GCC contracts the four-row form only in part.
+      const auto finish = [&](int64_t m, int64_t n, const float* acc, const float* b) {
+        y[m * N + n] = finishDot(acc, A + m * K, b, K, alpha, beta, y[m * N + n]);
+      };
+      int64_t n = n0;
 #ifdef __FMA__
-        for (; n + 4 <= n1; n += 4) {
-          const float *b0 = B + n * K, *b1 = b0 + K, *b2 = b1 + K, *b3 = b2 + K;
+      for (; n + 4 <= n1; n += 4) {
+        const float *b0 = B + n * K, *b1 = b0 + K, *b2 = b1 + K, *b3 = b2 + K;
+        for (int64_t m = 0; m < M; ++m) {
+          const float* a = A + m * K;
           __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
           for (int64_t k = 0; k + 8 <= K; k += 8) {
             const __m256 av = _mm256_loadu_ps(a + k);
@@ -66,38 +72,47 @@ void smallRowsGemm(bool transB, int64_t M, int64_t N, int64_t K, float alpha, co
           _mm256_store_ps(acc[1], s1);
           _mm256_store_ps(acc[2], s2);
           _mm256_store_ps(acc[3], s3);
-          finish(n, acc[0], b0);
-          finish(n + 1, acc[1], b1);
-          finish(n + 2, acc[2], b2);
-          finish(n + 3, acc[3], b3);
+          finish(m, n, acc[0], b0);
+          finish(m, n + 1, acc[1], b1);
+          finish(m, n + 2, acc[2], b2);
+          finish(m, n + 3, acc[3], b3);
         }
-        for (; n < n1; ++n) {
-          const float* b = B + n * K;
+      }
+      for (; n < n1; ++n) {
+        const float* b = B + n * K;
+        for (int64_t m = 0; m < M; ++m) {
+          const float* a = A + m * K;
           __m256 s0 = _mm256_setzero_ps();
-          for (int64_t k = 0; k + 8 <= K; k += 8)
-            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
+          for (int64_t k = 0; k + 8 <= K; k += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
           alignas(32) float acc[8];
           _mm256_store_ps(acc, s0);
-          finish(n, acc, b);
+          finish(m, n, acc, b);
         }
+      }
 #else
-        for (; n < n1; ++n) {
-          const float* b = B + n * K;
+      for (; n < n1; ++n) {
+        const float* b = B + n * K;
+        for (int64_t m = 0; m < M; ++m) {
+          const float* a = A + m * K;
           float acc[8] = {};
           for (int64_t k = 0; k + 8 <= K; k += 8)
             for (int j = 0; j < 8; ++j) acc[j] += a[k + j] * b[k + j];
-          finish(n, acc, b);
+          finish(m, n, acc, b);
         }
-#endif
-      } else {
-        std::vector<float> acc((size_t)(n1 - n0), 0.f);
-        for (int64_t k = 0; k < K; ++k) {
-          const float ak = a[k];
-          const float* b = B + k * N + n0;
-          for (int64_t n = 0; n < n1 - n0; ++n) acc[(size_t)n] += ak * b[n];
-        }
-        for (int64_t n = n0; n < n1; ++n) yr[n] = (beta != 0.f ? beta * yr[n] : 0.f) + alpha * acc[(size_t)(n - n0)];
       }
+#endif
+      return;
+    }
+    for (int64_t m = 0; m < M; ++m) {
+      const float* a = A + m * K;
+      float* yr = y + m * N;
+      std::vector<float> acc((size_t)(n1 - n0), 0.f);
+      for (int64_t k = 0; k < K; ++k) {
+        const float ak = a[k];
+        const float* b = B + k * N + n0;
+        for (int64_t n = 0; n < n1 - n0; ++n) acc[(size_t)n] += ak * b[n];
+      }
+      for (int64_t n = n0; n < n1; ++n) yr[n] = (beta != 0.f ? beta * yr[n] : 0.f) + alpha * acc[(size_t)(n - n0)];
     }
   });
 }
@@ -155,7 +170,8 @@ class GemmKernel : public Kernel {
       beta = m_beta;
     }
     if (M == 0 || N == 0) return Status::ok();
-    if (M <= 2 && !m_transA && K > 0) {
+    // (transB, a classifier's head: rows of B in place up to a batch of 8; else the packed B from 3 rows.)
+    if ((M <= 2 || (M <= kSmallRowsTransB && m_transB)) && !m_transA && K > 0) {
       smallRowsGemm(m_transB, M, N, K, m_alpha, A.data<float>(), B.data<float>(), beta, y, ctx);
       return Status::ok();
     }

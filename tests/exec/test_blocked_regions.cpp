@@ -514,11 +514,18 @@ std::shared_ptr<Model> poolModel(const PoolCase& c, int block, const Shape& shap
 }  // namespace
 
 TEST(BlockedRegions, BlockedPoolsGiveThePlainKernelsBits) {
-  const Shape shape{2, 32, 11, 13};
+  // 13 columns: windows clipped at the borders, few whole ones; 45: runs of unclipped windows (the
+  // kernel's four-at-once path) with NaNs in them, and a channel of +0 and -0 only, where which of
+  // two equal taps wins shows the order of the comparisons.
+  for (const Shape& shape : {Shape{2, 32, 11, 13}, Shape{1, 32, 14, 45}}) {
+  SCOPED_TRACE("shape " + shapeToString(shape));
   std::mt19937 rng(31);
   std::vector<float> v = randomValues((size_t)numelOf(shape), rng, -3.f, 3.f);
   v[5] = -std::numeric_limits<float>::infinity();
   v[200] = std::numeric_limits<float>::quiet_NaN();
+  v[211] = std::numeric_limits<float>::quiet_NaN();
+  const int64_t plane = shape[2] * shape[3];
+  for (int64_t i = 0; i < plane; ++i) v[(size_t)(plane + i)] = rng() % 2 ? 0.f : -0.f;
   const Tensor x = Tensor::fromVector<float>(v, shape);
   const std::vector<PoolCase> cases = {
       {"MaxPool", {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 0, 0},      {"MaxPool", {3, 3}, {2, 2}, {0, 0, 0, 0}, {}, 1, 0},
@@ -546,6 +553,7 @@ TEST(BlockedRegions, BlockedPoolsGiveThePlainKernelsBits) {
       ASSERT_EQ((*got)[0].shape(), (*want)[0].shape());
       EXPECT_EQ(std::memcmp((*got)[0].data<float>(), (*want)[0].data<float>(), (*want)[0].byteSize()), 0);
     }
+  }
 }
 
 TEST(BlockedRegions, GlobalPoolAndChannelScaleAgreeInBothBlocks) {

@@ -497,11 +497,11 @@ TEST_F(ConvDnnl, RuleSendsTheMeasuredClassesToOneDnn) {
   EXPECT_FALSE(DnnlConv::preferred(64, 256, 1, geometry(56, 1, 1, 0)));       // 1x1 at 56
 }
 
-// Blocked nChw16c 3x3 convolutions of stride 1 from 28x28 outputs and 32 output channels up run oneDNN's
-// Winograd F(4x4, 3x3) kernel where the CPU has it (AVX-512); smaller, strided or dilated ones the direct
-// kernel. Each Winograd case must match the naive conv (bias, Relu, the residual sum), give
-// 1 and 2 threads the same bits and each image of a batch the bits it gets alone (slices at batch 1,
-// one image per task).
+// Blocked nChw16c 3x3 convolutions of stride 1 from 28x28 outputs and 32 output channels up (from 14x14
+// with 128 up) run oneDNN's Winograd F(4x4, 3x3) kernel where the CPU has it (AVX-512); smaller, strided
+// or dilated ones the direct kernel. Each Winograd case must match the naive conv (bias, Relu, the residual
+// sum), give 1 and 2 threads the same bits and each image of a batch the bits it gets alone (slices at
+// batch 1, one image per task).
 TEST_F(ConvDnnl, Winograd3x3InNChw16cMatchesNaiveAndKeepsEachImagesBits) {
   std::mt19937 rng(41);
   struct WCase {
@@ -518,7 +518,10 @@ TEST_F(ConvDnnl, Winograd3x3InNChw16cMatchesNaiveAndKeepsEachImagesBits) {
       {{64, 48, 1, 30, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false, true},    // 48 = 3 blocks: one slice
       {{32, 64, 1, 30, 31, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, false}, false, true},   // no pads: 28x29 out
       {{48, 64, 1, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true, true},     // residual sum + Relu
-      {{64, 128, 1, 14, 15, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false, false},  // 14x15, 128 channels: direct
+      {{64, 128, 1, 14, 15, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false, true},   // 14x15, 128 channels: Winograd
+      {{64, 128, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true, true},    // 14x14 with the residual sum
+      {{32, 96, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false, false},   // 14x14, 96 channels: direct
+      {{32, 128, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false, false},    // 7x7, 128 channels: direct
   };
   const int block = 16;
   const int64_t hw = hardwareThreads();
@@ -582,6 +585,78 @@ TEST_F(ConvDnnl, Winograd3x3InNChw16cMatchesNaiveAndKeepsEachImagesBits) {
       if (wc.winograd && avx512 && winogradOn) {
         const std::string name = conv->kernelName(N, c.C, g);
         EXPECT_NE(std::string::npos, name.find("wino_4x3")) << what0 << " N " << N << ": " << name;
+      }
+    }
+  }
+}
+
+// A blocked conv with a residual input (a ResNet block's Add + Relu) reads the residual in place, by
+// oneDNN's binary-add post-op, on its direct kernels (1x1 and 3x3; the Winograd kernel has no binary
+// post-op and keeps the sum post-op on a copy): the naive values, the residual left as it was, and
+// each image the bits it gets alone at any batch (image groups, slices at batch 1) and thread count;
+// 512 -> 128 at 7x7 is a shape where jit_1x1 splits the input channels into chunks.
+TEST_F(ConvDnnl, BlockedResidualIsReadInPlaceAndKeepsEachImagesBits) {
+  std::mt19937 rng(43);
+  struct RCase {
+    Case c;
+    bool relu;
+  };
+  const std::vector<RCase> rcases = {
+      {{512, 128, 1, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true}, true},      // resnet50 layer4-like, at 7x7
+      {{64, 256, 1, 14, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true}, false},    // an expanding 1x1, no Relu after
+      {{32, 48, 1, 9, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false}, true},       // a 3x3 (direct), no bias
+      {{64, 64, 1, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true},      // Winograd where the CPU has it
+  };
+  const int block = DnnlConv::preferredBlock();
+  const int64_t hw = hardwareThreads();
+  int caseIndex = 0;
+  for (const RCase& rc : rcases) {
+    const Case& c = rc.c;
+    const std::string what0 = "case " + std::to_string(caseIndex++) + " block " + std::to_string(block);
+    const Tensor w = randomTensor({c.M, c.C, c.kh, c.kw}, rng, -0.5f, 0.5f), b = randomTensor({c.M}, rng);
+    auto conv = DnnlConv::createBlocked(w, c.bias ? &b : nullptr, 1, {}, true, rc.relu, block);
+    ASSERT_TRUE(conv) << what0;
+    WindowAttrs attrs;
+    attrs.strides = {c.sh, c.sw};
+    attrs.dilations = {c.dh, c.dw};
+    attrs.pads = {c.pt, c.pl, c.pb, c.pr};
+    WindowGeometry g;
+    ASSERT_TRUE(resolveWindow(attrs, {c.H, c.W}, {c.kh, c.kw}, false, g));
+    const int64_t OH = g.out[1], OW = g.out[2], inPer = c.C * c.H * c.W, outPer = c.M * OH * OW;
+    const bool winograd = conv->kernelName(1, c.C, g).find("wino") != std::string::npos;
+    EXPECT_EQ(conv->residualReadInPlace(1, c.C, g), !winograd) << what0 << ": " << conv->kernelName(1, c.C, g);
+    for (int64_t N : {int64_t{1}, 2 * hw, 4 * hw + 1}) {
+      EXPECT_EQ(conv->residualReadInPlace(N, c.C, g), !winograd) << what0 << " N " << N;
+      const Tensor x = randomTensor({N, c.C, c.H, c.W}, rng), r = randomTensor({N, c.M, OH, OW}, rng);
+      Tensor want = naive(c, x, w, c.bias ? &b : nullptr, {});
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        const float v = want.data<float>()[i] + r.data<float>()[i];
+        want.data<float>()[i] = rc.relu ? std::max(0.f, v) : v;
+      }
+      Tensor xb(DType::Float, {N * inPer}), rb(DType::Float, {N * outPer});
+      toNchw8c(x.data<float>(), N, c.C, c.H * c.W, xb.data<float>(), 1, block);
+      toNchw8c(r.data<float>(), N, c.M, OH * OW, rb.data<float>(), 1, block);
+      const std::vector<float> rCopy(rb.data<float>(), rb.data<float>() + rb.numel());
+      std::vector<Tensor> alone;
+      for (int64_t n = 0; n < N; ++n) {
+        Tensor y1(DType::Float, {outPer});
+        ASSERT_TRUE(conv->runBlocked(xb.data<float>() + n * inPer, 1, c.C, g, y1.data<float>(),
+                                     rb.data<float>() + n * outPer, 1)
+                        .isOk());
+        alone.push_back(y1);
+      }
+      for (int threads : {1, 2}) {
+        const std::string what = what0 + " N " + std::to_string(N) + " threads " + std::to_string(threads);
+        Tensor yb(DType::Float, {N * outPer}), y(DType::Float, want.shape());
+        Status st = conv->runBlocked(xb.data<float>(), N, c.C, g, yb.data<float>(), rb.data<float>(), threads);
+        ASSERT_TRUE(st.isOk()) << what << ": " << st.message();
+        ASSERT_EQ(0, std::memcmp(rCopy.data(), rb.data<float>(), sizeof(float) * rCopy.size())) << what;
+        fromNchw8c(yb.data<float>(), N, c.M, OH * OW, y.data<float>(), 1, block);
+        expectNear(y, want, what);
+        for (int64_t n = 0; n < N; ++n)
+          ASSERT_EQ(0, std::memcmp(yb.data<float>() + n * outPer, alone[(size_t)n].data<float>(),
+                                   sizeof(float) * (size_t)outPer))
+              << what << " image " << n;
       }
     }
   }

@@ -147,19 +147,20 @@ TEST(KernelsGemmPacked, ConstantWeightsMatchWeightsFedAtRunTime) {
   }
 }
 
-// Gemm with one or two rows of A and transposed constant B (a classifier's head at batch 1 or 2)
+// Gemm with up to 8 rows of A and transposed constant B (a classifier's head at batch 1 to 8)
 // streams B four rows at a time. For any N (rows of B left over past a multiple of 4, per thread
 // chunk) and any K (a tail past a multiple of 8): near the exact product, the same floats on 1 and
-// 2 threads, and each row of A gives the same floats alone as beside another row.
+// 2 threads, and each row of A gives the same floats alone as beside other rows (an image's logits
+// do not depend on the batch).
 TEST(KernelsGemmPacked, FewRowsTransposedBNearExactAndIndependentOfThreadsAndRows) {
   std::mt19937 rng(17);
   const int64_t shapes[][2] = {{1000, 2048}, {1003, 2051}, {7, 5}, {65, 16}, {3, 9}};
   for (const auto& s : shapes) {
     const int64_t N = s[0], K = s[1];
     const auto w = randomValues((size_t)(N * K), rng), c = randomValues((size_t)N, rng);
-    const Tensor x = randomTensor({2, K}, rng);
-    std::vector<float> first;  // M = 1, threads 1: the reference bits
-    for (int64_t M : {1, 2}) {
+    const Tensor x = randomTensor({8, K}, rng);
+    // Runs rows [m0, m0 + M) of x on `threads`.
+    auto run = [&](int64_t m0, int64_t M, int threads) -> std::vector<float> {
       OnnxBuilder b(13);
       b.input("x", {M, K});
       b.initializer("w", {N, K}, w);
@@ -170,24 +171,31 @@ TEST(KernelsGemmPacked, FewRowsTransposedBNearExactAndIndependentOfThreadsAndRow
       OnnxBuilder::attrFloat(g, "beta", 0.5f);
       b.output("y", {M, N});
       Tensor xm(DType::Float, {M, K});
-      std::copy(x.data<float>(), x.data<float>() + M * K, xm.data<float>());
+      std::copy(x.data<float>() + m0 * K, x.data<float>() + (m0 + M) * K, xm.data<float>());
+      ExecutorOptions opt;
+      opt.threads = threads;
+      auto ex = Executor::create(builtModel(b), opt);
+      EXPECT_TRUE(ex) << ex.status().message();
+      if (!ex) return {};
+      auto r = (*ex)->run({{"x", xm}});
+      EXPECT_TRUE(r) << r.status().message();
+      if (!r) return {};
+      return std::vector<float>((*r)[0].data<float>(), (*r)[0].data<float>() + M * N);
+    };
+    std::vector<std::vector<float>> alone;  // each row alone, one thread: the reference bits
+    for (int64_t m = 0; m < 8; ++m) alone.push_back(run(m, 1, 1));
+    for (int64_t M : {1, 2, 5, 8}) {
       for (int threads : {1, 2}) {
-        ExecutorOptions opt;
-        opt.threads = threads;
-        auto ex = Executor::create(builtModel(b), opt);
-        ASSERT_TRUE(ex) << ex.status().message();
-        auto r = (*ex)->run({{"x", xm}});
-        ASSERT_TRUE(r) << r.status().message();
-        const float* y = (*r)[0].data<float>();
+        const std::vector<float> y = run(0, M, threads);
+        ASSERT_EQ((int64_t)y.size(), M * N);
         const std::string what = "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
                                  " threads " + std::to_string(threads);
-        if (first.empty()) first.assign(y, y + N);
-        for (int64_t n = 0; n < N; ++n) ASSERT_EQ(y[n], first[(size_t)n]) << what << " at " << n;
         for (int64_t m = 0; m < M; ++m)
           for (int64_t n = 0; n < N; ++n) {
+            ASSERT_EQ(y[(size_t)(m * N + n)], alone[(size_t)m][(size_t)n]) << what << " at " << m << "," << n;
             double exact = 0;
-            for (int64_t k = 0; k < K; ++k) exact += (double)xm.data<float>()[m * K + k] * w[(size_t)(n * K + k)];
-            ASSERT_NEAR(y[m * N + n], 0.75 * exact + 0.5 * c[(size_t)n], 1e-4 * (1.0 + std::sqrt((double)K)))
+            for (int64_t k = 0; k < K; ++k) exact += (double)x.data<float>()[m * K + k] * w[(size_t)(n * K + k)];
+            ASSERT_NEAR(y[(size_t)(m * N + n)], 0.75 * exact + 0.5 * c[(size_t)n], 1e-4 * (1.0 + std::sqrt((double)K)))
                 << what << " at " << m << "," << n;
           }
       }
