@@ -181,7 +181,13 @@ struct DnnlConv::Impl {
   bool residual = false;  // sum post-op: dst holds the residual before the primitive runs
   dnnl::post_ops postOps;
   std::vector<FusedActivation> after;  // activations oneDNN has no post-op for, applied per task
-  std::unique_ptr<Conv1x1Blocked> own;  // our nChw16c 1x1 kernel, where ownKernelFor takes the conv
+  // Our nChw16c 1x1 kernel, where ownKernelFor takes the conv: packed on first use (a conv the rule
+  // or its stride keeps on jit_1x1 holds no second copy of its weights: resnet50's downsamples and
+  // 2048 -> 512s, ~19 MB).
+  bool ownCandidate = false, ownReluAfterResidual = false;
+  std::vector<FusedActivation> ownActivations;
+  std::once_flag ownOnce;
+  std::unique_ptr<Conv1x1Blocked> own;
   std::mutex mutex;
   std::vector<std::shared_ptr<const Plan>> plans;  // newest last, at most kMaxPlans
   static constexpr size_t kMaxPlans = 8;
@@ -363,12 +369,14 @@ std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor& W, const Tensor*
                  : !blockedShapeSupported(W.dim(1) * group, W.dim(0), group, block))
     return nullptr;
   if (residual && !activations.empty()) return nullptr;
-  std::unique_ptr<Conv1x1Blocked> own;
-  if (block == 16 && group == 1 && !plainInput && W.dim(2) == 1 && W.dim(3) == 1)
-    own = Conv1x1Blocked::create(W, B, activations, residual, reluAfterResidual);
+  const bool ownCandidate = block == 16 && group == 1 && !plainInput && W.dim(2) == 1 && W.dim(3) == 1 &&
+                            Conv1x1Blocked::available() && Conv1x1Blocked::supported(activations, residual);
+  std::vector<FusedActivation> ownActivations = activations;
   std::unique_ptr<DnnlConv> conv = create(W, B, group, std::move(activations));
   if (!conv) return nullptr;
-  conv->m_impl->own = std::move(own);
+  conv->m_impl->ownCandidate = ownCandidate;
+  conv->m_impl->ownActivations = std::move(ownActivations);
+  conv->m_impl->ownReluAfterResidual = reluAfterResidual;
   conv->m_impl->blocked = true;
   conv->m_impl->plainSrc = plainInput;
   conv->m_impl->block = block;
@@ -498,10 +506,18 @@ bool DnnlConv::ownKernelFor(int64_t C, const WindowGeometry& g) const {
     const char* v = std::getenv("QS_CONV1X1");
     return v == nullptr ? 0 : std::string(v) == "dnnl" ? -1 : std::string(v) == "all" ? 1 : 0;
   }();
-  if (mode < 0 || !m_impl->own || g.nd != 2 || C != m_impl->own->inChannels()) return false;
+  if (mode < 0 || !m_impl->ownCandidate || g.nd != 2 || C != m_impl->W.dim(1)) return false;
   for (int i = 1; i < 3; ++i)
     if (g.s[i] != 1 || g.padB[i] != 0 || g.padE[i] != 0 || g.out[i] != g.in[i]) return false;
-  return mode > 0 || ownKernel1x1Preferred(C, m_impl->own->outChannels(), g.out[1], g.out[2]);
+  if (mode == 0 && !ownKernel1x1Preferred(C, m_impl->W.dim(0), g.out[1], g.out[2])) return false;
+  std::call_once(m_impl->ownOnce, [&] {
+    Impl& im = *m_impl;
+    Tensor B(DType::Float, {im.W.dim(0)});
+    if (!im.bias.empty()) std::memcpy(B.data<float>(), im.bias.data(), sizeof(float) * im.bias.size());
+    im.own = Conv1x1Blocked::create(im.W, im.bias.empty() ? nullptr : &B, im.ownActivations, im.residual,
+                                    im.ownReluAfterResidual);
+  });
+  return m_impl->own != nullptr;
 }
 
 Status DnnlConv::executeOwn1x1(const float* x, int64_t N, const WindowGeometry& g, float* y, const float* residual,
