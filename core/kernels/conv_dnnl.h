@@ -12,7 +12,10 @@
 //
 // Kernel: oneDNN's direct convolution, except 3x3 convs of stride 1 in nChw16c with outputs of at
 // least 28x28 and 32+ output channels, which run its Winograd F(4x4, 3x3) kernel on AVX-512 CPUs
-// (one image a task, so each image keeps its bits at any batch; QS_WINOGRAD=0 turns it off).
+// (one image a task, so each image keeps its bits at any batch; QS_WINOGRAD=0 turns it off), and the
+// blocked 1x1s of stride 1 in nChw16c on AVX-512 CPUs, which run our kernel
+// (core/kernels/conv1x1_blocked.h: pixel ranges at batch 1 instead of output-channel slices, one summation
+// order for any range; QS_CONV1X1=dnnl keeps jit_1x1).
 #pragma once
 
 #include <cstdint>
