@@ -13,7 +13,9 @@
 // Kernel: oneDNN's direct convolution, except 3x3 convs of stride 1 in nChw16c with outputs of at
 // least 28x28 and 32+ output channels (14x14 and 128+), which run its Winograd F(4x4, 3x3) kernel
 // on AVX-512 CPUs (one image a task, so each image keeps its bits at any batch; QS_WINOGRAD=0 turns
-// it off).
+// it off), and the blocked 1x1s of stride 1 in nChw16c on AVX-512 CPUs, which run our kernel
+// (core/kernels/conv1x1_blocked.h: pixel ranges at batch 1 instead of output-channel slices, one summation
+// order for any range; QS_CONV1X1=dnnl keeps jit_1x1).
 #pragma once
 
 #include <cstdint>
@@ -74,6 +76,14 @@ class DnnlConv {
   /// 1, 2 threads: its 14x14 and 7x7 depthwise convs took 1.5-2.6x their 1-thread time). The slices, and so
   /// the bits, do not change; only which thread runs them.
   static int forkThreads(double flops, bool depthwise, int64_t slices, int threads);
+  /// Whether a blocked 1x1 conv (group 1, stride 1, no pads, nChw16c) of C input and M output channels
+  /// at H x W runs our kernel (core/kernels/conv1x1_blocked.h) instead of oneDNN's jit_1x1, where the
+  /// CPU has AVX-512 and the post-ops are ones it takes: the measured rule, a function of the conv only
+  /// (not the batch), so an image gets the same bits at any batch (docs/performance.md, "A 1x1
+  /// convolution on nChw16c that takes row ranges (wt-k1x1)"). QS_CONV1X1=dnnl: never.
+  static bool ownKernel1x1Preferred(int64_t C, int64_t M, int64_t H, int64_t W);
+  /// kernelName() of a conv that runs that kernel.
+  static constexpr const char* kOwn1x1Name = "qs_conv1x1:nChw16c:avx512";
   /// The channel block of the blocked layout that oneDNN's own kernels use on this CPU: 16 where
   /// it runs AVX-512 convolutions (their native nChw16c; with nChw8c it falls back to its AVX2
   /// kernels), else 8. QS_BLOCK=8 or 16 in the environment overrides it (tests run both). Measured
@@ -107,6 +117,9 @@ class DnnlConv {
   explicit DnnlConv(std::unique_ptr<Impl> impl);
   Status execute(const float* x, int64_t N, int64_t C, const WindowGeometry& g, float* y, const float* residual,
                  int threads) const;
+  bool ownKernelFor(int64_t C, const WindowGeometry& g) const;
+  Status executeOwn1x1(const float* x, int64_t N, const WindowGeometry& g, float* y, const float* residual,
+                       int threads) const;
   std::unique_ptr<Impl> m_impl;
 };
 
