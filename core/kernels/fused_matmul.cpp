@@ -98,14 +98,17 @@ class FusedMatMulKernel : public Kernel {
 
   // With library kernels, on CPUs where oneDNN's matmul runs AVX-512 kernels: the products of
   // rows of A with the prepacked B go to oneDNN (bias and Gelu as its bias and post-op; a bias that
-  // is not a constant keeps our path). A transposed by perm_a is copied to rows first (run).
-  void useLibrary(const Tensor* constBias) {
+  // is not a constant keeps our path). A transposed by perm_a is copied to rows first (run). The
+  // weights are held in one column range per thread of the pool, so that a batch-1 product (more
+  // columns than rows) splits its columns across the threads (DnnlMatMul::create).
+  void useLibrary(const Tensor* constBias, int threads) {
     if (!m_packedB || !DnnlMatMul::preferred()) return;
     const int64_t K = m_packedB->rows(), N = m_packedB->cols();
     if (constBias && (constBias->dtype() != DType::Float || constBias->numel() != N)) return;
     m_constBias = constBias ? *constBias : Tensor();
     m_dnnl = DnnlMatMul::create(m_constB.data<float>(), m_ldb, m_transB, K, N,
-                                constBias ? constBias->data<float>() : nullptr, m_alpha, m_gelu);
+                                constBias ? constBias->data<float>() : nullptr, m_alpha, m_gelu,
+                                threads);
     if (m_dnnl) {
       // oneDNN holds its own copy; the rare products it does not take (batched A, a bias computed at
       // run time) read B in place rather than keep a third copy.
@@ -341,7 +344,8 @@ Result<std::unique_ptr<Kernel>> createFusedMatMul(const KernelInit& init) {
   auto kernel =
       std::make_unique<FusedMatMulKernel>(std::move(permA), std::move(permB), std::move(permY), alpha, act == "Gelu");
   kernel->prepack(init.constantInput(1));
-  if (init.libraryKernels) kernel->useLibrary(init.node.inputs.size() > 2 ? init.constantInput(2) : nullptr);
+  if (init.libraryKernels)
+    kernel->useLibrary(init.node.inputs.size() > 2 ? init.constantInput(2) : nullptr, init.threads);
   return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
