@@ -397,6 +397,22 @@ class Rewriter {
     return false;
   }
 
+  // A Softmax over the last axis of v: opset 13's single axis, or (before 13) the 2-D coercion at
+  // the last axis, which is the same thing.
+  bool lastAxisSoftmax(const Node& n, ValueId v) const {
+    if (n.inputs.size() != 1 || n.inputs[0] != v) return false;
+    const Attribute* a = n.attr("axis");
+    const int64_t axis = a && a->type == Attribute::Type::Int ? a->i : (opsetOf(n) >= 13 ? -1 : 1);
+    if (axis == -1) return true;
+    const auto& shape = m_g.value(v).shape;
+    return shape && axis == (int64_t)shape->size() - 1;
+  }
+
+  bool floatOrUnknown(ValueId v) const {
+    const DType t = m_g.value(v).dtype;
+    return t == DType::Float || t == DType::Undefined;
+  }
+
   // MatMul -> FusedMatMul: Transposes feeding it, then Div/Mul by a scalar, a bias Add, Gelu
   // (Erf form) and a Transpose of the result that keeps the last dim last, each only while the
   // value between has no other consumer and is no graph output.
@@ -427,6 +443,8 @@ class Rewriter {
     ValueId bias = kNoValue;
     bool gelu = false;
     std::vector<int64_t> permY;
+    ValueId addend = kNoValue;  // added just before a Softmax (inputs[3])
+    bool softmax = false;
     ValueId tail = m_g.nodes[(size_t)id].outputs[0];
     for (;;) {
       std::vector<NodeId> chain;
@@ -454,13 +472,26 @@ class Rewriter {
         bias = c.inputs[(size_t)oi];
       } else if (c.opType == "Transpose" && c.inputs[0] == tail && matMulResultPermFoldable(transposePerm(c))) {
         permY = transposePerm(c);
+      } else if (c.opType == "Softmax" && !gelu && permY.empty() && c.inputs[0] == tail && lastAxisSoftmax(c, tail)) {
+        softmax = true;
+      } else if (c.opType == "Add" && addend == kNoValue && !gelu && permY.empty() && oi >= 0 &&
+                 c.inputs[(size_t)oi] != tail && floatOrUnknown(c.inputs[(size_t)oi])) {
+        // Attention's mask (or swin's position bias) added to the scores, only when a last-axis
+        // Softmax reads the sum: the kernel adds it row by row just before that Softmax (and after
+        // the product where it would grow the product: the scores' shapes are often unknown at load).
+        const NodeId sid = soleConsumer(c.outputs[0]);
+        const Node* sn = sid >= 0 ? &m_g.nodes[(size_t)sid] : nullptr;
+        if (!sn || sn->opType != "Softmax" || !sn->domain.empty() || !onlyOutput(*sn) ||
+            !lastAxisSoftmax(*sn, c.outputs[0]))
+          break;
+        addend = c.inputs[(size_t)oi];
       } else {
         break;
       }
       absorbed.push_back(cid);
       m_removed[(size_t)cid] = 1;
       tail = c.outputs[0];
-      if (!permY.empty()) break;
+      if (!permY.empty() || softmax) break;
     }
     // A MatMul with nothing to absorb becomes FusedMatMul too when its B is one constant matrix and
     // oneDNN's matmul is preferred on this CPU: FusedMatMul takes that product to oneDNN (AVX-512),
@@ -474,10 +505,12 @@ class Rewriter {
     mm.opType = kFusedMatMulOp;
     mm.domain = kFusedDomain;
     mm.inputs = {ins[0], ins[1]};
-    if (bias != kNoValue) mm.inputs.push_back(bias);
+    if (bias != kNoValue || addend != kNoValue) mm.inputs.push_back(bias);
+    if (addend != kNoValue) mm.inputs.push_back(addend);
     mm.outputs[0] = tail;
     // Keep consumer and producer lists current for the matches that follow.
-    for (ValueId v : mm.inputs) m_g.value(v).consumers.push_back(id);
+    for (ValueId v : mm.inputs)
+      if (v != kNoValue) m_g.value(v).consumers.push_back(id);
     m_g.value(tail).producer = id;
     auto ints = [](const std::vector<int64_t>& v) {
       Attribute a;
@@ -500,6 +533,7 @@ class Rewriter {
       a.s = "Gelu";
       mm.attributes["activation"] = a;
     }
+    if (softmax) mm.attributes["softmax"] = intAttribute(1);
     m_absorbed[(size_t)id] = absorbed;
     ++m_report.fusedMatMuls;
     m_report.foldedIntoMatMul += (int)absorbed.size();
