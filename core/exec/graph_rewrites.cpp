@@ -7,6 +7,7 @@
 #include "core/kernels/conv.h"
 #include "core/kernels/fused_matmul.h"
 #include "core/kernels/matmul_dnnl.h"
+#include "core/kernels/normalization.h"
 
 namespace qs {
 
@@ -37,6 +38,11 @@ class Rewriter {
       if (m_removed[(size_t)id]) continue;
       const Node& n = m_g.nodes[(size_t)id];
       if (n.opType == "MatMul" && n.domain.empty()) fuseMatMul(id);
+    }
+    for (NodeId id : m_g.topoOrder) {
+      if (m_removed[(size_t)id]) continue;
+      const Node& n = m_g.nodes[(size_t)id];
+      if (n.opType == "LayerNormalization" && (n.domain.empty() || n.domain == kFusedDomain)) fuseSkipLayerNorm(id);
     }
     for (NodeId id : m_g.topoOrder) {
       if (m_removed[(size_t)id]) continue;
@@ -663,6 +669,44 @@ class Rewriter {
     ++m_report.fusedLayerNorms;
   }
 
+  // A residual Add feeding a LayerNormalization over the last axis (Y only, constant Scale and B):
+  // one SkipLayerNormalization in the Add's place (core/kernels/normalization.h), which also writes
+  // the sum where something else reads it (pre-LN blocks: the next residual).
+  void fuseSkipLayerNorm(NodeId lnId) {
+    const Node& ln = m_g.nodes[(size_t)lnId];
+    if (ln.inputs.size() < 2 || ln.inputs[0] == kNoValue || !fixedConstant(ln.inputs[1]) ||
+        (ln.inputs.size() > 2 && ln.inputs[2] != kNoValue && !fixedConstant(ln.inputs[2])) || !onlyOutput(ln))
+      return;
+    const Attribute* axis = ln.attr("axis");
+    const Attribute* stash = ln.attr("stash_type");
+    if ((axis && (axis->type != Attribute::Type::Int || axis->i != -1)) || (stash && stash->i != 1)) return;
+    const ValueId sum = ln.inputs[0];
+    const Node* add = producerOf(sum, "Add");
+    if (!add || add->inputs.size() != 2 || add->inputs[0] == kNoValue || add->inputs[1] == kNoValue) return;
+    const NodeId addId = m_g.value(sum).producer;
+    const bool sumRead = m_g.value(sum).isGraphOutput || consumers(sum).size() != 1;
+    const Attribute* eps = ln.attr("epsilon");
+    Attribute e;
+    e.type = Attribute::Type::Float;
+    e.f = eps && eps->type == Attribute::Type::Float ? eps->f : 1e-5f;
+    const std::vector<ValueId> norm(ln.inputs.begin() + 1, ln.inputs.end());
+    const ValueId y = ln.outputs[0];
+    m_removed[(size_t)lnId] = 1;
+    Node& f = m_g.nodes[(size_t)addId];
+    f.opType = kSkipLayerNormOp;
+    f.domain = kFusedDomain;
+    f.inputs.insert(f.inputs.end(), norm.begin(), norm.end());
+    f.outputs = {y};
+    if (sumRead) f.outputs.push_back(sum);
+    f.attributes.clear();
+    f.attributes["epsilon"] = e;
+    for (ValueId v : norm)
+      if (v != kNoValue) m_g.value(v).consumers.push_back(addId);
+    m_g.value(y).producer = addId;
+    m_absorbed[(size_t)addId] = {lnId};
+    ++m_report.fusedSkipLayerNorms;
+  }
+
   static Attribute intAttribute(int64_t v) {
     Attribute a;
     a.type = Attribute::Type::Int;
@@ -794,7 +838,7 @@ class Rewriter {
     }
     m_g.nodes = std::move(nodes);
     if (m_report.fusedConvs > 0 || m_report.fusedMatMuls > 0 || m_report.fusedLayerNorms > 0 ||
-        m_report.fusedShuffles > 0)
+        m_report.fusedShuffles > 0 || m_report.fusedSkipLayerNorms > 0)
       m_model.opsets[kFusedDomain] = 1;
     return m_g.finalize(m_model.path + " (rewritten for inference)");
   }

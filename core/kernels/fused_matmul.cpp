@@ -106,7 +106,9 @@ class FusedMatMulKernel : public Kernel {
   // rows of A with the prepacked B go to oneDNN (bias and Gelu as its bias and post-op; a bias that
   // is not a constant keeps our path). A transposed by perm_a is copied to rows first (run). The
   // weights are held in one column range per thread of the pool, so that a batch-1 product (more
-  // columns than rows) splits its columns across the threads (DnnlMatMul::create).
+  // columns than rows) splits its columns across the threads (DnnlMatMul::create); in at least 2
+  // even with one thread, so that every pool size gives the same bits (oneDNN rounds a product
+  // into a dense Y differently from one into a column range of Y).
   void useLibrary(const Tensor* constBias, int threads) {
     if (!m_packedB || !DnnlMatMul::preferred()) return;
     const int64_t K = m_packedB->rows(), N = m_packedB->cols();
@@ -114,7 +116,7 @@ class FusedMatMulKernel : public Kernel {
     m_constBias = constBias ? *constBias : Tensor();
     m_dnnl = DnnlMatMul::create(m_constB.data<float>(), m_ldb, m_transB, K, N,
                                 constBias ? constBias->data<float>() : nullptr, m_alpha, m_gelu,
-                                threads);
+                                std::max(2, threads));
     if (m_dnnl) {
       // oneDNN holds its own copy; the rare products it does not take (batched A, a bias computed at
       // run time) read B in place rather than keep a third copy.

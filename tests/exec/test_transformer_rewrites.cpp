@@ -340,6 +340,65 @@ TEST(TransformerRewrites, DecomposedLayerNormBecomesOneOpWithTheGraphsEpsilon) {
   expectSameResults(m, {{"x", randomTensor({2, 3, 8}, rng, -3.f, 3.f)}}, 1e-5);
 }
 
+// A residual Add feeding LayerNormalization (opset 17, last axis): `skipShape` the second addend's
+// shape; `sumRead`: the sum is also read by a Mul (a pre-LN block's next residual); `axis` of the norm.
+std::shared_ptr<Model> residualLayerNormModel(const std::vector<int64_t>& skipShape, bool sumRead, int64_t axis = -1) {
+  std::mt19937 rng(21);
+  OnnxBuilder b(17);
+  b.input("x", {2, 3, 40}).input("r", skipShape);
+  b.initializer("gamma", {40}, randomValues(40, rng, 0.5f, 1.5f));
+  b.initializer("beta", {40}, randomValues(40, rng));
+  b.initializer("two", {}, {2.f});
+  b.node("Add", {"x", "r"}, {"s"});
+  auto& ln = b.node("LayerNormalization", {"s", "gamma", "beta"}, {"y"});
+  OnnxBuilder::attrInt(ln, "axis", axis);
+  OnnxBuilder::attrFloat(ln, "epsilon", 1e-3f);
+  b.output("y", {2, 3, 40});
+  if (sumRead) {
+    b.node("Mul", {"s", "two"}, {"z"});
+    b.output("z", {2, 3, 40});
+  }
+  return builtModel(b);
+}
+
+// Rewrites off and on (2 threads and 1): every output the same bits.
+void expectSameBits(const std::shared_ptr<Model>& m, const std::vector<NamedTensor>& feeds) {
+  ExecutorOptions off, on, on1;
+  off.threads = on.threads = 2;
+  on.rewrites = on1.rewrites = true;
+  on1.threads = 1;
+  auto a = Executor::create(m, off), b = Executor::create(m, on), c = Executor::create(m, on1);
+  ASSERT_TRUE(a && b && c);
+  auto ra = (*a)->run(feeds), rb = (*b)->run(feeds), rc = (*c)->run(feeds);
+  ASSERT_TRUE(ra && rb && rc);
+  for (const auto* r : {&*rb, &*rc}) {
+    ASSERT_EQ(r->size(), ra->size());
+    for (size_t i = 0; i < ra->size(); ++i) {
+      ASSERT_EQ((*r)[i].shape(), (*ra)[i].shape());
+      EXPECT_EQ(std::memcmp((*r)[i].data<float>(), (*ra)[i].data<float>(), sizeof(float) * (size_t)(*ra)[i].numel()), 0)
+          << "output " << i;
+    }
+  }
+}
+
+TEST(TransformerRewrites, ResidualAddAndLayerNormBecomeSkipLayerNorm) {
+  std::mt19937 rng(8);
+  struct Case {
+    std::vector<int64_t> skip;
+    bool sumRead;
+  };
+  for (const Case& c : {Case{{2, 3, 40}, false}, Case{{2, 3, 40}, true}, Case{{40}, false}, Case{{3, 1}, true}}) {
+    auto m = residualLayerNormModel(c.skip, c.sumRead);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(rewriteReport(*m).fusedSkipLayerNorms, 1);
+    expectSameBits(m, {{"x", randomTensor({2, 3, 40}, rng)}, {"r", randomTensor(Shape(c.skip.begin(), c.skip.end()), rng)}});
+  }
+  // A norm over the last two axes is left alone.
+  auto m = residualLayerNormModel({2, 3, 40}, false, -2);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(rewriteReport(*m).fusedSkipLayerNorms, 0);
+}
+
 TEST(TransformerRewrites, LayerNormWithAnotherVarianceAxisIsLeftAlone) {
   auto m = builtModel(decomposedLayerNormModel(1));
   ASSERT_TRUE(m);
