@@ -6,8 +6,8 @@
 #include "core/kernels/channel_shuffle.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/fused_matmul.h"
+#include "core/exec/residual_rewrites.h"
 #include "core/kernels/matmul_dnnl.h"
-#include "core/kernels/normalization.h"
 
 namespace qs {
 
@@ -39,11 +39,7 @@ class Rewriter {
       const Node& n = m_g.nodes[(size_t)id];
       if (n.opType == "MatMul" && n.domain.empty()) fuseMatMul(id);
     }
-    for (NodeId id : m_g.topoOrder) {
-      if (m_removed[(size_t)id]) continue;
-      const Node& n = m_g.nodes[(size_t)id];
-      if (n.opType == "LayerNormalization" && (n.domain.empty() || n.domain == kFusedDomain)) fuseSkipLayerNorm(id);
-    }
+    m_report.fusedSkipLayerNorms = fuseSkipLayerNorms(m_g, m_removed, m_absorbed);
     for (NodeId id : m_g.topoOrder) {
       if (m_removed[(size_t)id]) continue;
       const Node& n = m_g.nodes[(size_t)id];
@@ -403,22 +399,6 @@ class Rewriter {
     return false;
   }
 
-  // A Softmax over the last axis of v: opset 13's single axis, or (before 13) the 2-D coercion at
-  // the last axis, which is the same thing.
-  bool lastAxisSoftmax(const Node& n, ValueId v) const {
-    if (n.inputs.size() != 1 || n.inputs[0] != v) return false;
-    const Attribute* a = n.attr("axis");
-    const int64_t axis = a && a->type == Attribute::Type::Int ? a->i : (opsetOf(n) >= 13 ? -1 : 1);
-    if (axis == -1) return true;
-    const auto& shape = m_g.value(v).shape;
-    return shape && axis == (int64_t)shape->size() - 1;
-  }
-
-  bool floatOrUnknown(ValueId v) const {
-    const DType t = m_g.value(v).dtype;
-    return t == DType::Float || t == DType::Undefined;
-  }
-
   // MatMul -> FusedMatMul: Transposes feeding it, then Div/Mul by a scalar, a bias Add, Gelu
   // (Erf form) and a Transpose of the result that keeps the last dim last, each only while the
   // value between has no other consumer and is no graph output.
@@ -478,19 +458,11 @@ class Rewriter {
         bias = c.inputs[(size_t)oi];
       } else if (c.opType == "Transpose" && c.inputs[0] == tail && matMulResultPermFoldable(transposePerm(c))) {
         permY = transposePerm(c);
-      } else if (c.opType == "Softmax" && !gelu && permY.empty() && c.inputs[0] == tail && lastAxisSoftmax(c, tail)) {
+      } else if (c.opType == "Softmax" && !gelu && permY.empty() && softmaxOverLastAxis(m_g, c, tail, opsetOf(c))) {
         softmax = true;
       } else if (c.opType == "Add" && addend == kNoValue && !gelu && permY.empty() && oi >= 0 &&
-                 c.inputs[(size_t)oi] != tail && floatOrUnknown(c.inputs[(size_t)oi])) {
-        // Attention's mask (or swin's position bias) added to the scores, only when a last-axis
-        // Softmax reads the sum: the kernel adds it row by row just before that Softmax (and after
-        // the product where it would grow the product: the scores' shapes are often unknown at load).
-        const NodeId sid = soleConsumer(c.outputs[0]);
-        const Node* sn = sid >= 0 ? &m_g.nodes[(size_t)sid] : nullptr;
-        if (!sn || sn->opType != "Softmax" || !sn->domain.empty() || !onlyOutput(*sn) ||
-            !lastAxisSoftmax(*sn, c.outputs[0]))
-          break;
-        addend = c.inputs[(size_t)oi];
+                 addsBeforeLastAxisSoftmax(m_g, c, (size_t)oi, m_removed, opsetOf(c))) {
+        addend = c.inputs[(size_t)oi];  // attention's mask or position bias
       } else {
         break;
       }
@@ -510,13 +482,11 @@ class Rewriter {
     Node& mm = m_g.nodes[(size_t)id];
     mm.opType = kFusedMatMulOp;
     mm.domain = kFusedDomain;
-    mm.inputs = {ins[0], ins[1]};
-    if (bias != kNoValue || addend != kNoValue) mm.inputs.push_back(bias);
-    if (addend != kNoValue) mm.inputs.push_back(addend);
+    mm.inputs = {ins[0], ins[1], bias, addend};
+    while (mm.inputs.back() == kNoValue) mm.inputs.pop_back();
     mm.outputs[0] = tail;
     // Keep consumer and producer lists current for the matches that follow.
-    for (ValueId v : mm.inputs)
-      if (v != kNoValue) m_g.value(v).consumers.push_back(id);
+    for (ValueId v : mm.inputs) if (v != kNoValue) m_g.value(v).consumers.push_back(id);
     m_g.value(tail).producer = id;
     auto ints = [](const std::vector<int64_t>& v) {
       Attribute a;
@@ -667,44 +637,6 @@ class Rewriter {
     ln.attributes["epsilon"] = e;
     m_absorbed[(size_t)meanId] = chain;
     ++m_report.fusedLayerNorms;
-  }
-
-  // A residual Add feeding a LayerNormalization over the last axis (Y only, constant Scale and B):
-  // one SkipLayerNormalization in the Add's place (core/kernels/normalization.h), which also writes
-  // the sum where something else reads it (pre-LN blocks: the next residual).
-  void fuseSkipLayerNorm(NodeId lnId) {
-    const Node& ln = m_g.nodes[(size_t)lnId];
-    if (ln.inputs.size() < 2 || ln.inputs[0] == kNoValue || !fixedConstant(ln.inputs[1]) ||
-        (ln.inputs.size() > 2 && ln.inputs[2] != kNoValue && !fixedConstant(ln.inputs[2])) || !onlyOutput(ln))
-      return;
-    const Attribute* axis = ln.attr("axis");
-    const Attribute* stash = ln.attr("stash_type");
-    if ((axis && (axis->type != Attribute::Type::Int || axis->i != -1)) || (stash && stash->i != 1)) return;
-    const ValueId sum = ln.inputs[0];
-    const Node* add = producerOf(sum, "Add");
-    if (!add || add->inputs.size() != 2 || add->inputs[0] == kNoValue || add->inputs[1] == kNoValue) return;
-    const NodeId addId = m_g.value(sum).producer;
-    const bool sumRead = m_g.value(sum).isGraphOutput || consumers(sum).size() != 1;
-    const Attribute* eps = ln.attr("epsilon");
-    Attribute e;
-    e.type = Attribute::Type::Float;
-    e.f = eps && eps->type == Attribute::Type::Float ? eps->f : 1e-5f;
-    const std::vector<ValueId> norm(ln.inputs.begin() + 1, ln.inputs.end());
-    const ValueId y = ln.outputs[0];
-    m_removed[(size_t)lnId] = 1;
-    Node& f = m_g.nodes[(size_t)addId];
-    f.opType = kSkipLayerNormOp;
-    f.domain = kFusedDomain;
-    f.inputs.insert(f.inputs.end(), norm.begin(), norm.end());
-    f.outputs = {y};
-    if (sumRead) f.outputs.push_back(sum);
-    f.attributes.clear();
-    f.attributes["epsilon"] = e;
-    for (ValueId v : norm)
-      if (v != kNoValue) m_g.value(v).consumers.push_back(addId);
-    m_g.value(y).producer = addId;
-    m_absorbed[(size_t)addId] = {lnId};
-    ++m_report.fusedSkipLayerNorms;
   }
 
   static Attribute intAttribute(int64_t v) {
