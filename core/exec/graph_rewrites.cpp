@@ -6,6 +6,7 @@
 #include "core/kernels/channel_shuffle.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/fused_matmul.h"
+#include "core/exec/residual_rewrites.h"
 #include "core/kernels/matmul_dnnl.h"
 
 namespace qs {
@@ -38,6 +39,7 @@ class Rewriter {
       const Node& n = m_g.nodes[(size_t)id];
       if (n.opType == "MatMul" && n.domain.empty()) fuseMatMul(id);
     }
+    m_report.fusedSkipLayerNorms = fuseSkipLayerNorms(m_g, m_removed, m_absorbed);
     for (NodeId id : m_g.topoOrder) {
       if (m_removed[(size_t)id]) continue;
       const Node& n = m_g.nodes[(size_t)id];
@@ -427,6 +429,8 @@ class Rewriter {
     ValueId bias = kNoValue;
     bool gelu = false;
     std::vector<int64_t> permY;
+    ValueId addend = kNoValue;  // added just before a Softmax (inputs[3])
+    bool softmax = false;
     ValueId tail = m_g.nodes[(size_t)id].outputs[0];
     for (;;) {
       std::vector<NodeId> chain;
@@ -454,13 +458,18 @@ class Rewriter {
         bias = c.inputs[(size_t)oi];
       } else if (c.opType == "Transpose" && c.inputs[0] == tail && matMulResultPermFoldable(transposePerm(c))) {
         permY = transposePerm(c);
+      } else if (c.opType == "Softmax" && !gelu && permY.empty() && softmaxOverLastAxis(m_g, c, tail, opsetOf(c))) {
+        softmax = true;
+      } else if (c.opType == "Add" && addend == kNoValue && !gelu && permY.empty() && oi >= 0 &&
+                 addsBeforeLastAxisSoftmax(m_g, c, (size_t)oi, m_removed, opsetOf(c))) {
+        addend = c.inputs[(size_t)oi];  // attention's mask or position bias
       } else {
         break;
       }
       absorbed.push_back(cid);
       m_removed[(size_t)cid] = 1;
       tail = c.outputs[0];
-      if (!permY.empty()) break;
+      if (!permY.empty() || softmax) break;
     }
     // A MatMul with nothing to absorb becomes FusedMatMul too when its B is one constant matrix and
     // oneDNN's matmul is preferred on this CPU: FusedMatMul takes that product to oneDNN (AVX-512),
@@ -473,11 +482,11 @@ class Rewriter {
     Node& mm = m_g.nodes[(size_t)id];
     mm.opType = kFusedMatMulOp;
     mm.domain = kFusedDomain;
-    mm.inputs = {ins[0], ins[1]};
-    if (bias != kNoValue) mm.inputs.push_back(bias);
+    mm.inputs = {ins[0], ins[1], bias, addend};
+    while (mm.inputs.back() == kNoValue) mm.inputs.pop_back();
     mm.outputs[0] = tail;
     // Keep consumer and producer lists current for the matches that follow.
-    for (ValueId v : mm.inputs) m_g.value(v).consumers.push_back(id);
+    for (ValueId v : mm.inputs) if (v != kNoValue) m_g.value(v).consumers.push_back(id);
     m_g.value(tail).producer = id;
     auto ints = [](const std::vector<int64_t>& v) {
       Attribute a;
@@ -500,6 +509,7 @@ class Rewriter {
       a.s = "Gelu";
       mm.attributes["activation"] = a;
     }
+    if (softmax) mm.attributes["softmax"] = intAttribute(1);
     m_absorbed[(size_t)id] = absorbed;
     ++m_report.fusedMatMuls;
     m_report.foldedIntoMatMul += (int)absorbed.size();
@@ -760,7 +770,7 @@ class Rewriter {
     }
     m_g.nodes = std::move(nodes);
     if (m_report.fusedConvs > 0 || m_report.fusedMatMuls > 0 || m_report.fusedLayerNorms > 0 ||
-        m_report.fusedShuffles > 0)
+        m_report.fusedShuffles > 0 || m_report.fusedSkipLayerNorms > 0)
       m_model.opsets[kFusedDomain] = 1;
     return m_g.finalize(m_model.path + " (rewritten for inference)");
   }

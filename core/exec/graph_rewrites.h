@@ -13,6 +13,8 @@
 //    a Div / Mul by a scalar after it, a bias Add, the Erf form of Gelu
 //    (x * 0.5 * (1 + erf(x / sqrt 2))) and a Transpose of its result that keeps the last dim:
 //    one ai.quantscope FusedMatMul (core/kernels/fused_matmul.h);
+//  - a residual Add feeding a last-axis LayerNormalization becomes one ai.quantscope
+//    SkipLayerNormalization (which also outputs the sum where it has other readers);
 //  - ShuffleNet's channel shuffle: Concat(axis 1), Reshape to 5-D, Transpose(0, 2, 1, 3, 4),
 //    Reshape, and the one-axis Slices reading it, become one ai.quantscope ChannelShuffle that
 //    writes the slices straight from the Concat's inputs (core/kernels/channel_shuffle.h); the Shape
@@ -41,6 +43,7 @@ struct RewriteReport {
   int fusedMatMuls = 0;         // MatMul nodes that became FusedMatMul
   int foldedIntoMatMul = 0;     // Transpose / scale / bias / Gelu nodes absorbed by them
   int fusedLayerNorms = 0;      // decomposed LayerNorm chains that became one LayerNormalization
+  int fusedSkipLayerNorms = 0;  // residual Add + LayerNormalization pairs that became one SkipLayerNormalization
   int fusedShuffles = 0;        // Concat-Reshape-Transpose-Reshape(-Slice) chains that became one ChannelShuffle
   /// For each node of the rewritten graph, the original node it stands for (the Conv of a fused
   /// chain), and the original nodes it absorbed (empty for untouched nodes).

@@ -1,6 +1,7 @@
 // ai.quantscope FusedMatMul (opset 1): a MatMul with the transformer nodes around it absorbed by
 // the executor's graph rewrites (core/exec/graph_rewrites.h), FP32, on sgemm:
-//   Y = permY( act( alpha * permA(A) @ permB(B) + bias ) )
+//   Y = permY( act( alpha * permA(A) @ permB(B) + bias ) ), or with softmax:
+//   Y = Softmax_last_axis( alpha * permA(A) @ permB(B) + bias + addend )
 // - perm_a / perm_b (ints, optional): a Transpose applied to the operand first. Folded into the
 //   GEMM's leading dimensions and transpose flags: the operand's last input dim must end up as
 //   one of the last two dims (the rows or the columns of the matrix).
@@ -9,6 +10,10 @@
 // - activation (string, optional): "Gelu" (x * 0.5 * (1 + erf(x / sqrt 2))).
 // - perm_y (ints, optional): a Transpose of the result that keeps the last dim last; the GEMM
 //   writes its rows straight into the transposed layout.
+// - softmax (int, default 0): a Softmax over the last axis of the result (attention's scores),
+//   after input 3, the addend (optional: the attention mask or a position bias), which broadcasts
+//   into the product without growing it. Not with activation or perm_y. Applied per product (a
+//   head) once its rows are complete, while they are in cache; the Add and Softmax kernels' bits.
 // Bias and activation are applied per block of C while it is in cache.
 #pragma once
 

@@ -25,7 +25,7 @@ namespace qs {
 struct DnnlMatMul::Impl {};
 bool DnnlMatMul::preferred() { return false; }
 std::unique_ptr<DnnlMatMul> DnnlMatMul::create(const float*, int64_t, bool, int64_t, int64_t, const float*, float,
-                                               bool) {
+                                               bool, int) {
   return nullptr;
 }
 DnnlMatMul::DnnlMatMul(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -51,13 +51,13 @@ struct Plan {
   size_t scratchBytes = 0;
 };
 
-}  // namespace
-
-struct DnnlMatMul::Impl {
+// One range of the weights' columns [n0, n0 + N): its copy of B in oneDNN's layout, its bias and
+// a primitive per block height.
+struct Part {
   std::vector<float> B;  // [K, N] row-major, until the first plan has reordered it
   memory weights;        // B in the layout of the first plan (the later ones reorder from it)
   std::vector<float> bias;
-  int64_t K = 0, N = 0;
+  int64_t n0 = 0, K = 0, N = 0;
   bool gelu = false;
   std::mutex mutex;
   std::vector<std::shared_ptr<const Plan>> plans;  // newest last, at most kMaxPlans
@@ -111,6 +111,13 @@ struct DnnlMatMul::Impl {
   }
 };
 
+}  // namespace
+
+struct DnnlMatMul::Impl {
+  int64_t K = 0, N = 0;
+  std::vector<std::unique_ptr<Part>> parts;  // column ranges, left to right
+};
+
 bool DnnlMatMul::preferred() {
   static const bool use = [] {
     if (const char* env = std::getenv("QS_DNNL_MATMUL")) return std::string(env) == "1";
@@ -133,52 +140,77 @@ DnnlMatMul::DnnlMatMul(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 DnnlMatMul::~DnnlMatMul() = default;
 
 std::unique_ptr<DnnlMatMul> DnnlMatMul::create(const float* B, int64_t ldb, bool transB, int64_t K, int64_t N,
-                                               const float* bias, float alpha, bool gelu) {
+                                               const float* bias, float alpha, bool gelu, int columnParts) {
   if (!B || K <= 0 || N <= 0) return nullptr;
   auto impl = std::make_unique<Impl>();
   impl->K = K;
   impl->N = N;
-  impl->gelu = gelu;
-  impl->B.resize((size_t)(K * N));
-  // alpha * (A @ B) as A @ (alpha * B): alpha goes into the copy of the weights.
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) impl->B[(size_t)(k * N + n)] = alpha * (transB ? B[n * ldb + k] : B[k * ldb + n]);
-  if (bias) impl->bias.assign(bias, bias + N);
+  // Column ranges in whole 16-column panels (a brgemm tile's width), at least 64 columns each.
+  const int64_t panels = (N + 15) / 16;
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(columnParts, panels / 4));
+  for (int64_t p = 0; p < parts; ++p) {
+    auto part = std::make_unique<Part>();
+    part->n0 = std::min(N, panels * p / parts * 16);
+    const int64_t n1 = p + 1 == parts ? N : std::min(N, panels * (p + 1) / parts * 16);
+    part->K = K;
+    part->N = n1 - part->n0;
+    part->gelu = gelu;
+    part->B.resize((size_t)(K * part->N));
+    // alpha * (A @ B) as A @ (alpha * B): alpha goes into the copy of the weights.
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < part->N; ++n) {
+        const int64_t c = part->n0 + n;
+        part->B[(size_t)(k * part->N + n)] = alpha * (transB ? B[c * ldb + k] : B[k * ldb + c]);
+      }
+    if (bias) part->bias.assign(bias + part->n0, bias + n1);
+    impl->parts.push_back(std::move(part));
+  }
   return std::unique_ptr<DnnlMatMul>(new DnnlMatMul(std::move(impl)));
 }
 
 Status DnnlMatMul::run(const float* A, int64_t lda, int64_t M, float* Y, int64_t ldc, int threads) const {
   if (M <= 0) return Status::ok();
   const Impl& im = *m_impl;
-  // Row blocks: one per thread, at least 16 rows (a brgemm tile's height) each.
+  const int64_t P = (int64_t)im.parts.size();
   const int64_t flops = 2 * M * im.K * im.N;
   const int t = flops < 4000000 ? 1 : std::max(1, threads);
-  const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(t, (M + 15) / 16));
-  const int64_t rows = (M + tasks - 1) / tasks;
-  std::shared_ptr<const Plan> full, last;
+  // Tasks: row blocks (at least 16 rows, a brgemm tile's height) x groups of column parts. Each
+  // thread reads its rows of A and its columns of B. With more columns than rows (a Linear layer
+  // at batch 1: 128 rows, 384-2048 columns) splitting the columns reads B once in all and A once
+  // a thread, where splitting the rows reads B once a thread; with more rows, the rows are split.
+  const int64_t groups = im.N > M ? std::min<int64_t>(P, t) : 1;
+  const int64_t rowBlocks = std::max<int64_t>(1, std::min<int64_t>(t / groups, (M + 15) / 16));
+  const int64_t rows = (M + rowBlocks - 1) / rowBlocks;
+  const int64_t rest = M - rows * (rowBlocks - 1);
+  std::vector<std::shared_ptr<const Plan>> full((size_t)P), last((size_t)P);
   try {
-    full = m_impl->plan(rows, lda, ldc);
-    const int64_t rest = M - rows * (tasks - 1);
-    last = rest == rows ? full : m_impl->plan(rest, lda, ldc);
+    for (int64_t p = 0; p < P; ++p) {
+      full[(size_t)p] = im.parts[(size_t)p]->plan(rows, lda, ldc);
+      last[(size_t)p] = rest == rows ? full[(size_t)p] : im.parts[(size_t)p]->plan(rest, lda, ldc);
+    }
   } catch (const std::exception& e) {
     return unsupported(std::string("oneDNN refused the matmul: ") + e.what());
   }
-  return dnnlParallelFor(t, tasks, "oneDNN matmul", [&](dnnl::stream& stream, int64_t b, int64_t e) {
-    memory bias;
-    if (!im.bias.empty())
-      bias = memory(memory::desc({1, im.N}, DT::f32, Tag::ab), dnnlCpuEngine(), const_cast<float*>(im.bias.data()));
+  return dnnlParallelFor(t, rowBlocks * groups, "oneDNN matmul", [&](dnnl::stream& stream, int64_t b, int64_t e) {
     for (int64_t task = b; task < e; ++task) {
-      const Plan& p = task == tasks - 1 ? *last : *full;
-      const int64_t m0 = task * rows;
-      memory src(p.src, dnnlCpuEngine(), const_cast<float*>(A + m0 * lda));
-      memory dst(memory::desc({p.rows, im.N}, DT::f32, memory::dims{ldc, 1}), dnnlCpuEngine(), Y + m0 * ldc);
-      memory pad(memory::desc({(memory::dim)std::max<size_t>(p.scratchBytes, 1)}, DT::u8, Tag::x), dnnlCpuEngine(),
-                 dnnlTaskScratch(std::max<size_t>(p.scratchBytes, 1)));
-      std::unordered_map<int, memory> args{
-          {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, p.weights}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad}};
-      if (!im.bias.empty()) args.emplace(DNNL_ARG_BIAS, bias);
-      p.prim.execute(stream, args);
-      stream.wait();
+      const int64_t rb = task / groups, g = task % groups;
+      const int64_t m0 = rb * rows;
+      for (int64_t p = P * g / groups; p < P * (g + 1) / groups; ++p) {
+        const Part& part = *im.parts[(size_t)p];
+        const Plan& pl = rb == rowBlocks - 1 ? *last[(size_t)p] : *full[(size_t)p];
+        memory src(pl.src, dnnlCpuEngine(), const_cast<float*>(A + m0 * lda));
+        memory dst(memory::desc({pl.rows, part.N}, DT::f32, memory::dims{ldc, 1}), dnnlCpuEngine(),
+                   Y + m0 * ldc + part.n0);
+        memory pad(memory::desc({(memory::dim)std::max<size_t>(pl.scratchBytes, 1)}, DT::u8, Tag::x), dnnlCpuEngine(),
+                   dnnlTaskScratch(std::max<size_t>(pl.scratchBytes, 1)));
+        std::unordered_map<int, memory> args{
+            {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, pl.weights}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad}};
+        if (!part.bias.empty())
+          args.emplace(DNNL_ARG_BIAS, memory(memory::desc({1, part.N}, DT::f32, Tag::ab), dnnlCpuEngine(),
+                                             const_cast<float*>(part.bias.data())));
+        pl.prim.execute(stream, args);
+        stream.wait();
+      }
     }
   });
 }

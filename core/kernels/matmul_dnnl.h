@@ -21,13 +21,16 @@ class DnnlMatMul {
   /// Prepares Y = act(alpha * A @ B + bias) for a constant B [K, N] (row-major, ldb; transposed when
   /// transB, i.e. B given as [N, K]), bias [N] (nullptr: none), Gelu (erf form) when `gelu`.
   /// B (times alpha) is copied into oneDNN's layout once, on the first run. nullptr without oneDNN.
+  /// columnParts > 1 (the pool's threads): B is held as that many ranges of whole 16-column panels (at
+  /// least 64 columns each), so that a product with more columns than rows can split the columns
+  /// across the threads (each thread reads its part of B) rather than the rows (each reads all of B).
   static std::unique_ptr<DnnlMatMul> create(const float* B, int64_t ldb, bool transB, int64_t K, int64_t N,
-                                            const float* bias, float alpha, bool gelu);
+                                            const float* bias, float alpha, bool gelu, int columnParts = 1);
   ~DnnlMatMul();
 
   /// Y rows [M, N] (leading dimension ldc) from A [M, K] (leading dimension lda, not transposed),
-  /// the rows split into blocks across at most `threads` threads of the pool. Primitives are made
-  /// once per block height and kept. Fails (Y then partly written) when oneDNN refuses.
+  /// split across at most `threads` threads of the pool: by the column parts when N > M, else by
+  /// rows. Primitives are made once per block height and kept. Fails (Y then partly written) when oneDNN refuses.
   Status run(const float* A, int64_t lda, int64_t M, float* Y, int64_t ldc, int threads) const;
 
  private:

@@ -28,6 +28,8 @@ std::vector<KernelEntry> nnKernels() {
       {"LayerNormalization", "", 17, 21, createLayerNormalization},
       // Made by the graph rewrites from the ReduceMean/Sub/Pow/Sqrt/Div form of older exporters.
       {"LayerNormalization", kFusedDomain, 1, 1, createLayerNormalization},
+      // Made by the graph rewrites: a residual Add and the LayerNormalization reading it.
+      {kSkipLayerNormOp, kFusedDomain, 1, 1, createSkipLayerNormalization},
       {"LpNormalization", "", 1, 21, createLpNormalization},
       {"MaxPool", "", 1, 21, createMaxPool},
       {"AveragePool", "", 1, 21, createAveragePool},

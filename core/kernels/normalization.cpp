@@ -292,6 +292,115 @@ class LayerNormKernel : public Kernel {
   float m_eps;
 };
 
+// ---------------------------------------------------------------- SkipLayerNormalization
+// ai.quantscope 1 (made by the graph rewrites from a residual Add feeding a last-axis
+// LayerNormalization, as ONNX Runtime's SkipLayerNormalization): S = X + Skip, Y = LayerNorm(S)
+// over the last axis with Scale and optional B; output 1 (optional) is S, where the sum has other
+// readers (pre-LN blocks). Row by row while the sum is in cache: the Add's and LayerNormalization's
+// own arithmetic, so their bits.
+class SkipLayerNormKernel : public Kernel {
+ public:
+  explicit SkipLayerNormKernel(float eps) : m_eps(eps) {}
+
+  Status run(KernelContext& ctx) const override {
+    if (ctx.inputCount() < 3 || !ctx.hasInput(0) || !ctx.hasInput(1) || !ctx.hasInput(2))
+      return invalidArgument("SkipLayerNormalization needs inputs X, Skip and Scale");
+    const Tensor &X = ctx.input(0), &K = ctx.input(1);
+    QS_RETURN_IF_ERROR(requireFloat(X, "SkipLayerNormalization", "X"));
+    QS_RETURN_IF_ERROR(requireFloat(K, "SkipLayerNormalization", "Skip"));
+    QS_RETURN_IF_ERROR(requireFloat(ctx.input(2), "SkipLayerNormalization", "Scale"));
+    const bool hasB = ctx.hasInput(3);
+    if (hasB) QS_RETURN_IF_ERROR(requireFloat(ctx.input(3), "SkipLayerNormalization", "B"));
+    Shape sShape;
+    if (!broadcastShapes(X.shape(), K.shape(), sShape) || sShape.empty())
+      return invalidArgument("SkipLayerNormalization: X " + shapeToString(X.shape()) + " and Skip " +
+                             shapeToString(K.shape()) + " do not broadcast to a tensor of rank >= 1");
+    const int64_t L = sShape.back();
+    const int64_t rows = L == 0 ? 0 : numelOf(sShape) / L;
+    const Shape normShape{L};
+    std::vector<float> scaleBuf, biasBuf;
+    const float* scale = ctx.input(2).data<float>();
+    const float* bias = hasB ? ctx.input(3).data<float>() : nullptr;
+    if (ctx.input(2).shape() != normShape) {
+      QS_RETURN_IF_ERROR(LayerNormKernel::expandTo(ctx.input(2), normShape, scaleBuf, "Scale"));
+      scale = scaleBuf.data();
+    }
+    if (hasB && ctx.input(3).shape() != normShape) {
+      QS_RETURN_IF_ERROR(LayerNormKernel::expandTo(ctx.input(3), normShape, biasBuf, "B"));
+      bias = biasBuf.data();
+    }
+    ctx.outputs[0] = Tensor(DType::Float, sShape);
+    float* y = ctx.outputs[0].data<float>();
+    float* sum = nullptr;
+    if (ctx.outputCount() > 1) {
+      ctx.outputs[1] = Tensor(DType::Float, sShape);
+      sum = ctx.outputs[1].data<float>();
+    }
+    const float* x = X.data<float>();
+    const float* k = K.data<float>();
+    Tensor broadcastSum;
+    if (X.shape() != K.shape()) {
+      // Rare: the residual broadcasts. The sum is made first (as the Add would), then normalised.
+      broadcastSum = Tensor(DType::Float, sShape);
+      addBroadcast(X, K, broadcastSum);
+      if (sum) std::memcpy(sum, broadcastSum.data<float>(), sizeof(float) * (size_t)broadcastSum.numel());
+    }
+    const float* whole = broadcastSum.numel() > 0 ? broadcastSum.data<float>() : nullptr;
+    ctx.parallelFor(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(L, 1)), [&](int64_t s, int64_t e) {
+      thread_local std::vector<float> tmp;
+      if (!sum && !whole) tmp.resize((size_t)L);
+      float m, inv;
+      for (int64_t r = s; r < e; ++r) {
+        const float* sr;
+        if (whole) {
+          sr = whole + r * L;
+        } else {
+          float* dst = sum ? sum + r * L : tmp.data();
+          const float *xr = x + r * L, *kr = k + r * L;
+          for (int64_t i = 0; i < L; ++i) dst[i] = xr[i] + kr[i];
+          sr = dst;
+        }
+        layerNormRow(sr, y + r * L, L, scale, bias, m_eps, m, inv);
+      }
+    });
+    return Status::ok();
+  }
+
+ private:
+  // out = a + b with numpy broadcasting (out has the broadcast shape).
+  static void addBroadcast(const Tensor& a, const Tensor& b, Tensor& out) {
+    const Shape& os = out.shape();
+    const size_t r = os.size();
+    auto strides = [&](const Shape& s) {
+      Shape st(r, 0);
+      int64_t acc = 1;
+      for (size_t i = s.size(); i-- > 0;) {
+        st[i + r - s.size()] = s[i] == 1 ? 0 : acc;
+        acc *= s[i];
+      }
+      return st;
+    };
+    const Shape as = strides(a.shape()), bs = strides(b.shape());
+    const float *pa = a.data<float>(), *pb = b.data<float>();
+    float* po = out.data<float>();
+    std::vector<int64_t> idx(r, 0);
+    for (int64_t n = 0; n < out.numel(); ++n) {
+      int64_t oa = 0, ob = 0;
+      for (size_t i = 0; i < r; ++i) {
+        oa += idx[i] * as[i];
+        ob += idx[i] * bs[i];
+      }
+      po[n] = pa[oa] + pb[ob];
+      for (size_t i = r; i-- > 0;) {
+        if (++idx[i] < os[i]) break;
+        idx[i] = 0;
+      }
+    }
+  }
+
+  float m_eps;
+};
+
 // ---------------------------------------------------------------- LpNormalization
 // Opsets 1..21: x / ||x||_p along axis (p = 1 or 2); a zero norm gives 0.
 class LpNormKernel : public Kernel {
@@ -364,6 +473,13 @@ Result<std::unique_ptr<Kernel>> createLayerNormalization(const KernelInit& init)
     return kernelError(StatusCode::Unsupported,
                      "stash_type " + std::to_string(stash) + " is not supported (float32 statistics only)");
   return std::unique_ptr<Kernel>(std::make_unique<LayerNormKernel>(axis, eps));
+}
+
+Result<std::unique_ptr<Kernel>> createSkipLayerNormalization(const KernelInit& init) {
+  AttrReader a(init);
+  const float eps = a.f("epsilon", 1e-5f);
+  if (!a.ok()) return a.status();
+  return std::unique_ptr<Kernel>(std::make_unique<SkipLayerNormKernel>(eps));
 }
 
 Result<std::unique_ptr<Kernel>> createLpNormalization(const KernelInit& init) {

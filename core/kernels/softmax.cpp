@@ -137,6 +137,15 @@ bool eigenSoftmaxRows() {
   return eigen;
 }
 
+}  // namespace
+
+void softmaxRowAsKernel(const float* x, float* y, int64_t L) {
+  if (!eigenSoftmaxRows()) softmaxRowFloat(x, y, L);
+  else softmaxRow<float, false>(x, y, L);
+}
+
+namespace {
+
 template <class T, bool Log>
 void softmaxTyped(const T* x, T* y, int64_t outer, int64_t L, int64_t inner, const KernelContext& ctx) {
   if (outer * L * inner == 0) return;

@@ -26,6 +26,9 @@ void softmaxRowFloatAvx2(const float* x, float* y, int64_t L);
 /// The same row 16 lanes wide, with the AVX2 row's bits: the same exp lane by lane, and the sum
 /// taken in the AVX2 row's order. Only where softmaxAvx512Available().
 void softmaxRowFloatAvx512(const float* x, float* y, int64_t L);
+/// The row the Softmax kernel runs on a float row over the last axis: softmaxRowFloat, or Eigen's
+/// row under QS_SOFTMAX=eigen. For kernels that fuse a Softmax (FusedMatMul) and must give its bits.
+void softmaxRowAsKernel(const float* x, float* y, int64_t L);
 /// Whether the CPU has AVX-512F and DQ (asked once per process).
 bool softmaxAvx512Available();
 

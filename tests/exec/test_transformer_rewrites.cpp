@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "core/exec/executor.h"
 #include "core/exec/graph_rewrites.h"
 #include "core/exec/kernel_registry.h"
+#include "core/kernels/conv.h"
 #include "core/kernels/fused_matmul.h"
 #include "core/kernels/matmul_dnnl.h"
 #include "core/onnx/loader.h"
@@ -59,10 +61,11 @@ void expectSameResults(const std::shared_ptr<Model>& m, const std::vector<NamedT
 }
 
 // Attention as torch exports it: q, k, v [N, T, h, dh] transposed to heads, q @ k^T / s + mask,
-// Softmax over the last axis, @ v, transposed back.
-OnnxBuilder attentionModel(const std::vector<int64_t>& permK = {0, 2, 3, 1}) {
+// Softmax over the last axis, @ v, transposed back. qkBatch: the batch of q and k (v and the mask
+// keep 2; 1 makes the mask grow the scores [1, 3, 5, 5] to [2, 3, 5, 5]).
+OnnxBuilder attentionModel(const std::vector<int64_t>& permK = {0, 2, 3, 1}, int64_t qkBatch = 2) {
   OnnxBuilder b(13);
-  b.input("q", {2, 5, 3, 4}).input("k", {2, 5, 3, 4}).input("v", {2, 5, 3, 4}).input("mask", {2, 1, 1, 5});
+  b.input("q", {qkBatch, 5, 3, 4}).input("k", {qkBatch, 5, 3, 4}).input("v", {2, 5, 3, 4}).input("mask", {2, 1, 1, 5});
   b.initializer("scale", {}, {2.f});
   OnnxBuilder::attrInts(b.node("Transpose", {"q"}, {"qt"}), "perm", {0, 2, 1, 3});
   OnnxBuilder::attrInts(b.node("Transpose", {"k"}, {"kt"}), "perm", permK);
@@ -139,10 +142,90 @@ TEST(TransformerRewrites, AttentionTransposesAndScaleFoldIntoMatMuls) {
   ASSERT_TRUE(m);
   const RewriteReport r = rewriteReport(*m);
   EXPECT_EQ(r.fusedMatMuls, 2);
-  // q, k Transposes and the Div into the first; the v Transpose and the output Transpose into the second.
-  EXPECT_EQ(r.foldedIntoMatMul, 5);
+  // q, k Transposes, the Div, the mask Add and the Softmax into the first; the v Transpose and the
+  // output Transpose into the second.
+  EXPECT_EQ(r.foldedIntoMatMul, 7);
   std::mt19937 rng(1);
   expectSameResults(m, attentionFeeds(rng));
+}
+
+TEST(TransformerRewrites, MaskThatGrowsTheScoresStillMatchesUnrewritten) {
+  // Scores [1, 3, 5, 5] + mask [2, 1, 1, 5] is [2, 3, 5, 5]: larger than the product, so the kernel
+  // adds the mask after it (exported attention often has no shapes at load to tell this apart).
+  auto m = builtModel(attentionModel({0, 2, 3, 1}, 1));
+  ASSERT_TRUE(m);
+  const RewriteReport r = rewriteReport(*m);
+  EXPECT_EQ(r.fusedMatMuls, 2);
+  EXPECT_EQ(r.foldedIntoMatMul, 7);
+  std::mt19937 rng(3);
+  auto feeds = attentionFeeds(rng);
+  feeds[0].tensor = randomTensor({1, 5, 3, 4}, rng);
+  feeds[1].tensor = randomTensor({1, 5, 3, 4}, rng);
+  expectSameResults(m, feeds);
+}
+
+// FusedMatMul with softmax (and an addend) against the same FusedMatMul followed by the Add and
+// Softmax nodes, rewrites off: the same bits, at 1 and 2 threads. A [nb, M, K] @ B [K, N] (nb > 1:
+// one product per head; nb = 1: one product over the threads, its rows then split), the addend
+// shaped `dShape` (empty: none).
+void expectSoftmaxFusedBits(int64_t nb, int64_t M, int64_t K, int64_t N, const std::vector<int64_t>& dShape) {
+  std::mt19937 rng(17);
+  const std::vector<float> w = randomValues((size_t)(K * N), rng);
+  std::shared_ptr<Model> m[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    OnnxBuilder b(13);
+    auto* os = b.proto().add_opset_import();
+    os->set_domain(kFusedDomain);
+    os->set_version(1);
+    b.input("a", {nb, M, K});
+    if (!dShape.empty()) b.input("d", dShape);
+    b.initializer("w", {K, N}, w);
+    if (fused) {
+      auto& n = b.node(kFusedMatMulOp, {"a", "w", "", dShape.empty() ? "" : "d"}, {"y"});
+      n.set_domain(kFusedDomain);
+      OnnxBuilder::attrFloat(n, "alpha", 0.35f);
+      OnnxBuilder::attrInt(n, "softmax", 1);
+    } else {
+      auto& n = b.node(kFusedMatMulOp, {"a", "w"}, {"s"});
+      n.set_domain(kFusedDomain);
+      OnnxBuilder::attrFloat(n, "alpha", 0.35f);
+      if (!dShape.empty()) b.node("Add", {"s", "d"}, {"sd"});
+      OnnxBuilder::attrInt(b.node("Softmax", {dShape.empty() ? "s" : "sd"}, {"y"}), "axis", -1);
+    }
+    b.output("y", {nb, M, N});
+    m[fused] = builtModel(b);
+    ASSERT_TRUE(m[fused]);
+  }
+  std::vector<NamedTensor> feeds = {{"a", randomTensor({nb, M, K}, rng)}};
+  if (!dShape.empty()) feeds.push_back({"d", randomTensor(Shape(dShape.begin(), dShape.end()), rng, -4.f, 1.f)});
+  std::vector<Tensor> ref;
+  for (int threads : {1, 2})
+    for (int fused = 0; fused < 2; ++fused) {
+      ExecutorOptions o;
+      o.threads = threads;
+      auto e = Executor::create(m[fused], o);
+      ASSERT_TRUE(e) << e.status().message();
+      auto r = (*e)->run(feeds);
+      ASSERT_TRUE(r) << r.status().message();
+      if (ref.empty()) {
+        ref = *r;
+        continue;
+      }
+      ASSERT_EQ((*r)[0].shape(), ref[0].shape());
+      int64_t differ = 0;
+      for (int64_t i = 0; i < ref[0].numel(); ++i)
+        differ += std::memcmp(&(*r)[0].data<float>()[i], &ref[0].data<float>()[i], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0) << "fused " << fused << " threads " << threads << ", " << nb << "x" << M << "x" << K << "x"
+                           << N;
+    }
+}
+
+TEST(TransformerRewrites, SoftmaxInTheProductGivesTheAddAndSoftmaxBits) {
+  expectSoftmaxFusedBits(12, 20, 8, 20, {1, 1, 20});    // a mask over the columns, per head products
+  expectSoftmaxFusedBits(12, 20, 8, 37, {12, 20, 37});  // a full addend (a position bias), odd row length
+  expectSoftmaxFusedBits(3, 16, 8, 49, {3, 1, 49});     // per batch, broadcast over the rows
+  expectSoftmaxFusedBits(1, 300, 64, 130, {130});       // one product over the threads, its rows split
+  expectSoftmaxFusedBits(4, 9, 5, 11, {});              // no addend
 }
 
 TEST(TransformerRewrites, TransposeMovingTheLastDimIsNotFolded) {
@@ -257,6 +340,65 @@ TEST(TransformerRewrites, DecomposedLayerNormBecomesOneOpWithTheGraphsEpsilon) {
   expectSameResults(m, {{"x", randomTensor({2, 3, 8}, rng, -3.f, 3.f)}}, 1e-5);
 }
 
+// A residual Add feeding LayerNormalization (opset 17, last axis): `skipShape` the second addend's
+// shape; `sumRead`: the sum is also read by a Mul (a pre-LN block's next residual); `axis` of the norm.
+std::shared_ptr<Model> residualLayerNormModel(const std::vector<int64_t>& skipShape, bool sumRead, int64_t axis = -1) {
+  std::mt19937 rng(21);
+  OnnxBuilder b(17);
+  b.input("x", {2, 3, 40}).input("r", skipShape);
+  b.initializer("gamma", {40}, randomValues(40, rng, 0.5f, 1.5f));
+  b.initializer("beta", {40}, randomValues(40, rng));
+  b.initializer("two", {}, {2.f});
+  b.node("Add", {"x", "r"}, {"s"});
+  auto& ln = b.node("LayerNormalization", {"s", "gamma", "beta"}, {"y"});
+  OnnxBuilder::attrInt(ln, "axis", axis);
+  OnnxBuilder::attrFloat(ln, "epsilon", 1e-3f);
+  b.output("y", {2, 3, 40});
+  if (sumRead) {
+    b.node("Mul", {"s", "two"}, {"z"});
+    b.output("z", {2, 3, 40});
+  }
+  return builtModel(b);
+}
+
+// Rewrites off and on (2 threads and 1): every output the same bits.
+void expectSameBits(const std::shared_ptr<Model>& m, const std::vector<NamedTensor>& feeds) {
+  ExecutorOptions off, on, on1;
+  off.threads = on.threads = 2;
+  on.rewrites = on1.rewrites = true;
+  on1.threads = 1;
+  auto a = Executor::create(m, off), b = Executor::create(m, on), c = Executor::create(m, on1);
+  ASSERT_TRUE(a && b && c);
+  auto ra = (*a)->run(feeds), rb = (*b)->run(feeds), rc = (*c)->run(feeds);
+  ASSERT_TRUE(ra && rb && rc);
+  for (const auto* r : {&*rb, &*rc}) {
+    ASSERT_EQ(r->size(), ra->size());
+    for (size_t i = 0; i < ra->size(); ++i) {
+      ASSERT_EQ((*r)[i].shape(), (*ra)[i].shape());
+      EXPECT_EQ(std::memcmp((*r)[i].data<float>(), (*ra)[i].data<float>(), sizeof(float) * (size_t)(*ra)[i].numel()), 0)
+          << "output " << i;
+    }
+  }
+}
+
+TEST(TransformerRewrites, ResidualAddAndLayerNormBecomeSkipLayerNorm) {
+  std::mt19937 rng(8);
+  struct Case {
+    std::vector<int64_t> skip;
+    bool sumRead;
+  };
+  for (const Case& c : {Case{{2, 3, 40}, false}, Case{{2, 3, 40}, true}, Case{{40}, false}, Case{{3, 1}, true}}) {
+    auto m = residualLayerNormModel(c.skip, c.sumRead);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(rewriteReport(*m).fusedSkipLayerNorms, 1);
+    expectSameBits(m, {{"x", randomTensor({2, 3, 40}, rng)}, {"r", randomTensor(Shape(c.skip.begin(), c.skip.end()), rng)}});
+  }
+  // A norm over the last two axes is left alone.
+  auto m = residualLayerNormModel({2, 3, 40}, false, -2);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(rewriteReport(*m).fusedSkipLayerNorms, 0);
+}
+
 TEST(TransformerRewrites, LayerNormWithAnotherVarianceAxisIsLeftAlone) {
   auto m = builtModel(decomposedLayerNormModel(1));
   ASSERT_TRUE(m);
@@ -271,6 +413,7 @@ TEST(TransformerRewrites, SoftmaxOnAnotherAxisStillMatchesUnrewritten) {
     if (n.op_type() == "Softmax") n.mutable_attribute(0)->set_i(2);
   auto m = builtModel(b);
   ASSERT_TRUE(m);
+  EXPECT_EQ(rewriteReport(*m).foldedIntoMatMul, 5);  // neither the mask Add nor the Softmax
   std::mt19937 rng(6);
   expectSameResults(m, attentionFeeds(rng));
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -53,6 +54,47 @@ TEST(DnnlMatMul, MatchesANaiveProduct) {
       EXPECT_LT(std::sqrt(err / ref), 1e-5) << c.M << "x" << c.K << "x" << c.N << " threads " << threads;
       for (int64_t m = 0; m < c.M; ++m)
         for (int64_t n = c.N; n < ldc; ++n) EXPECT_EQ(Y[(size_t)(m * ldc + n)], -7.f) << "padding written";
+    }
+  }
+}
+
+TEST(DnnlMatMul, ColumnPartsGiveTheSameBits) {
+  // The weights held as 2 or 3 column ranges (DnnlMatMul::create's columnParts): products with more
+  // columns than rows (a Linear layer at batch 1) split the columns across the threads, the others
+  // the rows; either way every element is the one the unsplit weights give when Y's rows are wider
+  // than the product (ldc > N), to the bit, at 1 and 2 threads, and the columns beyond N are not
+  // written. (With a dense Y, ldc = N, oneDNN 2.6 picks another kernel for the unsplit product,
+  // whose sums round differently; FusedMatMul therefore always holds at least 2 parts.)
+  std::mt19937 rng(11);
+  struct Case {
+    int64_t M, K, N;
+    bool bias, gelu;
+  };
+  const Case cases[] = {{128, 384, 1152, true, false}, {128, 384, 1536, true, true},  {128, 1536, 384, true, false},
+                        {128, 512, 2048, true, true},  {37, 64, 200, false, false},   {1024, 384, 384, true, false},
+                        {100, 96, 64, true, false},    {128, 512, 512, true, false},  {128, 2048, 512, true, false},
+                        {128, 512, 8192, false, false}};
+  for (const Case& c : cases) {
+    std::vector<float> A = randomValues((size_t)(c.M * c.K), rng), B = randomValues((size_t)(c.K * c.N), rng),
+                       bias = randomValues((size_t)c.N, rng);
+    auto whole = DnnlMatMul::create(B.data(), c.N, false, c.K, c.N, c.bias ? bias.data() : nullptr, 1.f, c.gelu, 1);
+    if (!whole) GTEST_SKIP() << "built without oneDNN";
+    const int64_t wide = c.N + 3;
+    std::vector<float> ref((size_t)(c.M * wide), -7.f);
+    ASSERT_TRUE(whole->run(A.data(), c.K, c.M, ref.data(), wide, 1).isOk());
+    for (int parts : {2, 3}) {
+      auto split = DnnlMatMul::create(B.data(), c.N, false, c.K, c.N, c.bias ? bias.data() : nullptr, 1.f, c.gelu, parts);
+      for (int64_t ldc : {c.N, wide})
+        for (int threads : {1, 2}) {
+          std::vector<float> Y((size_t)(c.M * ldc), -7.f);
+          ASSERT_TRUE(split->run(A.data(), c.K, c.M, Y.data(), ldc, threads).isOk());
+          size_t differ = 0;
+          for (int64_t m = 0; m < c.M; ++m)
+            for (int64_t n = 0; n < ldc; ++n)
+              differ += std::memcmp(&Y[(size_t)(m * ldc + n)], &ref[(size_t)(m * wide + n)], sizeof(float)) != 0;
+          EXPECT_EQ(differ, 0u) << c.M << "x" << c.K << "x" << c.N << " ldc " << ldc << " parts " << parts
+                                << " threads " << threads;
+        }
     }
   }
 }
