@@ -321,12 +321,24 @@ Status BatchSweep::run(const CalibrationData& data, int64_t b, bool keep, uint64
     if (k % 16 == 0 && !report(sweepShare * (double)k / (double)order.size(), kSweepStage)) return m_c.cancelled();
     const std::span<const NodeId> one(&order[k], 1);
     if (const ElementwiseChain* ch = m_c.paths.chainAt[(size_t)id].get(); ch && !floatDone[(size_t)id]) {
-      if (!runFloatChain(m_g, *ch, floatTable))
-        for (const NodeId& member : ch->nodes)
-          QS_RETURN_IF_ERROR(m_c.executor.runNodes(std::span<const NodeId>(&member, 1), floatTable, rf));
-      for (NodeId member : ch->nodes) floatDone[(size_t)member] = 1;
-      if (runChain(m_g, *ch, quantTable, floatTable, compare, keeping))
-        for (NodeId member : ch->nodes) quantDone[(size_t)member] = 1;
+      // Both passes piece by piece where they can: the float outputs that nothing reads after the
+      // chain (not kept for toggles, the sensitivity cones or the caller) are never stored.
+      std::vector<char> storeFloat(ch->nodes.size(), 1);
+      if (!keeping && !m_sensitivity)
+        for (size_t i = 0; i < ch->nodes.size(); ++i) {
+          const ValueId v = m_g.nodes[(size_t)ch->nodes[i]].outputs[0];
+          storeFloat[i] = ch->stored[i] || (keepFloat && (*keepFloat)[(size_t)v] > 0);
+        }
+      if (runChainPair(m_g, *ch, floatTable, quantTable, compare, keeping, storeFloat)) {
+        for (NodeId member : ch->nodes) floatDone[(size_t)member] = quantDone[(size_t)member] = 1;
+      } else {
+        if (!runFloatChain(m_g, *ch, floatTable))
+          for (const NodeId& member : ch->nodes)
+            QS_RETURN_IF_ERROR(m_c.executor.runNodes(std::span<const NodeId>(&member, 1), floatTable, rf));
+        for (NodeId member : ch->nodes) floatDone[(size_t)member] = 1;
+        if (runChain(m_g, *ch, quantTable, floatTable, compare, keeping))
+          for (NodeId member : ch->nodes) quantDone[(size_t)member] = 1;
+      }
     }
     if (!floatDone[(size_t)id]) QS_RETURN_IF_ERROR(m_c.executor.runNodes(one, floatTable, rf));
     if (!quantDone[(size_t)id]) QS_RETURN_IF_ERROR(m_c.executor.runNodes(one, quantTable, rq));

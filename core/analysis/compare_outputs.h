@@ -36,10 +36,15 @@ class CompareOutputs : public ExecutionObserver, public NodeCompare {
   void onNodeOutput(NodeId node, size_t output, ValueId id, const Tensor& t) override;
   /// The sums of an a x + b op from its producer's, when that was compared in this pass and the
   /// output has `elements` values as its input does; false otherwise (nothing changed).
-  bool derive(NodeId node, int64_t elements);
+  /// `source`: the producer, where the caller knows its output has `elements` values (a chain's
+  /// float outputs that runChainPair does not store).
+  bool derive(NodeId node, int64_t elements, NodeId source = -1);
   /// The node whose sums an a x + b op's derive from (its input's producer, whose first output
   /// that input is, with `elements` values as the op's output has), or -1.
   NodeId affineProducer(NodeId node, int64_t elements) const;
+  /// The producer of an a x + b op's input whose first output that input is, or -1, whatever its
+  /// float entry holds (runChainPair: a chain's float outputs are made in the same pass).
+  NodeId affineSource(NodeId node) const;
   const Tensor* reference(NodeId node) override;
   void compared(NodeId node, const ErrorAccumulator& sums) override;
   bool done(NodeId node) const { return m_done[(size_t)node] != 0; }
@@ -74,10 +79,28 @@ void accumulateAgreement(const Graph& g, size_t output, const Tensor& ref, const
 bool runChain(const Graph& g, const ElementwiseChain& ch, std::vector<Tensor>& quantTable,
               const std::vector<Tensor>& floatTable, CompareOutputs& compare, bool storeAll);
 
+/// out = a op b (ChainOp::Kind `kind`; float a and b broadcast as numpy does, each to the output
+/// shape as the same shape or one block of its dims, such as [N, C, 1, 1] against [N, C, H, W]),
+/// the op's kernel's bits, compared with `ref` in pieces while they are in cache: the sums of
+/// ErrorAccumulator::add(ref, out, threads) into `sums`. False (nothing written) where an input
+/// is not float, the shapes do not broadcast so, or `ref` has another element count.
+bool runComparedBinary(int kind, const Tensor& a, const Tensor& b, const Tensor& ref, Tensor& out,
+                       ErrorAccumulator& sums, int threads);
+
 /// The ops of `ch` over the float table in one pass (runElementwiseChain), every output stored:
 /// the same bits as running them one by one, without reading each op's input back from memory.
 /// False (nothing stored) where the input is not float or a constant operand has more dims than
 /// the input (its broadcast would change the output's shape): the caller then runs the ops one by one.
 bool runFloatChain(const Graph& g, const ElementwiseChain& ch, std::vector<Tensor>& floatTable);
+
+/// runFloatChain and runChain in one pass (runElementwiseChainPair): each piece over the float
+/// table, then over the quantized table, each op's comparison made with the float piece just
+/// computed (the float output never read back). Float outputs are stored where storeFloat[i]
+/// (per op: the float table's entry is read later), quantized ones as runChain stores them. The
+/// same bits and sums as runFloatChain then runChain; false (nothing stored, nothing compared)
+/// where either of them would refuse, or the two inputs differ in shape.
+bool runChainPair(const Graph& g, const ElementwiseChain& ch, std::vector<Tensor>& floatTable,
+                  std::vector<Tensor>& quantTable, CompareOutputs& compare, bool storeAll,
+                  const std::vector<char>& storeFloat);
 
 }  // namespace qs

@@ -124,6 +124,21 @@ std::vector<AffineOp> findAffineOps(const Graph& g, const QuantState& s) {
   return affine;
 }
 
+std::vector<signed char> findBinaryOps(const Graph& g, const std::vector<AffineOp>& affine) {
+  std::vector<signed char> kind(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if ((!n.domain.empty() && n.domain != "ai.onnx") || n.inputs.size() != 2 || n.outputs.size() != 1 || n.inputs[0] == kNoValue ||
+        n.inputs[1] == kNoValue || n.outputs[0] == kNoValue || (i < affine.size() && affine[i].input >= 0))
+      continue;
+    if (n.opType == "Add") kind[i] = ChainOp::kAdd + 1;
+    else if (n.opType == "Sub") kind[i] = ChainOp::kSub + 1;
+    else if (n.opType == "Mul") kind[i] = ChainOp::kMul + 1;
+    else if (n.opType == "Div") kind[i] = ChainOp::kDiv + 1;
+  }
+  return kind;
+}
+
 std::vector<std::shared_ptr<const ElementwiseChain>> findElementwiseChains(const Graph& g, const QuantState& s) {
   std::vector<std::shared_ptr<const ElementwiseChain>> chainAt(g.nodes.size());
   std::vector<int> topoIndex(g.nodes.size(), 0);

@@ -81,6 +81,10 @@ struct NodePaths {
   std::vector<std::shared_ptr<const DepthwiseNode>> dwConv;
   std::vector<std::shared_ptr<const IntConvNode>> intConv;  // null: FP32 on fake-quantized inputs
   std::vector<std::shared_ptr<const PackedMatMulWeight>> packedWq;  // null (or absent): Wq packed per run
+  /// Add, Sub, Mul, Div of activations (not a x + b): where a pass compares the node's output,
+  /// computed in pieces and compared while each piece is in cache (FakeQuantTransform::runNode,
+  /// runComparedBinary); the ChainOp::Kind + 1 per node, 0 (or absent): the kernel, then the observer.
+  std::vector<signed char> binary;
   /// MatMuls with a weight point on a 2-D B take their weight/activation split from Gram matrices
   /// where that pays (core/analysis/split_gram.h; AnalysisOptions::gramSplit).
   bool gramSplit = false;
@@ -103,6 +107,9 @@ std::vector<AffineOp> findAffineOps(const Graph& g, const QuantState& s);
 /// topological order first) that has no point of its own and only scalar constants besides, up
 /// to kMaxChainOps (a longer run of such ops makes several chains). Chains of one op are dropped.
 std::vector<std::shared_ptr<const ElementwiseChain>> findElementwiseChains(const Graph& g, const QuantState& s);
+/// Add, Sub, Mul, Div nodes of the default domain with two inputs, not a x + b (`affine`): the
+/// ChainOp::Kind + 1 of each such node, 0 for the others (NodePaths::binary).
+std::vector<signed char> findBinaryOps(const Graph& g, const std::vector<AffineOp>& affine);
 /// Depthwise Convs with points on X and W: their layer-wise runs go plane by plane (any CPU,
 /// any mode).
 std::vector<std::shared_ptr<const DepthwiseNode>> findDepthwiseConvs(const Graph& g, const QuantPlan& plan,

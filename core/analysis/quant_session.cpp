@@ -91,10 +91,12 @@ void QuantSession::indexPoints() {
     m_paths.dwConv.assign(N, nullptr);
     m_paths.intConv.assign(N, nullptr);
     m_paths.packedWq.assign(N, nullptr);
+    m_paths.binary.assign(N, 0);
     return;
   }
   m_paths.affine = findAffineOps(g, m_state);
   m_paths.chainAt = m_options.fuseElementwise ? findElementwiseChains(g, m_state) : decltype(m_paths.chainAt)(N);
+  m_paths.binary = m_options.fuseElementwise ? findBinaryOps(g, m_paths.affine) : decltype(m_paths.binary)(N, 0);
   m_paths.dwConv = m_options.planeLayerwise ? findDepthwiseConvs(g, m_plan, m_state) : decltype(m_paths.dwConv)(N);
   m_paths.intConv = m_options.integerConv ? findIntConvs(g, m_plan, m_state) : decltype(m_paths.intConv)(N);
   m_paths.gramSplit = m_options.gramSplit;

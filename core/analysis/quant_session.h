@@ -95,8 +95,9 @@ struct AnalysisOptions {
   /// reference the tests compare with).
   bool planeLayerwise = true;
   /// Chains of elementwise ops with no points of their own (ElementwiseChain) computed in one
-  /// pass in the analysis's quantized pass, the same output bits and sums as op by op. Off: op by
-  /// op (the reference the tests compare with).
+  /// pass in the analysis's quantized pass, the same output bits and sums as op by op; and the
+  /// other Add, Sub, Mul, Div nodes (NodePaths::binary) compared in the pass that computes them.
+  /// Off: op by op, each output compared after it (the reference the tests compare with).
   bool fuseElementwise = true;
   /// The weight/activation split of a MatMul with a weight point on a 2-D B from noise powers
   /// (<X^T X, dW dW^T> and <dX^T dX, W W^T>, core/analysis/split_gram.h) instead of the products

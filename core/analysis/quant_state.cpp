@@ -101,6 +101,21 @@ const Tensor* FakeQuantTransform::transform(NodeId node, size_t input, const Ten
 bool FakeQuantTransform::runNode(NodeId node, std::span<const Tensor* const> inputs, std::span<Tensor> outputs,
                                  Status& status) {
   if (m_s.highPrecision != HighPrecision::Fp32) return runNodeRounded(node, inputs, outputs, status);
+  if (m_compare && (size_t)node < m_paths.binary.size() && m_paths.binary[(size_t)node] && inputs.size() == 2 &&
+      inputs[0] && inputs[1] && outputs.size() == 1)
+    if (const Tensor* ref = m_compare->reference(node)) {
+      // Its inputs as the executor would pass them to the kernel; computed and compared piece by
+      // piece (one pass over the output, not a second one by the observer after the kernel's).
+      Tensor storage[2];
+      const Tensor* in[2] = {inputs[0], inputs[1]};
+      for (size_t i = 0; i < 2; ++i)
+        if (const Tensor* t = transform(node, i, *in[i], storage[i])) in[i] = t;
+      ErrorAccumulator sums;
+      if (runComparedBinary(m_paths.binary[(size_t)node] - 1, *in[0], *in[1], *ref, outputs[0], sums, m_s.threads)) {
+        m_compare->compared(node, sums);
+        return true;
+      }
+    }
   if (m_parts != kBoth || outputs.empty() || !enabled(node)) return false;
   // The integer and depthwise paths read the bias from `inputs`: the corrected one where there is one.
   std::vector<const Tensor*> corrected;

@@ -611,3 +611,97 @@ TEST(Analysis, FloatChainStoresTheBitsOfOpByOp) {
   EXPECT_TRUE((*other)[(size_t)g.findValue("m")].empty());
 }
 
+
+TEST(Analysis, ComparedBinaryGivesTheKernelsBitsAndSums) {
+  // The Add/Sub/Mul/Div nodes that the quantized pass computes and compares piece by piece
+  // (runComparedBinary, NodePaths::binary) against the kernel run through the executor and
+  // ErrorAccumulator::add over the whole output: the same bits, the same sums, for a squeeze-
+  // excitation Mul [N,C,H,W] x [N,C,1,1], a residual Add of two activations, a per-channel
+  // constant, a trailing row, both operands broadcast, and a rank-3 operand.
+  qs::test::OnnxBuilder b;
+  const std::vector<int64_t> xs = {2, 16, 64, 80};  // 163840 values: three ErrorAccumulator blocks
+  b.input("x", xs);
+  b.input("y", xs);
+  b.input("s", {2, 16, 1, 1});
+  b.input("h", {1, 1, 64, 80});
+  std::vector<float> cv(16), rv(80), tv(16 * 64);
+  for (size_t i = 0; i < cv.size(); ++i) cv[i] = 0.25f + 0.1f * (float)i;
+  for (size_t i = 0; i < rv.size(); ++i) rv[i] = -1.f + 0.03f * (float)i;
+  for (size_t i = 0; i < tv.size(); ++i) tv[i] = 0.5f + (float)(i % 7) * 0.125f;
+  b.initializer("c", {1, 16, 1, 1}, cv);
+  b.initializer("r", {80}, rv);
+  b.initializer("t", {16, 64, 1}, tv);
+  b.initializer("k", {}, {1.5f});
+  b.node("Mul", {"x", "s"}, {"m"});
+  b.node("Add", {"m", "y"}, {"a"});
+  b.node("Add", {"c", "a"}, {"ac"});
+  b.node("Sub", {"r", "ac"}, {"sb"});
+  b.node("Div", {"sb", "s"}, {"d"});
+  b.node("Mul", {"s", "h"}, {"sh"});
+  b.node("Sub", {"d", "t"}, {"dt"});
+  b.node("Mul", {"dt", "k"}, {"dk"});
+  b.output("sh", {2, 16, 64, 80});
+  b.output("dk", xs);
+  auto m = qs::test::builtModel(b);
+  ASSERT_TRUE(m);
+  const Graph& g = m->graph;
+  auto ex = Executor::create(m, ExecutorOptions{});
+  ASSERT_TRUE(ex) << ex.status().message();
+  uint32_t seed = 7;
+  auto random = [&](const std::vector<int64_t>& s) {
+    Tensor t(DType::Float, s);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      t.data<float>()[i] = (float)((int)(seed >> 9) % 4001 - 2000) * 1e-3f;
+    }
+    return t;
+  };
+  const std::vector<NamedTensor> feeds = {
+      {"x", random(xs)}, {"y", random(xs)}, {"s", random({2, 16, 1, 1})}, {"h", random({1, 1, 64, 80})}};
+  auto table = (*ex)->makeValueTable(feeds);
+  ASSERT_TRUE(table);
+  ASSERT_TRUE((*ex)->runNodes(g.topoOrder, *table).isOk());
+  // dk is x * 1.5: an a x + b op, whose sums the pass derives; the others are taken.
+  std::vector<AffineOp> affine(g.nodes.size());
+  affine[(size_t)g.value(g.findValue("dk")).producer].input = 0;
+  const std::vector<signed char> kind = findBinaryOps(g, affine);
+  int taken = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (!kind[i]) {
+      EXPECT_EQ(g.value(n.outputs[0]).name, "dk");
+      continue;
+    }
+    ++taken;
+    const Tensor &a = (*table)[(size_t)n.inputs[0]], &bb = (*table)[(size_t)n.inputs[1]];
+    const Tensor& want = (*table)[(size_t)n.outputs[0]];
+    Tensor ref(DType::Float, want.shape());
+    for (int64_t j = 0; j < ref.numel(); ++j) ref.data<float>()[j] = want.data<float>()[j] * (1.f + 1e-3f * (float)(j % 13 - 6));
+    ErrorAccumulator whole;
+    whole.add(ref, want);
+    for (int threads : {1, 2}) {
+      const std::string what = n.opType + " -> " + g.value(n.outputs[0]).name + ", threads " + std::to_string(threads);
+      Tensor got;
+      ErrorAccumulator sums;
+      ASSERT_TRUE(runComparedBinary(kind[i] - 1, a, bb, ref, got, sums, threads)) << what;
+      ASSERT_EQ(got.shape(), want.shape()) << what;
+      EXPECT_EQ(std::memcmp(got.data<float>(), want.data<float>(), (size_t)want.numel() * 4), 0) << what;
+      EXPECT_EQ(sums.signalPower(), whole.signalPower()) << what;
+      EXPECT_EQ(sums.noisePower(), whole.noisePower()) << what;
+      EXPECT_EQ(sums.metrics().cosine, whole.metrics().cosine) << what;
+      EXPECT_EQ(sums.metrics().maxAbs, whole.metrics().maxAbs) << what;
+      EXPECT_EQ(sums.metrics().count, whole.metrics().count) << what;
+    }
+  }
+  EXPECT_EQ(taken, 7);
+  // Left to the kernel and the observer: a reference of another size, a non-float operand, and
+  // operands whose dims do not broadcast as one block ([2, 1, 64, 1] against [2, 16, 64, 80]).
+  const Tensor& x = (*table)[(size_t)g.findValue("x")];
+  Tensor out;
+  ErrorAccumulator sums;
+  EXPECT_FALSE(runComparedBinary(ChainOp::kAdd, x, x, random({2, 16, 64}), out, sums, 1));
+  EXPECT_FALSE(runComparedBinary(ChainOp::kAdd, x, Tensor::fromVector<int64_t>({1}, {1}), x, out, sums, 1));
+  EXPECT_FALSE(runComparedBinary(ChainOp::kMul, x, random({2, 1, 64, 1}), x, out, sums, 1));
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(sums.metrics().count, 0);
+}

@@ -112,5 +112,67 @@ TEST(KernelsElementwiseChain, SameBitsAndSumsAsOpByOp) {
   }
 }
 
+TEST(KernelsElementwiseChain, ActivationOperandsGiveTheKernelsBitsOnAnyThreadCount) {
+  // Ops over activation operands besides the chain's input (ChainOperand): one of the input's
+  // shape, a squeeze-excitation scale [N, C, 1, 1], a per-channel [1, C, 1, 1], a trailing row
+  // [W] and a middle block [H, 1], each against the Add/Mul/Sub/Div kernels with numpy
+  // broadcasting; x is [2, 24, 64, 50] (three ErrorAccumulator blocks, the last partial).
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-3.f, 3.f);
+  const Shape xs = {2, 24, 64, 50};
+  auto random = [&](const Shape& s) {
+    Tensor t(DType::Float, s);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+    return t;
+  };
+  const Tensor x = random(xs);
+  const int64_t n = x.numel();
+  const std::vector<Tensor> operands = {random(xs), random({2, 24, 1, 1}), random({1, 24, 1, 1}), random({50}),
+                                        random({64, 1})};
+  const std::vector<ChainOperand> views = {{operands[0].data<float>(), 1, 0},
+                                           {operands[1].data<float>(), 64 * 50, 48},
+                                           {operands[2].data<float>(), 64 * 50, 24},
+                                           {operands[3].data<float>(), 1, 50},
+                                           {operands[4].data<float>(), 50, 64}};
+  using K = ChainOp::Kind;
+  const std::vector<ChainOp> ops = {
+      {K::kMul, 0, -3},   // 1: x * se: the squeeze-excitation Mul
+      {K::kAdd, 1, -2},   // 2: + a same-shape activation: the residual Add
+      {K::kSub, -4, 2},   // 3: per-channel - v2
+      {K::kDiv, 3, -5},   // 4: / a row
+      {K::kAdd, -6, 4},   // 5: [H, 1] + v4
+      {K::kMul, -2, -3},  // 6: two operands, no chain value
+  };
+  const char* names[] = {"Add", "Sub", "Mul", "Div"};
+  std::vector<Tensor> values = {x}, refs;
+  for (const ChainOp& op : ops) {
+    const Tensor& a = op.a <= -2 ? operands[(size_t)(-2 - op.a)] : values[(size_t)op.a];
+    const Tensor& b = op.b <= -2 ? operands[(size_t)(-2 - op.b)] : values[(size_t)op.b];
+    values.push_back(runKernel(names[op.kind], {&a, &b}));
+    ASSERT_EQ(values.back().numel(), n);
+    Tensor r(DType::Float, xs);
+    for (int64_t i = 0; i < n; ++i) r.data<float>()[i] = values.back().data<float>()[i] * (1.f + 1e-3f * u(rng));
+    refs.push_back(r);
+  }
+  for (int threads : {1, 2}) {
+    std::vector<std::vector<float>> stored(ops.size(), std::vector<float>((size_t)n));
+    std::vector<ErrorAccumulator> sums(ops.size());
+    std::vector<ChainOutput> outs(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (i != 1) outs[i].store = stored[i].data();  // v2 only in scratch
+      outs[i].reference = refs[i].data<float>();
+      outs[i].sums = &sums[i];
+    }
+    runElementwiseChain(ops, x.data<float>(), n, outs, views, threads);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const std::string what = "op " + std::to_string(i) + ", threads " + std::to_string(threads);
+      if (outs[i].store) EXPECT_TRUE(sameBits(values[i + 1], outs[i].store)) << what;
+      ErrorAccumulator whole;
+      whole.add(refs[i], values[i + 1]);
+      expectSameSums(sums[i], whole, what);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace qs
