@@ -51,7 +51,7 @@ struct TextFlags {
   std::string depthwiseEqualize;  // on|off
   std::string depthwiseSmooth;    // on|off
   std::string pointwiseSmooth;    // on|off
-  std::string remedies = "auto";  // auto|none
+  std::string remedies = "none";  // auto|none
   std::string memoryBudget;  // --memory-budget SIZE
 };
 TextFlags g_text;
@@ -154,8 +154,8 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                  "it; the float model is unchanged (default off)");
   cmd.add_option("--remedies", g_text.remedies,
                  "auto|none: int8, try depthwise and pointwise input smoothing on half of the calibration data and keep "
-                 "each where it raises the worst output SNR by 0.2 dB and does not lower it on the other half (default "
-                 "auto; costs a calibration and an analysis per candidate), or none: the flags alone. --depthwise-smooth "
+                 "each where it raises the worst output SNR by 0.2 dB and does not lower it on the other half (costs a "
+                 "calibration and an analysis per candidate), or none: the flags alone (default). --depthwise-smooth "
                  "and --pointwise-smooth given explicitly fix that remedy");
   cmd.add_option("--high-precision-dtype,--high_precision_dtype", g_text.highPrecision,
                  "fp32, fp16 or bf16: the precision of the nodes left out of quantization (default fp32)");

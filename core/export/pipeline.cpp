@@ -357,6 +357,12 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
   if (!scalesGiven && rq.remedies == RemedyMode::Auto && rq.calibration.mode == QuantMode::Int8) {
     QS_RETURN_IF_ERROR(chooseRunRemedies(run, phase(0, 0.5), callbacks.cancel));
     lead = 0.5;
+    if (const std::vector<std::string>& kept = run.remedies.choice.kept; !kept.empty()) {
+      Warner{run, /*buffered=*/false, callbacks}(
+          "--remedies auto kept " + listed(kept) + ": quantized.onnx and quant_cfg.json carry them (--load-config "
+          "re-applies them), calibration.cache does not (an export from it with --calibration_cache_path is the model "
+          "without them)");
+    }
   }
   const bool remedies = run.baselineSession != nullptr;
   if (!scalesGiven) {

@@ -105,8 +105,8 @@ struct AnalysisRequest {
   /// int8 with calibrated scales only; float-preserving. Off by default (docs/quality.md,
   /// "Pointwise input smoothing").
   bool pointwiseSmooth = false;
-  /// --remedies: None (the library's default, and every run before it existed) or Auto (the CLI's and the
-  /// workbench's default): the candidates (depthwise and pointwise smoothing) tried on the calibration data
+  /// --remedies: None (the default: every run before it existed) or Auto (opt-in; not the default because
+  /// rec's task agreement in ONNX Runtime fell, docs/quality.md "Remedies chosen per model"): the candidates (depthwise and pointwise smoothing) tried on the calibration data
   /// and kept where they raise the worst output SNR by `remedyMarginDb` and not on the held-out samples.
   /// int8 with calibrated scales only. A remedy named in `remediesFixed` (an explicit flag: --depthwise-smooth
   /// off) or already on is not a candidate.

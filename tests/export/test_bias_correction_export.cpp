@@ -263,13 +263,7 @@ TEST(BiasCorrectionExport, IntegerAndFp32ConvPathsPartOnlyAtRoundingTies) {
   if (std::string(qconvKernelName()) == "generic") GTEST_SKIP() << "no integer Convs on this CPU";
   const std::string dir = test::makeTempDir("bias-correction-ties");
   test::writeTextImages(dir + "/images", 8, 192, 48, 11, true);
-  AnalysisRequest rq = test::remedyRequest(model, dir + "/images");
-  rq.data.image.width = 192;
-  rq.data.image.height = 48;
-  rq.data.image.mean = {0.5f, 0.5f, 0.5f};
-  rq.data.image.std = {0.5f, 0.5f, 0.5f};
-  rq.data.batchSize = 1;
-  rq.layerwise = false;
+  AnalysisRequest rq = test::textLineRemedyRequest(model, dir + "/images", 192);
   rq.biasCorrection = true;
   auto run = runAnalysis(rq);
   ASSERT_TRUE(run) << run.status().message();

@@ -124,13 +124,7 @@ TEST(DepthwiseEqualization, RecExportComputesThePredictionAndOrtIsPrinted) {
   if (qs::test::kUnderSanitizer) GTEST_SKIP() << "release build only (the small model above covers the code under ASan)";
   const std::string dir = test::makeTempDir("dw-equalize");
   test::writeTextImages(dir + "/images", 4, 320, 48, 7);
-  AnalysisRequest rq = test::remedyRequest(model, dir + "/images");  // max calibration, 2 threads
-  rq.data.image.width = 320;
-  rq.data.image.height = 48;
-  rq.data.image.mean = {0.5f, 0.5f, 0.5f};
-  rq.data.image.std = {0.5f, 0.5f, 0.5f};
-  rq.data.batchSize = 1;
-  rq.layerwise = false;
+  AnalysisRequest rq = test::textLineRemedyRequest(model, dir + "/images", 320);  // max calibration, 2 threads
   // Our executor runs the written file's Convs in FP32, as ONNX Runtime does: the same arithmetic
   // in the analysis (integer Convs round differently, and rec at 12 dB moves by tenths of a dB).
   rq.integerConv = false;

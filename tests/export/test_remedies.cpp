@@ -159,13 +159,7 @@ TEST(Remedies, ClsExportWithBothRemediesMatchesOnnxRuntime) {
   if (!fs::exists(model)) GTEST_SKIP() << model << " missing: run scripts/setup.sh";
   const std::string dir = test::makeTempDir("remedies");
   test::writeTextImages(dir + "/images", 4, 192, 48, 7);
-  AnalysisRequest rq = test::remedyRequest(model, dir + "/images");
-  rq.data.image.width = 192;
-  rq.data.image.height = 48;
-  rq.data.image.mean = {0.5f, 0.5f, 0.5f};
-  rq.data.image.std = {0.5f, 0.5f, 0.5f};
-  rq.data.batchSize = 1;
-  rq.layerwise = false;
+  AnalysisRequest rq = test::textLineRemedyRequest(model, dir + "/images", 192);
   rq.equalize = true;
   rq.biasCorrection = true;
   // The analysis with FP32 convolutions of fake-quantized tensors, the arithmetic ORT runs the

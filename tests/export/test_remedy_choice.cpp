@@ -1,10 +1,10 @@
 // --remedies auto (core/export/remedy_choice.h): on the pointwise smoothing model built in code (HardSwish-affine
 // inputs, channels two decades apart) it keeps pointwise smoothing, which raises the output SNR on the choice and
-// the held-out samples, and nothing else; its export is the explicit flag's byte for byte, ONNX Runtime computes its
-// prediction within 0.5 dB, quant_cfg.json records the choice and --load-config reproduces the export byte for
-// byte. A margin no remedy reaches keeps none (the export is --remedies none's). On PaddleOCR cls, every kept
-// remedy raised the figure by the margin on the choice samples and did not lower it on the held-out ones, and a
-// remedy that lowered it is not kept. A bad --remedies value is refused in one line.
+// the held-out samples, and nothing else (report.json, the HTML and quant_cfg.json say so); its export is the
+// explicit flag's byte for byte, ONNX Runtime computes its prediction within 0.5 dB, and --load-config
+// reproduces the export byte for byte. A margin no remedy reaches keeps none (the export is --remedies none's).
+// On PaddleOCR cls, every kept remedy raised the figure by the margin on the choice samples and did not lower it
+// on the held-out ones, and a remedy that lowered it is not kept. A bad --remedies value is refused in one line.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +13,9 @@
 #include <fstream>
 #include <random>
 
+#include "core/export/bundle.h"
 #include "core/export/pipeline.h"
+#include "core/export/report.h"
 #include "core/io/npy.h"
 #include "tests/support/model_helpers.h"
 #include "tests/support/remedy_helpers.h"
@@ -90,6 +92,9 @@ TEST(RemedyChoice, KeepsPointwiseSmoothingWhereItPaysAndTheExportIsReproducible)
                              std::string(QS_SOURCE_DIR) + "/docs/report.schema.json " + dir + "/auto/report.json"),
             0);
   EXPECT_EQ(readText(dir + "/flag/report.json").find("remedy_choice"), std::string::npos);
+  const std::string html = reportHtml(*run->model, *run->result(), reportContext(*run));
+  EXPECT_NE(html.find("<h2>Remedy choice (auto)</h2><p>Kept: pointwise_smooth."), std::string::npos);
+  EXPECT_NE(html.find("<td class=l>pointwise_smooth</td><td>2</td>"), std::string::npos);
   const std::string cfg = readText(dir + "/auto/quant_cfg.json");
   EXPECT_NE(cfg.find("\"remedy_choice\""), std::string::npos);
 
@@ -157,13 +162,7 @@ TEST(RemedyChoice, ClsKeepsOnlyWhatRaisesTheFigure) {
   if (!fs::exists(model)) GTEST_SKIP() << model << " missing: run scripts/setup.sh";
   const std::string dir = test::makeTempDir("remedy-choice-cls");
   test::writeTextImages(dir + "/images", 8, 192, 48, 7);
-  AnalysisRequest rq = test::remedyRequest(model, dir + "/images");
-  rq.data.image.width = 192;
-  rq.data.image.height = 48;
-  rq.data.image.mean = {0.5f, 0.5f, 0.5f};
-  rq.data.image.std = {0.5f, 0.5f, 0.5f};
-  rq.data.batchSize = 1;
-  rq.layerwise = false;
+  AnalysisRequest rq = test::textLineRemedyRequest(model, dir + "/images", 192);
   rq.remedies = RemedyMode::Auto;
   auto run = runAnalysis(rq);
   ASSERT_TRUE(run) << run.status().message();

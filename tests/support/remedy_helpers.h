@@ -79,6 +79,19 @@ inline AnalysisRequest detRemedyRequest(const std::string& model, const std::str
   return rq;
 }
 
+/// remedyRequest on rendered text lines (PaddleOCR cls, `width` 192, or rec, 320): `width` x 48, mean/std
+/// 0.5, batch 1, no layer-wise errors.
+inline AnalysisRequest textLineRemedyRequest(const std::string& model, const std::string& images, int width) {
+  AnalysisRequest rq = remedyRequest(model, images);
+  rq.data.image.width = width;
+  rq.data.image.height = 48;
+  rq.data.image.mean = {0.5f, 0.5f, 0.5f};
+  rq.data.image.std = {0.5f, 0.5f, 0.5f};
+  rq.data.batchSize = 1;
+  rq.layerwise = false;
+  return rq;
+}
+
 /// tests/support/ort_batch.mjs: ONNX Runtime runs `model` on dir/in_<s>_0.npy for s < `samples` into
 /// out/out_<s>_<k>.npy, 2 threads, without graph optimisations and with the Q/DQ pairs kept (the
 /// file's arithmetic as written). The exit code.
