@@ -51,6 +51,7 @@ struct TextFlags {
   std::string depthwiseEqualize;  // on|off
   std::string depthwiseSmooth;    // on|off
   std::string pointwiseSmooth;    // on|off
+  std::string remedies = "none";  // auto|none
   std::string memoryBudget;  // --memory-budget SIZE
 };
 TextFlags g_text;
@@ -151,6 +152,11 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                  "on|off: int8, per-channel scale (an inserted Mul, its inverse in the weights' input channels) on the "
                  "inputs of group-1 Convs, alpha per Conv by the quantized Conv's output error, applied where it lowers "
                  "it; the float model is unchanged (default off)");
+  cmd.add_option("--remedies", g_text.remedies,
+                 "auto|none: int8, try depthwise and pointwise input smoothing on half of the calibration data and keep "
+                 "each where it raises the worst output SNR by 0.2 dB and does not lower it on the other half (costs a "
+                 "calibration and an analysis per candidate), or none: the flags alone (default). --depthwise-smooth "
+                 "and --pointwise-smooth given explicitly fix that remedy");
   cmd.add_option("--high-precision-dtype,--high_precision_dtype", g_text.highPrecision,
                  "fp32, fp16 or bf16: the precision of the nodes left out of quantization (default fp32)");
   cmd.add_option("--integer-conv", g_text.integerConv,
@@ -223,6 +229,9 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   QS_RETURN_IF_ERROR(parseOnOff("--depthwise-equalize", g_text.depthwiseEqualize, a.depthwiseEqualize));
   QS_RETURN_IF_ERROR(parseOnOff("--depthwise-smooth", g_text.depthwiseSmooth, a.depthwiseSmooth));
   QS_RETURN_IF_ERROR(parseOnOff("--pointwise-smooth", g_text.pointwiseSmooth, a.pointwiseSmooth));
+  QS_RETURN_IF_ERROR(parseRemedyMode(g_text.remedies, a.remedies));
+  if (!g_text.depthwiseSmooth.empty()) a.remediesFixed.push_back("depthwise_smooth");
+  if (!g_text.pointwiseSmooth.empty()) a.remediesFixed.push_back("pointwise_smooth");
   if (!g_text.memoryBudget.empty()) QS_RETURN_IF_ERROR(parseByteSize(g_text.memoryBudget, a.memoryBudgetBytes));
   a.keepForToggles = false;  // nothing toggles after a CLI run but its fallback, which keeps them anyway
   if (!g_text.sensitivity.empty()) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "app/cli.h"
+#include "core/export/remedy_report.h"
 #include "core/export/model_explorer.h"
 #include "core/util/atomic_file.h"
 #include "core/util/memory_budget.h"
@@ -51,6 +52,7 @@ int runAnalyze(const AnalyzeArgs& args) {
   auto run = prepareRun(args.request, cb);
   if (!run) return reportError(run.status());
   if (Status st = executeRun(*run, cb); !st) return reportError(st);
+  if (!run->remedies.choice.empty()) std::fputs(remedyChoiceText(run->remedies.choice).c_str(), stderr);
   if (!std::isnan(args.request.targetSnrDb) || !std::isnan(args.request.targetAgreement)) printFallback(*run);
   const AnalysisResult& r = *run->result();
   for (const auto& o : r.outputs) {

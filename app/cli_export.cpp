@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "app/cli.h"
+#include "core/export/remedy_report.h"
 
 namespace qs::cli {
 
@@ -15,6 +16,7 @@ int runExport(const ExportArgs& args) {
   auto run = prepareRun(args.request, cb);
   if (!run) return reportError(run.status());
   if (Status st = executeRun(*run, cb); !st) return reportError(st);
+  if (!run->remedies.choice.empty()) std::fputs(remedyChoiceText(run->remedies.choice).c_str(), stderr);
   if (!std::isnan(args.request.targetSnrDb) || !std::isnan(args.request.targetAgreement)) {
     std::fprintf(stderr, "auto fallback to %s: %zu node(s) excluded\n", fallbackTargetText(args.request).c_str(),
                  run->fallback.size());

@@ -146,9 +146,9 @@ void insertSmoothingMul(Graph& g, NodeId conv, const std::vector<double>& bestS,
   res.insertedNodes.push_back(g.nodes.back().name);
 }
 
-Result<DepthwiseSmoothingResult> applyDepthwiseSmoothing(std::shared_ptr<const Model> model,
-                                                         const std::vector<DepthwiseSmoothingScale>& scales,
-                                                         const std::string& where) {
+Result<DepthwiseSmoothingResult> applySavedSmoothing(std::shared_ptr<const Model> model,
+                                                     const std::vector<DepthwiseSmoothingScale>& scales,
+                                                     const std::string& where, const SavedSmoothingForm& form) {
   DepthwiseSmoothingResult res;
   if (scales.empty()) {
     res.model = std::move(model);
@@ -164,19 +164,28 @@ Result<DepthwiseSmoothingResult> applyDepthwiseSmoothing(std::shared_ptr<const M
   }
   for (const DepthwiseSmoothingScale& sc : scales) {
     auto it = byName.find(sc.consumer);
-    if (it == byName.end() || depthwiseChannels(g, g.nodes[(size_t)it->second]) != (int64_t)sc.scale.size())
-      return invalidArgument(where + ": depthwise_smooth: node '" + sc.consumer + "' is not a depthwise Conv with " +
-                             std::to_string(sc.scale.size()) + " channels in " + model->path);
+    if (it == byName.end() || form.channelsOf(g, g.nodes[(size_t)it->second]) != (int64_t)sc.scale.size())
+      return invalidArgument(where + ": " + form.key + ": node '" + sc.consumer + "' is not a " + form.consumer + " with " +
+                             std::to_string(sc.scale.size()) + " " + form.channels + " in " + model->path);
     for (double v : sc.scale)
       if (!(v > 0) || !std::isfinite(v))
-        return invalidArgument(where + ": depthwise_smooth: node '" + sc.consumer + "': a scale is not a positive number");
-    insertSmoothingMul(g, it->second, sc.scale, 0, "_dwsmooth", nodeNames, res);
-    res.inputs.push_back({it->second, (NodeId)g.nodes.size() - 1, (int)sc.scale.size(), NAN, 0, 0, 0, sc.scale});
+        return invalidArgument(where + ": " + form.key + ": node '" + sc.consumer + "': a scale is not a positive number");
+    insertSmoothingMul(g, it->second, sc.scale, form.weightAxis, form.suffix, nodeNames, res);
+    DepthwiseSmoothedInput in{it->second, (NodeId)g.nodes.size() - 1, (int)sc.scale.size(), NAN, 0, 0, 0, sc.scale};
+    in.pointwise = form.weightAxis == 1;
+    res.inputs.push_back(std::move(in));
   }
   QS_RETURN_IF_ERROR(g.finalize(model->path));
   std::sort(res.changedInitializers.begin(), res.changedInitializers.end());
   res.model = std::move(copy);
   return res;
+}
+
+Result<DepthwiseSmoothingResult> applyDepthwiseSmoothing(std::shared_ptr<const Model> model,
+                                                         const std::vector<DepthwiseSmoothingScale>& scales,
+                                                         const std::string& where) {
+  return applySavedSmoothing(std::move(model), scales, where,
+                             {"depthwise_smooth", "depthwise Conv", "channels", depthwiseChannels, 0, "_dwsmooth"});
 }
 
 Result<DepthwiseSmoothingResult> smoothDepthwiseInputs(std::shared_ptr<const Model> model, const CalibrationData& data,

@@ -83,6 +83,26 @@ Result<DepthwiseSmoothingResult> applyDepthwiseSmoothing(std::shared_ptr<const M
                                                          const std::vector<DepthwiseSmoothingScale>& scales,
                                                          const std::string& where);
 
+/// How applySavedSmoothing() re-applies one kind of saved smoothing: its quant_cfg.json key and the
+/// consumer it expects (for the error), the consumer's channel count (-1 for another node), the
+/// weight axis s scales and the Mul's name suffix.
+struct SavedSmoothingForm {
+  std::string key;       // "depthwise_smooth"
+  std::string consumer;  // "depthwise Conv"
+  std::string channels;  // "channels"
+  int64_t (*channelsOf)(const Graph& g, const Node& n) = nullptr;
+  int weightAxis = 0;
+  std::string suffix;  // "_dwsmooth"
+};
+
+/// Re-applies saved smoothings of `form` to `model` (the same Mul nodes, names and weights as the
+/// run that chose `scales`, bit for bit); the shared body of applyDepthwiseSmoothing() and
+/// applyPointwiseSmoothing(). InvalidArgument naming `where` when a consumer is not a node of
+/// `form` with as many channels as its scale, or a scale is not a positive number.
+Result<DepthwiseSmoothingResult> applySavedSmoothing(std::shared_ptr<const Model> model,
+                                                     const std::vector<DepthwiseSmoothingScale>& scales,
+                                                     const std::string& where, const SavedSmoothingForm& form);
+
 /// Inserts Mul(x, 1/s) on Conv `conv`'s input edge of `g` (node and values named after the Conv
 /// and x with `suffix`, unique in `nodeNames`, which gains the node) and multiplies axis
 /// `weightAxis` of its weights by s: 0 for a depthwise Conv, 1 for a group-1 Conv. Not finalized;

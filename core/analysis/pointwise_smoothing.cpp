@@ -155,36 +155,8 @@ int64_t pointwiseChannels(const Graph& g, const Node& n) {
 Result<DepthwiseSmoothingResult> applyPointwiseSmoothing(std::shared_ptr<const Model> model,
                                                          const std::vector<DepthwiseSmoothingScale>& scales,
                                                          const std::string& where) {
-  DepthwiseSmoothingResult res;
-  if (scales.empty()) {
-    res.model = std::move(model);
-    return res;
-  }
-  auto copy = std::make_shared<Model>(*model);
-  Graph& g = copy->graph;
-  std::set<std::string> nodeNames;
-  std::unordered_map<std::string, NodeId> byName;
-  for (NodeId id = 0; id < (NodeId)g.nodes.size(); ++id) {
-    nodeNames.insert(g.nodes[(size_t)id].name);
-    byName.emplace(g.nodes[(size_t)id].name, id);
-  }
-  for (const DepthwiseSmoothingScale& sc : scales) {
-    auto it = byName.find(sc.consumer);
-    if (it == byName.end() || pointwiseChannels(g, g.nodes[(size_t)it->second]) != (int64_t)sc.scale.size())
-      return invalidArgument(where + ": pointwise_smooth: node '" + sc.consumer + "' is not a group-1 Conv with " +
-                             std::to_string(sc.scale.size()) + " input channels in " + model->path);
-    for (double v : sc.scale)
-      if (!(v > 0) || !std::isfinite(v))
-        return invalidArgument(where + ": pointwise_smooth: node '" + sc.consumer + "': a scale is not a positive number");
-    insertSmoothingMul(g, it->second, sc.scale, 1, "_pwsmooth", nodeNames, res);
-    DepthwiseSmoothedInput in{it->second, (NodeId)g.nodes.size() - 1, (int)sc.scale.size(), NAN, 0, 0, 0, sc.scale};
-    in.pointwise = true;
-    res.inputs.push_back(std::move(in));
-  }
-  QS_RETURN_IF_ERROR(g.finalize(model->path));
-  std::sort(res.changedInitializers.begin(), res.changedInitializers.end());
-  res.model = std::move(copy);
-  return res;
+  return applySavedSmoothing(std::move(model), scales, where,
+                             {"pointwise_smooth", "group-1 Conv", "input channels", pointwiseChannels, 1, "_pwsmooth"});
 }
 
 Result<DepthwiseSmoothingResult> smoothPointwiseInputs(std::shared_ptr<const Model> model, const CalibrationData& data,

@@ -32,6 +32,7 @@ ReportContext reportContext(const AnalysisRun& run) {
   ctx.targetSnrDb = run.request.targetSnrDb;
   ctx.targetAgreement = run.request.targetAgreement;
   if (!run.remedies.empty()) ctx.remedies = run.remedies;
+  if (!run.remedies.choice.empty()) ctx.remedyChoice = run.remedies.choice;
   return ctx;
 }
 
@@ -99,6 +100,8 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
       qc.depthwiseSmooth.push_back({run.model->graph.nodes[(size_t)d.consumer].name, d.scale});
     for (const DepthwiseSmoothedInput& d : run.remedies.pointwiseSmoothed)
       qc.pointwiseSmooth.push_back({run.model->graph.nodes[(size_t)d.consumer].name, d.scale});
+    qc.remedyMode = run.remedies.choice.mode;
+    qc.remediesKept = run.remedies.choice.kept;
     const fs::path dir(target.outputDir);
     b.files.push_back({(dir / "quant_cfg.json").string(), quantConfigJson(*run.model, r, qc)});
     if (writesCalibrationCache(r.plan.mode)) {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <set>
 
+#include "core/export/remedy_choice.h"
 #include "core/export/remedy_run.h"
 #include "core/onnx/loader.h"
 #include "core/util/memory_budget.h"
@@ -17,6 +18,14 @@ Status parseCalibrationMethod(const std::string& name, CalibMethod& out) {
 Status parseQuantizeMode(const std::string& name, QuantMode& out) {
   if (parseQuantMode(name, out)) return Status::ok();
   return invalidArgument("--quantize-mode '" + name + "': expected int8 or fp8");
+}
+
+Status parseRemedyMode(const std::string& name, RemedyMode& out) {
+  if (name == "auto" || name == "none") {
+    out = name == "auto" ? RemedyMode::Auto : RemedyMode::None;
+    return Status::ok();
+  }
+  return invalidArgument("--remedies '" + name + "': expected auto or none");
 }
 
 CalibMethod defaultCalibrationMethod(QuantMode mode) {
@@ -259,6 +268,11 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   if (rq.pointwiseSmooth && !scalesGiven && rq.calibration.mode == QuantMode::Int8)
     QS_RETURN_IF_ERROR(smoothRunPointwise(run));
   if (saved && !saved->pointwiseSmooth.empty()) QS_RETURN_IF_ERROR(smoothRunPointwise(run, saved->pointwiseSmooth, rq.loadConfig));
+  if (saved && !saved->remedyMode.empty()) {  // the saved run's choice, re-applied through its scales above
+    run.remedies.choice.mode = saved->remedyMode;
+    run.remedies.choice.fromConfig = true;
+    run.remedies.choice.kept = saved->remediesKept;
+  }
 
   // The session: the request's lists, or a saved config's node states plus the request's lists.
   QuantConfig config = rq.config;
@@ -333,11 +347,23 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
 Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
   const AnalysisRequest& rq = run.request;
   const bool scalesGiven = run.loadedConfig || !rq.calibrationCache.empty();
-  // Each step's progress, or its share of one bar.
+  // Each step's progress, or its share of one bar (after the remedy choice's `lead`, when it runs).
+  double lead = 0;
   auto phase = [&](double lo, double hi) -> ProgressFn {
     if (!callbacks.progress || !callbacks.overallProgress) return callbacks.progress;
-    return [&callbacks, lo, hi](double f, const std::string& stage) { return callbacks.progress(lo + (hi - lo) * f, stage); };
+    const double a = lead + (1 - lead) * lo, b = lead + (1 - lead) * hi;
+    return [&callbacks, a, b](double f, const std::string& stage) { return callbacks.progress(a + (b - a) * f, stage); };
   };
+  if (!scalesGiven && rq.remedies == RemedyMode::Auto && rq.calibration.mode == QuantMode::Int8) {
+    QS_RETURN_IF_ERROR(chooseRunRemedies(run, phase(0, 0.5), callbacks.cancel));
+    lead = 0.5;
+    if (const std::vector<std::string>& kept = run.remedies.choice.kept; !kept.empty()) {
+      Warner{run, /*buffered=*/false, callbacks}(
+          "--remedies auto kept " + listed(kept) + ": quantized.onnx and quant_cfg.json carry them (--load-config "
+          "re-applies them), calibration.cache does not (an export from it with --calibration_cache_path is the model "
+          "without them)");
+    }
+  }
   const bool remedies = run.baselineSession != nullptr;
   if (!scalesGiven) {
     QS_RETURN_IF_ERROR(run.session->calibrate(*run.calibrationData, phase(0.02, remedies ? 0.15 : 0.35)));
@@ -468,6 +494,11 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (rq.pointwiseSmooth) {  // absent at the default (off), so that the reports of earlier runs stay as they were
     const size_t n = run.remedies.pointwiseSmoothed.size();
     s["pointwise_smooth"] = std::to_string(n) + (n == 1 ? " input" : " inputs");
+  }
+  if (!run.remedies.choice.empty()) {  // absent at --remedies none, so that the reports of earlier runs stay as they were
+    std::string kept;
+    for (const std::string& k : run.remedies.choice.kept) kept += (kept.empty() ? "" : ",") + k;
+    s["remedies"] = run.remedies.choice.mode + ": " + (kept.empty() ? "none kept" : kept);
   }
   if (!rq.integerConv) s["integer_conv"] = "off";
   if (!rq.gramSplit) s["gram_split"] = "off";

@@ -28,6 +28,14 @@
 
 namespace qs {
 
+/// --remedies: which of the remedies a run applies. None: the flags alone (each remedy's own default);
+/// Auto: also the candidate remedies (core/export/remedy_choice.h) that raise the worst output SNR on
+/// the calibration data, measured per model and checked on held-out samples.
+enum class RemedyMode { None, Auto };
+
+/// "auto" or "none" into `out`; InvalidArgument "--remedies 'x': expected auto or none" otherwise.
+Status parseRemedyMode(const std::string& name, RemedyMode& out);
+
 /// Everything one run needs, in one copy each. Built by app/cli.cpp from flags and by ui/ from the
 /// calibration dialog or a project file; checked by validateRequest().
 struct AnalysisRequest {
@@ -97,6 +105,14 @@ struct AnalysisRequest {
   /// int8 with calibrated scales only; float-preserving. Off by default (docs/quality.md,
   /// "Pointwise input smoothing").
   bool pointwiseSmooth = false;
+  /// --remedies: None (the default: every run before it existed) or Auto (opt-in; not the default because
+  /// rec's task agreement in ONNX Runtime fell, docs/quality.md "Remedies chosen per model"): the candidates (depthwise and pointwise smoothing) tried on the calibration data
+  /// and kept where they raise the worst output SNR by `remedyMarginDb` and not on the held-out samples.
+  /// int8 with calibrated scales only. A remedy named in `remediesFixed` (an explicit flag: --depthwise-smooth
+  /// off) or already on is not a candidate.
+  RemedyMode remedies = RemedyMode::None;
+  std::vector<std::string> remediesFixed;  // "depthwise_smooth", "pointwise_smooth"
+  double remedyMarginDb = 0.2;
   /// --integer-conv: INT8 Convs summed exactly in integers where the CPU has AVX2 or VNNI
   /// (AnalysisOptions::integerConv), or off: FP32 convolutions of fake-quantized tensors.
   bool integerConv = true;

@@ -365,6 +365,7 @@ std::string quantConfigJson(const Model& model, const AnalysisResult& r, const Q
     for (const DepthwiseSmoothingScale& d : ctx.pointwiseSmooth) sm.push_back(Json{{"node", d.consumer}, {"scale", d.scale}});
     qs["pointwise_smooth"] = std::move(sm);
   }
+  if (!ctx.remedyMode.empty()) qs["remedy_choice"] = Json{{"mode", ctx.remedyMode}, {"kept", ctx.remediesKept}};
   Json root{{"act_quant_info", act}, {"quantscope", qs}};
   return root.dump(4) + "\n";
 }
@@ -514,6 +515,13 @@ Result<SavedQuantConfig> parseQuantConfig(const std::string& text, const std::st
         sc.scale = d.at("scale").get<std::vector<double>>();
         s.pointwiseSmooth.push_back(std::move(sc));
       }
+    }
+    key = "remedy_choice";
+    if (q.contains("remedy_choice")) {
+      key = "remedy_choice.mode";
+      s.remedyMode = q.at("remedy_choice").at("mode").get<std::string>();
+      key = "remedy_choice.kept";
+      s.remediesKept = q.at("remedy_choice").at("kept").get<std::vector<std::string>>();
     }
   } catch (const std::exception&) {
     return invalidArgument(where + ": quantscope." + key + " is missing or has the wrong type");

@@ -154,6 +154,8 @@ struct SavedQuantConfig {
   std::vector<NodeState> nodes;         // every node, graph order
   std::vector<DepthwiseSmoothingScale> depthwiseSmooth;  // quantscope.depthwise_smooth: re-applied on load
   std::vector<DepthwiseSmoothingScale> pointwiseSmooth;  // quantscope.pointwise_smooth: re-applied after it
+  std::string remedyMode;                  // quantscope.remedy_choice.mode ("auto"; "" when absent)
+  std::vector<std::string> remediesKept;   // quantscope.remedy_choice.kept: what the saved run's choice kept
 };
 
 /// Context of a config written by an export.
@@ -167,6 +169,8 @@ struct QuantConfigContext {
   std::string trtAlgorithm;             // its header's algorithm
   std::vector<DepthwiseSmoothingScale> depthwiseSmooth;  // the run's depthwise input smoothing (its Mul nodes)
   std::vector<DepthwiseSmoothingScale> pointwiseSmooth;  // the run's group-1 Conv input smoothing (its Mul nodes)
+  std::string remedyMode;                 // --remedies auto's choice ("" when none was made): written as
+  std::vector<std::string> remediesKept;  // quantscope.remedy_choice, a record (the scales above re-apply it)
 };
 
 /// quant_cfg.json of an analysed session: act_quant_info (exported tensors, amax as float), then

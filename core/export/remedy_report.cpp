@@ -190,4 +190,72 @@ std::string remediesHtml(const Graph& g, const AnalysisResult& after, const Reme
   return h.str();
 }
 
+Json remedyChoiceJson(const RemedyChoice& c) {
+  Json trials = Json::array();
+  for (const RemedyTrial& t : c.trials) {
+    trials.push_back(Json{{"remedy", t.remedy},
+                          {"items", t.items},
+                          {"before_db", num(t.beforeDb)},
+                          {"after_db", num(t.afterDb)},
+                          {"held_out_before_db", num(t.heldOutBeforeDb)},
+                          {"held_out_after_db", num(t.heldOutAfterDb)},
+                          {"kept", t.kept},
+                          {"reason", t.reason}});
+  }
+  Json j{{"mode", c.mode}, {"from_config", c.fromConfig}, {"kept", c.kept}};
+  if (!c.fromConfig) {
+    j["choice_samples"] = c.choiceSamples;
+    j["held_out_samples"] = c.heldOutSamples;
+    j["margin_db"] = c.marginDb;
+    j["trials"] = std::move(trials);
+    if (!c.note.empty()) j["note"] = c.note;
+  }
+  return j;
+}
+
+std::string remedyChoiceHtml(const RemedyChoice& c) {
+  std::ostringstream h;
+  std::string kept;
+  for (const auto& k : c.kept) kept += (kept.empty() ? "" : ", ") + k;
+  h << "<h2>Remedy choice (" << htmlEscape(c.mode) << ")</h2><p>Kept: " << htmlEscape(kept.empty() ? "none" : kept);
+  if (c.fromConfig) return h.str() + " (from the loaded quant_cfg.json).</p>";
+  if (!c.note.empty()) h << ". " << htmlEscape(c.note);
+  h << ". Worst output SNR of the INT8 simulation, calibrated on " << c.choiceSamples << " sample(s) and checked on "
+    << c.heldOutSamples << " held out; a remedy is kept where it gains " << reportNumber(c.marginDb)
+    << " dB or more on the first and does not lose on the second.</p>";
+  if (c.trials.empty()) return h.str();
+  h << "<table class=\"sortable\"><tr><th>remedy</th><th>inputs</th><th>before dB</th><th>after dB</th>"
+       "<th>held-out before dB</th><th>held-out after dB</th><th>kept</th><th>why</th></tr>";
+  for (const RemedyTrial& t : c.trials) {
+    h << "<tr><td class=l>" << htmlEscape(t.remedy) << "</td><td>" << t.items << "</td><td>" << reportNumber(t.beforeDb)
+      << "</td><td>" << reportNumber(t.afterDb) << "</td><td>" << reportNumber(t.heldOutBeforeDb) << "</td><td>"
+      << reportNumber(t.heldOutAfterDb) << "</td><td>" << (t.kept ? "yes" : "no") << "</td><td class=l>"
+      << htmlEscape(t.reason) << "</td></tr>";
+  }
+  h << "</table>";
+  return h.str();
+}
+
+std::string remedyChoiceText(const RemedyChoice& c) {
+  std::string kept;
+  for (const auto& k : c.kept) kept += (kept.empty() ? "" : ", ") + k;
+  std::string out = "remedies " + c.mode + ": kept " + (kept.empty() ? "none" : kept);
+  if (c.fromConfig) return out + " (from the loaded config)\n";
+  if (!c.note.empty()) return out + " (" + c.note + ")\n";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, " (%lld choice + %lld held-out samples, %.1f s)\n", (long long)c.choiceSamples,
+                (long long)c.heldOutSamples, c.seconds);
+  out += buf;
+  for (const RemedyTrial& t : c.trials) {
+    if (t.items == 0) {
+      out += "  " + t.remedy + ": " + t.reason + "\n";
+      continue;
+    }
+    std::snprintf(buf, sizeof buf, "  %s (%d inputs): %.2f -> %.2f dB, held out %.2f -> %.2f dB: %s, ", t.remedy.c_str(),
+                  t.items, t.beforeDb, t.afterDb, t.heldOutBeforeDb, t.heldOutAfterDb, t.kept ? "kept" : "not kept");
+    out += buf + t.reason + "\n";
+  }
+  return out;
+}
+
 }  // namespace qs

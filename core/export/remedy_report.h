@@ -12,6 +12,13 @@
 
 namespace qs {
 
+/// report.json's "remedy_choice" object: what --remedies auto tried, each candidate's figures, what it kept.
+nlohmann::ordered_json remedyChoiceJson(const RemedyChoice& c);
+/// The HTML report's section of the same.
+std::string remedyChoiceHtml(const RemedyChoice& c);
+/// The CLI summary's lines of the same ("remedies auto: ..."), one per candidate, newline-terminated.
+std::string remedyChoiceText(const RemedyChoice& c);
+
 /// report.json's "remedies" object.
 nlohmann::ordered_json remediesJson(const Graph& g, const AnalysisResult& after, const RemedySummary& s);
 /// An HTML section (heading and tables) for the report page.

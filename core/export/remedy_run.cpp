@@ -36,6 +36,35 @@ Status replaceSession(AnalysisRun& run, std::shared_ptr<const Model> model, cons
   return Status::ok();
 }
 
+// Adopts a remedy that replaces run.model by a copy keeping its float output (depthwise input
+// equalization, depthwise and pointwise smoothing): `apply` on run.model, nothing when its result
+// lists no item. The baseline of the before/after (run.originalModel) follows: the same copy when it
+// was the same model, else (--equalize) with `rerunOnBaseline` its own `apply` (the calibrated forms;
+// the saved forms keep the baseline). Records the items in `list`, appends the inserted nodes (the
+// remedies run one after the other, each adding its Muls) and adds the changed initializers.
+template <class Apply, class R, class Item>
+Status adoptSmoothing(AnalysisRun& run, const Apply& apply, std::vector<Item> R::*items,
+                      std::vector<Item> RemedySummary::*list, bool rerunOnBaseline) {
+  const bool same = run.originalModel == run.model;
+  Result<R> res = apply(run.model);
+  if (!res) return res.status();
+  if (((*res).*items).empty()) return Status::ok();
+  run.model = res->model;
+  if (same) {
+    run.originalModel = run.model;
+  } else if (run.originalModel && rerunOnBaseline) {
+    Result<R> base = apply(run.originalModel);
+    if (!base) return base.status();
+    run.originalModel = base->model;
+  }
+  run.remedies.*list = std::move((*res).*items);
+  if constexpr (requires { res->insertedNodes; })
+    run.remedies.insertedNodes.insert(run.remedies.insertedNodes.end(), res->insertedNodes.begin(),
+                                      res->insertedNodes.end());
+  addChanged(run.remedies, res->changedInitializers);
+  return Status::ok();
+}
+
 }  // namespace
 
 Status equalizeRunModel(AnalysisRun& run) {
@@ -51,88 +80,36 @@ Status equalizeRunModel(AnalysisRun& run) {
 }
 
 Status equalizeRunDepthwise(AnalysisRun& run) {
-  const bool same = run.originalModel == run.model;
-  auto eq = equalizeDepthwiseInputs(run.model, *run.calibrationData, run.request.threads);
-  if (!eq) return eq.status();
-  if (eq->pairs.empty()) return Status::ok();
-  run.model = eq->model;
-  if (same) {
-    run.originalModel = run.model;
-  } else if (run.originalModel) {  // --equalize: the baseline gets the same depthwise equalization
-    auto base = equalizeDepthwiseInputs(run.originalModel, *run.calibrationData, run.request.threads);
-    if (!base) return base.status();
-    run.originalModel = base->model;
-  }
-  run.remedies.depthwisePairs = eq->pairs;
-  addChanged(run.remedies, eq->changedInitializers);
-  return Status::ok();
+  auto apply = [&](const std::shared_ptr<const Model>& model) {
+    return equalizeDepthwiseInputs(model, *run.calibrationData, run.request.threads);
+  };
+  return adoptSmoothing(run, apply, &DepthwiseEqualizationResult::pairs, &RemedySummary::depthwisePairs, true);
 }
 
 Status smoothRunDepthwise(AnalysisRun& run) {
-  const bool same = run.originalModel == run.model;
-  auto smoothed = [&](const std::shared_ptr<const Model>& model) -> Result<DepthwiseSmoothingResult> {
+  auto apply = [&](const std::shared_ptr<const Model>& model) {
     DepthwiseSmoothingOptions o;
     for (const DepthwiseEqualizedPair& p : findDepthwiseEqualizablePairs(*model)) o.skip.push_back(p.consumer);
     return smoothDepthwiseInputs(model, *run.calibrationData, run.request.threads, o);
   };
-  auto sm = smoothed(run.model);
-  if (!sm) return sm.status();
-  if (sm->inputs.empty()) return Status::ok();
-  run.model = sm->model;
-  if (same) {
-    run.originalModel = run.model;
-  } else if (run.originalModel) {  // --equalize: the baseline gets its own smoothing
-    auto base = smoothed(run.originalModel);
-    if (!base) return base.status();
-    run.originalModel = base->model;
-  }
-  run.remedies.depthwiseSmoothed = std::move(sm->inputs);
-  run.remedies.insertedNodes = std::move(sm->insertedNodes);
-  addChanged(run.remedies, sm->changedInitializers);
-  return Status::ok();
+  return adoptSmoothing(run, apply, &DepthwiseSmoothingResult::inputs, &RemedySummary::depthwiseSmoothed, true);
 }
 
 Status smoothRunDepthwise(AnalysisRun& run, const std::vector<DepthwiseSmoothingScale>& saved, const std::string& where) {
-  const bool same = run.originalModel == run.model;
-  auto sm = applyDepthwiseSmoothing(run.model, saved, where);
-  if (!sm) return sm.status();
-  run.model = sm->model;
-  if (same) run.originalModel = run.model;
-  run.remedies.depthwiseSmoothed = std::move(sm->inputs);
-  run.remedies.insertedNodes = std::move(sm->insertedNodes);
-  addChanged(run.remedies, sm->changedInitializers);
-  return Status::ok();
+  auto apply = [&](const std::shared_ptr<const Model>& model) { return applyDepthwiseSmoothing(model, saved, where); };
+  return adoptSmoothing(run, apply, &DepthwiseSmoothingResult::inputs, &RemedySummary::depthwiseSmoothed, false);
 }
 
 Status smoothRunPointwise(AnalysisRun& run) {
-  const bool same = run.originalModel == run.model;
-  auto sm = smoothPointwiseInputs(run.model, *run.calibrationData, run.request.threads);
-  if (!sm) return sm.status();
-  if (sm->inputs.empty()) return Status::ok();
-  run.model = sm->model;
-  if (same) {
-    run.originalModel = run.model;
-  } else if (run.originalModel) {  // --equalize: the baseline gets its own smoothing
-    auto base = smoothPointwiseInputs(run.originalModel, *run.calibrationData, run.request.threads);
-    if (!base) return base.status();
-    run.originalModel = base->model;
-  }
-  run.remedies.pointwiseSmoothed = std::move(sm->inputs);
-  run.remedies.insertedNodes.insert(run.remedies.insertedNodes.end(), sm->insertedNodes.begin(), sm->insertedNodes.end());
-  addChanged(run.remedies, sm->changedInitializers);
-  return Status::ok();
+  auto apply = [&](const std::shared_ptr<const Model>& model) {
+    return smoothPointwiseInputs(model, *run.calibrationData, run.request.threads);
+  };
+  return adoptSmoothing(run, apply, &DepthwiseSmoothingResult::inputs, &RemedySummary::pointwiseSmoothed, true);
 }
 
 Status smoothRunPointwise(AnalysisRun& run, const std::vector<DepthwiseSmoothingScale>& saved, const std::string& where) {
-  const bool same = run.originalModel == run.model;
-  auto sm = applyPointwiseSmoothing(run.model, saved, where);
-  if (!sm) return sm.status();
-  run.model = sm->model;
-  if (same) run.originalModel = run.model;
-  run.remedies.pointwiseSmoothed = std::move(sm->inputs);
-  run.remedies.insertedNodes.insert(run.remedies.insertedNodes.end(), sm->insertedNodes.begin(), sm->insertedNodes.end());
-  addChanged(run.remedies, sm->changedInitializers);
-  return Status::ok();
+  auto apply = [&](const std::shared_ptr<const Model>& model) { return applyPointwiseSmoothing(model, saved, where); };
+  return adoptSmoothing(run, apply, &DepthwiseSmoothingResult::inputs, &RemedySummary::pointwiseSmoothed, false);
 }
 
 Status createBaselineSession(AnalysisRun& run, const QuantConfig& config, const AnalysisOptions& options,

@@ -186,6 +186,7 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
     }
   }
   if (ctx.remedies) j["remedies"] = remediesJson(g, r, *ctx.remedies);
+  if (ctx.remedyChoice) j["remedy_choice"] = remedyChoiceJson(*ctx.remedyChoice);
   return j.dump(2) + "\n";
 }
 
@@ -252,6 +253,7 @@ std::string reportHtml(const Model& model, const AnalysisResult& r, const Report
     h << "</table>";
   }
   if (ctx.fallbackCurve) h << fallbackCurveHtml(g, *ctx.fallbackCurve, ctx.targetSnrDb, ctx.targetAgreement);
+  if (ctx.remedyChoice) h << remedyChoiceHtml(*ctx.remedyChoice);
   if (ctx.remedies) h << remediesHtml(g, r, *ctx.remedies);
   // Per-layer SNR chart in topological order: graph-wise (blue) and layer-wise (orange), quantized nodes only.
   std::vector<NodeId> q;

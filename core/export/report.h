@@ -25,6 +25,7 @@ struct ReportContext {
   double targetAgreement = NAN;                 // --target-agreement (NaN: none)
   std::string toolVersion = kVersion;
   std::optional<RemedySummary> remedies;        // --equalize / --bias-correction: what they did, and before
+  std::optional<RemedyChoice> remedyChoice;     // --remedies auto: what was tried and kept ("remedy_choice")
   /// Write the analysis's peak RSS ("peak_rss_bytes"): `analyze --report` does; an export bundle's
   /// report.json does not, so that it stays the same bytes from run to run and front end to front end.
   bool peakRss = false;

@@ -658,4 +658,40 @@ Result<std::unique_ptr<CalibrationData>> CalibrationData::open(const Model& mode
   return invalidArgument(path + ": calibration data must be an .npz, an .npy or a folder of images (got '" + ext + "')");
 }
 
+namespace {
+
+class BatchRange final : public CalibrationData {
+ public:
+  BatchRange(std::shared_ptr<const CalibrationData> data, int64_t first, int64_t count)
+      : m_data(std::move(data)), m_first(first), m_count(count) {}
+  // Whole batches but possibly the data's last, smaller one, which is then this range's last too.
+  int64_t sampleCount() const override {
+    const int64_t bs = m_data->batchSize();
+    return std::min(m_count * bs, m_data->sampleCount() - m_first * bs);
+  }
+  int64_t batchSize() const override { return m_data->batchSize(); }
+  Result<std::vector<NamedTensor>> batch(int64_t index) const override {
+    if (index < 0 || index >= m_count)
+      return invalidArgument(description() + ": batch " + std::to_string(index) + " out of range");
+    return m_data->batch(m_first + index);
+  }
+  bool isRandom() const override { return m_data->isRandom(); }
+  std::string description() const override {
+    return m_data->description() + " (batches " + std::to_string(m_first) + ".." + std::to_string(m_first + m_count - 1) +
+           ")";
+  }
+
+ private:
+  std::shared_ptr<const CalibrationData> m_data;
+  int64_t m_first, m_count;
+};
+
+}  // namespace
+
+std::shared_ptr<const CalibrationData> selectBatches(std::shared_ptr<const CalibrationData> data, int64_t first,
+                                                     int64_t count) {
+  if (!data || first < 0 || count <= 0 || first + count > data->batchCount()) return nullptr;
+  return std::make_shared<BatchRange>(std::move(data), first, count);
+}
+
 }  // namespace qs

@@ -100,4 +100,10 @@ class CalibrationData {
   std::vector<std::string> m_warnings;
 };
 
+/// A view of batches [first, first + count) of `data` (which it keeps alive), the same feeds under
+/// new indices 0..count-1: the samples a choice is made on and those held out of it
+/// (core/export/remedy_choice.h). Null for a range outside 0..data->batchCount().
+std::shared_ptr<const CalibrationData> selectBatches(std::shared_ptr<const CalibrationData> data, int64_t first,
+                                                     int64_t count);
+
 }  // namespace qs

@@ -203,33 +203,15 @@ TEST(BiasCorrectionExport, DetExportMatchesOnnxRuntime) {
   const std::string pages = std::string(QS_SOURCE_DIR) + "/.cache/samples/det";
   if (!fs::exists(model) || !fs::exists(pages)) GTEST_SKIP() << model << " or " << pages << " missing: run scripts/setup.sh";
   const std::string dir = test::makeTempDir("bias-correction-det");
-  AnalysisRequest rq = test::remedyRequest(model, pages);
-  rq.data.maxSamples = 4;
-  rq.data.batchSize = 1;
-  rq.data.image.width = 256;
-  rq.data.image.height = 256;
-  rq.data.image.mean = {0.485f, 0.456f, 0.406f};
-  rq.data.image.std = {0.229f, 0.224f, 0.225f};
-  rq.layerwise = false;
+  AnalysisRequest rq = test::detRemedyRequest(model, pages);
   rq.biasCorrection = true;
-  rq.integerConv = false;  // ORT's arithmetic on the Q/DQ file
   auto run = runAnalysis(rq);
   ASSERT_TRUE(run) << run.status().message();
   EXPECT_FALSE(run->remedies.biasShifts.empty());
   const std::string q = exportRun(*run, dir + "/out");
-  const int samples = (int)run->analysisData->batchCount();
-  for (int s = 0; s < samples; ++s) {
-    auto feeds = run->analysisData->batch(s);
-    ASSERT_TRUE(feeds);
-    ASSERT_TRUE(writeNpy(dir + "/in_" + std::to_string(s) + "_0.npy", (*feeds)[0].tensor));
-  }
-  auto ort = [&](const std::string& m, const std::string& out) {
-    return runCommand("ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_batch.mjs " + m +
-                      " " + dir + " " + out + " --samples " + std::to_string(samples) +
-                      " --threads 2 --level disabled --disable-qdq");
-  };
-  ASSERT_EQ(ort(model, dir + "/fp32"), 0);
-  ASSERT_EQ(ort(q, dir + "/q"), 0);
+  const int samples = test::writeAnalysisInputs(*run, dir);
+  ASSERT_EQ(test::runOrtBatch(model, dir, dir + "/fp32", samples), 0);
+  ASSERT_EQ(test::runOrtBatch(q, dir, dir + "/q", samples), 0);
   ErrorAccumulator acc;
   for (int s = 0; s < samples; ++s) {
     auto ref = readNpy(dir + "/fp32/out_" + std::to_string(s) + "_0.npy");
@@ -281,13 +263,7 @@ TEST(BiasCorrectionExport, IntegerAndFp32ConvPathsPartOnlyAtRoundingTies) {
   if (std::string(qconvKernelName()) == "generic") GTEST_SKIP() << "no integer Convs on this CPU";
   const std::string dir = test::makeTempDir("bias-correction-ties");
   test::writeTextImages(dir + "/images", 8, 192, 48, 11, true);
-  AnalysisRequest rq = test::remedyRequest(model, dir + "/images");
-  rq.data.image.width = 192;
-  rq.data.image.height = 48;
-  rq.data.image.mean = {0.5f, 0.5f, 0.5f};
-  rq.data.image.std = {0.5f, 0.5f, 0.5f};
-  rq.data.batchSize = 1;
-  rq.layerwise = false;
+  AnalysisRequest rq = test::textLineRemedyRequest(model, dir + "/images", 192);
   rq.biasCorrection = true;
   auto run = runAnalysis(rq);
   ASSERT_TRUE(run) << run.status().message();

@@ -70,9 +70,7 @@ TEST(DepthwiseEqualization, KeepsTheFloatFunctionRaisesTheSnrAndReachesOnnxRunti
   EXPECT_EQ(runCommand("/usr/bin/python3 " + std::string(QS_SOURCE_DIR) + "/tests/support/validate_json.py " +
                        std::string(QS_SOURCE_DIR) + "/docs/report.schema.json " + dir + "/out/report.json"),
             0);
-  ASSERT_EQ(runCommand("ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_batch.mjs " + q +
-                       " " + dir + " " + dir + "/q --samples 1 --threads 2 --level disabled --disable-qdq"),
-            0);
+  ASSERT_EQ(test::runOrtBatch(q, dir, dir + "/q", 1), 0);
   auto got = readNpy(dir + "/q/out_0_0.npy");
   ASSERT_TRUE(got) << got.status().message();
   ErrorAccumulator ort;
@@ -126,13 +124,7 @@ TEST(DepthwiseEqualization, RecExportComputesThePredictionAndOrtIsPrinted) {
   if (qs::test::kUnderSanitizer) GTEST_SKIP() << "release build only (the small model above covers the code under ASan)";
   const std::string dir = test::makeTempDir("dw-equalize");
   test::writeTextImages(dir + "/images", 4, 320, 48, 7);
-  AnalysisRequest rq = test::remedyRequest(model, dir + "/images");  // max calibration, 2 threads
-  rq.data.image.width = 320;
-  rq.data.image.height = 48;
-  rq.data.image.mean = {0.5f, 0.5f, 0.5f};
-  rq.data.image.std = {0.5f, 0.5f, 0.5f};
-  rq.data.batchSize = 1;
-  rq.layerwise = false;
+  AnalysisRequest rq = test::textLineRemedyRequest(model, dir + "/images", 320);  // max calibration, 2 threads
   // Our executor runs the written file's Convs in FP32, as ONNX Runtime does: the same arithmetic
   // in the analysis (integer Convs round differently, and rec at 12 dB moves by tenths of a dB).
   rq.integerConv = false;
@@ -142,19 +134,9 @@ TEST(DepthwiseEqualization, RecExportComputesThePredictionAndOrtIsPrinted) {
   EXPECT_EQ(run->model->graph.nodes[(size_t)run->remedies.depthwisePairs[0].consumer].name, "p2o.Conv.1");
   const std::string q = exportRun(*run, dir + "/out");
   ASSERT_FALSE(q.empty());
-  const int samples = (int)run->analysisData->batchCount();
-  for (int s = 0; s < samples; ++s) {
-    auto feeds = run->analysisData->batch(s);
-    ASSERT_TRUE(feeds);
-    ASSERT_TRUE(writeNpy(dir + "/in_" + std::to_string(s) + "_0.npy", (*feeds)[0].tensor));
-  }
-  auto ort = [&](const std::string& m, const std::string& out) {
-    return runCommand("ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_batch.mjs " + m +
-                      " " + dir + " " + out + " --samples " + std::to_string(samples) +
-                      " --threads 2 --level disabled --disable-qdq");
-  };
-  ASSERT_EQ(ort(model, dir + "/fp32"), 0);
-  ASSERT_EQ(ort(q, dir + "/q"), 0);
+  const int samples = test::writeAnalysisInputs(*run, dir);
+  ASSERT_EQ(test::runOrtBatch(model, dir, dir + "/fp32", samples), 0);
+  ASSERT_EQ(test::runOrtBatch(q, dir, dir + "/q", samples), 0);
   auto ortSnr = [&](const std::string& out) {
     ErrorAccumulator acc;
     for (int s = 0; s < samples; ++s) {
@@ -170,7 +152,7 @@ TEST(DepthwiseEqualization, RecExportComputesThePredictionAndOrtIsPrinted) {
   auto off = runAnalysis(rq);
   ASSERT_TRUE(off) << off.status().message();
   const std::string qOff = exportRun(*off, dir + "/out-off");
-  ASSERT_EQ(ort(qOff, dir + "/q-off"), 0);
+  ASSERT_EQ(test::runOrtBatch(qOff, dir, dir + "/q-off", samples), 0);
   const double without = off->result()->outputs[0].metrics.snrDb, ortOff = ortSnr("q-off");
   std::printf("rec, max, 4 lines: predicted %.3f dB, ONNX Runtime %.3f dB; without depthwise equalization %.3f / %.3f dB\n",
               predicted, ortOn, without, ortOff);

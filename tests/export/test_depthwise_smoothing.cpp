@@ -87,9 +87,7 @@ TEST(DepthwiseSmoothing, InsertsAMulKeepsTheFloatFunctionRaisesTheSnrAndReachesO
   EXPECT_EQ(wg.nodes[(size_t)wg.value(mulOut).producer].opType, "Mul");
   ASSERT_EQ(wg.value(mulOut).consumers.size(), 1u);
   EXPECT_EQ(wg.nodes[(size_t)wg.value(mulOut).consumers[0]].opType, "QuantizeLinear");
-  ASSERT_EQ(runCommand("ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_batch.mjs " + q +
-                       " " + dir + " " + dir + "/q --samples 1 --threads 2 --level disabled --disable-qdq"),
-            0);
+  ASSERT_EQ(test::runOrtBatch(q, dir, dir + "/q", 1), 0);
   auto got = readNpy(dir + "/q/out_0_0.npy");
   ASSERT_TRUE(got) << got.status().message();
   ErrorAccumulator ort;

@@ -24,6 +24,7 @@
 #include "tests/support/remedy_helpers.h"
 
 using namespace qs;
+using qs::test::cliOutput;
 using qs::test::exportRun;
 using qs::test::OnnxBuilder;
 using qs::test::readText;
@@ -31,61 +32,11 @@ using qs::test::runCommand;
 using qs::test::runFile;
 namespace fs = std::filesystem;
 
-namespace {
-
-// x [4,3,12,12] -> conv1 (3x3, 8 channels, ranges 0.1..2) -> HardSwish -> Mul(a) -> Add(b) -> pwconv (1x1,
-// 8 -> 6, output ranges apart again) -> HardSwish -> Mul(a2) -> Add(b2) -> kconv (3x3, 6 -> 4, group 1) -> y.
-std::string writePointwiseModel(const std::string& dir, std::mt19937& rng) {
-  OnnxBuilder b(14);
-  b.input("x", {4, 3, 12, 12}).output("y", {4, 4, 12, 12});
-  std::vector<float> w1 = test::randomValues(8 * 27, rng);
-  for (int64_t c = 0; c < 8; ++c)
-    for (int64_t i = 0; i < 27; ++i) w1[(size_t)(c * 27 + i)] *= std::pow(10.f, (float)(c % 4) / 1.5f - 1.f);
-  b.initializer("w1", {8, 3, 3, 3}, w1);
-  b.initializer("b1", {8}, test::randomValues(8, rng, -0.05f, 0.05f));
-  b.initializer("a", {}, {1.2f});
-  b.initializer("bb", {}, {0.03f});
-  std::vector<float> w2 = test::randomValues(6 * 8, rng);
-  for (int64_t o = 0; o < 6; ++o)
-    for (int64_t c = 0; c < 8; ++c) w2[(size_t)(o * 8 + c)] *= std::pow(10.f, (float)(o % 3) / 1.2f - 0.8f);
-  b.initializer("w2", {6, 8, 1, 1}, w2);
-  b.initializer("b2", {6}, test::randomValues(6, rng, -0.05f, 0.05f));
-  b.initializer("a2", {}, {0.8f});
-  b.initializer("bb2", {}, {-0.02f});
-  b.initializer("w3", {4, 6, 3, 3}, test::randomValues(4 * 6 * 9, rng));
-  auto& c1 = b.node("Conv", {"x", "w1", "b1"}, {"c1"}, "conv1");
-  OnnxBuilder::attrInts(c1, "pads", {1, 1, 1, 1});
-  b.node("HardSwish", {"c1"}, {"h1"}, "hswish");
-  b.node("Mul", {"h1", "a"}, {"m1"}, "affine_mul");
-  b.node("Add", {"m1", "bb"}, {"a1"}, "affine_add");
-  b.node("Conv", {"a1", "w2", "b2"}, {"p1"}, "pwconv");
-  b.node("HardSwish", {"p1"}, {"h2"}, "hswish2");
-  b.node("Mul", {"h2", "a2"}, {"m2"}, "affine_mul2");
-  b.node("Add", {"m2", "bb2"}, {"a2o"}, "affine_add2");
-  auto& c3 = b.node("Conv", {"a2o", "w3"}, {"y"}, "kconv");
-  OnnxBuilder::attrInts(c3, "pads", {1, 1, 1, 1});
-  const std::string path = dir + "/pw_affine.onnx";
-  b.save(path);
-  return path;
-}
-
-std::string cliOutput(const std::string& args) {
-  const std::string cmd = std::string(QS_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return "";
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  pclose(p);
-  return out;
-}
-
-}  // namespace
 
 TEST(PointwiseSmoothing, InsertsMulsKeepsTheFloatFunctionRaisesTheSnrAndReachesOnnxRuntime) {
   std::mt19937 rng(5);
   const std::string dir = test::makeTempDir("pw-smooth");
-  const std::string model = writePointwiseModel(dir, rng);
+  const std::string model = test::writePointwiseModel(dir, rng);
   const Tensor x = test::randomTensor({4, 3, 12, 12}, rng, -1.f, 1.f);
   ASSERT_TRUE(writeNpy(dir + "/x.npy", x));
   ASSERT_TRUE(writeNpy(dir + "/in_0_0.npy", x));
@@ -147,9 +98,7 @@ TEST(PointwiseSmoothing, InsertsMulsKeepsTheFloatFunctionRaisesTheSnrAndReachesO
     ASSERT_EQ(wg.value(mulOut).consumers.size(), 1u);
     EXPECT_EQ(wg.nodes[(size_t)wg.value(mulOut).consumers[0]].opType, "QuantizeLinear");
   }
-  ASSERT_EQ(runCommand("ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_batch.mjs " + q +
-                       " " + dir + " " + dir + "/q --samples 1 --threads 2 --level disabled --disable-qdq"),
-            0);
+  ASSERT_EQ(test::runOrtBatch(q, dir, dir + "/q", 1), 0);
   auto got = readNpy(dir + "/q/out_0_0.npy");
   ASSERT_TRUE(got) << got.status().message();
   ErrorAccumulator ort;
@@ -230,44 +179,17 @@ TEST(PointwiseSmoothing, DetExportMatchesOnnxRuntime) {
   const std::string pages = std::string(QS_SOURCE_DIR) + "/.cache/samples/det";
   if (!fs::exists(model) || !fs::exists(pages)) GTEST_SKIP() << model << " or " << pages << " missing: run scripts/setup.sh";
   const std::string dir = test::makeTempDir("pw-smooth-det");
-  AnalysisRequest rq = test::remedyRequest(model, pages);
-  rq.data.maxSamples = 4;
-  rq.data.batchSize = 1;
-  rq.data.image.width = 256;
-  rq.data.image.height = 256;
-  rq.data.image.mean = {0.485f, 0.456f, 0.406f};
-  rq.data.image.std = {0.229f, 0.224f, 0.225f};
-  rq.layerwise = false;
+  AnalysisRequest rq = test::detRemedyRequest(model, pages);
   rq.pointwiseSmooth = true;
-  rq.integerConv = false;  // ORT's arithmetic on the Q/DQ file
   auto run = runAnalysis(rq);
   ASSERT_TRUE(run) << run.status().message();
   ASSERT_FALSE(run->remedies.pointwiseSmoothed.empty());
   const std::string q = exportRun(*run, dir + "/out");
   ASSERT_FALSE(q.empty());
-  const int samples = (int)run->analysisData->batchCount();
-  for (int s = 0; s < samples; ++s) {
-    auto feeds = run->analysisData->batch(s);
-    ASSERT_TRUE(feeds);
-    ASSERT_TRUE(writeNpy(dir + "/in_" + std::to_string(s) + "_0.npy", (*feeds)[0].tensor));
-  }
-  auto ort = [&](const std::string& m, const std::string& out) {
-    return runCommand("ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_batch.mjs " + m +
-                      " " + dir + " " + out + " --samples " + std::to_string(samples) +
-                      " --threads 2 --level disabled --disable-qdq");
-  };
-  ASSERT_EQ(ort(model, dir + "/fp32"), 0);
-  ASSERT_EQ(ort(q, dir + "/q"), 0);
-  ErrorAccumulator acc;
-  for (int s = 0; s < samples; ++s) {
-    auto ref = readNpy(dir + "/fp32/out_" + std::to_string(s) + "_0.npy");
-    auto got = readNpy(dir + "/q/out_" + std::to_string(s) + "_0.npy");
-    ASSERT_TRUE(ref && got);
-    acc.add(*ref, *got);
-  }
+  const double ort = test::ortSnrDb(model, q, dir, test::writeAnalysisInputs(*run, dir));
   const double predicted = run->result()->outputs[0].metrics.snrDb;
   std::printf("det pointwise smoothing: %zu inputs smoothed, predicted %.3f dB, ONNX Runtime %.3f dB\n",
-              run->remedies.pointwiseSmoothed.size(), predicted, acc.metrics().snrDb);
-  EXPECT_NEAR(acc.metrics().snrDb, predicted, 0.5);
+              run->remedies.pointwiseSmoothed.size(), predicted, ort);
+  EXPECT_NEAR(ort, predicted, 0.5);
   fs::remove_all(dir);
 }

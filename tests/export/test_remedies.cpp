@@ -159,13 +159,7 @@ TEST(Remedies, ClsExportWithBothRemediesMatchesOnnxRuntime) {
   if (!fs::exists(model)) GTEST_SKIP() << model << " missing: run scripts/setup.sh";
   const std::string dir = test::makeTempDir("remedies");
   test::writeTextImages(dir + "/images", 4, 192, 48, 7);
-  AnalysisRequest rq = test::remedyRequest(model, dir + "/images");
-  rq.data.image.width = 192;
-  rq.data.image.height = 48;
-  rq.data.image.mean = {0.5f, 0.5f, 0.5f};
-  rq.data.image.std = {0.5f, 0.5f, 0.5f};
-  rq.data.batchSize = 1;
-  rq.layerwise = false;
+  AnalysisRequest rq = test::textLineRemedyRequest(model, dir + "/images", 192);
   rq.equalize = true;
   rq.biasCorrection = true;
   // The analysis with FP32 convolutions of fake-quantized tensors, the arithmetic ORT runs the
@@ -179,22 +173,12 @@ TEST(Remedies, ClsExportWithBothRemediesMatchesOnnxRuntime) {
   EXPECT_FALSE(run->remedies.pairs.empty());
   EXPECT_FALSE(run->remedies.biasShifts.empty());
   const std::string q = exportRun(*run, dir + "/out");
-  for (int64_t s = 0; s < run->analysisData->batchCount(); ++s) {
-    auto feeds = run->analysisData->batch(s);
-    ASSERT_TRUE(feeds);
-    ASSERT_TRUE(writeNpy(dir + "/in_" + std::to_string(s) + "_0.npy", (*feeds)[0].tensor));
-  }
-  const int samples = (int)run->analysisData->batchCount();
+  const int samples = test::writeAnalysisInputs(*run, dir);
   // ORT without graph optimisations: the file's arithmetic as written. (At --level basic, ORT 1.30
   // gives 17.8 dB on this export against 19.6 predicted, while each remedy alone matches at basic
   // too: one of ORT's basic rewrites changes the result of this file; docs/quality.md, "Remedies".)
-  auto ort = [&](const std::string& m, const std::string& out) {
-    return runCommand("ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_batch.mjs " + m +
-                      " " + dir + " " + out + " --samples " + std::to_string(samples) +
-                      " --threads 2 --level disabled --disable-qdq");
-  };
-  ASSERT_EQ(ort(model, dir + "/fp32"), 0);
-  ASSERT_EQ(ort(q, dir + "/q"), 0);
+  ASSERT_EQ(test::runOrtBatch(model, dir, dir + "/fp32", samples), 0);
+  ASSERT_EQ(test::runOrtBatch(q, dir, dir + "/q", samples), 0);
   ErrorAccumulator acc;
   for (int s = 0; s < samples; ++s) {
     auto ref = readNpy(dir + "/fp32/out_" + std::to_string(s) + "_0.npy");

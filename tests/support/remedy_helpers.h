@@ -1,6 +1,8 @@
-// What the remedy tests (tests/export/test_remedies*.cpp) share: a shell command's exit code, a text file's contents, the
-// request they run (max calibration, 2 threads, no sensitivity), the export of a run, and a model
-// file or model run on one input "x". Header-only, like model_helpers.h.
+// What the remedy tests (tests/export/test_remedies*.cpp, the depthwise and pointwise smoothing, depthwise
+// equalization and bias correction tests) share: a shell command's exit code and output, a text file's
+// contents, the request they run (max calibration, 2 threads, no sensitivity; det's 4 pages at 256x256),
+// the export of a run, a model file or model run on one input "x", ONNX Runtime on the written inputs,
+// and the models built in code. Header-only, like model_helpers.h.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,6 +18,8 @@
 #include <vector>
 
 #include "core/exec/executor.h"
+#include "core/io/npy.h"
+#include "core/numeric/metrics.h"
 #include "core/export/bundle.h"
 #include "core/export/pipeline.h"
 #include "core/onnx/loader.h"
@@ -48,6 +52,84 @@ inline AnalysisRequest remedyRequest(const std::string& model, const std::string
   return rq;
 }
 
+/// What `args` given to the quantscope binary print (stdout and stderr together).
+inline std::string cliOutput(const std::string& args) {
+  const std::string cmd = std::string(QS_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return "";
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  pclose(p);
+  return out;
+}
+
+/// remedyRequest on PP-OCRv4 det's pages: 4 of them at 256x256, batch 1, ImageNet normalisation, no
+/// layer-wise errors, the Q/DQ Conv path (ORT's arithmetic on the written file).
+inline AnalysisRequest detRemedyRequest(const std::string& model, const std::string& pages) {
+  AnalysisRequest rq = remedyRequest(model, pages);
+  rq.data.maxSamples = 4;
+  rq.data.batchSize = 1;
+  rq.data.image.width = 256;
+  rq.data.image.height = 256;
+  rq.data.image.mean = {0.485f, 0.456f, 0.406f};
+  rq.data.image.std = {0.229f, 0.224f, 0.225f};
+  rq.layerwise = false;
+  rq.integerConv = false;
+  return rq;
+}
+
+/// remedyRequest on rendered text lines (PaddleOCR cls, `width` 192, or rec, 320): `width` x 48, mean/std
+/// 0.5, batch 1, no layer-wise errors.
+inline AnalysisRequest textLineRemedyRequest(const std::string& model, const std::string& images, int width) {
+  AnalysisRequest rq = remedyRequest(model, images);
+  rq.data.image.width = width;
+  rq.data.image.height = 48;
+  rq.data.image.mean = {0.5f, 0.5f, 0.5f};
+  rq.data.image.std = {0.5f, 0.5f, 0.5f};
+  rq.data.batchSize = 1;
+  rq.layerwise = false;
+  return rq;
+}
+
+/// tests/support/ort_batch.mjs: ONNX Runtime runs `model` on dir/in_<s>_0.npy for s < `samples` into
+/// out/out_<s>_<k>.npy, 2 threads, without graph optimisations and with the Q/DQ pairs kept (the
+/// file's arithmetic as written). The exit code.
+inline int runOrtBatch(const std::string& model, const std::string& dir, const std::string& out, int samples) {
+  return runCommand("ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_batch.mjs " +
+                    model + " " + dir + " " + out + " --samples " + std::to_string(samples) +
+                    " --threads 2 --level disabled --disable-qdq");
+}
+
+/// Writes the first input of each batch of run.analysisData as dir/in_<s>_0.npy; the batch count.
+inline int writeAnalysisInputs(const AnalysisRun& run, const std::string& dir) {
+  const int samples = (int)run.analysisData->batchCount();
+  for (int s = 0; s < samples; ++s) {
+    auto feeds = run.analysisData->batch(s);
+    EXPECT_TRUE(feeds) << feeds.status().message();
+    if (!feeds) return 0;
+    EXPECT_TRUE(writeNpy(dir + "/in_" + std::to_string(s) + "_0.npy", (*feeds)[0].tensor));
+  }
+  return samples;
+}
+
+/// ONNX Runtime's SNR in dB of quantized `q` against float `model` on the first output, both run by
+/// runOrtBatch on the `samples` inputs in `dir` (into dir/fp32 and dir/q); NaN (and a test failure)
+/// when a run fails.
+inline double ortSnrDb(const std::string& model, const std::string& q, const std::string& dir, int samples) {
+  EXPECT_EQ(runOrtBatch(model, dir, dir + "/fp32", samples), 0);
+  EXPECT_EQ(runOrtBatch(q, dir, dir + "/q", samples), 0);
+  ErrorAccumulator acc;
+  for (int s = 0; s < samples; ++s) {
+    auto ref = readNpy(dir + "/fp32/out_" + std::to_string(s) + "_0.npy");
+    auto got = readNpy(dir + "/q/out_" + std::to_string(s) + "_0.npy");
+    EXPECT_TRUE(ref && got);
+    if (!ref || !got) return NAN;
+    acc.add(*ref, *got);
+  }
+  return acc.metrics().snrDb;
+}
+
 // Exports a run and returns the written quantized.onnx's path ("" on failure, a test failure).
 inline std::string exportRun(const AnalysisRun& run, const std::string& dir) {
   ExportTarget t;
@@ -74,6 +156,16 @@ inline Tensor runFile(const std::string& path, const Tensor& x) {
   return runModel(std::move(m).value(), x);
 }
 
+/// PP-LCNetV3's affine block on `x`: HardSwish -> Mul(`a`) -> Add(`bb`) -> `y` (scalar initializers `a`
+/// and `bb`), nodes "hswish", "affine_mul", "affine_add" with `suffix`, values h<suffix or 1>, m<...>.
+inline void addHardSwishAffine(OnnxBuilder& b, const std::string& x, const std::string& y, const std::string& a,
+                               const std::string& bb, const std::string& suffix) {
+  const std::string tag = suffix.empty() ? "1" : suffix;
+  b.node("HardSwish", {x}, {"h" + tag}, "hswish" + suffix);
+  b.node("Mul", {"h" + tag, a}, {"m" + tag}, "affine_mul" + suffix);
+  b.node("Add", {"m" + tag, bb}, {y}, "affine_add" + suffix);
+}
+
 /// x [4, 3, 12, 12] -> Conv(8, 3x3, bias; channels two decades apart) -> [HardSwish -> Mul(1.2) ->
 /// Add(0.03), PP-LCNetV3's affine block, when `affine`] -> depthwise Conv(8, 3x3, bias) -> Conv(6, 1x1)
 /// -> y, written to dir/dw.onnx (dir/dw_affine.onnx). The depthwise remedy tests' model.
@@ -96,9 +188,7 @@ inline std::string writeDepthwiseModel(const std::string& dir, std::mt19937& rng
   OnnxBuilder::attrInts(c1, "pads", {1, 1, 1, 1});
   std::string dwIn = "c1";
   if (affine) {
-    b.node("HardSwish", {"c1"}, {"h1"}, "hswish");
-    b.node("Mul", {"h1", "a"}, {"m1"}, "affine_mul");
-    b.node("Add", {"m1", "bb"}, {"a1"}, "affine_add");
+    addHardSwishAffine(b, "c1", "a1", "a", "bb", "");
     dwIn = "a1";
   }
   auto& dw = b.node("Conv", {dwIn, "wd", "bd"}, {"d1"}, "dwconv");
@@ -106,6 +196,39 @@ inline std::string writeDepthwiseModel(const std::string& dir, std::mt19937& rng
   OnnxBuilder::attrInt(dw, "group", 8);
   b.node("Conv", {"d1", "w3"}, {"y"}, "conv3");
   const std::string path = dir + (affine ? "/dw_affine.onnx" : "/dw.onnx");
+  b.save(path);
+  return path;
+}
+
+/// x [4,3,12,12] -> conv1 (3x3, 8 channels, ranges 0.1..2) -> HardSwish -> Mul(a) -> Add(b) -> pwconv (1x1,
+/// 8 -> 6, output ranges apart again) -> HardSwish -> Mul(a2) -> Add(b2) -> kconv (3x3, 6 -> 4, group 1) -> y,
+/// written to dir/pw_affine.onnx. The pointwise smoothing tests' model.
+inline std::string writePointwiseModel(const std::string& dir, std::mt19937& rng) {
+  OnnxBuilder b(14);
+  b.input("x", {4, 3, 12, 12}).output("y", {4, 4, 12, 12});
+  std::vector<float> w1 = randomValues(8 * 27, rng);
+  for (int64_t c = 0; c < 8; ++c)
+    for (int64_t i = 0; i < 27; ++i) w1[(size_t)(c * 27 + i)] *= std::pow(10.f, (float)(c % 4) / 1.5f - 1.f);
+  b.initializer("w1", {8, 3, 3, 3}, w1);
+  b.initializer("b1", {8}, randomValues(8, rng, -0.05f, 0.05f));
+  b.initializer("a", {}, {1.2f});
+  b.initializer("bb", {}, {0.03f});
+  std::vector<float> w2 = randomValues(6 * 8, rng);
+  for (int64_t o = 0; o < 6; ++o)
+    for (int64_t c = 0; c < 8; ++c) w2[(size_t)(o * 8 + c)] *= std::pow(10.f, (float)(o % 3) / 1.2f - 0.8f);
+  b.initializer("w2", {6, 8, 1, 1}, w2);
+  b.initializer("b2", {6}, randomValues(6, rng, -0.05f, 0.05f));
+  b.initializer("a2", {}, {0.8f});
+  b.initializer("bb2", {}, {-0.02f});
+  b.initializer("w3", {4, 6, 3, 3}, randomValues(4 * 6 * 9, rng));
+  auto& c1 = b.node("Conv", {"x", "w1", "b1"}, {"c1"}, "conv1");
+  OnnxBuilder::attrInts(c1, "pads", {1, 1, 1, 1});
+  addHardSwishAffine(b, "c1", "a1", "a", "bb", "");
+  b.node("Conv", {"a1", "w2", "b2"}, {"p1"}, "pwconv");
+  addHardSwishAffine(b, "p1", "a2o", "a2", "bb2", "2");
+  auto& c3 = b.node("Conv", {"a2o", "w3"}, {"y"}, "kconv");
+  OnnxBuilder::attrInts(c3, "pads", {1, 1, 1, 1});
+  const std::string path = dir + "/pw_affine.onnx";
   b.save(path);
   return path;
 }
