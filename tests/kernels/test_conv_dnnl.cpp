@@ -32,6 +32,15 @@ struct Case {
   bool bias;
 };
 
+// The window geometry of a 2-D case (strides, dilations, pads as the case gives them).
+bool caseGeometry(const Case& c, WindowGeometry& g) {
+  WindowAttrs attrs;
+  attrs.strides = {c.sh, c.sw};
+  attrs.dilations = {c.dh, c.dw};
+  attrs.pads = {c.pt, c.pl, c.pb, c.pr};
+  return bool(resolveWindow(attrs, {c.H, c.W}, {c.kh, c.kw}, false, g));
+}
+
 int64_t outDim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe) {
   return (in + pb + pe - ((k - 1) * d + 1)) / s + 1;
 }
@@ -166,12 +175,8 @@ TEST_F(ConvDnnl, BackendVsNaiveEveryClassAndActivation) {
   for (const Case& c : cases()) {
     const Tensor w = randomTensor({c.M, c.C / c.G, c.kh, c.kw}, rng, -0.5f, 0.5f);
     const Tensor b = randomTensor({c.M}, rng);
-    WindowAttrs attrs;
-    attrs.strides = {c.sh, c.sw};
-    attrs.dilations = {c.dh, c.dw};
-    attrs.pads = {c.pt, c.pl, c.pb, c.pr};
     WindowGeometry g;
-    ASSERT_TRUE(resolveWindow(attrs, {c.H, c.W}, {c.kh, c.kw}, false, g));
+    ASSERT_TRUE(caseGeometry(c, g));
     int actIndex = 0;
     for (const auto& acts : activationSets()) {
       auto backend = DnnlConv::create(w, c.bias ? &b : nullptr, c.G, acts);
@@ -242,12 +247,8 @@ TEST_F(ConvDnnl, ImageGroupsGiveEachImageTheBitsItGetsAlone) {
     const Tensor w = randomTensor({c.M, c.C / c.G, c.kh, c.kw}, rng, -0.5f, 0.5f);
     const Tensor b = randomTensor({c.M}, rng);
     const std::vector<FusedActivation> acts = {{K::Relu, 0, 0}, {K::HardSigmoid, 0.2f, 0.5f}};
-    WindowAttrs attrs;
-    attrs.strides = {c.sh, c.sw};
-    attrs.dilations = {c.dh, c.dw};
-    attrs.pads = {c.pt, c.pl, c.pb, c.pr};
     WindowGeometry g;
-    ASSERT_TRUE(resolveWindow(attrs, {c.H, c.W}, {c.kh, c.kw}, false, g));
+    ASSERT_TRUE(caseGeometry(c, g));
     auto backend = DnnlConv::create(w, c.bias ? &b : nullptr, c.G, acts);
     ASSERT_TRUE(backend);
     for (int64_t N : batches) {
@@ -537,12 +538,8 @@ TEST_F(ConvDnnl, Winograd3x3InNChw16cMatchesNaiveAndKeepsEachImagesBits) {
                                                           : std::vector<FusedActivation>{{K::Relu, 0, 0}};
     auto conv = DnnlConv::createBlocked(w, c.bias ? &b : nullptr, 1, acts, wc.residual, wc.residual, block);
     ASSERT_TRUE(conv) << what0;
-    WindowAttrs attrs;
-    attrs.strides = {c.sh, c.sw};
-    attrs.dilations = {c.dh, c.dw};
-    attrs.pads = {c.pt, c.pl, c.pb, c.pr};
     WindowGeometry g;
-    ASSERT_TRUE(resolveWindow(attrs, {c.H, c.W}, {c.kh, c.kw}, false, g));
+    ASSERT_TRUE(caseGeometry(c, g));
     const int64_t OH = g.out[1], OW = g.out[2], inPer = c.C * c.H * c.W, outPer = c.M * OH * OW;
     // The direct kernel's name says whether oneDNN runs AVX-512 here (then it has Winograd too).
     const std::string direct = conv->kernelName(1, c.C, g);
@@ -616,12 +613,8 @@ TEST_F(ConvDnnl, BlockedResidualIsReadInPlaceAndKeepsEachImagesBits) {
     const Tensor w = randomTensor({c.M, c.C, c.kh, c.kw}, rng, -0.5f, 0.5f), b = randomTensor({c.M}, rng);
     auto conv = DnnlConv::createBlocked(w, c.bias ? &b : nullptr, 1, {}, true, rc.relu, block);
     ASSERT_TRUE(conv) << what0;
-    WindowAttrs attrs;
-    attrs.strides = {c.sh, c.sw};
-    attrs.dilations = {c.dh, c.dw};
-    attrs.pads = {c.pt, c.pl, c.pb, c.pr};
     WindowGeometry g;
-    ASSERT_TRUE(resolveWindow(attrs, {c.H, c.W}, {c.kh, c.kw}, false, g));
+    ASSERT_TRUE(caseGeometry(c, g));
     const int64_t OH = g.out[1], OW = g.out[2], inPer = c.C * c.H * c.W, outPer = c.M * OH * OW;
     const bool winograd = conv->kernelName(1, c.C, g).find("wino") != std::string::npos;
     EXPECT_EQ(conv->residualReadInPlace(1, c.C, g), !winograd) << what0 << ": " << conv->kernelName(1, c.C, g);
