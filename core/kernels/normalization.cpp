@@ -1,11 +1,14 @@
 // BatchNormalization, InstanceNormalization, LayerNormalization, LpNormalization (FP32).
 #include "core/kernels/normalization.h"
 
+#include "core/kernels/elementwise.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 namespace qs {
 
@@ -311,10 +314,11 @@ class SkipLayerNormKernel : public Kernel {
     QS_RETURN_IF_ERROR(requireFloat(ctx.input(2), "SkipLayerNormalization", "Scale"));
     const bool hasB = ctx.hasInput(3);
     if (hasB) QS_RETURN_IF_ERROR(requireFloat(ctx.input(3), "SkipLayerNormalization", "B"));
-    Shape sShape;
-    if (!broadcastShapes(X.shape(), K.shape(), sShape) || sShape.empty())
+    ew::BroadcastPlan plan;
+    if (!ew::planBroadcast({&X.shape(), &K.shape()}, plan) || plan.outShape.empty())
       return invalidArgument("SkipLayerNormalization: X " + shapeToString(X.shape()) + " and Skip " +
                              shapeToString(K.shape()) + " do not broadcast to a tensor of rank >= 1");
+    const Shape& sShape = plan.outShape;
     const int64_t L = sShape.back();
     const int64_t rows = L == 0 ? 0 : numelOf(sShape) / L;
     const Shape normShape{L};
@@ -342,7 +346,7 @@ class SkipLayerNormKernel : public Kernel {
     if (X.shape() != K.shape()) {
       // Rare: the residual broadcasts. The sum is made first (as the Add would), then normalised.
       broadcastSum = Tensor(DType::Float, sShape);
-      addBroadcast(X, K, broadcastSum);
+      ew::binaryBroadcast(plan, X.data<float>(), K.data<float>(), broadcastSum.data<float>(), std::plus<float>(), ctx);
       if (sum) std::memcpy(sum, broadcastSum.data<float>(), sizeof(float) * (size_t)broadcastSum.numel());
     }
     const float* whole = broadcastSum.numel() > 0 ? broadcastSum.data<float>() : nullptr;
@@ -367,37 +371,6 @@ class SkipLayerNormKernel : public Kernel {
   }
 
  private:
-  // out = a + b with numpy broadcasting (out has the broadcast shape).
-  static void addBroadcast(const Tensor& a, const Tensor& b, Tensor& out) {
-    const Shape& os = out.shape();
-    const size_t r = os.size();
-    auto strides = [&](const Shape& s) {
-      Shape st(r, 0);
-      int64_t acc = 1;
-      for (size_t i = s.size(); i-- > 0;) {
-        st[i + r - s.size()] = s[i] == 1 ? 0 : acc;
-        acc *= s[i];
-      }
-      return st;
-    };
-    const Shape as = strides(a.shape()), bs = strides(b.shape());
-    const float *pa = a.data<float>(), *pb = b.data<float>();
-    float* po = out.data<float>();
-    std::vector<int64_t> idx(r, 0);
-    for (int64_t n = 0; n < out.numel(); ++n) {
-      int64_t oa = 0, ob = 0;
-      for (size_t i = 0; i < r; ++i) {
-        oa += idx[i] * as[i];
-        ob += idx[i] * bs[i];
-      }
-      po[n] = pa[oa] + pb[ob];
-      for (size_t i = r; i-- > 0;) {
-        if (++idx[i] < os[i]) break;
-        idx[i] = 0;
-      }
-    }
-  }
-
   float m_eps;
 };
 
