@@ -280,13 +280,9 @@ TEST_F(ConvDnnl, ImageGroupsGiveEachImageTheBitsItGetsAlone) {
   auto blocked = DnnlConv::createBlocked(w, &bias, /*group=*/1, {}, /*residual=*/true,
                                          /*reluAfterResidual=*/true, block);
   ASSERT_TRUE(blocked);
-  WindowAttrs attrs;
-  attrs.strides = {1, 1};
-  attrs.dilations = {1, 1};
-  attrs.pads = {1, 1, 1, 1};
-  WindowGeometry g;
-  ASSERT_TRUE(resolveWindow(attrs, {H, W}, {3, 3}, false, g));
   const Case plain{C, C, 1, H, W, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true};
+  WindowGeometry g;
+  ASSERT_TRUE(caseGeometry(plain, g));
   for (int64_t N : batches) {
     const Tensor x = randomTensor({N, C, H, W}, rng), r = randomTensor({N, C, H, W}, rng);
     Tensor want = naive(plain, x, w, &bias, {});
@@ -331,12 +327,8 @@ TEST(ConvDnnlSlices, SlicedDepthwiseForksBelowTheFloor) {
   auto conv = DnnlConv::createBlocked(w, &bias, /*group=*/C, {}, /*residual=*/false, /*reluAfterResidual=*/false,
                                       DnnlConv::preferredBlock());
   ASSERT_TRUE(conv);
-  WindowAttrs attrs;
-  attrs.strides = {1, 1};
-  attrs.dilations = {1, 1};
-  attrs.pads = {1, 1, 1, 1};
   WindowGeometry g;
-  ASSERT_TRUE(resolveWindow(attrs, {H, W}, {3, 3}, false, g));
+  ASSERT_TRUE(caseGeometry(Case{C, C, C, H, W, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, g));
   const Tensor x = randomTensor({per}, rng);
   Tensor y1(DType::Float, {per}), y2(DType::Float, {per});
   ASSERT_TRUE(conv->runBlocked(x.data<float>(), 1, C, g, y1.data<float>(), nullptr, 1).isOk());
