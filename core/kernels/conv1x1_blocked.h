@@ -29,7 +29,7 @@ class Conv1x1Blocked {
  public:
   /// Whether the kernel can run here: an AVX-512F CPU.
   static bool available();
-  // (QS_CONV1X1=dnnl|all in the environment: DnnlConv's choice, conv_dnnl.h; not read here.)
+  // (QS_CONV1X1=dnnl in the environment: DnnlConv's choice, conv_dnnl.h; not read here.)
   /// Whether it takes these post-ops: none, Relu or Clip (the first and only activation), or the
   /// residual sum, optionally followed by Relu (the forms DnnlConv's blocked regions fuse into 1x1s).
   static bool supported(const std::vector<FusedActivation>& activations, bool residual);

@@ -107,17 +107,6 @@ int DnnlConv::forkThreads(double flops, bool depthwise, int64_t slices, int thre
   return flops < 4e6 ? 1 : threads;
 }
 
-bool DnnlConv::ownKernel1x1Preferred(int64_t C, int64_t M, int64_t H, int64_t W) {
-  // Against jit_1x1 in the blocked regions (qs_bench_conv1x1_blocked, resnet50's, densenet121's and
-  // mobilenet_v2's 1x1 shapes, bias + Relu, batch 1): 0.75-1.04x on one thread, 0.46-1.08x on two
-  // (32 -> 16 at 112x112, one output block, now split by rows: 0.46x), in the sum 0.98x and 0.95x; resnet50's
-  // 2048 -> 512 at 7x7 0.93x since its weights stream once. So every conv the kernel can run.
-  (void)C;
-  (void)M;
-  (void)H;
-  (void)W;
-  return true;
-}
 
 #ifndef QS_HAVE_DNNL
 
@@ -188,7 +177,7 @@ struct DnnlConv::Impl {
   // Our nChw16c 1x1 kernel, where ownKernelFor takes the conv: packed on first use, so that a conv its
   // stride keeps on jit_1x1 holds no second copy of its weights (resnet50's downsamples: packed at load,
   // peak RSS 422 -> 441 MB with a first rule).
-  bool ownCandidate = false, ownReluAfterResidual = false;
+  bool ownCandidate = false;
   std::vector<FusedActivation> ownActivations;
   std::once_flag ownOnce;
   std::unique_ptr<Conv1x1Blocked> own;
@@ -411,7 +400,6 @@ std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor& W, const Tensor*
   if (!conv) return nullptr;
   conv->m_impl->ownCandidate = ownCandidate;
   conv->m_impl->ownActivations = std::move(ownActivations);
-  conv->m_impl->ownReluAfterResidual = reluAfterResidual;
   conv->m_impl->blocked = true;
   conv->m_impl->plainSrc = plainInput;
   conv->m_impl->block = block;
@@ -547,23 +535,24 @@ Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeome
 }
 
 // Our nChw16c 1x1 kernel (core/kernels/conv1x1_blocked.h) in place of jit_1x1, where the rule
-// takes the conv; kept in these two functions. QS_CONV1X1=dnnl: never; =all: every conv it can run
-// (A/B runs and the kernel benchmark).
+// takes the conv; kept in these two functions. The rule is every conv the kernel can run: against jit_1x1 in the
+// blocked regions (qs_bench_conv1x1_blocked, resnet50's, densenet121's and mobilenet_v2's 1x1 shapes, bias + Relu,
+// batch 1) it took 0.75-1.04x the time on one thread, 0.46-1.08x on two, in the sum 0.98x and 0.95x. A property of
+// the conv, not the batch, so an image gets the same bits at any batch. QS_CONV1X1=dnnl: never.
 bool DnnlConv::ownKernelFor(int64_t C, const WindowGeometry& g) const {
-  static const int mode = [] {
+  static const bool dnnlOnly = [] {
     const char* v = std::getenv("QS_CONV1X1");
-    return v == nullptr ? 0 : std::string(v) == "dnnl" ? -1 : std::string(v) == "all" ? 1 : 0;
+    return v != nullptr && std::string(v) == "dnnl";
   }();
-  if (mode < 0 || !m_impl->ownCandidate || g.nd != 2 || C != m_impl->W.dim(1)) return false;
+  if (dnnlOnly || !m_impl->ownCandidate || g.nd != 2 || C != m_impl->W.dim(1)) return false;
   for (int i = 1; i < 3; ++i)
     if (g.s[i] != 1 || g.padB[i] != 0 || g.padE[i] != 0 || g.out[i] != g.in[i]) return false;
-  if (mode == 0 && !ownKernel1x1Preferred(C, m_impl->W.dim(0), g.out[1], g.out[2])) return false;
   std::call_once(m_impl->ownOnce, [&] {
     Impl& im = *m_impl;
     Tensor B(DType::Float, {im.W.dim(0)});
     if (!im.bias.empty()) std::memcpy(B.data<float>(), im.bias.data(), sizeof(float) * im.bias.size());
     im.own = Conv1x1Blocked::create(im.W, im.bias.empty() ? nullptr : &B, im.ownActivations, im.residual,
-                                    im.ownReluAfterResidual);
+                                    im.residualRelu);
   });
   return m_impl->own != nullptr;
 }

@@ -76,13 +76,9 @@ class DnnlConv {
   /// 1, 2 threads: its 14x14 and 7x7 depthwise convs took 1.5-2.6x their 1-thread time). The slices, and so
   /// the bits, do not change; only which thread runs them.
   static int forkThreads(double flops, bool depthwise, int64_t slices, int threads);
-  /// Whether a blocked 1x1 conv (group 1, stride 1, no pads, nChw16c) of C input and M output channels
-  /// at H x W runs our kernel (core/kernels/conv1x1_blocked.h) instead of oneDNN's jit_1x1, where the
-  /// CPU has AVX-512 and the post-ops are ones it takes: the measured rule, a function of the conv only
-  /// (not the batch), so an image gets the same bits at any batch (docs/performance.md, "A 1x1
-  /// convolution on nChw16c that takes row ranges (wt-k1x1)"). QS_CONV1X1=dnnl: never.
-  static bool ownKernel1x1Preferred(int64_t C, int64_t M, int64_t H, int64_t W);
-  /// kernelName() of a conv that runs that kernel.
+  /// kernelName() of a conv that runs our nChw16c 1x1 kernel (core/kernels/conv1x1_blocked.h) in place of
+  /// jit_1x1: every blocked 1x1 of stride 1 without pads in nChw16c whose post-ops it takes, on AVX-512 CPUs
+  /// (QS_CONV1X1=dnnl: none).
   static constexpr const char* kOwn1x1Name = "qs_conv1x1:nChw16c:avx512";
   /// The channel block of the blocked layout that oneDNN's own kernels use on this CPU: 16 where
   /// it runs AVX-512 convolutions (their native nChw16c; with nChw8c it falls back to its AVX2
