@@ -147,14 +147,20 @@ std::unique_ptr<Conv1x1Blocked> Conv1x1Blocked::create(const Tensor& W, const Te
                                                        const std::vector<FusedActivation>& activations, bool residual,
                                                        bool reluAfterResidual) {
   if (!available() || !supported(activations, residual)) return nullptr;
-  if (W.dtype() != DType::Float || W.rank() != 4 || W.dim(2) != 1 || W.dim(3) != 1) return nullptr;
-  const int64_t M = W.dim(0), C = W.dim(1);
-  if (M < 1 || C < 1 || (B && (B->dtype() != DType::Float || B->numel() != M))) return nullptr;
+  if (W.dtype() != DType::Float || W.rank() != 4 || W.dim(2) < 1 || W.dim(3) < 1) return nullptr;
+  const int64_t M = W.dim(0), Cin = W.dim(1), KH = W.dim(2), KW = W.dim(3), taps = KH * KW;
+  if (M < 1 || Cin < 1 || (B && (B->dtype() != DType::Float || B->numel() != M))) return nullptr;
+  // The taps of a larger filter are whole groups of input blocks: channel tails only for a 1x1.
+  if (taps > 1 && Cin % kB != 0) return nullptr;
+  const int64_t C = taps * Cin;  // reduction index t * Cin + c for tap t = kh * KW + kw
   std::unique_ptr<Conv1x1Blocked> k(new Conv1x1Blocked());
   k->m_C = C;
   k->m_M = M;
   k->m_Cb = (C + kB - 1) / kB;
   k->m_Mb = (M + kB - 1) / kB;
+  k->m_KH = KH;
+  k->m_KW = KW;
+  k->m_taps = taps;
   const size_t wFloats = (size_t)(k->m_Mb * k->m_Cb * kB * kB), bFloats = (size_t)(k->m_Mb * kB);
   k->m_store.assign(wFloats + bFloats + 16, 0.f);
   float* base = k->m_store.data();
@@ -163,8 +169,11 @@ std::unique_ptr<Conv1x1Blocked> Conv1x1Blocked::create(const Tensor& W, const Te
   float* bias = base + wFloats;
   const float* src = W.data<float>();
   for (int64_t m = 0; m < M; ++m)
-    for (int64_t c = 0; c < C; ++c)
-      w[((m / kB * k->m_Cb + c / kB) * kB + c % kB) * kB + m % kB] = src[m * C + c];
+    for (int64_t ci = 0; ci < Cin; ++ci)
+      for (int64_t t = 0; t < taps; ++t) {
+        const int64_t c = t * Cin + ci;
+        w[((m / kB * k->m_Cb + c / kB) * kB + c % kB) * kB + m % kB] = src[(m * Cin + ci) * taps + t];
+      }
   if (B) std::memcpy(bias, B->data<float>(), sizeof(float) * (size_t)M);
   k->m_w = w;
   k->m_bias = bias;
@@ -181,10 +190,20 @@ std::unique_ptr<Conv1x1Blocked> Conv1x1Blocked::create(const Tensor& W, const Te
 
 void Conv1x1Blocked::run(const float* x, int64_t P, float* y, const float* residual, int64_t mb0, int64_t mb1,
                          int64_t p0, int64_t p1) const {
+  runPixels(x, P, nullptr, y, residual, mb0, mb1, p0, p1);
+}
+
+void Conv1x1Blocked::runWindow(const float* x, const WindowGeometry& g, float* y, const float* residual,
+                               int64_t mb0, int64_t mb1, int64_t p0, int64_t p1) const {
+  const bool plain = m_taps == 1 && g.s[1] == 1 && g.s[2] == 1 && g.padB[1] == 0 && g.padB[2] == 0;
+  runPixels(x, g.out[1] * g.out[2], plain ? nullptr : &g, y, residual, mb0, mb1, p0, p1);
+}
+
+void Conv1x1Blocked::runPixels(const float* x, int64_t P, const WindowGeometry* g, float* y, const float* residual,
+                               int64_t mb0, int64_t mb1, int64_t p0, int64_t p1) const {
   if (mb0 >= mb1 || p0 >= p1) return;
   Args a{};
   a.wStride = m_Cb * kB * kB;
-  a.xStride = P * kB;
   a.yStride = P * kB;
   a.Cb = m_Cb;
   a.lastLanes = m_C - (m_Cb - 1) * kB;
@@ -204,14 +223,39 @@ void Conv1x1Blocked::run(const float* x, int64_t P, float* y, const float* resid
   const int64_t chunks = (n + chunk - 1) / chunk;
   chunk = (n + chunks - 1) / chunks;
   const bool carry = residual == nullptr || residual != y;
+  // A window other than a 1x1 of stride 1: the chunk's im2col gathered into [taps * Cb][chunk][16] (one 64-byte
+  // pixel of a block at a time, zero in the pads), so that the tiles read it as a stride-1 1x1 input, in L2.
+  static thread_local std::vector<float> gathered;
+  if (g && gathered.size() < (size_t)(m_Cb * chunk * kB)) gathered.resize((size_t)(m_Cb * chunk * kB));
   for (int64_t c0 = p0; c0 < p1; c0 += chunk) {
     const int64_t np = std::min(chunk, p1 - c0);
+    const float* xc = x + c0 * kB;
+    a.xStride = P * kB;
+    if (g) {
+      const int64_t H = g->in[1], W = g->in[2], Wo = g->out[2], sh = g->s[1], sw = g->s[2];
+      const int64_t cbIn = m_Cb / m_taps;
+      float* buf = gathered.data();
+      for (int64_t t = 0; t < m_taps; ++t) {
+        const int64_t kh = t / m_KW, kw = t % m_KW;
+        for (int64_t cb = 0; cb < cbIn; ++cb) {
+          const float* src = x + cb * H * W * kB;
+          float* dst = buf + (t * cbIn + cb) * np * kB;
+          for (int64_t p = c0; p < c0 + np; ++p, dst += kB) {
+            const int64_t ih = p / Wo * sh + kh - g->padB[1], iw = p % Wo * sw + kw - g->padB[2];
+            if (ih < 0 || ih >= H || iw < 0 || iw >= W) std::memset(dst, 0, sizeof(float) * kB);
+            else std::memcpy(dst, src + (ih * W + iw) * kB, sizeof(float) * kB);
+          }
+        }
+      }
+      xc = buf;
+      a.xStride = np * kB;
+    }
     for (int64_t mb = mb0; mb < mb1;) {
       const int64_t ob = std::min<int64_t>(4, mb1 - mb);
       const int64_t pass = carry ? std::max<int64_t>(1, 32 / ob) : m_Cb;
       a.w = m_w + mb * a.wStride;
       a.bias = m_bias + mb * kB;
-      a.x = x + c0 * kB;
+      a.x = xc;
       a.y = y + mb * a.yStride + c0 * kB;
       a.residual = residual ? residual + mb * a.yStride + c0 * kB : nullptr;
       for (a.k0 = 0; a.k0 < m_Cb; a.k0 = a.k1) {
@@ -234,8 +278,17 @@ int64_t Conv1x1Blocked::partsPerImage(int64_t N, int hardwareThreads) {
 
 void Conv1x1Blocked::runBatch(const float* x, int64_t N, int64_t P, float* y, const float* residual,
                               int threads) const {
+  WindowGeometry g;
+  g.nd = 2;
+  g.in[2] = g.out[2] = P;
+  runBatchWindow(x, N, g, y, residual, threads);
+}
+
+void Conv1x1Blocked::runBatchWindow(const float* x, int64_t N, const WindowGeometry& g, float* y,
+                                    const float* residual, int threads) const {
+  const int64_t P = g.out[1] * g.out[2];
   const int64_t parts = partsPerImage(N, hardwareThreads());
-  const int64_t inPer = m_Cb * kB * P, outPer = m_Mb * kB * P;
+  const int64_t inPer = m_Cb / m_taps * kB * g.in[1] * g.in[2], outPer = m_Mb * kB * P;
   const bool byPixels = P >= kB * m_Mb || m_Mb < parts;
   parallelFor(threads, N * parts, 1, [&](int64_t b, int64_t e) {
     for (int64_t task = b; task < e; ++task) {
@@ -248,7 +301,7 @@ void Conv1x1Blocked::runBatch(const float* x, int64_t N, int64_t P, float* y, co
         mb0 = part * m_Mb / parts;
         mb1 = (part + 1) * m_Mb / parts;
       }
-      run(x + n * inPer, P, y + n * outPer, residual ? residual + n * outPer : nullptr, mb0, mb1, p0, p1);
+      runWindow(x + n * inPer, g, y + n * outPer, residual ? residual + n * outPer : nullptr, mb0, mb1, p0, p1);
     }
   });
 }

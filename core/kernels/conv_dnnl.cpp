@@ -174,9 +174,9 @@ struct DnnlConv::Impl {
   bool residualRelu = false;
   dnnl::post_ops postOps;  // without a residual; with one, residualPostOps gives the slice's
   std::vector<FusedActivation> after;  // activations oneDNN has no post-op for, applied per task
-  // Our nChw16c 1x1 kernel, where ownKernelFor takes the conv: packed on first use, so that a conv its
-  // stride keeps on jit_1x1 holds no second copy of its weights (resnet50's downsamples: packed at load,
-  // peak RSS 422 -> 441 MB with a first rule).
+  // Our nChw16c kernel, where ownKernelFor takes the conv: packed on first use, so that a conv the rule keeps
+  // on oneDNN holds no second copy of its weights (resnet50's downsamples, when they stayed on jit_1x1: packed
+  // at load, peak RSS 422 -> 441 MB with a first rule).
   bool ownCandidate = false;
   std::vector<FusedActivation> ownActivations;
   std::once_flag ownOnce;
@@ -393,7 +393,8 @@ std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor& W, const Tensor*
                  : !blockedShapeSupported(W.dim(1) * group, W.dim(0), group, block))
     return nullptr;
   if (residual && !activations.empty()) return nullptr;
-  const bool ownCandidate = block == 16 && group == 1 && !plainInput && W.dim(2) == 1 && W.dim(3) == 1 &&
+  const bool ownCandidate = block == 16 && group == 1 && !plainInput &&
+                            ((W.dim(2) == 1 && W.dim(3) == 1) || W.dim(1) % 16 == 0) &&
                             Conv1x1Blocked::available() && Conv1x1Blocked::supported(activations, residual);
   std::vector<FusedActivation> ownActivations = activations;
   std::unique_ptr<DnnlConv> conv = create(W, B, group, std::move(activations));
@@ -535,18 +536,36 @@ Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeome
 }
 
 // Our nChw16c 1x1 kernel (core/kernels/conv1x1_blocked.h) in place of jit_1x1, where the rule
-// takes the conv; kept in these two functions. The rule is every conv the kernel can run: against jit_1x1 in the
+// takes the conv; kept in these two functions. The rule is every 1x1 the kernel can run: against jit_1x1 in the
 // blocked regions (qs_bench_conv1x1_blocked, resnet50's, densenet121's and mobilenet_v2's 1x1 shapes, bias + Relu,
-// batch 1) it took 0.75-1.04x the time on one thread, 0.46-1.08x on two, in the sum 0.98x and 0.95x. A property of
-// the conv, not the batch, so an image gets the same bits at any batch. QS_CONV1X1=dnnl: never.
+// batch 1) it took 0.75-1.04x the time on one thread, 0.46-1.08x on two, in the sum 0.98x and 0.95x; resnet50's
+// downsamples of stride 2 0.92-1.03x on one thread (wt-r50). A property of the conv, not the batch, so an image
+// gets the same bits at any batch. QS_CONV1X1=dnnl: never.
 bool DnnlConv::ownKernelFor(int64_t C, const WindowGeometry& g) const {
   static const bool dnnlOnly = [] {
     const char* v = std::getenv("QS_CONV1X1");
     return v != nullptr && std::string(v) == "dnnl";
   }();
+  // Filters larger than 1x1 (not those of the Winograd rule) only on request, QS_CONV_KXK=s2 (strided ones:
+  // resnet50's stage transitions) or all: at batch 1 on 2 threads they measured level with oneDNN's direct kernel
+  // within the noise of a loaded machine, 0.98-1.11x on their own with warm weights (docs/performance.md,
+  // "resnet50 at batch 1: strided convs in our kernel (wt-r50)").
+  static const int kxk = [] {
+    const char* v = std::getenv("QS_CONV_KXK");
+    return v == nullptr ? 0 : std::string(v) == "s2" ? 1 : std::string(v) == "all" ? 2 : 0;
+  }();
   if (dnnlOnly || !m_impl->ownCandidate || g.nd != 2 || C != m_impl->W.dim(1)) return false;
-  for (int i = 1; i < 3; ++i)
-    if (g.s[i] != 1 || g.padB[i] != 0 || g.padE[i] != 0 || g.out[i] != g.in[i]) return false;
+  const bool pointwise = m_impl->W.dim(2) == 1 && m_impl->W.dim(3) == 1;
+  // 1x1: any stride (resnet50's downsamples, stride 2: the kernel gathers every other pixel of each chunk first),
+  // no pads.
+  for (int i = 1; i < 3; ++i) {
+    if (g.d[i] != 1) return false;
+    if (pointwise && (g.padB[i] != 0 || g.padE[i] != 0)) return false;
+  }
+  if (!pointwise) {
+    if (kxk == 0 || m_impl->winogradFor(C, m_impl->W.dim(0), g)) return false;
+    if (kxk == 1 && g.s[1] == 1 && g.s[2] == 1) return false;
+  }
   std::call_once(m_impl->ownOnce, [&] {
     Impl& im = *m_impl;
     Tensor B(DType::Float, {im.W.dim(0)});
@@ -562,7 +581,7 @@ Status DnnlConv::executeOwn1x1(const float* x, int64_t N, const WindowGeometry& 
   const Conv1x1Blocked& k = *m_impl->own;
   const int64_t P = g.out[1] * g.out[2];
   const int64_t parts = Conv1x1Blocked::partsPerImage(N, hardwareThreads());
-  k.runBatch(x, N, P, y, residual, forkThreads(2.0 * k.macs(P) * (double)N, false, parts, threads));
+  k.runBatchWindow(x, N, g, y, residual, forkThreads(2.0 * k.macs(P) * (double)N, false, parts, threads));
   return Status::ok();
 }
 

@@ -13,9 +13,10 @@
 // Kernel: oneDNN's direct convolution, except 3x3 convs of stride 1 in nChw16c with outputs of at
 // least 28x28 and 32+ output channels (14x14 and 128+), which run its Winograd F(4x4, 3x3) kernel
 // on AVX-512 CPUs (one image a task, so each image keeps its bits at any batch; QS_WINOGRAD=0 turns
-// it off), and the blocked 1x1s of stride 1 in nChw16c on AVX-512 CPUs, which run our kernel
+// it off), and the blocked 1x1s without pads (any stride) in nChw16c on AVX-512 CPUs, which run our kernel
 // (core/kernels/conv1x1_blocked.h: pixel ranges at batch 1 instead of output-channel slices, one summation
-// order for any range; QS_CONV1X1=dnnl keeps jit_1x1).
+// order for any range; QS_CONV1X1=dnnl keeps jit_1x1; QS_CONV_KXK=s2 or all gives it the strided or all
+// larger filters outside the Winograd rule too).
 #pragma once
 
 #include <cstdint>
@@ -76,9 +77,10 @@ class DnnlConv {
   /// 1, 2 threads: its 14x14 and 7x7 depthwise convs took 1.5-2.6x their 1-thread time). The slices, and so
   /// the bits, do not change; only which thread runs them.
   static int forkThreads(double flops, bool depthwise, int64_t slices, int threads);
-  /// kernelName() of a conv that runs our nChw16c 1x1 kernel (core/kernels/conv1x1_blocked.h) in place of
-  /// jit_1x1: every blocked 1x1 of stride 1 without pads in nChw16c whose post-ops it takes, on AVX-512 CPUs
-  /// (QS_CONV1X1=dnnl: none).
+  /// kernelName() of a conv that runs our nChw16c kernel (core/kernels/conv1x1_blocked.h) in place of
+  /// oneDNN's: every blocked 1x1 without pads (any stride) in nChw16c whose post-ops it takes, on AVX-512 CPUs
+  /// (QS_CONV1X1=dnnl: none); with QS_CONV_KXK=s2 also the strided group-1 filters larger than 1x1 of a
+  /// multiple of 16 input channels, with QS_CONV_KXK=all all of them but those of the Winograd rule.
   static constexpr const char* kOwn1x1Name = "qs_conv1x1:nChw16c:avx512";
   /// The channel block of the blocked layout that oneDNN's own kernels use on this CPU: 16 where
   /// it runs AVX-512 convolutions (their native nChw16c; with nChw8c it falls back to its AVX2
