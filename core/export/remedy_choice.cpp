@@ -111,11 +111,13 @@ Status chooseRunRemedies(AnalysisRun& run, const ProgressFn& progress, const std
   ao.sensitivity = false;
   ao.cacheBudgetBytes = 0;
   // The trials' run: the model as it stands (cross-layer and depthwise equalization, the remedies a flag
-  // turned on), the choice samples as its calibration data.
+  // turned on), quantized as the run's session is (its exclusions and restrictions), the choice samples as
+  // its calibration data.
   AnalysisRun trial;
   trial.request = rq;
   trial.model = run.model;
   trial.originalModel = run.model;
+  trial.sessionConfig = run.sessionConfig;
   trial.calibrationData = choice;
   const double steps = (double)cands.size() + 1;
   auto share = [&](double k) -> ProgressFn {
