@@ -512,7 +512,8 @@ void MainWindow::showInspectorFor(int item) {
         // Quantization first after the node's identity: it is what one looks at with results.
         auto q = quantizationProperties(model, *result, it.id);
         if (const auto run = m_analysis->run(); run && !m_analysis->int4Result())
-          for (PropertyEntry& e : remedyNodeProperties(model.graph, run->remedies, it.id)) q.push_back(std::move(e));
+          if (run->model)
+            for (PropertyEntry& e : remedyNodeProperties(model.graph, run->model->graph, run->remedies, it.id)) q.push_back(std::move(e));
         entries.insert(entries.begin() + std::min<size_t>(1, entries.size()), q.begin(), q.end());
       }
       m_inspectorModel->setEntries(entries);

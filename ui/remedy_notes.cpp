@@ -3,6 +3,8 @@
 #include <QStringList>
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <unordered_map>
 
 namespace qs::ui {
 
@@ -30,6 +32,12 @@ void add(std::vector<RemedyNote>& notes, NodeId id, const QString& text, const Q
 
 std::vector<RemedyNote> remedyNotes(const Graph& g, const RemedySummary& s) {
   std::vector<RemedyNote> notes(g.nodes.size());
+  // A smoothing that --remedies auto kept says so (the switch did not ask for it).
+  auto chosen = [&](const char* name) {
+    return std::find(s.choice.kept.begin(), s.choice.kept.end(), name) != s.choice.kept.end()
+               ? QStringLiteral("; kept by the remedy choice (%1)").arg(QString::fromStdString(s.choice.mode))
+               : QString();
+  };
   for (const DepthwiseEqualizedPair& p : s.depthwisePairs) {
     const QString ratio = p.rangeRatio > 0 ? QStringLiteral(", channel ranges %1:1 before").arg(p.rangeRatio, 0, 'g', 3) : QString();
     add(notes, p.producer, QStringLiteral("DW eq"),
@@ -43,9 +51,17 @@ std::vector<RemedyNote> remedyNotes(const Graph& g, const RemedySummary& s) {
     const QString text = QStringLiteral("Depthwise input smoothing: %1 channels scaled by an inserted Mul (alpha %2, "
                                         "channel ranges %3:1 before), layer-wise error %4 -> %5")
                              .arg(d.channels).arg(d.alpha, 0, 'g', 2).arg(d.rangeRatio, 0, 'g', 3)
-                             .arg(d.errorBefore, 0, 'g', 3).arg(d.errorAfter, 0, 'g', 3);
+                             .arg(d.errorBefore, 0, 'g', 3).arg(d.errorAfter, 0, 'g', 3) + chosen("depthwise_smooth");
     add(notes, d.consumer, QStringLiteral("DW smooth"), text);
     add(notes, d.mul, QStringLiteral("DW smooth"), text);
+  }
+  for (const DepthwiseSmoothedInput& d : s.pointwiseSmoothed) {
+    const QString text = QStringLiteral("Pointwise input smoothing: %1 channels scaled by an inserted Mul (alpha %2, "
+                                        "channel ranges %3:1 before), layer-wise error %4 -> %5")
+                             .arg(d.channels).arg(d.alpha, 0, 'g', 2).arg(d.rangeRatio, 0, 'g', 3)
+                             .arg(d.errorBefore, 0, 'g', 3).arg(d.errorAfter, 0, 'g', 3) + chosen("pointwise_smooth");
+    add(notes, d.consumer, QStringLiteral("PW smooth"), text);
+    add(notes, d.mul, QStringLiteral("PW smooth"), text);
   }
   for (const EqualizedPair& p : s.pairs) {
     const QString scale = QStringLiteral("max |log s| %1").arg(p.maxLogScale, 0, 'f', 2);
@@ -82,8 +98,10 @@ std::vector<RemedyNote> remedyNotes(const Graph& g, const RemedySummary& s) {
   return notes;
 }
 
-std::vector<PropertyEntry> remedySummaryProperties(const Graph& g, const AnalysisResult& after, const RemedySummary& s) {
-  if (s.applied.empty() && s.depthwisePairs.empty() && s.depthwiseSmoothed.empty()) return {};
+namespace {
+
+// The "Remedies" section: what the remedies applied did, and the outputs without and with them.
+PropertyEntry remedyProperties(const Graph& g, const AnalysisResult& after, const RemedySummary& s) {
   PropertyEntry r;
   r.key = QStringLiteral("Remedies");
   r.heading = true;
@@ -91,6 +109,7 @@ std::vector<PropertyEntry> remedySummaryProperties(const Graph& g, const Analysi
   for (const std::string& a : s.applied) applied << QString::fromStdString(a);
   if (!s.depthwisePairs.empty()) applied << QStringLiteral("depthwise_equalize");
   if (!s.depthwiseSmoothed.empty()) applied << QStringLiteral("depthwise_smooth");
+  if (!s.pointwiseSmoothed.empty()) applied << QStringLiteral("pointwise_smooth");
   r.value = applied.join(QStringLiteral(", "));
   if (s.before)
     for (size_t i = 0; i < after.outputs.size() && i < s.before->outputs.size(); ++i)
@@ -112,13 +131,76 @@ std::vector<PropertyEntry> remedySummaryProperties(const Graph& g, const Analysi
   count("Bias-corrected nodes", s.biasShifts.size(), has("bias_correction"));
   count("Depthwise pairs equalized", s.depthwisePairs.size(), !s.depthwisePairs.empty());
   count("Depthwise inputs smoothed", s.depthwiseSmoothed.size(), !s.depthwiseSmoothed.empty());
+  count("Pointwise inputs smoothed", s.pointwiseSmoothed.size(), !s.pointwiseSmoothed.empty());
   count("Changed initializers", s.changedInitializers.size(), true);
   (void)g;
-  return {r};
+  return r;
+}
+
+}  // namespace
+
+PropertyEntry remedyChoiceProperties(const RemedyChoice& c) {
+  PropertyEntry r;
+  r.key = QStringLiteral("Remedy choice");
+  r.heading = true;
+  QStringList kept;
+  for (const std::string& k : c.kept) kept << QString::fromStdString(k);
+  r.value = QStringLiteral("%1: %2").arg(QString::fromStdString(c.mode),
+                                        kept.isEmpty() ? QStringLiteral("none kept") : QStringLiteral("kept ") + kept.join(QStringLiteral(", ")));
+  if (c.fromConfig) {
+    r.children.push_back({QStringLiteral("From"), QStringLiteral("the loaded quant_cfg.json (not measured in this run)"), {}, false});
+    return r;
+  }
+  if (!c.note.empty()) r.children.push_back({QStringLiteral("Note"), QString::fromStdString(c.note), {}, false});
+  r.children.push_back({QStringLiteral("Samples"),
+                        QStringLiteral("%1 to choose on, %2 held out; a remedy needs +%3 dB on the first and no loss on the second")
+                            .arg(c.choiceSamples).arg(c.heldOutSamples).arg(c.marginDb, 0, 'f', 2),
+                        {}, false});
+  for (const RemedyTrial& t : c.trials) {
+    QString v;
+    if (t.items == 0) {
+      v = QStringLiteral("not tried: %1").arg(QString::fromStdString(t.reason));
+    } else {
+      v = QStringLiteral("%1 (%2 inputs): worst output SNR %3 -> %4 dB, held out %5 -> %6 dB; %7")
+              .arg(t.kept ? QStringLiteral("kept") : QStringLiteral("not kept")).arg(t.items)
+              .arg(t.beforeDb, 0, 'f', 2).arg(t.afterDb, 0, 'f', 2).arg(t.heldOutBeforeDb, 0, 'f', 2)
+              .arg(t.heldOutAfterDb, 0, 'f', 2).arg(QString::fromStdString(t.reason));
+    }
+    r.children.push_back({QString::fromStdString(t.remedy), v, {}, false});
+  }
+  if (!c.trials.empty())
+    r.children.push_back({QStringLiteral("Time"), QStringLiteral("%1 s (%2 s CPU)").arg(c.seconds, 0, 'f', 1).arg(c.cpuSeconds, 0, 'f', 1), {}, false});
+  return r;
+}
+
+std::vector<PropertyEntry> remedySummaryProperties(const Graph& g, const AnalysisResult& after, const RemedySummary& s) {
+  std::vector<PropertyEntry> out;
+  if (!s.applied.empty() || !s.depthwisePairs.empty() || !s.depthwiseSmoothed.empty() || !s.pointwiseSmoothed.empty())
+    out.push_back(remedyProperties(g, after, s));
+  if (!s.choice.empty()) out.push_back(remedyChoiceProperties(s.choice));
+  return out;
+}
+
+std::vector<RemedyNote> remedyNotesOnShown(const Graph& shown, const Graph& run, const RemedySummary& s) {
+  std::vector<RemedyNote> onRun = remedyNotes(run, s);
+  if (&shown == &run || shown.nodes.size() == run.nodes.size()) return onRun;  // no node inserted: the same ids
+  std::unordered_map<std::string, NodeId> ids;
+  for (NodeId id = 0; id < (NodeId)shown.nodes.size(); ++id) ids.emplace(shown.nodes[(size_t)id].name, id);
+  std::vector<RemedyNote> notes(shown.nodes.size());
+  for (size_t i = 0; i < onRun.size(); ++i) {
+    if (onRun[i].empty()) continue;
+    const auto it = ids.find(run.nodes[i].name);
+    if (it != ids.end()) notes[(size_t)it->second] = std::move(onRun[i]);
+  }
+  return notes;
 }
 
 std::vector<PropertyEntry> remedyNodeProperties(const Graph& g, const RemedySummary& s, NodeId id) {
-  const std::vector<RemedyNote> notes = remedyNotes(g, s);
+  return remedyNodeProperties(g, g, s, id);
+}
+
+std::vector<PropertyEntry> remedyNodeProperties(const Graph& shown, const Graph& run, const RemedySummary& s, NodeId id) {
+  const std::vector<RemedyNote> notes = remedyNotesOnShown(shown, run, s);
   if (id < 0 || (size_t)id >= notes.size() || notes[(size_t)id].empty()) return {};
   PropertyEntry r;
   r.key = QStringLiteral("Remedies");

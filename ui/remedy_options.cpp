@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -15,6 +16,20 @@ namespace qs::ui {
 RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedies and precision"), parent) {
   setObjectName(QStringLiteral("remedyOptions"));
   auto* form = new QFormLayout(this);
+  m_choice = new QComboBox(this);
+  m_choice->setObjectName(QStringLiteral("remedyChoiceCombo"));
+  m_choice->addItem(QStringLiteral("none (each at the command line's default)"), RemediesNone);
+  m_choice->addItem(QStringLiteral("auto (measured per model)"), RemediesAuto);
+  m_choice->addItem(QStringLiteral("custom (the switches below)"), RemediesCustom);
+  m_choice->setToolTip(QStringLiteral("--remedies none|auto. auto (int8 with calibrated scales): depthwise and "
+                                      "pointwise input smoothing are each tried on half of the calibration batches "
+                                      "and kept where they raise the worst output SNR by 0.2 dB there and do not "
+                                      "lower it on the other half; the inspector's model summary and the report "
+                                      "show what was tried and kept. custom: the switches below"));
+  auto* choice = new QHBoxLayout;
+  choice->addWidget(m_choice);
+  choice->addStretch();
+  form->addRow(QStringLiteral("Remedies"), choice);
   m_equalize = new QCheckBox(QStringLiteral("Cross-layer equalization"), this);
   m_equalize->setObjectName(QStringLiteral("equalizeBox"));
   m_equalize->setToolTip(QStringLiteral("--equalize: rescales the weights of Conv/Gemm pairs through ReLU, Clip at 0 or "
@@ -35,7 +50,7 @@ RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedi
   remedies->addWidget(m_bias);
   remedies->addWidget(m_weightClip);
   remedies->addStretch();
-  form->addRow(QStringLiteral("Remedies"), remedies);
+  form->addRow(QStringLiteral("Custom"), remedies);
   m_smoothQuant = new QCheckBox(QStringLiteral("SmoothQuant"), this);
   m_smoothQuant->setObjectName(QStringLiteral("smoothQuantBox"));
   m_smoothQuant->setToolTip(QStringLiteral("--smoothquant: MatMul/Gemm that read a LayerNormalization get per input "
@@ -50,7 +65,6 @@ RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedi
   m_smoothQuantAlpha->setSpecialValueText(QStringLiteral("alpha searched per layer"));
   m_smoothQuantAlpha->setToolTip(QStringLiteral("--smoothquant-alpha: a fixed alpha in [0, 1], or searched per layer "
                                                 "over 0, 0.1, ..., 1 (the default)"));
-  connect(m_smoothQuant, &QCheckBox::toggled, m_smoothQuantAlpha, &QWidget::setEnabled);
   auto* smooth = new QHBoxLayout;
   smooth->addWidget(m_smoothQuant);
   smooth->addWidget(m_smoothQuantAlpha);
@@ -67,6 +81,12 @@ RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedi
   m_depthwiseSmooth->setToolTip(QStringLiteral("--depthwise-smooth on|off (int8, off by default): a per-channel Mul "
                                                "inserted before the depthwise Convs whose producer cannot take the "
                                                "scale, the scale folded into their weights; written in quantized.onnx"));
+  m_pointwiseSmooth = new QCheckBox(QStringLiteral("Pointwise input smoothing"), this);
+  m_pointwiseSmooth->setObjectName(QStringLiteral("pointwiseSmoothBox"));
+  m_pointwiseSmooth->setToolTip(QStringLiteral("--pointwise-smooth on|off (int8, off by default): a per-channel Mul "
+                                               "inserted before group-1 Convs where it lowers the quantized Conv's "
+                                               "layer-wise error, the scale folded into their weights; written in "
+                                               "quantized.onnx"));
   m_integerConv = new QCheckBox(QStringLiteral("Integer Convs"), this);
   m_integerConv->setObjectName(QStringLiteral("integerConvBox"));
   m_integerConv->setToolTip(QStringLiteral("--integer-conv on|off (int8, on by default): INT8 Convs summed exactly in "
@@ -75,9 +95,10 @@ RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedi
   auto* int8 = new QHBoxLayout;
   int8->addWidget(m_depthwise);
   int8->addWidget(m_depthwiseSmooth);
-  int8->addWidget(m_integerConv);
+  int8->addWidget(m_pointwiseSmooth);
   int8->addStretch();
   form->addRow(QStringLiteral("INT8"), int8);
+  form->addRow(QString(), m_integerConv);
   m_highPrecision = new QComboBox(this);
   m_highPrecision->setObjectName(QStringLiteral("highPrecisionCombo"));
   for (HighPrecision p : {HighPrecision::Fp32, HighPrecision::Fp16, HighPrecision::Bf16})
@@ -112,19 +133,68 @@ RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedi
   m_memoryBudget->setToolTip(QStringLiteral("--memory-budget: activations the analysis may hold; above it, it keeps "
                                             "no whole activation table and recomputes instead, with the same figures"));
   form->addRow(QStringLiteral("Memory budget"), m_memoryBudget);
+  connect(m_choice, &QComboBox::currentIndexChanged, this, [this] {
+    if (!m_showing) onChoice(remedyChoice());
+  });
+  for (QCheckBox* b : {m_equalize, m_bias, m_weightClip, m_smoothQuant, m_depthwise, m_depthwiseSmooth, m_pointwiseSmooth})
+    connect(b, &QCheckBox::toggled, this, &RemedyOptions::onSwitchChanged);
+  connect(m_smoothQuantAlpha, &QDoubleSpinBox::valueChanged, this, &RemedyOptions::onSwitchChanged);
   setRequest(AnalysisRequest{});  // the command line's defaults, from the one place that has them
 }
 
-void RemedyOptions::setRequest(const AnalysisRequest& r) {
+RemedyChoiceMode RemedyOptions::remedyChoice() const { return (RemedyChoiceMode)m_choice->currentData().toInt(); }
+
+void RemedyOptions::setRemedyChoice(RemedyChoiceMode choice) { m_choice->setCurrentIndex(m_choice->findData(choice)); }
+
+void RemedyOptions::onChoice(RemedyChoiceMode choice) {
+  if (m_shownChoice == RemediesCustom) apply(m_custom);  // custom's switches come back with custom
+  m_shownChoice = choice;
+  showSwitches(choice == RemediesCustom ? m_custom : AnalysisRequest{});
+  updateEnabled();
+}
+
+void RemedyOptions::onSwitchChanged() {
+  if (!m_showing && remedyChoice() != RemediesCustom) {
+    m_showing = true;
+    setRemedyChoice(RemediesCustom);
+    m_showing = false;
+    m_shownChoice = RemediesCustom;
+  }
+  updateEnabled();
+}
+
+void RemedyOptions::updateEnabled() {
+  // Auto chooses: its switches show the defaults it starts from, greyed. Under none a click on one makes it custom.
+  const bool open = remedyChoice() != RemediesAuto;
+  for (QWidget* w : std::initializer_list<QWidget*>{m_equalize, m_bias, m_weightClip, m_smoothQuant}) w->setEnabled(open);
+  m_smoothQuantAlpha->setEnabled(open && m_smoothQuant->isChecked());
+  for (QWidget* w : std::initializer_list<QWidget*>{m_depthwise, m_depthwiseSmooth, m_pointwiseSmooth}) w->setEnabled(open && m_int8);
+  m_integerConv->setEnabled(m_int8);
+}
+
+void RemedyOptions::showSwitches(const AnalysisRequest& r) {
+  const bool was = m_showing;
+  m_showing = true;
   m_equalize->setChecked(r.equalize);
   m_bias->setChecked(r.biasCorrection);
   // A fixed alpha alone asks for SmoothQuant, as --smoothquant-alpha alone does.
   m_smoothQuant->setChecked(r.smoothQuant || !std::isnan(r.smoothQuantAlpha));
   m_smoothQuantAlpha->setValue(std::isnan(r.smoothQuantAlpha) ? kSearchAlpha : r.smoothQuantAlpha);
-  m_smoothQuantAlpha->setEnabled(m_smoothQuant->isChecked());
   m_weightClip->setChecked(r.weightClipSearch);
   m_depthwise->setChecked(r.depthwiseEqualize);
   m_depthwiseSmooth->setChecked(r.depthwiseSmooth);
+  m_pointwiseSmooth->setChecked(r.pointwiseSmooth);
+  m_showing = was;
+}
+
+void RemedyOptions::setRequest(const AnalysisRequest& r) {
+  m_showing = true;
+  showSwitches(r);
+  m_shownChoice = remedyChoiceOf(r);
+  setRemedyChoice(m_shownChoice);
+  if (m_shownChoice == RemediesCustom) m_custom = r;  // else the last custom switches stay for custom
+  m_showing = false;
+  updateEnabled();
   m_integerConv->setChecked(r.integerConv);
   m_highPrecision->setCurrentIndex(m_highPrecision->findData((int)r.calibration.highPrecision));
   m_sensitivity->setCurrentIndex(m_sensitivity->findData(sensitivityOf(r)));
@@ -141,6 +211,8 @@ void RemedyOptions::apply(AnalysisRequest& r) const {
   r.weightClipSearch = m_weightClip->isChecked();
   r.depthwiseEqualize = m_depthwise->isChecked();
   r.depthwiseSmooth = m_depthwiseSmooth->isChecked();
+  r.pointwiseSmooth = m_pointwiseSmooth->isChecked();
+  r.remedies = remedyChoice() == RemediesAuto ? RemedyMode::Auto : RemedyMode::None;
   r.integerConv = m_integerConv->isChecked();
   r.memoryBudgetBytes = (uint64_t)m_memoryBudget->value() << 20;
   r.calibrationRefine = m_calibrationRefine->value();
@@ -152,9 +224,8 @@ void RemedyOptions::apply(AnalysisRequest& r) const {
 }
 
 void RemedyOptions::setInt8(bool int8) {
-  m_depthwise->setEnabled(int8);
-  m_depthwiseSmooth->setEnabled(int8);
-  m_integerConv->setEnabled(int8);
+  m_int8 = int8;
+  updateEnabled();
 }
 
 }  // namespace qs::ui

@@ -1,6 +1,7 @@
-// The calibration dialog's "Remedies and precision" box: the switches the command line has as
-// --equalize, --bias-correction, --smoothquant (--smoothquant-alpha), --weight-clip-search,
-// --depthwise-equalize, --depthwise-smooth, --integer-conv, --high-precision-dtype, --sensitivity and --memory-budget, each mapped onto the
+// The calibration dialog's "Remedies and precision" box: the choice the command line has as --remedies
+// (none, auto, or custom: the switches), the switches it has as --equalize, --bias-correction, --smoothquant
+// (--smoothquant-alpha), --weight-clip-search, --depthwise-equalize, --depthwise-smooth, --pointwise-smooth, and
+// --integer-conv, --high-precision-dtype, --sensitivity and --memory-budget, each mapped onto the
 // AnalysisRequest the pipeline runs (core/export/pipeline.h), so that a click in the workbench and
 // the same flags on the command line run the same thing. The project file's keys
 // for them are in ui/remedy_settings.h.
@@ -27,10 +28,19 @@ class RemedyOptions : public QGroupBox {
 
   explicit RemedyOptions(QWidget* parent = nullptr);
 
-  /// Shows the request's remedies, high-precision dtype and sensitivity mode.
+  /// Shows the request's remedies (the choice: remedyChoiceOf()), high-precision dtype and sensitivity mode.
   void setRequest(const AnalysisRequest& request);
-  /// Writes what the box shows into `request` (nothing else is touched).
+  /// Writes what the box shows into `request` (nothing else is touched): --remedies auto for the auto choice,
+  /// and the remedy switches as shown (the CLI's defaults under none and a chosen auto).
   void apply(AnalysisRequest& request) const;
+
+  /// "Remedies": none (the CLI's defaults, --remedies none), auto (--remedies auto: the pipeline's choice, measured
+  /// per model; int8 with calibrated scales only) or custom (the switches). None and auto set the remedy switches to
+  /// the CLI's defaults (custom's are kept and come back with custom), auto disables them; changing a switch
+  /// under none or auto makes the choice custom.
+  QComboBox* remedyChoiceCombo() const { return m_choice; }
+  RemedyChoiceMode remedyChoice() const;
+  void setRemedyChoice(RemedyChoiceMode choice);
 
   QCheckBox* equalizeBox() const { return m_equalize; }
   QCheckBox* biasCorrectionBox() const { return m_bias; }
@@ -44,6 +54,8 @@ class RemedyOptions : public QGroupBox {
   QCheckBox* depthwiseEqualizeBox() const { return m_depthwise; }
   /// --depthwise-smooth on|off (off by default; int8 only).
   QCheckBox* depthwiseSmoothBox() const { return m_depthwiseSmooth; }
+  /// --pointwise-smooth on|off (off by default; int8 only).
+  QCheckBox* pointwiseSmoothBox() const { return m_pointwiseSmooth; }
   /// --integer-conv on|off (on by default; INT8 Convs summed in integers where the CPU can).
   QCheckBox* integerConvBox() const { return m_integerConv; }
   /// The int8-only switches (depthwise equalization, integer Convs) are enabled for int8 only.
@@ -56,6 +68,17 @@ class RemedyOptions : public QGroupBox {
   QSpinBox* memoryBudgetBox() const { return m_memoryBudget; }
 
  private:
+  // The remedy switches' state, as a request holds it (what custom brings back).
+  void showSwitches(const AnalysisRequest& request);
+  void onChoice(RemedyChoiceMode choice);
+  void onSwitchChanged();
+  void updateEnabled();
+
+  QComboBox* m_choice = nullptr;
+  RemedyChoiceMode m_shownChoice = RemediesNone;
+  AnalysisRequest m_custom;   // custom's switches, kept while none or auto shows the defaults
+  bool m_showing = false;     // the box sets its switches: no switch change is the user's
+  bool m_int8 = true;
   QCheckBox* m_equalize = nullptr;
   QCheckBox* m_bias = nullptr;
   QCheckBox* m_smoothQuant = nullptr;
@@ -63,6 +86,7 @@ class RemedyOptions : public QGroupBox {
   QCheckBox* m_weightClip = nullptr;
   QCheckBox* m_depthwise = nullptr;
   QCheckBox* m_depthwiseSmooth = nullptr;
+  QCheckBox* m_pointwiseSmooth = nullptr;
   QCheckBox* m_integerConv = nullptr;
   QComboBox* m_highPrecision = nullptr;
   QComboBox* m_sensitivity = nullptr;

@@ -4,9 +4,44 @@
 
 namespace qs::ui {
 
+namespace {
+
+// A value that is no valid name, as an error message echoes it: a string without its control characters (so the
+// message stays one line), at most 40 of them.
+QString printableValue(const QJsonValue& v) {
+  QString shown = v.isString() ? v.toString().left(40) : QStringLiteral("(not a string)");
+  for (QChar& ch : shown)
+    if (!ch.isPrint()) ch = QLatin1Char('?');
+  return shown;
+}
+
+}  // namespace
+
 RemedySensitivity sensitivityOf(const AnalysisRequest& r) {
   if (!r.sensitivity) return SensitivityOff;
   return r.sensitivityMethod == SensitivityMethod::Fast ? SensitivityFast : SensitivityExact;
+}
+
+bool remedySwitchesAtDefaults(const AnalysisRequest& r) {
+  const AnalysisRequest d;
+  return r.equalize == d.equalize && r.biasCorrection == d.biasCorrection && r.smoothQuant == d.smoothQuant &&
+         std::isnan(r.smoothQuantAlpha) && r.weightClipSearch == d.weightClipSearch &&
+         r.depthwiseEqualize == d.depthwiseEqualize && r.depthwiseSmooth == d.depthwiseSmooth &&
+         r.pointwiseSmooth == d.pointwiseSmooth;
+}
+
+RemedyChoiceMode remedyChoiceOf(const AnalysisRequest& r) {
+  if (r.remedies == RemedyMode::Auto) return RemediesAuto;
+  return remedySwitchesAtDefaults(r) ? RemediesNone : RemediesCustom;
+}
+
+QString remedyChoiceName(RemedyChoiceMode m) {
+  switch (m) {
+    case RemediesNone: return QStringLiteral("none");
+    case RemediesAuto: return QStringLiteral("auto");
+    case RemediesCustom: return QStringLiteral("custom");
+  }
+  return {};
 }
 
 QString sensitivityName(RemedySensitivity s) {
@@ -28,6 +63,9 @@ void writeRemedySettings(const AnalysisRequest& r, QJsonObject& c) {
   const AnalysisRequest defaults;
   if (r.depthwiseEqualize != defaults.depthwiseEqualize) c.insert(QStringLiteral("depthwise_equalize"), r.depthwiseEqualize);
   if (r.depthwiseSmooth != defaults.depthwiseSmooth) c.insert(QStringLiteral("depthwise_smooth"), r.depthwiseSmooth);
+  if (r.pointwiseSmooth != defaults.pointwiseSmooth) c.insert(QStringLiteral("pointwise_smooth"), r.pointwiseSmooth);
+  // --remedies: written for auto only, so that projects of runs without it stay as they were.
+  if (r.remedies == RemedyMode::Auto) c.insert(QStringLiteral("remedies"), QStringLiteral("auto"));
   if (r.integerConv != defaults.integerConv) c.insert(QStringLiteral("integer_conv"), r.integerConv);
   const auto s = sensitivityOf(r);
   if (s != sensitivityOf(AnalysisRequest{})) c.insert(QStringLiteral("sensitivity"), sensitivityName(s));
@@ -39,6 +77,7 @@ bool readRemedySettings(const QJsonObject& c, const QString& projectPath, Analys
   for (auto [key, flag] : {std::pair{"equalize", &r.equalize}, std::pair{"bias_correction", &r.biasCorrection},
                            std::pair{"smoothquant", &r.smoothQuant}, std::pair{"weight_clip_search", &r.weightClipSearch},
                            std::pair{"depthwise_equalize", &r.depthwiseEqualize}, std::pair{"depthwise_smooth", &r.depthwiseSmooth},
+                           std::pair{"pointwise_smooth", &r.pointwiseSmooth},
                            std::pair{"integer_conv", &r.integerConv}}) {
     const QJsonValue v = c.value(QLatin1String(key));
     if (v.isUndefined()) continue;
@@ -47,6 +86,12 @@ bool readRemedySettings(const QJsonObject& c, const QString& projectPath, Analys
       return false;
     }
     *flag = v.toBool();
+  }
+  if (const QJsonValue m = c.value(QStringLiteral("remedies")); !m.isUndefined()) {
+    if (!m.isString() || !parseRemedyMode(m.toString().toStdString(), r.remedies)) {
+      error = QStringLiteral("%1: \"remedies\": '%2': expected auto or none").arg(projectPath, printableValue(m));
+      return false;
+    }
   }
   if (const QJsonValue a = c.value(QStringLiteral("smoothquant_alpha")); !a.isUndefined()) {
     const double alpha = a.toDouble(-1);
@@ -83,11 +128,7 @@ bool readRemedySettings(const QJsonObject& c, const QString& projectPath, Analys
     r.sensitivity = true;
     r.sensitivityMethod = name == QLatin1String("fast") ? SensitivityMethod::Fast : SensitivityMethod::Exact;
   } else {
-    // A string that is no valid name is echoed without its control characters, so the message stays one line.
-    QString shown = s.isString() ? name.left(40) : QStringLiteral("(not a string)");
-    for (QChar& ch : shown)
-      if (!ch.isPrint()) ch = QLatin1Char('?');
-    error = QStringLiteral("%1: \"sensitivity\": '%2': expected exact, fast or off").arg(projectPath, shown);
+    error = QStringLiteral("%1: \"sensitivity\": '%2': expected exact, fast or off").arg(projectPath, printableValue(s));
     return false;
   }
   return true;

@@ -13,6 +13,19 @@ namespace qs::ui {
 /// The sensitivity combo's entries (the CLI's --sensitivity exact|fast|off).
 enum RemedySensitivity { SensitivityExact, SensitivityFast, SensitivityOff };
 
+/// The calibration dialog's "Remedies" choice: none (every remedy at the CLI's default, `--remedies none`), auto
+/// (`--remedies auto`: the candidates measured per model by core/export/remedy_choice.h) or custom (the switches).
+enum RemedyChoiceMode { RemediesNone, RemediesAuto, RemediesCustom };
+
+/// The choice a request stands for: auto when it asks for --remedies auto, none when every remedy switch
+/// (equalize, bias correction, SmoothQuant and its alpha, weight clip search, depthwise equalization, depthwise
+/// and pointwise smoothing) is at the CLI's default, custom otherwise.
+RemedyChoiceMode remedyChoiceOf(const AnalysisRequest& request);
+/// "none", "auto" or "custom".
+QString remedyChoiceName(RemedyChoiceMode m);
+/// Whether the remedy switches of `request` are the CLI's defaults (the remedies --remedies none runs).
+bool remedySwitchesAtDefaults(const AnalysisRequest& request);
+
 /// The sensitivity mode of a request: off, or the method (what --sensitivity says).
 RemedySensitivity sensitivityOf(const AnalysisRequest& request);
 /// "exact", "fast" or "off".
@@ -21,7 +34,9 @@ QString sensitivityName(RemedySensitivity s);
 /// The project file's keys of the calibration object for these settings: "equalize",
 /// "bias_correction", "smoothquant" and "weight_clip_search" (written when on), "smoothquant_alpha"
 /// (a number in [0, 1], written when fixed; alone it turns SmoothQuant on, as the CLI's flag does),
-/// "depthwise_equalize" and "integer_conv" (on by default: written when off), "depthwise_smooth" (off by default: written when on), "sensitivity" (written when not the default request's),
+/// "depthwise_equalize" and "integer_conv" (on by default: written when off), "depthwise_smooth" and
+/// "pointwise_smooth" (off by default: written when on), "remedies" ("auto", written for --remedies auto only),
+/// "sensitivity" (written when not the default request's),
 /// "memory_budget_bytes" (--memory-budget, written when set), "calibration_refine" (--calibration-refine, written when not 0), so that projects without them read as
 /// they did.
 void writeRemedySettings(const AnalysisRequest& request, QJsonObject& calibration);

@@ -17,8 +17,10 @@ void showRemedies(const AnalysisController& controller, NodeTableModel& model, Q
   const bool current = controller.hasResult() && run;
   if (current && !run->remedies.empty()) before = run->remedies.before;
   model.setBaseline(before);
-  // The run's model keeps the node ids of the model shown (the remedies change initializers only).
-  model.setRemedyNotes(current && run->model ? remedyNotes(run->model->graph, run->remedies) : std::vector<RemedyNote>{});
+  // By node name: the smoothings' inserted Muls can move the ids of the run's model from those of the model shown.
+  const auto& loaded = controller.model();
+  model.setRemedyNotes(current && run->model && loaded ? remedyNotesOnShown(loaded->graph, run->model->graph, run->remedies)
+                                                       : std::vector<RemedyNote>{});
   plots.setBaseline(before);
   const bool shown = (bool)model.baseline();
   QHeaderView* header = table.horizontalHeader();

@@ -43,8 +43,9 @@ AnalysisRequest calibrationFromEnv() {
     r.data.image.width = wh[0].toInt();
     r.data.image.height = wh[1].toInt();
   }
-  // QS_CALIBRATE_REMEDIES=equalize,bias_correction,smoothquant,weight_clip_search,depthwise_smooth: the dialog's remedy
-  // switches; no_depthwise_equalize and no_integer_conv clear the two that are on by default.
+  // QS_CALIBRATE_REMEDIES=equalize,bias_correction,smoothquant,weight_clip_search,depthwise_smooth,pointwise_smooth: the
+  // dialog's remedy switches; no_depthwise_equalize and no_integer_conv clear the two that are on by default; auto is
+  // the "Remedies: auto" choice (--remedies auto).
   for (const QString& remedy : qEnvironmentVariable("QS_CALIBRATE_REMEDIES").split(QLatin1Char(','), Qt::SkipEmptyParts)) {
     if (remedy == QStringLiteral("equalize")) r.equalize = true;
     else if (remedy == QStringLiteral("bias_correction")) r.biasCorrection = true;
@@ -52,10 +53,12 @@ AnalysisRequest calibrationFromEnv() {
     else if (remedy == QStringLiteral("weight_clip_search")) r.weightClipSearch = true;
     else if (remedy == QStringLiteral("no_depthwise_equalize")) r.depthwiseEqualize = false;
     else if (remedy == QStringLiteral("depthwise_smooth")) r.depthwiseSmooth = true;
+    else if (remedy == QStringLiteral("pointwise_smooth")) r.pointwiseSmooth = true;
+    else if (remedy == QStringLiteral("auto")) r.remedies = RemedyMode::Auto;
     else if (remedy == QStringLiteral("no_integer_conv")) r.integerConv = false;
     else
       std::fprintf(stderr, "quantscope: QS_CALIBRATE_REMEDIES: '%s': expected equalize, bias_correction, smoothquant, "
-                   "weight_clip_search, depthwise_smooth, no_depthwise_equalize or no_integer_conv\n", qPrintable(remedy));
+                   "weight_clip_search, depthwise_smooth, pointwise_smooth, auto, no_depthwise_equalize or no_integer_conv\n", qPrintable(remedy));
   }
   // QS_CALIBRATE_MEMORY_BUDGET=SIZE: the dialog's Memory budget (--memory-budget's syntax, 512M, 2G).
   if (const QString budget = qEnvironmentVariable("QS_CALIBRATE_MEMORY_BUDGET"); !budget.isEmpty())

@@ -36,13 +36,13 @@ struct Figures {
   double choice = NAN, heldOut = NAN;  // worst output SNR (dB) on each part
 };
 
-// `model` calibrated on `choice` with the run's configuration and `options`, then analysed on
+// The run's model calibrated on `choice` with the run's configuration and `options`, then analysed on
 // `choice` and `heldOut` (when given): their worst output SNRs.
-Result<Figures> measure(const AnalysisRun& run, const std::shared_ptr<const Model>& model, const AnalysisOptions& options,
+Result<Figures> measure(const AnalysisRun& run, const AnalysisOptions& options,
                         const std::shared_ptr<const CalibrationData>& choice,
                         const std::shared_ptr<const CalibrationData>& heldOut, const ProgressFn& progress,
                         const std::shared_ptr<CancelToken>& cancel) {
-  auto created = QuantSession::create(model, run.sessionConfig, options);
+  auto created = QuantSession::create(run.model, run.sessionConfig, options);
   if (!created) return created.status();
   std::shared_ptr<QuantSession> session(std::move(created).value());
   if (cancel) session->setCancelToken(cancel);
@@ -111,11 +111,13 @@ Status chooseRunRemedies(AnalysisRun& run, const ProgressFn& progress, const std
   ao.sensitivity = false;
   ao.cacheBudgetBytes = 0;
   // The trials' run: the model as it stands (cross-layer and depthwise equalization, the remedies a flag
-  // turned on), the choice samples as its calibration data.
+  // turned on), quantized as the run's session is (its exclusions and restrictions), the choice samples as
+  // its calibration data.
   AnalysisRun trial;
   trial.request = rq;
   trial.model = run.model;
   trial.originalModel = run.model;
+  trial.sessionConfig = run.sessionConfig;
   trial.calibrationData = choice;
   const double steps = (double)cands.size() + 1;
   auto share = [&](double k) -> ProgressFn {
@@ -139,13 +141,13 @@ Status chooseRunRemedies(AnalysisRun& run, const ProgressFn& progress, const std
       continue;
     }
     if (!current) {
-      auto base = measure(trial, trial.model, ao, choice, heldOut, share(0), cancel);
+      auto base = measure(trial, ao, choice, heldOut, share(0), cancel);
       if (!base) return base.status();
       current = *base;
     }
     t.beforeDb = current->choice;
     t.heldOutBeforeDb = current->heldOut;
-    auto after = measure(next, next.model, ao, choice, heldOut, share((double)i + 1), cancel);
+    auto after = measure(next, ao, choice, heldOut, share((double)i + 1), cancel);
     if (!after) return after.status();
     t.afterDb = after->choice;
     t.heldOutAfterDb = after->heldOut;

@@ -75,6 +75,7 @@ TEST(PointwiseSmoothing, InsertsMulsKeepsTheFloatFunctionRaisesTheSnrAndReachesO
   ErrorAccumulator fl;
   fl.add(ref, test::runModel(on->model, x));
   EXPECT_GE(fl.metrics().snrDb, 100.0);
+  std::printf("pointwise smoothing: the changed float model against the original: %.1f dB\n", fl.metrics().snrDb);
   const double before = off->result()->outputs[0].metrics.snrDb, after = on->result()->outputs[0].metrics.snrDb;
   std::printf("pointwise smoothing: %.2f dB -> %.2f dB (predicted)\n", before, after);
   EXPECT_GT(after, before + 1.0);

@@ -4,7 +4,8 @@
 // explicit flag's byte for byte, ONNX Runtime computes its prediction within 0.5 dB, and --load-config
 // reproduces the export byte for byte. A margin no remedy reaches keeps none (the export is --remedies none's).
 // On PaddleOCR cls, every kept remedy raised the figure by the margin on the choice samples and did not lower it
-// on the held-out ones, and a remedy that lowered it is not kept. A bad --remedies value is refused in one line.
+// on the held-out ones, and a remedy that lowered it is not kept. The trials keep the run's exclusions. A bad
+// --remedies value is refused in one line.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -151,6 +152,37 @@ TEST(RemedyChoice, AnExplicitFlagFixesItsRemedy) {
   ASSERT_EQ(run->remedies.choice.trials.size(), 1u);
   EXPECT_EQ(run->remedies.choice.trials[0].remedy, "depthwise_smooth");
   EXPECT_TRUE(run->remedies.pointwiseSmoothed.empty());
+  fs::remove_all(dir);
+}
+
+// The trials quantize the model as the run does: with --nodes-to-exclude kconv, the figure before the first
+// candidate that changes something is --remedies none's with the same exclusion on the choice samples (the first
+// 8 of 16), not the figure of the model quantized whole.
+TEST(RemedyChoice, TrialsKeepTheRunsExclusions) {
+  const std::string dir = test::makeTempDir("remedy-choice-excluded");
+  AnalysisRequest rq = pointwiseRequest(dir);
+  rq.remedies = RemedyMode::Auto;
+  rq.config.nodesToExclude = {"kconv"};
+  auto run = runAnalysis(rq);
+  ASSERT_TRUE(run) << run.status().message();
+  printChoice(run->remedies.choice);
+  ASSERT_EQ(run->remedies.choice.trials.size(), 2u);
+  const RemedyTrial& t = run->remedies.choice.trials[1];
+  ASSERT_EQ(t.remedy, "pointwise_smooth");
+  ASSERT_GT(t.items, 0);
+  AnalysisRequest first = rq;
+  first.remedies = RemedyMode::None;
+  first.data.maxSamples = 8;  // the choice samples: the first two batches of 4
+  auto excluded = runAnalysis(first);
+  ASSERT_TRUE(excluded) << excluded.status().message();
+  first.config.nodesToExclude.clear();
+  auto whole = runAnalysis(first);
+  ASSERT_TRUE(whole) << whole.status().message();
+  const double withExclusion = excluded->result()->worstOutputSnrDb(), without = whole->result()->worstOutputSnrDb();
+  std::printf("choice samples, none: %.3f dB with kconv excluded, %.3f dB without; the trial's before %.3f dB\n",
+              withExclusion, without, t.beforeDb);
+  ASSERT_GT(std::abs(withExclusion - without), 0.1);  // else this test could not tell them apart
+  EXPECT_NEAR(t.beforeDb, withExclusion, 1e-6);
   fs::remove_all(dir);
 }
 

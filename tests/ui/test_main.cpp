@@ -1,6 +1,6 @@
 // Runs every GUI test class in one offscreen process: the workbench (loader, layout, view, table),
 // the analysis (calibration worker, toggles, undo, plots, projects, export), autosave/restore, the
-// project file reader, the first run (one click on Calibrate, random inputs with shapes), control-flow display, grouped graphs and the int4 mode.
+// project file reader, the first run (one click on Calibrate, random inputs with shapes), control-flow display, grouped graphs, the int4 mode, the remedy switches and the remedy choice.
 #include <QApplication>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -15,6 +15,7 @@ int runGroupsTests(int argc, char** argv);
 int runRemedyTests(int argc, char** argv);
 int runInt4Tests(int argc, char** argv);
 int runRemedySwitchTests(int argc, char** argv);
+int runRemedyChoiceTests(int argc, char** argv);
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -33,5 +34,6 @@ int main(int argc, char** argv) {
   if (only.isEmpty() || only == "remedies") failures += runRemedyTests(argc, argv);
   if (only.isEmpty() || only == "int4") failures += runInt4Tests(argc, argv);
   if (only.isEmpty() || only == "remedyswitches") failures += runRemedySwitchTests(argc, argv);
+  if (only.isEmpty() || only == "remedychoice") failures += runRemedyChoiceTests(argc, argv);
   return failures;
 }
