@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -184,6 +185,38 @@ TEST_F(DepthwiseBlockedTest, BatchAndSplitsGiveEachImagesBits) {
         EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), sizeof(float) * y.size()))
             << "batch " << n << (byRows ? " by rows" : " by blocks") << " threads " << threads;
       }
+}
+
+// DnnlConv runs it below hardware-threads images (jit_dw's bits, so the batch may choose), jit_dw from there on, and
+// never in nChw8c; the split follows the 1x1 conv that wrote the input (rows from C input pixels on).
+TEST_F(DepthwiseBlockedTest, DnnlConvRunsItAtBatchOne) {
+  if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
+  if (std::getenv("QS_DW") != nullptr) GTEST_SKIP() << "QS_DW set";
+  std::mt19937 rng(17);
+  const DwShape s{144, 20, 20, 3, 1};
+  const WindowGeometry g = geometryOf(s);
+  const Tensor w = randomTensor({s.C, 1, 3, 3}, rng, -0.5f, 0.5f), b = randomTensor({s.C}, rng);
+  auto conv = DnnlConv::createBlocked(w, &b, s.C, kPosts[2], false, false, 16);
+  ASSERT_TRUE(conv);
+  EXPECT_EQ(conv->kernelName(1, s.C, g), DnnlConv::kOwnDepthwiseName);
+  EXPECT_EQ(conv->kernelName(hardwareThreads(), s.C, g).find("jit_dw"), 0u);
+  auto c8 = DnnlConv::createBlocked(w, &b, s.C, kPosts[2], false, false, 8);
+  ASSERT_TRUE(c8);
+  EXPECT_NE(c8->kernelName(1, s.C, g), DnnlConv::kOwnDepthwiseName);
+  const Tensor x = randomTensor({1, s.C, s.H, s.W}, rng);
+  std::vector<float> xb((size_t)(9 * 16 * s.H * s.W)), y((size_t)(9 * 16 * g.outSize())), want(y.size());
+  toNchw8c(x.data<float>(), 1, s.C, s.H * s.W, xb.data(), 1, 16);
+  auto k = DepthwiseBlocked::create(w, &b, kPosts[2]);
+  ASSERT_TRUE(k);
+  k->run(xb.data(), g, want.data(), 0, 9, 0, g.out[1]);
+  ASSERT_TRUE(conv->runBlocked(xb.data(), 1, s.C, g, y.data(), nullptr, 2).isOk());
+  EXPECT_EQ(0, std::memcmp(y.data(), want.data(), sizeof(float) * y.size()));
+  if (std::getenv("QS_DW_SPLIT") == nullptr) {
+    EXPECT_TRUE(DnnlConv::depthwiseByRows(144, geometryOf({144, 56, 56, 3, 2})));  // mobilenet_v2 features.4
+    EXPECT_TRUE(DnnlConv::depthwiseByRows(192, geometryOf({192, 28, 28, 3, 1})));
+    EXPECT_FALSE(DnnlConv::depthwiseByRows(576, geometryOf({576, 14, 14, 3, 1})));  // its expansion is cut by blocks
+    EXPECT_FALSE(DnnlConv::depthwiseByRows(960, geometryOf({960, 7, 7, 3, 1})));
+  }
 }
 
 }  // namespace
