@@ -13,6 +13,7 @@
 
 #include "core/exec/parallel.h"
 #include "core/kernels/conv1x1_blocked.h"
+#include "core/kernels/depthwise_blocked.h"
 
 #ifdef QS_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
@@ -181,6 +182,10 @@ struct DnnlConv::Impl {
   std::vector<FusedActivation> ownActivations;
   std::once_flag ownOnce;
   std::unique_ptr<Conv1x1Blocked> own;
+  // Our nChw16c depthwise kernel (ownDepthwiseFor): packed at first use.
+  bool ownDwCandidate = false;
+  std::once_flag ownDwOnce;
+  std::unique_ptr<DepthwiseBlocked> ownDw;
   std::mutex mutex;
   std::vector<std::shared_ptr<const Plan>> plans;  // newest last, at most kMaxPlans
   static constexpr size_t kMaxPlans = 8;
@@ -400,6 +405,8 @@ std::unique_ptr<DnnlConv> DnnlConv::createBlocked(const Tensor& W, const Tensor*
   std::unique_ptr<DnnlConv> conv = create(W, B, group, std::move(activations));
   if (!conv) return nullptr;
   conv->m_impl->ownCandidate = ownCandidate;
+  conv->m_impl->ownDwCandidate = block == 16 && !plainInput && group == W.dim(0) && W.dim(1) == 1 && !residual &&
+                                 DepthwiseBlocked::available() && DepthwiseBlocked::supported(ownActivations);
   conv->m_impl->ownActivations = std::move(ownActivations);
   conv->m_impl->blocked = true;
   conv->m_impl->plainSrc = plainInput;
@@ -417,6 +424,7 @@ bool DnnlConv::blocked() const { return m_impl->blocked; }
 std::string DnnlConv::kernelName(int64_t N, int64_t C, const WindowGeometry& g) const {
   if (g.nd != 2 || C != m_impl->W.dim(1) * m_impl->group) return {};
   if (ownKernelFor(C, g)) return kOwn1x1Name;
+  if (ownDepthwiseFor(N, C, g)) return kOwnDepthwiseName;
   try {
     const auto p = m_impl->plan(N, C, g);
     return p->slices.empty() ? std::string() : p->slices.front().kernel;
@@ -470,6 +478,7 @@ Status DnnlConv::runBlocked(const float* x, int64_t N, int64_t C, const WindowGe
     return invalidArgument(m_impl->residual ? "oneDNN backend: the residual input is missing"
                                             : "oneDNN backend: a residual input it was not made for");
   if (ownKernelFor(C, g)) return executeOwn1x1(x, N, g, y, residual, threads);
+  if (ownDepthwiseFor(N, C, g)) return executeOwnDepthwise(x, N, g, y, threads);
   return execute(x, N, C, g, y, residual, threads);
 }
 
@@ -585,6 +594,40 @@ Status DnnlConv::executeOwn1x1(const float* x, int64_t N, const WindowGeometry& 
   return Status::ok();
 }
 
+// Our nChw16c depthwise kernel (core/kernels/depthwise_blocked.h) in place of jit_dw at batch 1 (below the
+// hardware threads), where DnnlConv would cut the conv into channel slices; kept in these two functions. Its
+// bits are jit_dw's (test_depthwise_blocked.cpp), so the choice may depend on the batch: from hardware-threads
+// images on, each image is one jit_dw task as before. QS_DW=dnnl: never.
+bool DnnlConv::ownDepthwiseFor(int64_t N, int64_t C, const WindowGeometry& g) const {
+  static const bool dnnlOnly = [] {
+    const char* v = std::getenv("QS_DW");
+    return v != nullptr && std::string(v) == "dnnl";
+  }();
+  if (dnnlOnly || !m_impl->ownDwCandidate || N >= hardwareThreads() || g.nd != 2 || C != m_impl->W.dim(0)) return false;
+  std::call_once(m_impl->ownDwOnce, [&] {
+    Impl& im = *m_impl;
+    Tensor B(DType::Float, {im.W.dim(0)});
+    if (!im.bias.empty()) std::memcpy(B.data<float>(), im.bias.data(), sizeof(float) * im.bias.size());
+    im.ownDw = DepthwiseBlocked::create(im.W, im.bias.empty() ? nullptr : &B, im.ownActivations);
+  });
+  return m_impl->ownDw != nullptr && m_impl->ownDw->takes(g);
+}
+
+Status DnnlConv::executeOwnDepthwise(const float* x, int64_t N, const WindowGeometry& g, float* y, int threads) const {
+  const DepthwiseBlocked& k = *m_impl->ownDw;
+  k.runBatch(x, N, g, y, depthwiseByRows(m_impl->W.dim(0), g), threads);
+  return Status::ok();
+}
+
 #endif
+
+bool DnnlConv::depthwiseByRows(int64_t C, const WindowGeometry& g) {
+  static const int mode = [] {
+    const char* v = std::getenv("QS_DW_SPLIT");
+    return v == nullptr ? 0 : std::string(v) == "rows" ? 1 : std::string(v) == "blocks" ? 2 : 0;
+  }();
+  if (mode) return mode == 1;
+  return g.in[1] * g.in[2] >= C;
+}
 
 }  // namespace qs

@@ -82,6 +82,15 @@ class DnnlConv {
   /// (QS_CONV1X1=dnnl: none); with QS_CONV_KXK=s2 also the strided group-1 filters larger than 1x1 of a
   /// multiple of 16 input channels, with QS_CONV_KXK=all all of them but those of the Winograd rule.
   static constexpr const char* kOwn1x1Name = "qs_conv1x1:nChw16c:avx512";
+  /// kernelName() of a conv that runs our nChw16c depthwise kernel (core/kernels/depthwise_blocked.h, jit_dw's bits)
+  /// in place of jit_dw: a blocked depthwise conv in nChw16c without a residual, with none, Relu or Clip after it,
+  /// dilation 1, below hardware-threads images, on AVX-512 CPUs (QS_DW=dnnl: none).
+  static constexpr const char* kOwnDepthwiseName = "qs_depthwise:nChw16c:avx512";
+  /// How our depthwise kernel cuts an image of a conv of C channels and geometry g: by output rows when its
+  /// input has at least C pixels (where the 1x1 conv that wrote it, C outputs, is cut by pixels:
+  /// Conv1x1Blocked::runBatch), else by channel blocks (where that 1x1 is cut by output blocks), so that each core
+  /// reads what it wrote. QS_DW_SPLIT=rows|blocks overrides (measurements).
+  static bool depthwiseByRows(int64_t C, const WindowGeometry& g);
   /// The channel block of the blocked layout that oneDNN's own kernels use on this CPU: 16 where
   /// it runs AVX-512 convolutions (their native nChw16c; with nChw8c it falls back to its AVX2
   /// kernels), else 8. QS_BLOCK=8 or 16 in the environment overrides it (tests run both). Measured
@@ -116,6 +125,8 @@ class DnnlConv {
   Status execute(const float* x, int64_t N, int64_t C, const WindowGeometry& g, float* y, const float* residual,
                  int threads) const;
   bool ownKernelFor(int64_t C, const WindowGeometry& g) const;
+  bool ownDepthwiseFor(int64_t N, int64_t C, const WindowGeometry& g) const;
+  Status executeOwnDepthwise(const float* x, int64_t N, const WindowGeometry& g, float* y, int threads) const;
   Status executeOwn1x1(const float* x, int64_t N, const WindowGeometry& g, float* y, const float* residual,
                        int threads) const;
   std::unique_ptr<Impl> m_impl;
