@@ -387,6 +387,11 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
     run.fallback = curve->chosenSteps();
     run.fallbackCurve = std::move(curve).value();
   }
+  if (rq.activationSplit) {
+    auto split = activationNoiseSplit(*run.session, *run.analysisData, callbacks.progress);
+    if (!split) return split.status();
+    run.activationSplit = std::move(split).value();
+  }
   // Layers that TensorRT's implicit INT8 would run outside INT8 from the written ranges.
   {
     const AnalysisResult& r = *run.result();
@@ -464,6 +469,7 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (rq.fallbackBackward != AnalysisRequest{}.fallbackBackward)
     s["fallback_backward"] = rq.fallbackBackward ? "on" : "off";
   if (rq.fallbackPairs != AnalysisRequest{}.fallbackPairs) s["fallback_pairs"] = rq.fallbackPairs ? "on" : "off";
+  if (rq.activationSplit) s["activation_split"] = "on";
   if (!rq.outputKinds.empty()) {
     std::string kinds;
     for (const auto& [name, kind] : rq.outputKinds) kinds += (kinds.empty() ? "" : ",") + name + "=" + outputKindName(kind);
