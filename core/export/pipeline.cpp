@@ -382,7 +382,10 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
     fo.rankByGain = rq.fallbackRankByGain;
     fo.backward = rq.fallbackBackward;
     fo.pairs = rq.fallbackPairs;
-    auto curve = fallbackCurve(*run.session, fo, phase(0.97, 1.0));
+    fo.recalibrate = rq.fallbackRecalibrate && !scalesGiven && run.calibrationData;
+    auto curve = fo.recalibrate ? fallbackCurveRecalibrated(*run.session, *run.calibrationData, run.analysisData, fo,
+                                                            phase(0.97, 1.0))
+                                : fallbackCurve(*run.session, fo, phase(0.97, 1.0));
     if (!curve) return curve.status();
     run.fallback = curve->chosenSteps();
     run.fallbackCurve = std::move(curve).value();
@@ -469,6 +472,7 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (rq.fallbackBackward != AnalysisRequest{}.fallbackBackward)
     s["fallback_backward"] = rq.fallbackBackward ? "on" : "off";
   if (rq.fallbackPairs != AnalysisRequest{}.fallbackPairs) s["fallback_pairs"] = rq.fallbackPairs ? "on" : "off";
+  if (rq.fallbackRecalibrate) s["fallback_recalibrate"] = "on";
   if (rq.activationSplit) s["activation_split"] = "on";
   if (!rq.outputKinds.empty()) {
     std::string kinds;

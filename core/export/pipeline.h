@@ -74,6 +74,7 @@ struct AnalysisRequest {
   bool fallbackRankByGain = false;  // --fallback-rank gain|sensitivity (FallbackOptions::rankByGain)
   bool fallbackBackward = true;     // --fallback-backward on|off (FallbackOptions::backward)
   bool fallbackPairs = true;        // --fallback-pairs on|off (FallbackOptions::pairs)
+  bool fallbackRecalibrate = false; // --fallback-recalibrate on|off (FallbackOptions::recalibrate; calibrated scales only)
   /// --activation-split on: after the analysis (and fallback), each activation point's error split into
   /// clip and rounding noise (core/analysis/activation_split.h), in report.json. Off by default: it
   /// costs a float pass and two runs of every quantizable node per batch.

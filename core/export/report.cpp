@@ -198,6 +198,14 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
       j["fallback"]["reincluded"] = back;
       j["fallback"]["pair_steps"] = c.pairSteps;
       j["fallback"]["pairs_taken"] = c.pairsTaken;
+      // --fallback-recalibrate on: calibrated again at the chosen point, then the backward pass again.
+      if (c.recalibrated) {
+        Json again = Json::array();
+        for (NodeId id : c.reincludedAfterRecalibration) again.push_back(g.nodes[(size_t)id].name);
+        j["fallback"]["recalibration"] = {{"worst_output_snr_db_before", num(c.recalibratedBeforeDb)},
+                                          {"worst_output_snr_db_after", num(c.recalibratedAfterDb)},
+                                          {"reincluded", again}};
+      }
       j["fallback"]["curve"] = fallbackCurveJson(g, *ctx.fallbackCurve);
     }
   }
