@@ -327,8 +327,8 @@ Result<FallbackCurve> fallbackCurveRecalibrated(QuantSession& session, const Cal
     return [&progress, what](double, const std::string&) { return !progress || progress(0.99, "fallback: " + what); };
   };
   // The chosen point's exclusions are the session's now: the selection among the clip tables (and
-  // the refinement) is checked on the nodes that stay quantized. On det it changes the selection
-  // (docs/quality.md).
+  // the refinement) is checked on the nodes that stay quantized. On det it chose the same table
+  // (docs/quality.md, "Clip noise and rounding noise, and the levers measured on det").
   const int c = curve.chosen;
   curve.recalibratedBeforeDb = curve.worstSnrDb(c);
   QS_RETURN_IF_ERROR(session.calibrate(calibration, stage("re-calibrating at the chosen point")));
@@ -344,8 +344,7 @@ Result<FallbackCurve> fallbackCurveRecalibrated(QuantSession& session, const Cal
   if (curve.reached) {
     std::vector<NodeId> firstPass = std::move(curve.reincluded);
     curve.reincluded.clear();
-    auto stageOf = [&](const std::string& what) { return stage(what); };
-    QS_RETURN_IF_ERROR(backwardPass(session, options, curve, stageOf));
+    QS_RETURN_IF_ERROR(backwardPass(session, options, curve, stage));
     curve.reincludedAfterRecalibration = std::move(curve.reincluded);
     curve.reincluded = std::move(firstPass);
   }
