@@ -40,7 +40,7 @@ bool parseTriple(const std::string& s, std::array<float, 3>& out) {
 // What CLI11 keeps as text until finishAnalysisOptions() converts it.
 struct TextFlags {
   std::string size, mean, stdev, method, mode = "int8", trtVersion, allTensorRanges, sensitivity, integerConv;
-  std::string gramSplit, fallbackRank, fallbackBackward, fallbackPairs;
+  std::string gramSplit, fallbackRank, fallbackBackward, fallbackPairs, activationSplit, fallbackRecalibrate;
   std::vector<std::string> shapes;
   bool dqOnly = true;
   CLI::Option* dqOnlyOption = nullptr;
@@ -116,6 +116,12 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_option("--fallback-pairs", g_text.fallbackPairs,
                  "on|off: where no single candidate gains 1 dB, also measure the pairs of the candidates, both "
                  "excluded at once, and take the best pair when it helps more than twice the best single (default on)");
+  cmd.add_option("--fallback-recalibrate", g_text.fallbackRecalibrate,
+                 "on|off: once the target is reached, calibrate again with the chosen exclusions (method auto's "
+                 "selection then sees them) and run the backward pass again (default off)");
+  cmd.add_option("--activation-split", g_text.activationSplit,
+                 "on|off: split each activation point's error into clip noise and rounding noise, at the tensor and "
+                 "at each quantizable consumer, into report.json (a float pass more; default off)");
   cmd.add_option("--output-kind", g_text.outputKinds,
                  "NAME=classes|sequence|dense: how an output's agreement is measured (default: from its producer)")
       ->delimiter(',');
@@ -249,6 +255,8 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   }
   QS_RETURN_IF_ERROR(parseOnOff("--fallback-backward", g_text.fallbackBackward, a.fallbackBackward));
   QS_RETURN_IF_ERROR(parseOnOff("--fallback-pairs", g_text.fallbackPairs, a.fallbackPairs));
+  QS_RETURN_IF_ERROR(parseOnOff("--activation-split", g_text.activationSplit, a.activationSplit));
+  QS_RETURN_IF_ERROR(parseOnOff("--fallback-recalibrate", g_text.fallbackRecalibrate, a.fallbackRecalibrate));
   return validateRequest(a);
 }
 

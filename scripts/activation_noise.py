@@ -10,6 +10,11 @@ weight SNR (dB, layer-wise) and its sensitivity. Then a summary per producer kin
 the median activation and weight SNR, how many of them clip (fraction < 1), and their share of the
 output noise (sensitivities added as noise powers, scripts/noise_budget.py's model).
 
+With a report of `--activation-split on` (docs/quality.md, "Clip noise and rounding noise") it adds
+the node's activation SNR split in two (layer-wise: clip part, rounding part), the input tensor's
+clipped fraction of elements and the clip part's share of its error, and per producer kind the
+medians of both parts and how many inputs clip noise dominates (at the consumer).
+
 usage: activation_noise.py MODEL.onnx REPORT.json [--all]
 """
 import argparse
@@ -50,6 +55,11 @@ def main():
             return op + ("+affine" if seen else "")
         return "graph input"
 
+    def num(v):
+        if v is None:
+            return math.nan
+        return math.inf if v == "inf" else float(v)
+
     rows = []
     for l in rep["layers"]:
         if not l.get("quantizable") or l["op_type"] not in ("Conv", "MatMul", "Gemm", "ConvTranspose"):
@@ -69,7 +79,9 @@ def main():
                 group = at.i
         rows.append(dict(node=l["node"], op=l["op_type"] + ("/dw" if group > 1 else ""), input=x, kind=kind(x),
                          winner=auto.get("winner", t.get("method")), frac=frac,
-                         act=l.get("activation_snr_db"), w=l.get("weight_snr_db"), sens=sens))
+                         act=l.get("activation_snr_db"), w=l.get("weight_snr_db"), sens=sens,
+                         clip=num(l.get("activation_clip_snr_db")), rnd=num(l.get("activation_rounding_snr_db")),
+                         split=t.get("noise_split")))
     noise = {r["node"]: 10 ** (-r["sens"] / 10) for r in rows if not math.isnan(r["sens"])}
     total = sum(noise.values()) or 1
     if a.all:
@@ -77,9 +89,18 @@ def main():
             f = "-" if r["frac"] is None else f"{r['frac']:.3f}"
             act = "-" if r["act"] is None else f"{float(r['act']):.1f}"
             w = "-" if r["w"] is None else f"{float(r['w']):.1f}"
+            sp = r["split"]
+            extra = ""
+            if sp is not None or not math.isnan(r["clip"]):
+                cf = "-" if sp is None else f"{100 * float(sp['clipped_fraction']):.4f} %"
+                cs = "-" if sp is None else f"{100 * float(sp['clip_share']):.0f} %"
+                extra = f" | act clip {r['clip']:5.1f} round {r['rnd']:5.1f} | tensor clipped {cf} clip share {cs}"
             print(f"{r['node']:22s} {r['op']:10s} {r['kind']:18s} {str(r['winner']):22s} clip {f:>6s} "
-                  f"act {act:>5s} w {w:>5s} sens {r['sens']:6.2f} share {100 * noise.get(r['node'], 0) / total:5.1f} %")
-    print(f"{'input made by':22s} {'nodes':>5s} {'act SNR med':>11s} {'w SNR med':>9s} {'clipped':>7s} {'noise share':>11s}")
+                  f"act {act:>5s} w {w:>5s} sens {r['sens']:6.2f} share {100 * noise.get(r['node'], 0) / total:5.1f} %"
+                  + extra)
+    split = any(not math.isnan(r["clip"]) for r in rows)
+    print(f"{'input made by':22s} {'nodes':>5s} {'act SNR med':>11s} {'w SNR med':>9s} {'clipped':>7s} {'noise share':>11s}"
+          + (f" {'clip SNR med':>12s} {'round SNR med':>13s} {'clip dominates':>14s}" if split else ""))
     for k in sorted({r["kind"] for r in rows}):
         rs = [r for r in rows if r["kind"] == k]
         acts = [float(r["act"]) for r in rs if r["act"] is not None]
@@ -87,7 +108,14 @@ def main():
         clipped = sum(1 for r in rs if r["frac"] is not None and r["frac"] < 0.999)
         share = 100 * sum(noise.get(r["node"], 0) for r in rs) / total
         print(f"{k:22s} {len(rs):5d} {statistics.median(acts) if acts else math.nan:11.1f} "
-              f"{statistics.median(ws) if ws else math.nan:9.1f} {clipped:7d} {share:10.1f} %")
+              f"{statistics.median(ws) if ws else math.nan:9.1f} {clipped:7d} {share:10.1f} %", end="")
+        if split:
+            cl = [r["clip"] for r in rs if not math.isnan(r["clip"])]
+            rd = [r["rnd"] for r in rs if not math.isnan(r["rnd"])]
+            dom = sum(1 for r in rs if r["clip"] < r["rnd"])
+            print(f" {statistics.median(cl) if cl else math.nan:12.1f} {statistics.median(rd) if rd else math.nan:13.1f} "
+                  f"{dom:14d}", end="")
+        print()
     below = sum(1 for r in rows if r["act"] is not None and r["w"] is not None and float(r["act"]) < float(r["w"]))
     print(f"activation SNR below weight SNR: {below} of {len(rows)} nodes")
 

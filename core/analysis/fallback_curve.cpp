@@ -316,6 +316,60 @@ Result<FallbackCurve> fallbackCurve(QuantSession& session, const FallbackOptions
   return curve;
 }
 
+Result<FallbackCurve> fallbackCurveRecalibrated(QuantSession& session, const CalibrationData& calibration,
+                                                std::shared_ptr<const CalibrationData> analysis,
+                                                const FallbackOptions& options, const ProgressFn& progress) {
+  auto first = fallbackCurve(session, options, progress);
+  if (!first) return first.status();
+  FallbackCurve curve = std::move(first).value();
+  if (!options.recalibrate || !curve.reached || curve.chosen == 0) return curve;
+  auto stage = [&](const std::string& what) -> ProgressFn {
+    return [&progress, what](double, const std::string&) { return !progress || progress(0.99, "fallback: " + what); };
+  };
+  // The chosen point's exclusions are the session's now: the selection among the clip tables (and
+  // the refinement) is checked on the nodes that stay quantized. On det it chose the same table
+  // (docs/quality.md, "Clip noise and rounding noise, and the levers measured on det").
+  const int c = curve.chosen;
+  curve.recalibratedBeforeDb = curve.worstSnrDb(c);
+  QS_RETURN_IF_ERROR(session.calibrate(calibration, stage("re-calibrating at the chosen point")));
+  auto r = session.analyze(std::move(analysis), stage("re-analysing at the chosen point"));
+  if (!r) return r.status();
+  curve.recalibrated = true;
+  curve.recalibratedAfterDb = (*r)->worstOutputSnrDb();
+  // Only the chosen exclusions, the last point measured now; the backward pass re-measures the others.
+  curve.steps.resize((size_t)c);
+  curve.steps.back() = stepOf(curve.steps.back().excluded, **r);
+  curve.chosen = c;
+  curve.reached = reaches(**r, options);
+  if (curve.reached) {
+    std::vector<NodeId> firstPass = std::move(curve.reincluded);
+    curve.reincluded.clear();
+    QS_RETURN_IF_ERROR(backwardPass(session, options, curve, stage));
+    curve.reincludedAfterRecalibration = std::move(curve.reincluded);
+    curve.reincluded = std::move(firstPass);
+  }
+  if (curve.reincludedAfterRecalibration.empty()) {
+    // Nothing re-included: points 1..c-1 are still the old scales' figures; re-measure them from the
+    // last, re-including the exclusions one by one.
+    for (int p = c - 1; p >= 1; --p) {
+      auto m = session.setQuantized({{curve.steps[(size_t)p].excluded, true}},
+                                    stage("re-measuring point " + std::to_string(p) + " of " + std::to_string(c)));
+      if (!m) return m.status();
+      curve.steps[(size_t)p - 1] = stepOf(curve.steps[(size_t)p - 1].excluded, **m);
+    }
+  }
+  // Point 0 at the new scales, then back to the chosen point.
+  QS_RETURN_IF_ERROR(applyFallbackPoint(session, curve, 0, stage("re-measuring point 0")));
+  curve.startSnrDb.clear();
+  curve.startAgreement.clear();
+  for (const OutputResult& o : session.result()->outputs) {
+    curve.startSnrDb.push_back(o.metrics.snrDb);
+    curve.startAgreement.push_back(o.agreement.primary());
+  }
+  QS_RETURN_IF_ERROR(applyFallbackPoint(session, curve, curve.chosen, stage("applying the chosen point")));
+  return curve;
+}
+
 Status applyFallbackPoint(QuantSession& session, const FallbackCurve& curve, int point, const ProgressFn& progress) {
   if (point < 0 || point > (int)curve.steps.size())
     return invalidArgument("fallback curve: point " + std::to_string(point) + " outside 0.." +

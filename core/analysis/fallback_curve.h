@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "core/analysis/results.h"
@@ -30,6 +31,7 @@
 
 namespace qs {
 
+class CalibrationData;
 class QuantSession;
 
 struct FallbackOptions {
@@ -55,6 +57,11 @@ struct FallbackOptions {
   /// fewer or as many exclusions on det, rec, mobilenet_v2 and regnet_y_400mf (docs/quality.md).
   bool pairs = true;
   double pairBelowDb = 1.0;
+  /// fallbackCurveRecalibrated() only: once the target is reached, calibrate again at the chosen point
+  /// (method auto's whole-graph selection and refinement then see which nodes are excluded) and run
+  /// the backward pass again at the new scales. Off by default (docs/quality.md, "Clip noise and
+  /// rounding noise, and re-calibration at the fallback's point").
+  bool recalibrate = false;
 };
 
 /// The curve: point 0 is the model with no exclusion, point i the model after steps[0..i).
@@ -76,6 +83,13 @@ struct FallbackCurve {
   std::vector<NodeId> reincluded;
   int pairSteps = 0;     // steps of the greedy pass that measured the pairs of their shortlist
   int pairsTaken = 0;    // of them, those that excluded a pair (two points of the curve each)
+  /// FallbackOptions::recalibrate: the session was calibrated again at the chosen point of the passes
+  /// above (worst output SNR there before and after), and the backward pass run again, re-including
+  /// reincludedAfterRecalibration. The curve then holds the chosen exclusions and those re-included
+  /// only (the points past the target were at the old scales), every point measured at the new scales.
+  bool recalibrated = false;
+  double recalibratedBeforeDb = NAN, recalibratedAfterDb = NAN;
+  std::vector<NodeId> reincludedAfterRecalibration;
 
   /// Worst output SNR / agreement at point `i` (0..steps.size()).
   double worstSnrDb(int i) const;
@@ -89,6 +103,17 @@ struct FallbackCurve {
 /// message), or when cancelled (the session is then at whatever point it had reached).
 Result<FallbackCurve> fallbackCurve(QuantSession& session, const FallbackOptions& options,
                                     const ProgressFn& progress = {});
+
+/// fallbackCurve(), then with options.recalibrate, once it reached the targets at a point with
+/// exclusions: calibrates `session` again on `calibration` with those exclusions (QuantSession::
+/// calibrate checks its clip choices on the enabled nodes), analyses `analysis`, and re-runs the
+/// backward pass there; point 0 is re-measured at the new scales too. Where the new scales miss the
+/// targets at that point (they cannot do worse on the calibration's check samples, but can on
+/// others) nothing is re-included and `reached` says so. Constant corrections (--bias-correction)
+/// stay those of the first calibration.
+Result<FallbackCurve> fallbackCurveRecalibrated(QuantSession& session, const CalibrationData& calibration,
+                                                std::shared_ptr<const CalibrationData> analysis,
+                                                const FallbackOptions& options, const ProgressFn& progress = {});
 
 /// Moves `session` to point `point` of `curve` (0: no exclusion), toggling only the nodes whose
 /// state differs. The GUI's click on a point of the plot.

@@ -29,6 +29,7 @@ ReportContext reportContext(const AnalysisRun& run) {
   ctx.warnings = run.warnings;
   ctx.fallback = run.fallback;
   ctx.fallbackCurve = run.fallbackCurve;
+  ctx.activationSplit = run.activationSplit;
   ctx.targetSnrDb = run.request.targetSnrDb;
   ctx.targetAgreement = run.request.targetAgreement;
   if (!run.remedies.empty()) ctx.remedies = run.remedies;

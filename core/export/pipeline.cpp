@@ -382,10 +382,18 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
     fo.rankByGain = rq.fallbackRankByGain;
     fo.backward = rq.fallbackBackward;
     fo.pairs = rq.fallbackPairs;
-    auto curve = fallbackCurve(*run.session, fo, phase(0.97, 1.0));
+    fo.recalibrate = rq.fallbackRecalibrate && !scalesGiven && run.calibrationData;
+    auto curve = fo.recalibrate ? fallbackCurveRecalibrated(*run.session, *run.calibrationData, run.analysisData, fo,
+                                                            phase(0.97, 1.0))
+                                : fallbackCurve(*run.session, fo, phase(0.97, 1.0));
     if (!curve) return curve.status();
     run.fallback = curve->chosenSteps();
     run.fallbackCurve = std::move(curve).value();
+  }
+  if (rq.activationSplit) {
+    auto split = activationNoiseSplit(*run.session, *run.analysisData, callbacks.progress);
+    if (!split) return split.status();
+    run.activationSplit = std::move(split).value();
   }
   // Layers that TensorRT's implicit INT8 would run outside INT8 from the written ranges.
   {
@@ -464,6 +472,8 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (rq.fallbackBackward != AnalysisRequest{}.fallbackBackward)
     s["fallback_backward"] = rq.fallbackBackward ? "on" : "off";
   if (rq.fallbackPairs != AnalysisRequest{}.fallbackPairs) s["fallback_pairs"] = rq.fallbackPairs ? "on" : "off";
+  if (rq.fallbackRecalibrate) s["fallback_recalibrate"] = "on";
+  if (rq.activationSplit) s["activation_split"] = "on";
   if (!rq.outputKinds.empty()) {
     std::string kinds;
     for (const auto& [name, kind] : rq.outputKinds) kinds += (kinds.empty() ? "" : ",") + name + "=" + outputKindName(kind);

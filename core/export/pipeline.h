@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/activation_split.h"
 #include "core/analysis/fallback_curve.h"
 #include "core/analysis/quant_session.h"
 #include "core/analysis/remedies.h"
@@ -73,6 +74,11 @@ struct AnalysisRequest {
   bool fallbackRankByGain = false;  // --fallback-rank gain|sensitivity (FallbackOptions::rankByGain)
   bool fallbackBackward = true;     // --fallback-backward on|off (FallbackOptions::backward)
   bool fallbackPairs = true;        // --fallback-pairs on|off (FallbackOptions::pairs)
+  bool fallbackRecalibrate = false; // --fallback-recalibrate on|off (FallbackOptions::recalibrate; calibrated scales only)
+  /// --activation-split on: after the analysis (and fallback), each activation point's error split into
+  /// clip and rounding noise (core/analysis/activation_split.h), in report.json. Off by default: it
+  /// costs a float pass and two runs of every quantizable node per batch.
+  bool activationSplit = false;
   std::map<std::string, OutputKind> outputKinds;  // --output-kind: graph output -> agreement kind
   // Scales from a file instead of calibrating; at most one of the two.
   std::string loadConfig;           // quant_cfg.json: scales, node states and settings
@@ -161,6 +167,7 @@ struct AnalysisRun {
   std::vector<std::string> warnings;   // every warning given, in order (the report lists them)
   std::vector<FallbackStep> fallback;  // the automatic fallback's exclusions, when a target was set
   std::optional<FallbackCurve> fallbackCurve;  // its whole curve (past the target), when a target was set
+  std::optional<ActivationNoiseSplit> activationSplit;  // --activation-split on: at the run's final point
   std::string modelFingerprint;        // fileFingerprint() of the model file
   std::string scaleSource;             // what the scales came from: the data, a config or a cache
   QuantConfig exportedConfig;          // the lists quant_cfg.json records (a loaded config's plus the request's)

@@ -96,6 +96,13 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
     l["activation_snr_db"] = num(nr.activationSnrDb);
     l["sensitivity_snr_db"] = num(nr.sensitivitySnrDb);
     l["sensitivity_exact"] = nr.sensitivityExact;
+    // --activation-split on: the activation SNR's two parts at this node (activation_split.h).
+    if (ctx.activationSplit) {
+      auto s = ctx.activationSplit->nodes.find(id);
+      const bool has = s != ctx.activationSplit->nodes.end();
+      l["activation_clip_snr_db"] = has ? num(s->second.clipSnrDb) : Json(nullptr);
+      l["activation_rounding_snr_db"] = has ? num(s->second.roundingSnrDb) : Json(nullptr);
+    }
     layers.push_back(l);
   }
   j["layers"] = layers;
@@ -115,6 +122,15 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
     tensors.push_back({{"name", g.value(id).name}, {"amax", num(a.amax)}, {"scale", num(a.scale)}, {"axis", nullptr},
                        {"method", calibMethodName(r.calibration.method)}, {"scale_group", a.scaleGroup},
                        {"method_amax", methods}});
+    if (ctx.activationSplit) {
+      if (auto s = ctx.activationSplit->tensors.find(id); s != ctx.activationSplit->tensors.end()) {
+        const TensorNoiseSplit& t = s->second;
+        tensors.back()["noise_split"] = {
+            {"elements", t.count}, {"clipped_fraction", num(t.count > 0 ? (double)t.clipped / (double)t.count : 0.0)},
+            {"snr_db", num(t.snrDb())}, {"clip_snr_db", num(t.clipSnrDb())},
+            {"rounding_snr_db", num(t.roundingSnrDb())}, {"clip_share", num(t.clipShare())}};
+      }
+    }
     // Method auto: the clip search's winner (core/analysis/clip_search.h); absent for the others.
     if (auto c = r.clipChoices.find(id); c != r.clipChoices.end()) {
       const ClipChoice& cc = c->second;
@@ -182,6 +198,14 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
       j["fallback"]["reincluded"] = back;
       j["fallback"]["pair_steps"] = c.pairSteps;
       j["fallback"]["pairs_taken"] = c.pairsTaken;
+      // --fallback-recalibrate on: calibrated again at the chosen point, then the backward pass again.
+      if (c.recalibrated) {
+        Json again = Json::array();
+        for (NodeId id : c.reincludedAfterRecalibration) again.push_back(g.nodes[(size_t)id].name);
+        j["fallback"]["recalibration"] = {{"worst_output_snr_db_before", num(c.recalibratedBeforeDb)},
+                                          {"worst_output_snr_db_after", num(c.recalibratedAfterDb)},
+                                          {"reincluded", again}};
+      }
       j["fallback"]["curve"] = fallbackCurveJson(g, *ctx.fallbackCurve);
     }
   }

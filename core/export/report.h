@@ -8,6 +8,7 @@
 
 #include <optional>
 
+#include "core/analysis/activation_split.h"
 #include "core/analysis/fallback_curve.h"
 #include "core/analysis/remedies.h"
 #include "core/analysis/results.h"
@@ -21,6 +22,7 @@ struct ReportContext {
   std::vector<std::string> warnings;
   std::vector<FallbackStep> fallback;           // empty unless --target-snr ran
   std::optional<FallbackCurve> fallbackCurve;   // the fallback's whole curve (past the target), when it ran
+  std::optional<ActivationNoiseSplit> activationSplit;  // --activation-split on: clip and rounding noise
   double targetSnrDb = NAN;
   double targetAgreement = NAN;                 // --target-agreement (NaN: none)
   std::string toolVersion = kVersion;
