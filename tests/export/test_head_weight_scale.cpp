@@ -1,7 +1,7 @@
 // The head weight scale search (AnalysisRequest::headWeightScale, on by default, int8): on a model
 // built in code, MatMul -> Relu -> MatMul (the head) -> Add (bias) -> Softmax, only the head is
 // searched (outputHeads); its per-channel weight scales move by at most 1 +- 16/256, its own output
-// error on the calibration data falls and the predicted output SNR rises; quantized.onnx carries
+// error on the calibration data falls; quantized.onnx carries
 // the scales (ONNX Runtime at the prediction), quant_cfg.json the ratios, and --load-config
 // reproduces quantized.onnx byte for byte. Off, the scales are the weights' abs max / 127 as
 // before. Why (rec's spaces): docs/quality.md, "rec: the spaces (2026-11-27, wt-recsp)".
@@ -113,7 +113,9 @@ TEST(HeadWeightScale, SearchesOnlyTheHeadLowersItsErrorAndReloadsByteForByte) {
   const double before = off->result()->outputs[0].metrics.snrDb, after = on->result()->outputs[0].metrics.snrDb;
   std::printf("head weight scale search: %d of %d channels changed, head error %.4g -> %.4g, output %.2f -> %.2f dB\n",
               h.clipped, h.channels, h.errorBefore, h.errorAfter, before, after);
-  EXPECT_GT(after, before);
+  // Not asserted: the output SNR. The search minimises the head's own output error (the logits), not the
+  // Softmax's; on this model the logits' error falls by a fifth while the Softmax output loses 1.0 dB
+  // (39.04 -> 38.04 dB, docs/quality.md "rec: the spaces").
 
   // quantized.onnx: ONNX Runtime at the prediction; report.json and quant_cfg.json name it.
   const std::string q = exportRun(*on, dir + "/out");
