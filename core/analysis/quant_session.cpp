@@ -211,6 +211,30 @@ Status QuantSession::setConstantCorrections(std::vector<ConstantCorrection> corr
   return Status::ok();
 }
 
+Status QuantSession::setWeightClip(std::map<ValueId, std::vector<float>> ratios) {
+  const Graph& g = m_model->graph;
+  for (const auto& [v, r] : ratios) {
+    const WeightQuant* w = nullptr;
+    for (const WeightQuant& q : m_state.weights)
+      if (q.value == v) w = &q;
+    if (!w || w->amax.size() != r.size()) {
+      const std::string name = v >= 0 && (size_t)v < g.values.size() ? g.value(v).name : std::to_string(v);
+      return invalidArgument(m_model->path + ": weight scale ratios for '" + name + "' (" + std::to_string(r.size()) +
+                             " channels): not a quantized weight of that many channels");
+    }
+  }
+  m_options.weightClip = std::move(ratios);
+  m_state.weights.clear();
+  m_state.fakeWeights.clear();
+  m_state.roundedConstants.clear();
+  indexPoints();
+  // The cached quantized tables and the figures were computed with the previous weights.
+  m_cache.clear();
+  m_cachedBytes = 0;
+  m_result.reset();
+  return Status::ok();
+}
+
 std::map<ValueId, float> QuantSession::scaleOverrides() const {
   std::map<ValueId, float> out;
   for (const auto& [id, c] : m_clipChoices) out[id] = c.amax;

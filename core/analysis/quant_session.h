@@ -157,6 +157,13 @@ class QuantSession {
   /// correction that is not of a float constant input of its shape, or a second one of one node.
   Status setConstantCorrections(std::vector<ConstantCorrection> corrections);
 
+  /// Per weight value, the ratio of each channel's scale to the one its abs max gives
+  /// (AnalysisOptions::weightClip, e.g. the head weight scale search of weight_clip.h), set after
+  /// calibration: the weights are quantized again, the activation scales kept, the previous
+  /// results dropped (analyze() again). Replaces any earlier ratios. Fails InvalidArgument, naming
+  /// the tensor, for a value that is not a weight point or a ratio count that is not its channels'.
+  Status setWeightClip(std::map<ValueId, std::vector<float>> ratios);
+
   /// Runs every analysis over `data` (the calibration set or a separate analysis set). The
   /// session keeps `data` for later incremental updates when activations exceed the cache budget.
   Result<std::shared_ptr<const AnalysisResult>> analyze(std::shared_ptr<const CalibrationData> data,

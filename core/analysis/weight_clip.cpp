@@ -41,15 +41,22 @@ Result<WeightClipResult> searchWeightClip(const QuantSession& session, const Cal
   }
   const NodePaths paths = plainPaths(N);
 
-  std::vector<float> ratios;
+  std::vector<float> ratios{1.f};  // 1 first: the unsearched scales, which win ties
   const int steps = std::max(1, options.steps);
-  for (int k = 0; k <= steps; ++k) ratios.push_back((float)(1.0 - (1.0 - options.minRatio) * k / steps));
+  if (options.ratios.empty()) {
+    for (int k = 1; k <= steps; ++k) ratios.push_back((float)(1.0 - (1.0 - options.minRatio) * k / steps));
+  } else {
+    for (float r : options.ratios)
+      if (r > 0 && r != 1.f) ratios.push_back(r);
+  }
 
   std::vector<Target> targets;
   for (NodeId id : g.topoOrder) {
     const Node& n = g.nodes[(size_t)id];
     if (!isNodeQuantized(plan, id) || !n.domain.empty()) continue;
     if (n.opType != "Conv" && n.opType != "Gemm" && n.opType != "MatMul") continue;
+    if (!options.nodes.empty() && std::find(options.nodes.begin(), options.nodes.end(), id) == options.nodes.end())
+      continue;
     for (size_t w = 0; w < s.weights.size(); ++w) {
       if (s.weights[w].node != id) continue;
       Target t;
@@ -145,6 +152,53 @@ Result<WeightClipResult> searchWeightClip(const QuantSession& session, const Cal
   }
   if (progress) progress(1.0, "weight clip search");
   return res;
+}
+
+std::vector<NodeId> outputHeads(const QuantSession& session) {
+  const Graph& g = session.model().graph;
+  const QuantPlan& plan = session.plan();
+  static const char* kPass[] = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Softmax",
+                                "LogSoftmax"};
+  auto passes = [&](const Node& n, ValueId in) {
+    if (!n.domain.empty() || n.outputs.size() != 1) return false;
+    if (n.opType == "Add") {  // the bias of a MatMul head, in either order
+      if (n.inputs.size() != 2) return false;
+      const ValueId other = n.inputs[0] == in ? n.inputs[1] : n.inputs[0];
+      return other != in && other != kNoValue && g.value(other).constant;
+    }
+    if (n.inputs.empty() || n.inputs[0] != in) return false;
+    return std::any_of(std::begin(kPass), std::end(kPass), [&](const char* op) { return n.opType == op; });
+  };
+  std::vector<NodeId> heads;
+  for (const WeightPoint& w : plan.weights) {
+    const Node& n = g.nodes[(size_t)w.node];
+    if (!isNodeQuantized(plan, w.node) || !n.domain.empty() || (n.opType != "MatMul" && n.opType != "Gemm")) continue;
+    if (n.outputs.empty() || n.outputs[0] == kNoValue) continue;
+    ValueId v = n.outputs[0];
+    for (size_t hops = 0; hops < g.nodes.size(); ++hops) {
+      const Value& val = g.value(v);
+      if (val.isGraphOutput) {
+        if (val.consumers.empty()) heads.push_back(w.node);
+        break;
+      }
+      if (val.consumers.size() != 1) break;
+      const Node& next = g.nodes[(size_t)val.consumers[0]];
+      if (!passes(next, v)) break;
+      v = next.outputs[0];
+    }
+  }
+  std::sort(heads.begin(), heads.end());
+  heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
+  return heads;
+}
+
+std::vector<float> headWeightScaleRatios() {
+  std::vector<float> r{1.f};
+  for (int k = 1; k <= 16; ++k) {
+    r.push_back(1.f + (float)k / 256.f);
+    r.push_back(1.f - (float)k / 256.f);
+  }
+  return r;
 }
 
 }  // namespace qs

@@ -39,11 +39,27 @@ struct WeightClipOptions {
   double minRatio = 0.5;
   int steps = 20;       // ratios 1 - k (1 - minRatio) / steps, k = 0..steps
   int maxBatches = 8;   // calibration batches searched (the first ones)
+  /// When non-empty, the candidate ratios instead of the grid above; ratios above 1 widen a
+  /// channel's step without clipping (another rounding of the same weights). 1 is always tried
+  /// first and wins ties.
+  std::vector<float> ratios;
+  /// When non-empty, only these nodes are searched (the others keep ratio 1).
+  std::vector<NodeId> nodes;
 };
 
 /// Searches the clip ratios of `session`'s quantized Conv/Gemm/MatMul weights (the session must be
 /// calibrated). Fails Cancelled through the session's token or `progress`, or as the executor fails.
 Result<WeightClipResult> searchWeightClip(const QuantSession& session, const CalibrationData& data,
                                           const WeightClipOptions& options = {}, const ProgressFn& progress = {});
+
+/// The output heads of `session`'s plan: each quantized MatMul or Gemm with a constant weight whose
+/// output reaches a graph output through nothing but an Add of a constant (its bias), Softmax,
+/// LogSoftmax and copy ops (Reshape, Transpose, Squeeze, Unsqueeze, Flatten, Identity), each the
+/// only reader of the previous value: a classifier's last layer, whose outputs are the class scores.
+std::vector<NodeId> outputHeads(const QuantSession& session);
+
+/// The candidates of the default head weight scale search (AnalysisRequest::headWeightScale):
+/// 1, then 1 +- k / 256 for k = 1..16 (each channel's step widened or narrowed by up to 6 %).
+std::vector<float> headWeightScaleRatios();
 
 }  // namespace qs

@@ -101,6 +101,7 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
       qc.depthwiseSmooth.push_back({run.model->graph.nodes[(size_t)d.consumer].name, d.scale});
     for (const DepthwiseSmoothedInput& d : run.remedies.pointwiseSmoothed)
       qc.pointwiseSmooth.push_back({run.model->graph.nodes[(size_t)d.consumer].name, d.scale});
+    qc.headWeightScale = run.headWeightRatios;
     qc.remedyMode = run.remedies.choice.mode;
     qc.remediesKept = run.remedies.choice.kept;
     const fs::path dir(target.outputDir);

@@ -299,6 +299,17 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   ao.allTensorRanges = rq.allTensorRanges.value_or(true);  // every TensorRT that reads caches (8.5-10.x) needs them
   ao.integerConv = rq.integerConv;
   ao.gramSplit = rq.gramSplit;
+  if (saved) {  // the saved head weight scale search's ratios
+    for (const WeightScaleRatios& w : saved->headWeightScale) {
+      const ValueId v = run.model->graph.findValue(w.tensor);
+      if (v == kNoValue || !run.model->graph.value(v).constant) {
+        return invalidArgument(rq.loadConfig + ": quantscope.head_weight_scale: weight '" + w.tensor +
+                               "' is not in the model " + rq.modelPath);
+      }
+      ao.weightClip[v] = w.ratio;
+      run.headWeightRatios.push_back(w);
+    }
+  }
   std::vector<std::string> configWarnings;
   auto session = QuantSession::create(run.model, config, ao, &configWarnings);
   if (!session) return session.status();
@@ -344,6 +355,33 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   return run;
 }
 
+namespace {
+
+// AnalysisRequest::headWeightScale: the output heads' per-channel weight scales searched by their
+// own output error on the calibration data (weight_clip.h), after calibration and the remedies;
+// the ratios go into the session (the weights quantized again) and into quant_cfg.json.
+Status searchHeadWeightScale(AnalysisRun& run, const ProgressFn& progress) {
+  WeightClipOptions o;
+  o.nodes = outputHeads(*run.session);
+  if (o.nodes.empty()) return Status::ok();
+  o.ratios = headWeightScaleRatios();
+  auto found = searchWeightClip(*run.session, *run.calibrationData, o, progress);
+  if (!found) return found.status();
+  run.headWeightScale = found->nodes;
+  if (found->ratios.empty()) return Status::ok();
+  const Graph& g = run.model->graph;
+  std::map<ValueId, std::vector<float>> ratios = run.session->options().weightClip;
+  for (const WeightClipNode& n : found->nodes) {
+    auto it = found->ratios.find(n.weight);
+    if (it == found->ratios.end()) continue;
+    ratios[n.weight] = it->second;
+    run.headWeightRatios.push_back({g.nodes[(size_t)n.node].name, g.value(n.weight).name, it->second});
+  }
+  return run.session->setWeightClip(std::move(ratios));
+}
+
+}  // namespace
+
 Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
   const AnalysisRequest& rq = run.request;
   const bool scalesGiven = run.loadedConfig || !rq.calibrationCache.empty();
@@ -371,6 +409,8 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
     for (const std::string& w : run.session->calibrationWarnings()) warn(w);
   }
   if (remedies) QS_RETURN_IF_ERROR(runRemedies(run, phase(0.15, 0.35), callbacks.cancel));
+  if (!scalesGiven && rq.headWeightScale && !rq.weightClipSearch && rq.calibration.mode == QuantMode::Int8)
+    QS_RETURN_IF_ERROR(searchHeadWeightScale(run, phase(0.34, 0.35)));
   auto result = run.session->analyze(run.analysisData, phase(0.35, 0.97));
   if (!result) return result.status();
   if (!std::isnan(rq.targetSnrDb) || !std::isnan(rq.targetAgreement)) {
@@ -491,6 +531,18 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (rq.biasCorrection) s["bias_correction"] = "on";
   if (rq.smoothQuant) s["smoothquant"] = std::isnan(rq.smoothQuantAlpha) ? "search" : "alpha " + std::to_string(rq.smoothQuantAlpha);
   if (rq.weightClipSearch) s["weight_clip_search"] = "on";
+  if (!rq.headWeightScale) {
+    s["head_weight_scale"] = "off";
+  } else if (!run.headWeightRatios.empty()) {  // absent where no head was changed: earlier reports stay as they were
+    std::string heads;
+    for (const WeightScaleRatios& w : run.headWeightRatios) {
+      size_t n = 0;
+      for (float r : w.ratio) n += r != 1.f;
+      heads += (heads.empty() ? "" : ", ") + w.node + " (" + std::to_string(n) + " of " + std::to_string(w.ratio.size()) +
+               " channels)";
+    }
+    s["head_weight_scale"] = heads;
+  }
   if (!rq.depthwiseEqualize) {
     s["depthwise_equalize"] = "off";
   } else if (const size_t n = run.remedies.depthwisePairs.size(); n > 0) {

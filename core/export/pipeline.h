@@ -21,6 +21,7 @@
 #include "core/analysis/fallback_curve.h"
 #include "core/analysis/quant_session.h"
 #include "core/analysis/remedies.h"
+#include "core/analysis/weight_clip.h"
 #include "core/export/quant_files.h"
 #include "core/io/calibration_data.h"
 #include "core/quant/calibrator.h"
@@ -102,6 +103,12 @@ struct AnalysisRequest {
   /// Activation equalization of the depthwise Convs' inputs (core/analysis/depthwise_equalization.h),
   /// int8 with calibrated scales only; float-preserving, so not a remedy with a before/after.
   bool depthwiseEqualize = true;
+  /// The output head's per-channel weight scales searched (weight_clip.h, headWeightScaleRatios():
+  /// each channel's scale x 1 +- k / 256 by the head's own output error on the calibration data),
+  /// int8 with calibrated scales only; a loaded config re-applies its saved ratios. On by default:
+  /// rec's INT8 decoding put spaces where the float model has none (docs/quality.md, "rec: the
+  /// spaces", 2026-11-27). Off where --weight-clip-search searches every weight.
+  bool headWeightScale = true;
   /// Per-channel smoothing of the other depthwise Convs' inputs through an inserted Mul
   /// (core/analysis/depthwise_smoothing.h), int8 with calibrated scales only; float-preserving.
   /// Off by default: rec's task agreement in ONNX Runtime fell (docs/quality.md, "Depthwise input smoothing").
@@ -179,6 +186,10 @@ struct AnalysisRun {
   std::shared_ptr<const Model> originalModel;      // the model as loaded
   std::shared_ptr<QuantSession> baselineSession;   // on originalModel, until executeRun analysed it
   QuantConfig sessionConfig;                       // what the session was created with
+  /// The head weight scale search (AnalysisRequest::headWeightScale): per head searched, what it
+  /// changed, and the ratios applied (also a loaded config's), for quant_cfg.json.
+  std::vector<WeightClipNode> headWeightScale;
+  std::vector<WeightScaleRatios> headWeightRatios;
 
   /// The latest result (after toggles too); null before executeRun().
   std::shared_ptr<const AnalysisResult> result() const { return session ? session->result() : nullptr; }

@@ -365,6 +365,15 @@ std::string quantConfigJson(const Model& model, const AnalysisResult& r, const Q
     for (const DepthwiseSmoothingScale& d : ctx.pointwiseSmooth) sm.push_back(Json{{"node", d.consumer}, {"scale", d.scale}});
     qs["pointwise_smooth"] = std::move(sm);
   }
+  if (!ctx.headWeightScale.empty()) {
+    Json hw = Json::array();
+    for (const WeightScaleRatios& w : ctx.headWeightScale) {
+      Json ratio = Json::array();
+      for (float x : w.ratio) ratio.push_back((double)x);
+      hw.push_back(Json{{"node", w.node}, {"tensor", w.tensor}, {"ratio", ratio}});
+    }
+    qs["head_weight_scale"] = std::move(hw);
+  }
   if (!ctx.remedyMode.empty()) qs["remedy_choice"] = Json{{"mode", ctx.remedyMode}, {"kept", ctx.remediesKept}};
   Json root{{"act_quant_info", act}, {"quantscope", qs}};
   return root.dump(4) + "\n";
@@ -516,6 +525,23 @@ Result<SavedQuantConfig> parseQuantConfig(const std::string& text, const std::st
         s.pointwiseSmooth.push_back(std::move(sc));
       }
     }
+    key = "head_weight_scale";
+    if (q.contains("head_weight_scale")) {
+      for (const Json& d : q.at("head_weight_scale")) {
+        WeightScaleRatios w;
+        key = "head_weight_scale.node";
+        w.node = d.at("node").get<std::string>();
+        key = "head_weight_scale.tensor";
+        w.tensor = d.at("tensor").get<std::string>();
+        key = "head_weight_scale.ratio";
+        for (const Json& x : d.at("ratio")) {
+          const double v = x.get<double>();
+          if (!(v > 0) || !std::isfinite(v)) return invalidArgument(where + ": quantscope." + key + ": expected positive numbers");
+          w.ratio.push_back((float)v);
+        }
+        s.headWeightScale.push_back(std::move(w));
+      }
+    }
     key = "remedy_choice";
     if (q.contains("remedy_choice")) {
       key = "remedy_choice.mode";
@@ -563,6 +589,16 @@ Result<QuantConfig> configForSavedStates(const SavedQuantConfig& saved, const Mo
     if (id == kNoValue || !g.value(id).constant) return another("weight '" + w.tensor + "' is not in the model");
     auto amax = perChannelAbsMax(*g.value(id).constant, w.axis);
     if (!amax) return another("weight '" + w.tensor + "': " + amax.status().message());
+    // A head weight scale search's ratios: the saved amax is the model's times the ratio, in float
+    // as quantizeWeights() computes it.
+    for (const WeightScaleRatios& hw : saved.headWeightScale) {
+      if (hw.tensor != w.tensor) continue;
+      if (hw.ratio.size() != amax->size()) {
+        return another("quantscope.head_weight_scale '" + w.tensor + "' has " + std::to_string(hw.ratio.size()) +
+                       " ratios, the weight " + std::to_string(amax->size()) + " channels");
+      }
+      for (size_t c = 0; c < amax->size(); ++c) (*amax)[c] *= hw.ratio[c];
+    }
     if (amax->size() != w.amax.size()) {
       return another("weight '" + w.tensor + "' has " + std::to_string(amax->size()) + " channels on axis " +
                      std::to_string(w.axis) + ", the config " + std::to_string(w.amax.size()));

@@ -127,6 +127,13 @@ Result<CalibrationCache> readCalibrationCache(const std::string& path);
 
 // ---- quant_cfg.json --------------------------------------------------------------------------
 
+/// quantscope.head_weight_scale: a weight whose per-channel scales are its abs max x `ratio` / 127
+/// (the head weight scale search); `amax` in quantscope.weights is already the product.
+struct WeightScaleRatios {
+  std::string node, tensor;
+  std::vector<float> ratio;
+};
+
 /// What a quant_cfg.json holds besides act_quant_info.
 struct SavedQuantConfig {
   std::string toolVersion;
@@ -154,6 +161,7 @@ struct SavedQuantConfig {
   std::vector<NodeState> nodes;         // every node, graph order
   std::vector<DepthwiseSmoothingScale> depthwiseSmooth;  // quantscope.depthwise_smooth: re-applied on load
   std::vector<DepthwiseSmoothingScale> pointwiseSmooth;  // quantscope.pointwise_smooth: re-applied after it
+  std::vector<WeightScaleRatios> headWeightScale;        // quantscope.head_weight_scale: re-applied on load
   std::string remedyMode;                  // quantscope.remedy_choice.mode ("auto"; "" when absent)
   std::vector<std::string> remediesKept;   // quantscope.remedy_choice.kept: what the saved run's choice kept
 };
@@ -169,6 +177,7 @@ struct QuantConfigContext {
   std::string trtAlgorithm;             // its header's algorithm
   std::vector<DepthwiseSmoothingScale> depthwiseSmooth;  // the run's depthwise input smoothing (its Mul nodes)
   std::vector<DepthwiseSmoothingScale> pointwiseSmooth;  // the run's group-1 Conv input smoothing (its Mul nodes)
+  std::vector<WeightScaleRatios> headWeightScale;        // the run's head weight scale ratios
   std::string remedyMode;                 // --remedies auto's choice ("" when none was made): written as
   std::vector<std::string> remediesKept;  // quantscope.remedy_choice, a record (the scales above re-apply it)
 };

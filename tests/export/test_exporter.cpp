@@ -718,8 +718,10 @@ struct ExportCli : ::testing::Test {
 };
 
 TEST_F(ExportCli, ConfigReloadReproducesTheModelByteForByte) {
-  Outcome a = quantscope("export " + common + " --calibration-method percentile --nodes-to-exclude 'p2o.Conv.1$' --output-dir " +
-                             dir + "/a",
+  // --head-weight-scale off: the export from calibration.cache below (activation scales only) cannot
+  // carry the head's searched weight scales, which quant_cfg.json does.
+  Outcome a = quantscope("export " + common + " --calibration-method percentile --head-weight-scale off " +
+                             "--nodes-to-exclude 'p2o.Conv.1$' --output-dir " + dir + "/a",
                          dir + "/a.err");
   ASSERT_EQ(a.exitCode, 0) << a.err;
   for (const char* f : {"quantized.onnx", "quant_cfg.json", "calibration.cache", "report.json"})
