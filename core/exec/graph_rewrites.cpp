@@ -5,6 +5,7 @@
 
 #include "core/kernels/channel_shuffle.h"
 #include "core/kernels/conv.h"
+#include "core/kernels/conv_transpose.h"
 #include "core/kernels/fused_matmul.h"
 #include "core/exec/residual_rewrites.h"
 #include "core/kernels/matmul_dnnl.h"
@@ -25,7 +26,7 @@ class Rewriter {
     for (NodeId id : m_g.topoOrder) {
       if (m_removed[(size_t)id]) continue;
       const Node& n = m_g.nodes[(size_t)id];
-      if (n.opType == "Conv" && n.domain.empty()) fuseConv(id);
+      if ((n.opType == "Conv" || n.opType == "ConvTranspose") && n.domain.empty()) fuseConv(id);
     }
     // Decomposed LayerNorm before the MatMuls: a MatMul fusion rewires inputs, which leaves the
     // consumer lists of the values it reads stale for later matches.
@@ -194,14 +195,20 @@ class Rewriter {
   }
 
   // Conv -> [BatchNormalization | Mul | Add | Sub | Div by constants]* -> [activation | scalar Mul/Add]*.
+  // ConvTranspose the same (W [C, M/group, k...]: its output channels along dim 1 of each group's
+  // rows), but for Sigmoid, which FusedConvTranspose would run scalar: it stays a node of its own.
   void fuseConv(NodeId convId) {
     Node& conv = m_g.nodes[(size_t)convId];
     if (conv.outputs.size() != 1 || conv.inputs.size() < 2) return;
+    const bool transposed = conv.opType == "ConvTranspose";
     const Tensor* W = fixedConstant(conv.inputs[1]);
     if (!W || W->dtype() != DType::Float || W->rank() < 3) return;
     const Tensor* B0 = conv.inputs.size() > 2 ? fixedConstant(conv.inputs[2]) : nullptr;
     if (conv.inputs.size() > 2 && conv.inputs[2] != kNoValue && (!B0 || B0->dtype() != DType::Float)) return;
-    const int64_t M = W->dim(0);
+    const Attribute* groupAttr = conv.attr("group");
+    const int64_t group = groupAttr && groupAttr->type == Attribute::Type::Int ? groupAttr->i : 1;
+    if (transposed && (group < 1 || W->dim(0) % group != 0)) return;
+    const int64_t M = transposed ? W->dim(1) * group : W->dim(0);
     const size_t outRank = (size_t)W->rank();
     if (B0 && B0->numel() != M) return;
     std::vector<float> scale((size_t)M, 1.f), shift((size_t)M, 0.f);  // y = conv_nobias * scale + shift
@@ -262,6 +269,7 @@ class Rewriter {
         } else {
           FusedActivation f;
           if (!activationOf(c, f) || c.inputs[0] != tail || !onlyOutput(c)) break;
+          if (transposed && f.kind == K::Sigmoid) break;
           acts.push_back(f);
           ++fusedActs;
         }
@@ -321,9 +329,17 @@ class Rewriter {
     if (absorbed.empty()) return;
     // New weights and bias values.
     Tensor w2 = W->clone();
-    const int64_t per = W->numel() / M;
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t i = 0; i < per; ++i) w2.data<float>()[m * per + i] *= scale[(size_t)m];
+    if (transposed) {
+      // W [C, Mg, k...]: row c of group c / Cg holds output channels (c / Cg) * Mg + j.
+      const int64_t C = W->dim(0), Cg = C / group, Mg = W->dim(1), per = W->numel() / (C * Mg);
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t j = 0; j < Mg; ++j)
+          for (int64_t i = 0; i < per; ++i) w2.data<float>()[(c * Mg + j) * per + i] *= scale[(size_t)(c / Cg * Mg + j)];
+    } else {
+      const int64_t per = W->numel() / M;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t i = 0; i < per; ++i) w2.data<float>()[m * per + i] *= scale[(size_t)m];
+    }
     Tensor b2 = Tensor::fromVector<float>(shift, {M});
     Node& cv = m_g.nodes[(size_t)convId];  // re-fetch: nothing reallocates nodes, but be explicit
     const ValueId wv = newConstant(cv.name + "/folded_W", std::move(w2));
@@ -333,7 +349,7 @@ class Rewriter {
     cv.inputs[2] = bv;
     cv.outputs[0] = tail;
     if (!acts.empty()) {
-      cv.opType = kFusedConvOp;
+      cv.opType = transposed ? kFusedConvTransposeOp : kFusedConvOp;
       cv.domain = kFusedDomain;
       setFusedActivations(cv, acts);
       ++m_report.fusedConvs;

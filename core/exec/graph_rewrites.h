@@ -6,7 +6,8 @@
 //    constant that directly follow a Conv are folded into its weights and bias; the activations
 //    after them (Relu, Clip, HardSigmoid, HardSwish, Sigmoid, LeakyRelu, the decomposed
 //    x * Clip(x + 3, 0, 6) / 6 and x * HardSigmoid(x) forms of HardSwish) and scalar Mul/Add
-//    after an activation become the epilogue of one ai.quantscope FusedConv node;
+//    after an activation become the epilogue of one ai.quantscope FusedConv node; the same after a
+//    ConvTranspose (a bias Add, BatchNormalization, Relu: det's head), FusedConvTranspose;
 //  - transformer forms: the ReduceMean, Sub, Pow, ReduceMean, Add(epsilon), Sqrt, Div, Mul, Add
 //    chain of older exporters' LayerNorm becomes one (ai.quantscope) LayerNormalization; a MatMul
 //    absorbs the Transposes feeding it (into the GEMM's transpose flags and leading dimensions),
@@ -37,9 +38,9 @@ namespace qs {
 
 struct RewriteReport {
   int foldedConstantNodes = 0;  // nodes evaluated at load
-  int foldedIntoConv = 0;       // BatchNormalization / Mul / Add / Sub / Div nodes folded into Conv weights
-  int fusedActivations = 0;     // activation nodes (decomposed HardSwish counts its 4 nodes) fused into Conv
-  int fusedConvs = 0;           // Conv nodes that became FusedConv
+  int foldedIntoConv = 0;       // BatchNormalization / Mul / Add / Sub / Div nodes folded into (transposed) Conv weights
+  int fusedActivations = 0;     // activation nodes (decomposed HardSwish counts its 4 nodes) fused into (transposed) Conv
+  int fusedConvs = 0;           // Conv / ConvTranspose nodes that became FusedConv / FusedConvTranspose
   int fusedMatMuls = 0;         // MatMul nodes that became FusedMatMul
   int foldedIntoMatMul = 0;     // Transpose / scale / bias / Gelu nodes absorbed by them
   int fusedLayerNorms = 0;      // decomposed LayerNorm chains that became one LayerNormalization

@@ -18,6 +18,8 @@ std::vector<KernelEntry> nnKernels() {
       // Made by the executor's graph rewrites (Conv + folded BatchNormalization + activations).
       {kFusedConvOp, kFusedDomain, 1, 1, createConv},
       {"ConvTranspose", "", 1, 21, createConvTranspose},
+      // Made by the graph rewrites (ConvTranspose + folded bias Add / BatchNormalization + activations).
+      {kFusedConvTransposeOp, kFusedDomain, 1, 1, createConvTranspose},
       {"Gemm", "", 1, 21, createGemm},
       {"MatMul", "", 1, 21, createMatMul},
       // Made by the graph rewrites: MatMul with folded Transposes, scale, bias and Gelu.
