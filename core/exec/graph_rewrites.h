@@ -16,6 +16,8 @@
 //    one ai.quantscope FusedMatMul (core/kernels/fused_matmul.h);
 //  - a residual Add feeding a last-axis LayerNormalization becomes one ai.quantscope
 //    SkipLayerNormalization (which also outputs the sum where it has other readers);
+//  - det's neck: a squeeze-excitation residual Add(X, Mul(X, S)) and an FPN Add(A, Resize(U)) (nearest, whole
+//    factors), and the first feeding the second, become one ai.quantscope ResidualAdd (core/kernels/residual_add.h);
 //  - ShuffleNet's channel shuffle: Concat(axis 1), Reshape to 5-D, Transpose(0, 2, 1, 3, 4),
 //    Reshape, and the one-axis Slices reading it, become one ai.quantscope ChannelShuffle that
 //    writes the slices straight from the Concat's inputs (core/kernels/channel_shuffle.h); the Shape
@@ -46,6 +48,7 @@ struct RewriteReport {
   int fusedLayerNorms = 0;      // decomposed LayerNorm chains that became one LayerNormalization
   int fusedSkipLayerNorms = 0;  // residual Add + LayerNormalization pairs that became one SkipLayerNormalization
   int fusedShuffles = 0;        // Concat-Reshape-Transpose-Reshape(-Slice) chains that became one ChannelShuffle
+  int fusedResidualAdds = 0;    // Add(X, X * S) / Add(A, Resize(U)) (and the two chained) that became one ResidualAdd
   /// For each node of the rewritten graph, the original node it stands for (the Conv of a fused
   /// chain), and the original nodes it absorbed (empty for untouched nodes).
   std::vector<NodeId> origin;

@@ -9,6 +9,7 @@
 #include "core/kernels/gemm_op.h"
 #include "core/kernels/normalization.h"
 #include "core/kernels/pool.h"
+#include "core/kernels/residual_add.h"
 
 namespace qs {
 
@@ -37,6 +38,8 @@ std::vector<KernelEntry> nnKernels() {
       {"AveragePool", "", 1, 21, createAveragePool},
       {"GlobalAveragePool", "", 1, 21, createGlobalAveragePool},
       {"GlobalMaxPool", "", 1, 21, createGlobalMaxPool},
+      // Made by the graph rewrites: squeeze-excitation residual and upsampled FPN Adds (det's neck).
+      {kResidualAddOp, kFusedDomain, 1, 1, createResidualAdd},
   };
   // Made by the blocked-region rewrite (core/exec/blocked_rewrite.h).
   for (KernelEntry& e : blockedLayoutKernels()) rows.push_back(std::move(e));
