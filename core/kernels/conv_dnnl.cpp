@@ -305,10 +305,12 @@ struct DnnlConv::Impl {
       sl.c0 = group > 1 ? m0 / Mg * Cg : 0;
       // The band's input rows [i0, i1): what its windows read, the conv's own padding where they pass
       // the image's top or bottom.
-      const int64_t top = r0 * g.s[1] - g.padB[1], bottom = (r1 - 1) * g.s[1] - g.padB[1] + (KH - 1) * g.d[1] + 1;
-      const int64_t i0 = std::max<int64_t>(0, top), i1 = std::min(g.in[1], bottom);
-      const memory::dim padTop = i0 - top, padBottom = bottom - i1;
+      // (A whole plane keeps every input row: a strided conv need not read the last ones, but the dense
+      // layout's strides are the plane's.)
       const bool band = bands.size() > 1;
+      const int64_t top = r0 * g.s[1] - g.padB[1], bottom = (r1 - 1) * g.s[1] - g.padB[1] + (KH - 1) * g.d[1] + 1;
+      const int64_t i0 = band ? std::max<int64_t>(0, top) : 0, i1 = band ? std::min(g.in[1], bottom) : g.in[1];
+      const memory::dim padTop = i0 - top, padBottom = bottom - i1;
       sl.inOffset = i0 * g.in[2];
       sl.outOffset = r0 * g.out[2];
       sl.outLen = (r1 - r0) * g.out[2];  // outSize for a whole plane

@@ -402,6 +402,7 @@ TEST_F(ConvDnnl, PlainRowBandsGiveTheUnbandedBits) {
       {32, 24, 1, 67, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true},   // stride 2
       {8, 40, 1, 37, 18, 5, 5, 1, 1, 2, 1, 4, 2, 3, 2, false},   // 5x5, dilated rows, asymmetric pads
       {48, 24, 1, 34, 40, 3, 3, 2, 1, 1, 1, 0, 1, 2, 1, true},   // the bottom pad past the last window
+      {256, 24, 1, 36, 40, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, true},  // 1x1 stride 2: the last input row unread
   };
   int caseIndex = 0;
   for (const Case& c : bandCases) {
