@@ -5,11 +5,9 @@
 
 #include "core/kernels/channel_shuffle.h"
 #include "core/kernels/conv.h"
-#include "core/kernels/conv_transpose.h"
 #include "core/kernels/fused_matmul.h"
 #include "core/exec/residual_rewrites.h"
 #include "core/kernels/matmul_dnnl.h"
-#include "core/kernels/residual_add.h"
 
 namespace qs {
 
@@ -41,11 +39,7 @@ class Rewriter {
       const Node& n = m_g.nodes[(size_t)id];
       if (n.opType == "MatMul" && n.domain.empty()) fuseMatMul(id);
     }
-    for (NodeId id : m_g.topoOrder) {
-      if (m_removed[(size_t)id]) continue;
-      const Node& n = m_g.nodes[(size_t)id];
-      if (n.opType == "Add" && n.domain.empty()) fuseResidualAdd(id);
-    }
+    m_report.fusedResidualAdds = fuseResidualAdds(m_model, m_removed, m_absorbed);
     m_report.fusedSkipLayerNorms = fuseSkipLayerNorms(m_g, m_removed, m_absorbed);
     for (NodeId id : m_g.topoOrder) {
       if (m_removed[(size_t)id]) continue;
@@ -201,8 +195,6 @@ class Rewriter {
   }
 
   // Conv -> [BatchNormalization | Mul | Add | Sub | Div by constants]* -> [activation | scalar Mul/Add]*.
-  // ConvTranspose the same (W [C, M/group, k...]: its output channels along dim 1 of each group's
-  // rows), but for Sigmoid, which FusedConvTranspose would run scalar: it stays a node of its own.
   void fuseConv(NodeId convId) {
     Node& conv = m_g.nodes[(size_t)convId];
     if (conv.outputs.size() != 1 || conv.inputs.size() < 2) return;
@@ -211,10 +203,8 @@ class Rewriter {
     if (!W || W->dtype() != DType::Float || W->rank() < 3) return;
     const Tensor* B0 = conv.inputs.size() > 2 ? fixedConstant(conv.inputs[2]) : nullptr;
     if (conv.inputs.size() > 2 && conv.inputs[2] != kNoValue && (!B0 || B0->dtype() != DType::Float)) return;
-    const Attribute* groupAttr = conv.attr("group");
-    const int64_t group = groupAttr && groupAttr->type == Attribute::Type::Int ? groupAttr->i : 1;
+    const int64_t group = conv.attr("group") ? conv.attr("group")->i : 1, M = transposed ? W->dim(1) * group : W->dim(0);
     if (transposed && (group < 1 || W->dim(0) % group != 0)) return;
-    const int64_t M = transposed ? W->dim(1) * group : W->dim(0);
     const size_t outRank = (size_t)W->rank();
     if (B0 && B0->numel() != M) return;
     std::vector<float> scale((size_t)M, 1.f), shift((size_t)M, 0.f);  // y = conv_nobias * scale + shift
@@ -274,8 +264,7 @@ class Rewriter {
           }
         } else {
           FusedActivation f;
-          if (!activationOf(c, f) || c.inputs[0] != tail || !onlyOutput(c)) break;
-          if (transposed && f.kind == K::Sigmoid) break;
+          if (!activationOf(c, f) || c.inputs[0] != tail || !onlyOutput(c) || (transposed && f.kind == K::Sigmoid)) break;
           acts.push_back(f);
           ++fusedActs;
         }
@@ -334,18 +323,7 @@ class Rewriter {
     }
     if (absorbed.empty()) return;
     // New weights and bias values.
-    Tensor w2 = W->clone();
-    if (transposed) {
-      // W [C, Mg, k...]: row c of group c / Cg holds output channels (c / Cg) * Mg + j.
-      const int64_t C = W->dim(0), Cg = C / group, Mg = W->dim(1), per = W->numel() / (C * Mg);
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t j = 0; j < Mg; ++j)
-          for (int64_t i = 0; i < per; ++i) w2.data<float>()[(c * Mg + j) * per + i] *= scale[(size_t)(c / Cg * Mg + j)];
-    } else {
-      const int64_t per = W->numel() / M;
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t i = 0; i < per; ++i) w2.data<float>()[m * per + i] *= scale[(size_t)m];
-    }
+    Tensor w2 = scaledConvWeights(*W, transposed, group, scale);
     Tensor b2 = Tensor::fromVector<float>(shift, {M});
     Node& cv = m_g.nodes[(size_t)convId];  // re-fetch: nothing reallocates nodes, but be explicit
     const ValueId wv = newConstant(cv.name + "/folded_W", std::move(w2));
@@ -363,95 +341,6 @@ class Rewriter {
     m_absorbed[(size_t)convId] = absorbed;
     m_report.foldedIntoConv += folded;
     m_report.fusedActivations += fusedActs;
-  }
-
-  // The input of a live Resize node producing v that upsamples by whole factors [1, 1, fh, fw] with
-  // the nearest value below (mode nearest, asymmetric coordinates, nearest_mode floor: det's FPN), v
-  // its only output; kNoValue otherwise.
-  ValueId nearestUpsampleInput(ValueId v, int64_t& fh, int64_t& fw) const {
-    const Node* r = producerOf(v, "Resize");
-    if (!r || r->inputs.empty() || r->outputs.size() != 1) return kNoValue;
-    auto attrIs = [&](const char* key, const char* want) {
-      const Attribute* a = r->attr(key);
-      return a && a->type == Attribute::Type::String && a->s == want;
-    };
-    if (!attrIs("mode", "nearest") || !attrIs("coordinate_transformation_mode", "asymmetric") ||
-        !attrIs("nearest_mode", "floor"))
-      return kNoValue;
-    const size_t si = opsetOf(*r) >= 11 ? 2 : 1;
-    if (r->inputs.size() <= si || (r->inputs.size() > si + 1 && r->inputs[si + 1] != kNoValue)) return kNoValue;
-    const Tensor* scales = fixedConstant(r->inputs[si]);
-    if (!scales || scales->dtype() != DType::Float || scales->numel() != 4) return kNoValue;
-    const float* sc = scales->data<float>();
-    if (sc[0] != 1.f || sc[1] != 1.f || sc[2] < 1.f || sc[3] < 1.f || sc[2] != std::floor(sc[2]) ||
-        sc[3] != std::floor(sc[3]))
-      return kNoValue;
-    fh = (int64_t)sc[2];
-    fw = (int64_t)sc[3];
-    return r->inputs[0];
-  }
-
-  // det's neck: Add(X, Mul(X, S)) (a squeeze-excitation residual) and Add(A, Resize(U)) (FPN top-down, nearest
-  // by whole factors), each intermediate read by that Add alone; the second absorbed by the first where the
-  // first's sum is its A. One ai.quantscope ResidualAdd (core/kernels/residual_add.h), the same bits.
-  void fuseResidualAdd(NodeId addId) {
-    Node& add = m_g.nodes[(size_t)addId];
-    if (add.inputs.size() != 2 || add.outputs.size() != 1 || add.inputs[0] == add.inputs[1]) return;
-    if (fixedConstant(add.inputs[0]) || fixedConstant(add.inputs[1])) return;
-    std::vector<NodeId> absorbed;
-    ValueId X = kNoValue, S = kNoValue, U = kNoValue;
-    int64_t fh = 1, fw = 1;
-    for (int k = 0; k < 2 && X == kNoValue; ++k) {
-      const Node* mul = producerOf(add.inputs[(size_t)k], "Mul");
-      const ValueId other = add.inputs[(size_t)(1 - k)];
-      if (!mul || mul->inputs.size() != 2 || soleConsumer(add.inputs[(size_t)k]) != addId) continue;
-      const int oi = otherInput(*mul, other);
-      if (oi < 0) continue;
-      X = other;
-      S = mul->inputs[(size_t)oi];
-      absorbed.push_back(m_g.value(add.inputs[(size_t)k]).producer);
-    }
-    ValueId out = add.outputs[0];
-    std::vector<NodeId> absorbedAdds;
-    if (X == kNoValue) {
-      for (int k = 0; k < 2 && X == kNoValue; ++k) {
-        if (soleConsumer(add.inputs[(size_t)k]) != addId) continue;
-        U = nearestUpsampleInput(add.inputs[(size_t)k], fh, fw);
-        if (U == kNoValue) continue;
-        X = add.inputs[(size_t)(1 - k)];
-        absorbed.push_back(m_g.value(add.inputs[(size_t)k]).producer);
-      }
-      if (X == kNoValue) return;
-    } else {
-      // The squeeze-excitation sum feeding an upsampled FPN Add.
-      const NodeId next = soleConsumer(out);
-      const Node* n2 = next >= 0 ? &m_g.nodes[(size_t)next] : nullptr;
-      const int oi = n2 ? otherInput(*n2, out) : -1;
-      if (n2 && n2->opType == "Add" && n2->domain.empty() && n2->outputs.size() == 1 && oi >= 0 &&
-          soleConsumer(n2->inputs[(size_t)oi]) == next) {
-        const ValueId up = nearestUpsampleInput(n2->inputs[(size_t)oi], fh, fw);
-        if (up != kNoValue) {
-          U = up;
-          absorbedAdds = {next, m_g.value(n2->inputs[(size_t)oi]).producer};
-          out = n2->outputs[0];
-        }
-      }
-    }
-    for (NodeId a : absorbedAdds) absorbed.push_back(a);
-    for (NodeId a : absorbed) m_removed[(size_t)a] = 1;
-    Node& f = m_g.nodes[(size_t)addId];
-    f.opType = kResidualAddOp;
-    f.domain = kFusedDomain;
-    f.inputs = {X, S, U};
-    f.outputs = {out};
-    if (U != kNoValue) {
-      Attribute a;
-      a.type = Attribute::Type::Ints;
-      a.ints = {fh, fw};
-      f.attributes["upsample"] = a;
-    }
-    m_absorbed[(size_t)addId] = absorbed;
-    ++m_report.fusedResidualAdds;
   }
 
   // The perm of a Transpose node (empty when it has none: the default reverses, rank unknown).

@@ -7,7 +7,8 @@
 //    after them (Relu, Clip, HardSigmoid, HardSwish, Sigmoid, LeakyRelu, the decomposed
 //    x * Clip(x + 3, 0, 6) / 6 and x * HardSigmoid(x) forms of HardSwish) and scalar Mul/Add
 //    after an activation become the epilogue of one ai.quantscope FusedConv node; the same after a
-//    ConvTranspose (a bias Add, BatchNormalization, Relu: det's head), FusedConvTranspose;
+//    ConvTranspose (a bias Add, BatchNormalization, Relu: det's head), FusedConvTranspose (but for Sigmoid,
+//    which its epilogue would run scalar);
 //  - transformer forms: the ReduceMean, Sub, Pow, ReduceMean, Add(epsilon), Sqrt, Div, Mul, Add
 //    chain of older exporters' LayerNorm becomes one (ai.quantscope) LayerNormalization; a MatMul
 //    absorbs the Transposes feeding it (into the GEMM's transpose flags and leading dimensions),

@@ -342,6 +342,22 @@ class ConvTransposeKernel : public Kernel {
 
 }  // namespace
 
+Tensor scaledConvWeights(const Tensor& W, bool transposed, int64_t group, const std::vector<float>& scale) {
+  Tensor w = W.clone();
+  if (!transposed) {
+    const int64_t M = W.dim(0), per = W.numel() / M;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t i = 0; i < per; ++i) w.data<float>()[m * per + i] *= scale[(size_t)m];
+    return w;
+  }
+  // Row c of group c / Cg holds output channels (c / Cg) * Mg + j.
+  const int64_t C = W.dim(0), Cg = C / group, Mg = W.dim(1), per = W.numel() / (C * Mg);
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t j = 0; j < Mg; ++j)
+      for (int64_t i = 0; i < per; ++i) w.data<float>()[(c * Mg + j) * per + i] *= scale[(size_t)(c / Cg * Mg + j)];
+  return w;
+}
+
 Result<std::unique_ptr<Kernel>> createConvTranspose(const KernelInit& init) {
   AttrReader a(init);
   WindowAttrs attrs = readWindowAttrs(a, true);
