@@ -85,6 +85,9 @@ const ConvShape kShapes[] = {
     {"regnet_y_400mf", "g3x3 104ch g13 @28", 104, 28, 28, 104, 3, 1, 1, 13, Act::Relu},
     {"regnet_y_400mf", "g3x3 208ch g26 @14", 208, 14, 14, 208, 3, 1, 1, 26, Act::Relu},
     {"regnet_y_400mf", "g3x3 440ch g55 @7", 440, 7, 7, 440, 3, 1, 1, 55, Act::Relu},
+    {"det", "3x3 96->24 @160", 96, 160, 160, 24, 3, 1, 1, 1, Act::Relu},
+    {"det", "3x3 96->24 @80", 96, 80, 80, 24, 3, 1, 1, 1, Act::None},
+    {"det", "3x3 96->24 @40", 96, 40, 40, 24, 3, 1, 1, 1, Act::None},
 };
 
 int64_t outDim(int64_t in, const ConvShape& s) { return (in + 2 * s.pad - s.k) / s.stride + 1; }

@@ -179,6 +179,8 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> 
                            std::to_string(report.fusedMatMuls) + " FusedMatMul, " +
                            std::to_string(report.fusedLayerNorms) + " decomposed LayerNorm chains fused, " +
                            std::to_string(report.fusedShuffles) + " channel shuffles fused";
+    if (report.fusedResidualAdds > 0)
+      ex->m_rewriteSummary += ", " + std::to_string(report.fusedResidualAdds) + " residual / upsampled Adds fused";
     if (blocked.regions > 0)
       ex->m_rewriteSummary += ", " + std::to_string(blocked.convs) + " Convs in " + std::to_string(blocked.regions) +
                               " nChw" + std::to_string(blocked.block) + "c regions (" +
@@ -307,10 +309,11 @@ double Executor::estimateFlops(const Node& node, std::span<const Tensor* const> 
   if (out.empty() || out[0].empty()) return 0;
   const std::string& op = node.opType;
   double outElems = (double)out[0].numel();
-  if ((op == "Conv" || op == "ConvTranspose" || op == "FusedConv" || op == "BlockedConv") && in.size() > 1 && in[1]) {
+  const bool transposed = op == "ConvTranspose" || op == "FusedConvTranspose";
+  if ((op == "Conv" || transposed || op == "FusedConv" || op == "BlockedConv") && in.size() > 1 && in[1]) {
     // each output element of Conv: Cin/group * prod(kernel) MACs; ConvTranspose: per input element.
     const Shape& w = in[1]->shape();
-    if (op != "ConvTranspose") return 2.0 * outElems * product(w, 1);
+    if (!transposed) return 2.0 * outElems * product(w, 1);
     return 2.0 * (double)in[0]->numel() * product(w, 1);
   }
   if ((op == "MatMul" || op == "Gemm" || op == "FusedMatMul") && in.size() > 1 && in[0] && in[1]) {

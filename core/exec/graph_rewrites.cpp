@@ -25,7 +25,7 @@ class Rewriter {
     for (NodeId id : m_g.topoOrder) {
       if (m_removed[(size_t)id]) continue;
       const Node& n = m_g.nodes[(size_t)id];
-      if (n.opType == "Conv" && n.domain.empty()) fuseConv(id);
+      if ((n.opType == "Conv" || n.opType == "ConvTranspose") && n.domain.empty()) fuseConv(id);
     }
     // Decomposed LayerNorm before the MatMuls: a MatMul fusion rewires inputs, which leaves the
     // consumer lists of the values it reads stale for later matches.
@@ -39,6 +39,7 @@ class Rewriter {
       const Node& n = m_g.nodes[(size_t)id];
       if (n.opType == "MatMul" && n.domain.empty()) fuseMatMul(id);
     }
+    m_report.fusedResidualAdds = fuseResidualAdds(m_model, m_removed, m_absorbed);
     m_report.fusedSkipLayerNorms = fuseSkipLayerNorms(m_g, m_removed, m_absorbed);
     for (NodeId id : m_g.topoOrder) {
       if (m_removed[(size_t)id]) continue;
@@ -197,11 +198,13 @@ class Rewriter {
   void fuseConv(NodeId convId) {
     Node& conv = m_g.nodes[(size_t)convId];
     if (conv.outputs.size() != 1 || conv.inputs.size() < 2) return;
+    const bool transposed = conv.opType == "ConvTranspose";
     const Tensor* W = fixedConstant(conv.inputs[1]);
     if (!W || W->dtype() != DType::Float || W->rank() < 3) return;
     const Tensor* B0 = conv.inputs.size() > 2 ? fixedConstant(conv.inputs[2]) : nullptr;
     if (conv.inputs.size() > 2 && conv.inputs[2] != kNoValue && (!B0 || B0->dtype() != DType::Float)) return;
-    const int64_t M = W->dim(0);
+    const int64_t group = conv.attr("group") ? conv.attr("group")->i : 1, M = transposed ? W->dim(1) * group : W->dim(0);
+    if (transposed && (group < 1 || W->dim(0) % group != 0)) return;
     const size_t outRank = (size_t)W->rank();
     if (B0 && B0->numel() != M) return;
     std::vector<float> scale((size_t)M, 1.f), shift((size_t)M, 0.f);  // y = conv_nobias * scale + shift
@@ -261,7 +264,7 @@ class Rewriter {
           }
         } else {
           FusedActivation f;
-          if (!activationOf(c, f) || c.inputs[0] != tail || !onlyOutput(c)) break;
+          if (!activationOf(c, f) || c.inputs[0] != tail || !onlyOutput(c) || (transposed && f.kind == K::Sigmoid)) break;
           acts.push_back(f);
           ++fusedActs;
         }
@@ -320,10 +323,7 @@ class Rewriter {
     }
     if (absorbed.empty()) return;
     // New weights and bias values.
-    Tensor w2 = W->clone();
-    const int64_t per = W->numel() / M;
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t i = 0; i < per; ++i) w2.data<float>()[m * per + i] *= scale[(size_t)m];
+    Tensor w2 = scaledConvWeights(*W, transposed, group, scale);
     Tensor b2 = Tensor::fromVector<float>(shift, {M});
     Node& cv = m_g.nodes[(size_t)convId];  // re-fetch: nothing reallocates nodes, but be explicit
     const ValueId wv = newConstant(cv.name + "/folded_W", std::move(w2));
@@ -333,7 +333,7 @@ class Rewriter {
     cv.inputs[2] = bv;
     cv.outputs[0] = tail;
     if (!acts.empty()) {
-      cv.opType = kFusedConvOp;
+      cv.opType = transposed ? kFusedConvTransposeOp : kFusedConvOp;
       cv.domain = kFusedDomain;
       setFusedActivations(cv, acts);
       ++m_report.fusedConvs;
@@ -770,7 +770,7 @@ class Rewriter {
     }
     m_g.nodes = std::move(nodes);
     if (m_report.fusedConvs > 0 || m_report.fusedMatMuls > 0 || m_report.fusedLayerNorms > 0 ||
-        m_report.fusedShuffles > 0 || m_report.fusedSkipLayerNorms > 0)
+        m_report.fusedShuffles > 0 || m_report.fusedSkipLayerNorms > 0 || m_report.fusedResidualAdds > 0)
       m_model.opsets[kFusedDomain] = 1;
     return m_g.finalize(m_model.path + " (rewritten for inference)");
   }

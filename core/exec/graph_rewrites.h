@@ -6,7 +6,9 @@
 //    constant that directly follow a Conv are folded into its weights and bias; the activations
 //    after them (Relu, Clip, HardSigmoid, HardSwish, Sigmoid, LeakyRelu, the decomposed
 //    x * Clip(x + 3, 0, 6) / 6 and x * HardSigmoid(x) forms of HardSwish) and scalar Mul/Add
-//    after an activation become the epilogue of one ai.quantscope FusedConv node;
+//    after an activation become the epilogue of one ai.quantscope FusedConv node; the same after a
+//    ConvTranspose (a bias Add, BatchNormalization, Relu: det's head), FusedConvTranspose (but for Sigmoid,
+//    which its epilogue would run scalar);
 //  - transformer forms: the ReduceMean, Sub, Pow, ReduceMean, Add(epsilon), Sqrt, Div, Mul, Add
 //    chain of older exporters' LayerNorm becomes one (ai.quantscope) LayerNormalization; a MatMul
 //    absorbs the Transposes feeding it (into the GEMM's transpose flags and leading dimensions),
@@ -15,6 +17,8 @@
 //    one ai.quantscope FusedMatMul (core/kernels/fused_matmul.h);
 //  - a residual Add feeding a last-axis LayerNormalization becomes one ai.quantscope
 //    SkipLayerNormalization (which also outputs the sum where it has other readers);
+//  - det's neck: a squeeze-excitation residual Add(X, Mul(X, S)) and an FPN Add(A, Resize(U)) (nearest, whole
+//    factors), and the first feeding the second, become one ai.quantscope ResidualAdd (core/kernels/residual_add.h);
 //  - ShuffleNet's channel shuffle: Concat(axis 1), Reshape to 5-D, Transpose(0, 2, 1, 3, 4),
 //    Reshape, and the one-axis Slices reading it, become one ai.quantscope ChannelShuffle that
 //    writes the slices straight from the Concat's inputs (core/kernels/channel_shuffle.h); the Shape
@@ -37,14 +41,15 @@ namespace qs {
 
 struct RewriteReport {
   int foldedConstantNodes = 0;  // nodes evaluated at load
-  int foldedIntoConv = 0;       // BatchNormalization / Mul / Add / Sub / Div nodes folded into Conv weights
-  int fusedActivations = 0;     // activation nodes (decomposed HardSwish counts its 4 nodes) fused into Conv
-  int fusedConvs = 0;           // Conv nodes that became FusedConv
+  int foldedIntoConv = 0;       // BatchNormalization / Mul / Add / Sub / Div nodes folded into (transposed) Conv weights
+  int fusedActivations = 0;     // activation nodes (decomposed HardSwish counts its 4 nodes) fused into (transposed) Conv
+  int fusedConvs = 0;           // Conv / ConvTranspose nodes that became FusedConv / FusedConvTranspose
   int fusedMatMuls = 0;         // MatMul nodes that became FusedMatMul
   int foldedIntoMatMul = 0;     // Transpose / scale / bias / Gelu nodes absorbed by them
   int fusedLayerNorms = 0;      // decomposed LayerNorm chains that became one LayerNormalization
   int fusedSkipLayerNorms = 0;  // residual Add + LayerNormalization pairs that became one SkipLayerNormalization
   int fusedShuffles = 0;        // Concat-Reshape-Transpose-Reshape(-Slice) chains that became one ChannelShuffle
+  int fusedResidualAdds = 0;    // Add(X, X * S) / Add(A, Resize(U)) (and the two chained) that became one ResidualAdd
   /// For each node of the rewritten graph, the original node it stands for (the Conv of a fused
   /// chain), and the original nodes it absorbed (empty for untouched nodes).
   std::vector<NodeId> origin;

@@ -1,6 +1,6 @@
-// Transformer pieces of the inference graph rewrites (core/exec/graph_rewrites.h) that need only
-// the graph: the residual Add + LayerNormalization pass and the tests of the attention fusion's
-// mask Add and Softmax. Internal to core/exec.
+// Pieces of the inference graph rewrites (core/exec/graph_rewrites.h) that need only the graph: the
+// transformers' residual Add + LayerNormalization pass and the tests of the attention fusion's mask Add
+// and Softmax; det's neck Adds (neck_rewrites.cpp). Internal to core/exec.
 #pragma once
 
 #include <cstdint>
@@ -26,5 +26,13 @@ bool addsBeforeLastAxisSoftmax(const Graph& g, const Node& add, size_t other, co
 /// reads it); the LayerNormalization is marked in `removed` and recorded in `absorbed` of the Add.
 /// Consumer lists of Scale and B are kept current. Returns how many pairs were fused.
 int fuseSkipLayerNorms(Graph& g, std::vector<char>& removed, std::vector<std::vector<NodeId>>& absorbed);
+
+/// PP-OCR det's neck (neck_rewrites.cpp): each live Add (default domain) of two computed values that adds X
+/// and Mul(X, S), or A and a nearest Resize by whole factors [1, 1, fh, fw] (asymmetric coordinates, floor),
+/// the Mul / Resize read by that Add alone, becomes an ai.quantscope ResidualAdd (core/kernels/residual_add.h)
+/// in the Add's place (inputs X, S, U; attribute "upsample"); where the first form's sum is read only by an
+/// Add of the second form, that Add is absorbed too. The absorbed nodes are marked in `removed` and recorded
+/// in `absorbed` of the Add. Returns how many were made.
+int fuseResidualAdds(Model& model, std::vector<char>& removed, std::vector<std::vector<NodeId>>& absorbed);
 
 }  // namespace qs

@@ -96,6 +96,11 @@ void applyFusedActivations(float* y, int64_t n, float bias, const std::vector<Fu
 /// (floats, two per activation: a, b).
 inline constexpr const char* kFusedDomain = "ai.quantscope";
 inline constexpr const char* kFusedConvOp = "FusedConv";
+/// The ConvTranspose the graph rewrites fuse the same way (core/kernels/conv_transpose.h).
+inline constexpr const char* kFusedConvTransposeOp = "FusedConvTranspose";
+/// A copy of Conv weights W [M, C/group, k...] (or, `transposed`, ConvTranspose weights [C, M/group, k...])
+/// with output channel m's taps times scale[m] (M values): how the graph rewrites fold a BatchNormalization.
+Tensor scaledConvWeights(const Tensor& W, bool transposed, int64_t group, const std::vector<float>& scale);
 /// Writes `acts` as the node's "activations" and "activation_params" (what createConv reads back).
 void setFusedActivations(Node& node, const std::vector<FusedActivation>& acts);
 

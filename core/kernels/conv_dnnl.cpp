@@ -2,6 +2,7 @@
 #include "core/kernels/conv_dnnl.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -103,6 +104,23 @@ std::vector<std::pair<int64_t, int64_t>> DnnlConv::outputSlices(int64_t N, int64
   return r;
 }
 
+std::vector<std::pair<int64_t, int64_t>> DnnlConv::rowBands(int64_t N, int64_t C, int64_t M, int64_t group,
+                                                             const WindowGeometry& g, int block, int hardwareThreads) {
+  // det's 96 -> 24 3x3s at 160x160, 80x80 and 40x40 ran as one slice (24 is not two slices of whole
+  // 8-channel blocks), on one thread at batch 1: 96 -> 24 @160, 2 threads, 12.0 -> 5.1 ms in two bands
+  // (docs/performance.md, "det at batch 1 (wt-det)"). Rows of at least 8 a band, 2 M multiply-adds an image.
+  const int64_t OH = g.out[1];
+  const double macs = (double)M * (double)(C / std::max<int64_t>(group, 1)) * (double)g.kSize() * (double)(OH * g.out[2]);
+  if (g.nd != 2 || block != 0 || group != 1 || C < 8 || N >= hardwareThreads || macs < 2e6 ||
+      outputSlices(N, C, M, group, 0, hardwareThreads).size() != 1)
+    return {{0, OH}};
+  const int64_t B = std::min<int64_t>(hardwareThreads / std::max<int64_t>(N, 1), OH / 8);
+  if (B < 2) return {{0, OH}};
+  std::vector<std::pair<int64_t, int64_t>> r;
+  for (int64_t i = 0; i < B; ++i) r.emplace_back(i * OH / B, (i + 1) * OH / B);
+  return r;
+}
+
 int DnnlConv::forkThreads(double flops, bool depthwise, int64_t slices, int threads) {
   if (depthwise && slices > 1) return threads;
   return flops < 4e6 ? 1 : threads;
@@ -147,6 +165,9 @@ using DT = memory::data_type;
 struct Slice {
   int64_t m0 = 0, ms = 0;  // first output channel, output channels (a tail: the last slice's pad lanes not counted)
   int64_t c0 = 0;          // first input channel (grouped convs; 0 otherwise: every slice reads every channel)
+  // A band of output rows (plain layout, rowBands): the offsets of its first input and output row in a
+  // channel plane, and the values it writes per plane; a whole plane otherwise.
+  int64_t inOffset = 0, outOffset = 0, outLen = 0;
   std::string kernel;      // oneDNN's name of the primitive's implementation (jit_wino_4x3:...: Winograd)
   bool residualArg = false;  // the residual is read by a binary-add post-op (else copied into dst for a sum post-op)
   dnnl::convolution_forward prim;
@@ -258,7 +279,8 @@ struct DnnlConv::Impl {
   std::shared_ptr<const Plan> plan(int64_t N, int64_t C, const WindowGeometry& g) {
     const auto bounds = slicesFor(N, C);
     const bool winograd = winogradFor(C, W.dim(0), g);
-    const int64_t S = (int64_t)bounds.size(), G = imagesFor(N, S, winograd);
+    const auto bands = rowBands(N, C, W.dim(0), group, g, blocked ? block : 0, hardwareThreads());
+    const int64_t S = (int64_t)(bounds.size() * bands.size()), G = imagesFor(N, S, winograd);
     std::lock_guard<std::mutex> lock(mutex);
     for (const auto& p : plans)
       if ((int64_t)p->slices.size() == S && p->images == G && p->H == g.in[1] && p->W == g.in[2]) return p;
@@ -276,17 +298,33 @@ struct DnnlConv::Impl {
       return attr;
     };
     dnnl::stream stream(dnnlCpuEngine());
-    for (const auto& [m0, m1] : bounds) {
+    std::vector<std::array<int64_t, 4>> parts;  // output channels [m0, m1) x output rows [r0, r1)
+    for (const auto& [m0, m1] : bounds)
+      for (const auto& [r0, r1] : bands) parts.push_back({m0, m1, r0, r1});
+    for (const auto& [m0, m1, r0, r1] : parts) {
       Slice sl;
       sl.m0 = m0;
       sl.ms = m1 - m0;
       const int64_t Ms = sl.ms, Gs = group > 1 ? Ms / Mg : 1;  // groups in the slice (group > 1)
       const int64_t Cs = group > 1 ? Gs * Cg : C;
       sl.c0 = group > 1 ? m0 / Mg * Cg : 0;
-      const memory::dims src{G, Cs, g.in[1], g.in[2]}, dst{G, Ms, g.out[1], g.out[2]};
+      // The band's input rows [i0, i1): what its windows read, the conv's own padding where they pass
+      // the image's top or bottom.
+      // (A whole plane keeps every input row: a strided conv need not read the last ones, but the dense
+      // layout's strides are the plane's.)
+      const bool band = bands.size() > 1;
+      const int64_t top = r0 * g.s[1] - g.padB[1], bottom = (r1 - 1) * g.s[1] - g.padB[1] + (KH - 1) * g.d[1] + 1;
+      const int64_t i0 = band ? std::max<int64_t>(0, top) : 0, i1 = band ? std::min(g.in[1], bottom) : g.in[1];
+      const memory::dim padTop = i0 - top, padBottom = bottom - i1;
+      sl.inOffset = i0 * g.in[2];
+      sl.outOffset = r0 * g.out[2];
+      sl.outLen = (r1 - r0) * g.out[2];  // outSize for a whole plane
+      const memory::dims src{G, Cs, i1 - i0, g.in[2]}, dst{G, Ms, r1 - r0, g.out[2]};
       const memory::dims wts = group > 1 ? memory::dims{Gs, Mg, Cg, KH, KW} : memory::dims{Ms, C, KH, KW};
-      sl.userSrc = memory::desc(src, DT::f32, plainSrc ? Tag::nchw : user);
-      sl.userDst = memory::desc(dst, DT::f32, user);
+      sl.userSrc = band ? memory::desc(src, DT::f32, memory::dims{C * g.in[1] * g.in[2], g.in[1] * g.in[2], g.in[2], 1})
+                        : memory::desc(src, DT::f32, plainSrc ? Tag::nchw : user);
+      sl.userDst = band ? memory::desc(dst, DT::f32, memory::dims{M * g.out[1] * g.out[2], g.out[1] * g.out[2], g.out[2], 1})
+                        : memory::desc(dst, DT::f32, user);
       const memory::desc biasMd({Ms}, DT::f32, Tag::x);
       // An input of a few channels (a stem: RGB) is read as it lies (oneDNN's jit kernel for nchw in,
       // nChw16c out): left free, oneDNN picked nhwc (brgconv), and every slice's task reordered the
@@ -298,7 +336,8 @@ struct DnnlConv::Impl {
             dnnl::prop_kind::forward_inference, algorithm,
             blocked || smallSrc ? sl.userSrc : memory::desc(src, DT::f32, Tag::any), memory::desc(wts, DT::f32, Tag::any),
             bias.empty() ? memory::desc() : biasMd, blocked ? sl.userDst : memory::desc(dst, DT::f32, Tag::any),
-            {g.s[1], g.s[2]}, {g.d[1] - 1, g.d[2] - 1}, {g.padB[1], g.padB[2]}, {g.padE[1], g.padE[2]});
+            {g.s[1], g.s[2]}, {g.d[1] - 1, g.d[2] - 1}, {band ? padTop : g.padB[1], g.padB[2]},
+            {band ? padBottom : g.padE[1], g.padE[2]});
       };
       dnnl::convolution_forward::primitive_desc pd;
       if (winograd) {
@@ -520,8 +559,8 @@ Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeome
       memory dst(sl.dst, dnnlCpuEngine(), sl.fromDst ? scratch + sl.srcBytes : nullptr);
       memory pad(memory::desc({(memory::dim)std::max<size_t>(sl.scratchBytes, 1)}, DT::u8, Tag::x), dnnlCpuEngine(),
                  scratch + sl.srcBytes + sl.dstBytes);
-      memory userSrc(sl.userSrc, dnnlCpuEngine(), const_cast<float*>(x) + (n * Cp + sl.c0) * inSize);
-      float* out = y + (n * Mp + sl.m0) * outSize;
+      memory userSrc(sl.userSrc, dnnlCpuEngine(), const_cast<float*>(x) + (n * Cp + sl.c0) * inSize + sl.inOffset);
+      float* out = y + (n * Mp + sl.m0) * outSize + sl.outOffset;
       memory userDst(sl.userDst, dnnlCpuEngine(), out);
       // G > 1 only with S == 1: the task's images are one dense block, as is the residual's part.
       const float* res = residual ? residual + (out - y) : nullptr;
@@ -539,7 +578,7 @@ Status DnnlConv::execute(const float* x, int64_t N, int64_t C, const WindowGeome
       if (sl.fromDst) sl.fromDst->execute(stream, dst, userDst);
       stream.wait();
       if (!m_impl->after.empty())
-        for (int64_t m = 0; m < G * Mt; ++m) applyFusedActivations(out + m * outSize, outSize, 0.f, m_impl->after);
+        for (int64_t m = 0; m < G * Mt; ++m) applyFusedActivations(out + m * outSize, sl.outLen, 0.f, m_impl->after);
     }
   });
 }

@@ -70,6 +70,13 @@ class DnnlConv {
   /// depend on the thread count of a run.
   static std::vector<std::pair<int64_t, int64_t>> outputSlices(int64_t N, int64_t C, int64_t M, int64_t group,
                                                                 int block, int hardwareThreads);
+  /// Bands of output rows [first, end) a batch of N images of a plain-layout (`block` 0), group-1 conv of C
+  /// input and M output channels is cut into, one task per band and image: where outputSlices leaves one
+  /// slice and there are fewer images than `hardwareThreads`, so that every core takes rows (each band a
+  /// primitive over a strided view of its input rows, the conv's padding only at the image's top and
+  /// bottom); {0, OH} otherwise. Like the slices, a function of the shape and the machine only.
+  static std::vector<std::pair<int64_t, int64_t>> rowBands(int64_t N, int64_t C, int64_t M, int64_t group,
+                                                            const WindowGeometry& g, int block, int hardwareThreads);
   /// The threads a run of `threads` hands a conv's tasks to: 1 below ~4 MFLOP (a chunk handed to another
   /// core must be worth it), except a depthwise conv cut into channel slices (`slices` > 1: batch 1), which
   /// forks at any size: its slices read the channels they write, the blocks the conv before it wrote on the

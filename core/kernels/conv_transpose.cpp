@@ -1,7 +1,10 @@
-// ConvTranspose (ai.onnx opsets 1..21, FP32).
+// ConvTranspose (ai.onnx opsets 1..21, FP32) and ai.quantscope FusedConvTranspose (opset 1).
 #include "core/kernels/conv_transpose.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/kernels/conv.h"
@@ -43,10 +46,130 @@ void col2imTiled(const float* col, int64_t c0, int64_t c1, const WindowGeometry&
   }
 }
 
+// The 2x2 stride-2 ConvTranspose of upsampling heads (det's two 24-channel ones) computed directly: each
+// input pixel gives a 2x2 block of every output channel, so output rows 2h and 2h + 1 of channel m are
+// sums over the C input channels of row h, the kw = 0 and kw = 1 sums interleaved. No column buffer and
+// no strided scatter (the GEMM + col2im path wrote the 4 M columns, then read them back to write every
+// other float). Each output is the FMA chain over c = 0..C-1 from zero, as the GEMM's micro-kernel sums a
+// K slice of at most 256, then + bias, so the bits are the GEMM path's (C <= 256 only).
+
+// W [C, M, 2, 2] repacked as [M][C][4] (kh * 2 + kw): the four weights of (c, m) side by side.
+std::vector<float> pack2x2(const float* w, int64_t C, int64_t M) {
+  std::vector<float> p((size_t)(M * C * 4));
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t j = 0; j < 4; ++j) p[(size_t)((m * C + c) * 4 + j)] = w[(c * M + m) * 4 + j];
+  return p;
+}
+
+// The kw = 0 and kw = 1 sums of 8 pixels, + bias, interleaved into 16 consecutive outputs at r.
+inline void storeInterleaved(__m256 k0, __m256 k1, __m256 vb, float* r) {
+  k0 = _mm256_add_ps(k0, vb);
+  k1 = _mm256_add_ps(k1, vb);
+  // [k0_0 k1_0 k0_1 k1_1 | k0_4 k1_4 k0_5 k1_5] and [k0_2 k1_2 k0_3 k1_3 | k0_6 ...]: lanes back in order.
+  const __m256 lo = _mm256_unpacklo_ps(k0, k1), hi = _mm256_unpackhi_ps(k0, k1);
+  _mm256_storeu_ps(r, _mm256_permute2f128_ps(lo, hi, 0x20));
+  _mm256_storeu_ps(r + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+}
+
+// 24 pixels of row h (xr: channel 0's, channels inSize apart) into output rows r0 (kh 0) and r1 (kh 1),
+// 48 values each, for the channel whose packed weights are wq: 12 accumulators, 3 loads and 4
+// broadcasts per input channel (named, not an array: GCC kept an array's copy on the stack).
+inline void upsample2x2Tile24(const float* xr, int64_t inSize, int64_t C, const float* wq, float bv, float* r0,
+                              float* r1) {
+  __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+  __m256 a20 = a00, a21 = a00, a22 = a00, a23 = a00;
+  for (int64_t c = 0; c < C; ++c) {
+    const float* xc = xr + c * inSize;
+    const __m256 x0 = _mm256_loadu_ps(xc), x1 = _mm256_loadu_ps(xc + 8), x2 = _mm256_loadu_ps(xc + 16);
+    __m256 w = _mm256_broadcast_ss(wq + 4 * c);
+    a00 = _mm256_fmadd_ps(w, x0, a00);
+    a10 = _mm256_fmadd_ps(w, x1, a10);
+    a20 = _mm256_fmadd_ps(w, x2, a20);
+    w = _mm256_broadcast_ss(wq + 4 * c + 1);
+    a01 = _mm256_fmadd_ps(w, x0, a01);
+    a11 = _mm256_fmadd_ps(w, x1, a11);
+    a21 = _mm256_fmadd_ps(w, x2, a21);
+    w = _mm256_broadcast_ss(wq + 4 * c + 2);
+    a02 = _mm256_fmadd_ps(w, x0, a02);
+    a12 = _mm256_fmadd_ps(w, x1, a12);
+    a22 = _mm256_fmadd_ps(w, x2, a22);
+    w = _mm256_broadcast_ss(wq + 4 * c + 3);
+    a03 = _mm256_fmadd_ps(w, x0, a03);
+    a13 = _mm256_fmadd_ps(w, x1, a13);
+    a23 = _mm256_fmadd_ps(w, x2, a23);
+  }
+  const __m256 vb = _mm256_set1_ps(bv);
+  storeInterleaved(a00, a01, vb, r0);
+  storeInterleaved(a02, a03, vb, r1);
+  storeInterleaved(a10, a11, vb, r0 + 16);
+  storeInterleaved(a12, a13, vb, r1 + 16);
+  storeInterleaved(a20, a21, vb, r0 + 32);
+  storeInterleaved(a22, a23, vb, r1 + 32);
+}
+
+// The same for 8 pixels.
+inline void upsample2x2Tile8(const float* xr, int64_t inSize, int64_t C, const float* wq, float bv, float* r0,
+                             float* r1) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t c = 0; c < C; ++c) {
+    const __m256 x0 = _mm256_loadu_ps(xr + c * inSize);
+    a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(wq + 4 * c), x0, a0);
+    a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(wq + 4 * c + 1), x0, a1);
+    a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(wq + 4 * c + 2), x0, a2);
+    a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(wq + 4 * c + 3), x0, a3);
+  }
+  const __m256 vb = _mm256_set1_ps(bv);
+  storeInterleaved(a0, a1, vb, r0);
+  storeInterleaved(a2, a3, vb, r1);
+}
+
+// Output rows 2h, 2h + 1 of every channel for input rows [h0, h1) of one image x [C, H, W] into y
+// [M, 2H, 2W]; then the activations over each row while it is in cache.
+void upsample2x2Rows(const float* x, int64_t C, int64_t H, int64_t W, const float* wp, int64_t M, const float* bias,
+                     const std::vector<FusedActivation>& acts, int64_t h0, int64_t h1, float* y) {
+  const int64_t inSize = H * W, OW = 2 * W, outSize = 4 * inSize;
+  for (int64_t h = h0; h < h1; ++h) {
+    const float* xr = x + h * W;
+    for (int64_t m = 0; m < M; ++m) {
+      const float* wq = wp + m * C * 4;
+      const float bv = bias ? bias[m] : 0.f;
+      float* r0 = y + m * outSize + 2 * h * OW;
+      float* r1 = r0 + OW;
+      int64_t w = 0;
+      for (; w + 24 <= W; w += 24) upsample2x2Tile24(xr + w, inSize, C, wq, bv, r0 + 2 * w, r1 + 2 * w);
+      for (; w + 8 <= W; w += 8) upsample2x2Tile8(xr + w, inSize, C, wq, bv, r0 + 2 * w, r1 + 2 * w);
+      for (; w < W; ++w) {
+        float s[4] = {0.f, 0.f, 0.f, 0.f};
+        for (int64_t c = 0; c < C; ++c)
+          for (int j = 0; j < 4; ++j) s[j] = std::fma(wq[4 * c + j], xr[c * inSize + w], s[j]);
+        r0[2 * w] = s[0] + bv;
+        r0[2 * w + 1] = s[1] + bv;
+        r1[2 * w] = s[2] + bv;
+        r1[2 * w + 1] = s[3] + bv;
+      }
+      if (!acts.empty()) {
+        applyFusedActivations(r0, OW, 0.f, acts);
+        applyFusedActivations(r1, OW, 0.f, acts);
+      }
+    }
+  }
+}
+
 class ConvTransposeKernel : public Kernel {
  public:
-  ConvTransposeKernel(WindowAttrs attrs, std::vector<int64_t> outputPadding, std::vector<int64_t> outputShape)
-      : m_attrs(std::move(attrs)), m_outputPadding(std::move(outputPadding)), m_outputShape(std::move(outputShape)) {}
+  ConvTransposeKernel(WindowAttrs attrs, std::vector<int64_t> outputPadding, std::vector<int64_t> outputShape,
+                      std::vector<FusedActivation> activations, const Tensor* constW)
+      : m_attrs(std::move(attrs)),
+        m_outputPadding(std::move(outputPadding)),
+        m_outputShape(std::move(outputShape)),
+        m_activations(std::move(activations)) {
+    if (constW && constW->dtype() == DType::Float && constW->rank() == 4 && constW->dim(2) == 2 &&
+        constW->dim(3) == 2 && m_attrs.group == 1) {
+      m_constW = *constW;
+      m_packed2x2 = pack2x2(constW->data<float>(), constW->dim(0), constW->dim(1));
+    }
+  }
 
   Status run(KernelContext& ctx) const override {
     if (ctx.inputCount() < 2 || !ctx.hasInput(0) || !ctx.hasInput(1))
@@ -145,8 +268,29 @@ class ConvTransposeKernel : public Kernel {
     for (int i = 0; i < 3; ++i)
       tiled = tiled && g.k[i] == g.s[i] && g.d[i] == 1 && g.padB[i] >= 0 && g.padE[i] >= 0 &&
               g.in[i] + g.padB[i] + g.padE[i] == g.s[i] * g.out[i];
-    if (!tiled) std::memset(y, 0, sizeof(float) * (size_t)yTotal);
     const float* x = X.data<float>();
+    // 2-D, 2x2 windows of stride 2 that tile the output exactly, group 1: the direct kernel.
+    const bool direct2x2 = tiled && nd == 2 && G == 1 && C <= kDirectMaxChannels && g.k[1] == 2 && g.k[2] == 2 &&
+                           g.padB[1] == 0 && g.padB[2] == 0 && g.in[1] == 2 * g.out[1] && g.in[2] == 2 * g.out[2];
+    if (direct2x2) {
+      std::vector<float> packedHere;
+      const float* wp = m_packed2x2.data();
+      if (m_packed2x2.empty() || !W.sharesBufferWith(m_constW) || W.shape() != m_constW.shape()) {
+        packedHere = pack2x2(W.data<float>(), C, M);
+        wp = packedHere.data();
+      }
+      const int64_t H = g.out[1], Wd = g.out[2];
+      const int64_t rowMacs = std::max<int64_t>(1, 4 * M * C * Wd);
+      ctx.parallelFor(N * H, std::max<int64_t>(1, (1 << 18) / rowMacs), [&](int64_t b, int64_t e) {
+        while (b < e) {
+          const int64_t n = b / H, h0 = b % H, h1 = std::min(H, h0 + (e - b));
+          upsample2x2Rows(x + n * C * xSize, C, H, Wd, wp, M, bias, m_activations, h0, h1, y + n * M * ySize);
+          b += h1 - h0;
+        }
+      });
+      return Status::ok();
+    }
+    if (!tiled) std::memset(y, 0, sizeof(float) * (size_t)yTotal);
     const float* w = W.data<float>();
     const int64_t rows = Mg * kSize;  // col rows per group
     float* col = windowScratch((size_t)(G * rows * xSize));
@@ -169,38 +313,69 @@ class ConvTransposeKernel : public Kernel {
       ctx.parallelFor(M, 1, [&](int64_t b, int64_t e) {
         if (tiled) {
           col2imTiled(col, b, e, g, bias, yi);
-          return;
+        } else {
+          col2im(col, b, e, g, yi);
+          if (bias)
+            for (int64_t m = b; m < e; ++m) {
+              float* p = yi + m * ySize;
+              const float bv = bias[m];
+              for (int64_t o = 0; o < ySize; ++o) p[o] += bv;
+            }
         }
-        col2im(col, b, e, g, yi);
-        if (bias)
-          for (int64_t m = b; m < e; ++m) {
-            float* p = yi + m * ySize;
-            const float bv = bias[m];
-            for (int64_t o = 0; o < ySize; ++o) p[o] += bv;
-          }
+        if (!m_activations.empty())
+          for (int64_t m = b; m < e; ++m) applyFusedActivations(yi + m * ySize, ySize, 0.f, m_activations);
       });
     }
     return Status::ok();
   }
 
  private:
+  // The direct kernel sums all input channels in one FMA chain: the GEMM's bits up to its K slice.
+  static constexpr int64_t kDirectMaxChannels = 256;
   WindowAttrs m_attrs;
   std::vector<int64_t> m_outputPadding;
   std::vector<int64_t> m_outputShape;
+  std::vector<FusedActivation> m_activations;
+  Tensor m_constW;                  // the constant W m_packed2x2 was made from (empty: none)
+  std::vector<float> m_packed2x2;  // W [C, M, 2, 2] as pack2x2 lays it out
 };
 
 }  // namespace
+
+Tensor scaledConvWeights(const Tensor& W, bool transposed, int64_t group, const std::vector<float>& scale) {
+  Tensor w = W.clone();
+  if (!transposed) {
+    const int64_t M = W.dim(0), per = W.numel() / M;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t i = 0; i < per; ++i) w.data<float>()[m * per + i] *= scale[(size_t)m];
+    return w;
+  }
+  // Row c of group c / Cg holds output channels (c / Cg) * Mg + j.
+  const int64_t C = W.dim(0), Cg = C / group, Mg = W.dim(1), per = W.numel() / (C * Mg);
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t j = 0; j < Mg; ++j)
+      for (int64_t i = 0; i < per; ++i) w.data<float>()[(c * Mg + j) * per + i] *= scale[(size_t)(c / Cg * Mg + j)];
+  return w;
+}
 
 Result<std::unique_ptr<Kernel>> createConvTranspose(const KernelInit& init) {
   AttrReader a(init);
   WindowAttrs attrs = readWindowAttrs(a, true);
   std::vector<int64_t> outputPadding = a.ints("output_padding");
   std::vector<int64_t> outputShape = a.ints("output_shape");
+  std::vector<FusedActivation> acts;
+  if (init.node.opType == kFusedConvTransposeOp) {
+    std::vector<std::string> names = a.strings("activations");
+    std::vector<float> params = a.floats("activation_params");
+    if (!a.ok()) return a.status();
+    if (Status st = parseFusedActivations(names, params, acts); !st) return st;
+  }
   if (!a.ok()) return a.status();
   for (int64_t v : outputPadding)
     if (v < 0) return kernelError(StatusCode::InvalidModel, "output_padding must be non-negative");
   return std::unique_ptr<Kernel>(
-      std::make_unique<ConvTransposeKernel>(std::move(attrs), std::move(outputPadding), std::move(outputShape)));
+      std::make_unique<ConvTransposeKernel>(std::move(attrs), std::move(outputPadding), std::move(outputShape),
+                                            std::move(acts), init.constantInput(1)));
 }
 
 }  // namespace qs

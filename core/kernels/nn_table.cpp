@@ -9,6 +9,7 @@
 #include "core/kernels/gemm_op.h"
 #include "core/kernels/normalization.h"
 #include "core/kernels/pool.h"
+#include "core/kernels/residual_add.h"
 
 namespace qs {
 
@@ -18,6 +19,8 @@ std::vector<KernelEntry> nnKernels() {
       // Made by the executor's graph rewrites (Conv + folded BatchNormalization + activations).
       {kFusedConvOp, kFusedDomain, 1, 1, createConv},
       {"ConvTranspose", "", 1, 21, createConvTranspose},
+      // Made by the graph rewrites (ConvTranspose + folded bias Add / BatchNormalization + activations).
+      {kFusedConvTransposeOp, kFusedDomain, 1, 1, createConvTranspose},
       {"Gemm", "", 1, 21, createGemm},
       {"MatMul", "", 1, 21, createMatMul},
       // Made by the graph rewrites: MatMul with folded Transposes, scale, bias and Gelu.
@@ -35,6 +38,8 @@ std::vector<KernelEntry> nnKernels() {
       {"AveragePool", "", 1, 21, createAveragePool},
       {"GlobalAveragePool", "", 1, 21, createGlobalAveragePool},
       {"GlobalMaxPool", "", 1, 21, createGlobalMaxPool},
+      // Made by the graph rewrites: squeeze-excitation residual and upsampled FPN Adds (det's neck).
+      {kResidualAddOp, kFusedDomain, 1, 1, createResidualAdd},
   };
   // Made by the blocked-region rewrite (core/exec/blocked_rewrite.h).
   for (KernelEntry& e : blockedLayoutKernels()) rows.push_back(std::move(e));

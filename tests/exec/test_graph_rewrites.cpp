@@ -285,3 +285,127 @@ TEST(CoreRewrites, PaddleOcrModelsRewritesOnOffAndThreadsAgree) {
   if (ran == 0) GTEST_SKIP() << "PaddleOCR models not found under " << QS_MODELS_DIR;
 #endif
 }
+
+TEST(CoreRewrites, ConvTransposeTakesItsBiasAddBatchNormAndRelu) {
+  // det's head: ConvTranspose 2x2 stride 2 -> Add(bias [1, M, 1, 1]) -> BatchNormalization -> Relu ->
+  // ConvTranspose -> Add -> Sigmoid. The first becomes one FusedConvTranspose (the Add and the BN folded
+  // into its weights and bias, Relu its epilogue); the second takes its Add, and the Sigmoid stays a node.
+  // A grouped 3x3 ConvTranspose with pads takes a BatchNormalization per output channel of its groups.
+  std::mt19937 rng(21);
+  OnnxBuilder b(13);
+  const int64_t C = 4, M = 6;
+  b.input("x", {1, C, 5, 7});
+  b.initializer("wt1", {C, M, 2, 2}, randomValues((size_t)(C * M * 4), rng));
+  auto& t1 = b.node("ConvTranspose", {"x", "wt1"}, {"t1"}, "t1");
+  OnnxBuilder::attrInts(t1, "strides", {2, 2});
+  b.initializer("t1_b", {1, M, 1, 1}, randomValues((size_t)M, rng));
+  b.node("Add", {"t1", "t1_b"}, {"t1a"}, "t1_add");
+  b.initializer("bn_s", {M}, randomValues((size_t)M, rng, 0.5f, 1.5f));
+  b.initializer("bn_b", {M}, randomValues((size_t)M, rng));
+  b.initializer("bn_m", {M}, randomValues((size_t)M, rng));
+  b.initializer("bn_v", {M}, randomValues((size_t)M, rng, 0.5f, 2.f));
+  b.node("BatchNormalization", {"t1a", "bn_s", "bn_b", "bn_m", "bn_v"}, {"t1n"}, "t1_bn");
+  b.node("Relu", {"t1n"}, {"t1r"}, "t1_relu");
+  b.initializer("wt2", {M, 1, 2, 2}, randomValues((size_t)(M * 4), rng));
+  auto& t2 = b.node("ConvTranspose", {"t1r", "wt2"}, {"t2"}, "t2");
+  OnnxBuilder::attrInts(t2, "strides", {2, 2});
+  b.initializer("t2_b", {1, 1, 1, 1}, {0.3f});
+  b.node("Add", {"t2", "t2_b"}, {"t2a"}, "t2_add");
+  b.node("Sigmoid", {"t2a"}, {"y"}, "sigmoid");
+  b.initializer("wg", {C, M / 2, 3, 3}, randomValues((size_t)(C * M / 2 * 9), rng));
+  auto& tg = b.node("ConvTranspose", {"x", "wg"}, {"tg"}, "tg");
+  OnnxBuilder::attrInts(tg, "strides", {2, 2});
+  OnnxBuilder::attrInts(tg, "pads", {1, 1, 1, 1});
+  OnnxBuilder::attrInt(tg, "group", 2);
+  b.node("BatchNormalization", {"tg", "bn_s", "bn_b", "bn_m", "bn_v"}, {"yg"}, "tg_bn");
+  b.output("y", {1, 1, 20, 28});
+  b.output("yg", {1, M, 9, 13});
+  auto m = builtModel(b);
+  ASSERT_TRUE(m);
+  Tensor x = Tensor::fromVector<float>(randomValues((size_t)(C * 5 * 7), rng), {1, C, 5, 7});
+  auto want = makeExecutor(m, false, 1)->run({{"x", x}});
+  ASSERT_TRUE(want) << want.status().message();
+  for (int threads : {1, 2}) {
+    auto fast = makeExecutor(m, true, threads);
+    ASSERT_TRUE(fast);
+    // Folded: t1's Add and BN, t2's Add, tg's BN; fused: t1's Relu.
+    EXPECT_NE(fast->rewriteSummary().find("4 nodes folded into Conv"), std::string::npos) << fast->rewriteSummary();
+    EXPECT_NE(fast->rewriteSummary().find("1 activation nodes fused into 1 FusedConv"), std::string::npos)
+        << fast->rewriteSummary();
+    RunProfile profile;
+    RunOptions ro;
+    ro.profile = &profile;
+    auto got = fast->run({{"x", x}}, ro);
+    ASSERT_TRUE(got) << got.status().message();
+    for (size_t i = 0; i < got->size(); ++i) EXPECT_LT(relativeError((*got)[i], (*want)[i]), 1e-5) << "output " << i;
+    std::set<std::string> kernels;
+    for (const auto& np : profile.nodes) kernels.insert(np.kernel.empty() ? m->graph.nodes[(size_t)np.node].opType : np.kernel);
+    EXPECT_TRUE(kernels.count("FusedConvTranspose(ConvTranspose,Add,BatchNormalization,Relu)")) << profile.nodes.size();
+    EXPECT_TRUE(kernels.count("Sigmoid"));
+    EXPECT_EQ(profile.nodes.size(), 4u);  // t1, t2, sigmoid, tg
+  }
+}
+
+TEST(CoreRewrites, NeckAddsBecomeResidualAddsWithTheSameBits) {
+  // det's neck: s = HardSigmoid(Conv(GlobalAveragePool(x))); y = x + x * s; z = y + Resize(u) (nearest, x2,
+  // asymmetric, floor): one ResidualAdd. Also an FPN Add alone (v + Resize(u)), and forms whose shapes the
+  // one-pass loop does not take (a scale of x's own shape; an upsampled operand broadcast over channels),
+  // which run the original broadcasts. Every output the same bits as without rewrites.
+  std::mt19937 rng(23);
+  OnnxBuilder b(13);
+  const int64_t C = 8, H = 6, W = 10;
+  b.input("x", {1, C, H, W});
+  b.input("u", {1, C, H / 2, W / 2});
+  b.input("v", {1, C, H, W});
+  b.input("w", {1, 1, H, W});
+  b.node("GlobalAveragePool", {"x"}, {"g"}, "gap");
+  b.initializer("se_w", {C, C, 1, 1}, randomValues((size_t)(C * C), rng));
+  b.initializer("se_b", {C}, randomValues((size_t)C, rng));
+  b.node("Conv", {"g", "se_w", "se_b"}, {"sc"}, "se_conv");
+  b.node("HardSigmoid", {"sc"}, {"s"}, "se_gate");
+  b.node("Mul", {"x", "s"}, {"xs"}, "se_mul");
+  b.node("Add", {"x", "xs"}, {"y"}, "se_add");
+  b.initializer("roi", {0}, {});
+  b.initializer("scales", {4}, {1.f, 1.f, 2.f, 2.f});
+  auto resize = [&](const std::string& in, const std::string& out) {
+    auto& r = b.node("Resize", {in, "roi", "scales"}, {out}, "resize_" + out);
+    OnnxBuilder::attrString(r, "mode", "nearest");
+    OnnxBuilder::attrString(r, "coordinate_transformation_mode", "asymmetric");
+    OnnxBuilder::attrString(r, "nearest_mode", "floor");
+  };
+  resize("u", "ru");
+  b.node("Add", {"y", "ru"}, {"z"}, "fpn_add");
+  resize("u", "ru2");
+  b.node("Add", {"ru2", "v"}, {"z2"}, "fpn_add2");
+  b.node("Mul", {"v", "x"}, {"vx"}, "full_mul");   // scale of x's shape: the general path
+  b.node("Add", {"vx", "v"}, {"z3"}, "full_add");
+  resize("u", "ru3");
+  b.node("Add", {"w", "ru3"}, {"z4"}, "bcast_add");  // w broadcasts over the channels: the general path
+  for (const char* o : {"z", "z2", "z3", "z4"}) b.output(o, {1, C, H, W});
+  auto m = builtModel(b);
+  ASSERT_TRUE(m);
+  const std::vector<NamedTensor> feeds = {
+      {"x", Tensor::fromVector<float>(randomValues((size_t)(C * H * W), rng), {1, C, H, W})},
+      {"u", Tensor::fromVector<float>(randomValues((size_t)(C * H * W / 4), rng), {1, C, H / 2, W / 2})},
+      {"v", Tensor::fromVector<float>(randomValues((size_t)(C * H * W), rng), {1, C, H, W})},
+      {"w", Tensor::fromVector<float>(randomValues((size_t)(H * W), rng), {1, 1, H, W})}};
+  auto want = makeExecutor(m, false, 1)->run(feeds);
+  ASSERT_TRUE(want) << want.status().message();
+  for (int threads : {1, 2}) {
+    auto fast = makeExecutor(m, true, threads);
+    ASSERT_TRUE(fast);
+    EXPECT_NE(fast->rewriteSummary().find("4 residual / upsampled Adds fused"), std::string::npos)
+        << fast->rewriteSummary();
+    RunProfile profile;
+    RunOptions ro;
+    ro.profile = &profile;
+    auto got = fast->run(feeds, ro);
+    ASSERT_TRUE(got) << got.status().message();
+    for (size_t i = 0; i < got->size(); ++i) EXPECT_EQ(relativeError((*got)[i], (*want)[i]), 0.0) << "output " << i;
+    std::multiset<std::string> kernels;
+    for (const auto& np : profile.nodes) kernels.insert(np.kernel);
+    EXPECT_EQ(kernels.count("ResidualAdd(Add,Mul,Add,Resize)"), 1u);
+    EXPECT_EQ(kernels.count("ResidualAdd(Add,Resize)"), 2u);
+    EXPECT_EQ(kernels.count("ResidualAdd(Add,Mul)"), 1u);
+  }
+}

@@ -362,6 +362,76 @@ TEST(ConvDnnlSlices, BlockedSlicesAreWholeBlocksAsEvenAsTheyGo) {
   EXPECT_EQ(DnnlConv::outputSlices(1, 144, 32, 1, 0, 2), (B{{0, 16}, {16, 32}}));
 }
 
+// A plain conv that outputSlices leaves as one slice (24 output channels) runs in bands of output rows
+// at batch 1, one per hardware thread, at least 8 rows each; none where it is sliced, blocked, grouped,
+// small or the batch fills the threads.
+TEST(ConvDnnlSlices, PlainOneSliceConvsRunInRowBands) {
+  using B = std::vector<std::pair<int64_t, int64_t>>;
+  auto geometry = [](int64_t H, int64_t W, int64_t k, int64_t s) {
+    WindowAttrs attrs;
+    attrs.strides = {s, s};
+    attrs.pads = {k / 2, k / 2, k / 2, k / 2};
+    WindowGeometry g;
+    EXPECT_TRUE(resolveWindow(attrs, {H, W}, {k, k}, false, g).isOk());
+    return g;
+  };
+  const WindowGeometry det160 = geometry(160, 160, 3, 1), det40 = geometry(40, 40, 3, 1);
+  EXPECT_EQ(DnnlConv::rowBands(1, 96, 24, 1, det160, 0, 2), (B{{0, 80}, {80, 160}}));
+  EXPECT_EQ(DnnlConv::rowBands(1, 96, 24, 1, det40, 0, 2), (B{{0, 20}, {20, 40}}));
+  // 40 channels are one slice on 4 and 8 threads too (24 are three slices of 8 there).
+  EXPECT_EQ(DnnlConv::rowBands(1, 96, 40, 1, det160, 0, 4), (B{{0, 40}, {40, 80}, {80, 120}, {120, 160}}));
+  EXPECT_EQ(DnnlConv::rowBands(3, 96, 40, 1, det160, 0, 8), (B{{0, 80}, {80, 160}}));
+  EXPECT_EQ(DnnlConv::rowBands(1, 96, 24, 1, det160, 0, 4), (B{{0, 160}}));
+  EXPECT_EQ(DnnlConv::rowBands(2, 96, 24, 1, det160, 0, 2), (B{{0, 160}}));   // the batch fills the threads
+  EXPECT_EQ(DnnlConv::rowBands(1, 96, 32, 1, det160, 0, 2), (B{{0, 160}}));   // two slices of 16
+  EXPECT_EQ(DnnlConv::rowBands(1, 96, 24, 1, det160, 16, 2), (B{{0, 160}}));  // blocked
+  EXPECT_EQ(DnnlConv::rowBands(1, 96, 24, 3, det160, 0, 2), (B{{0, 160}}));   // grouped
+  EXPECT_EQ(DnnlConv::rowBands(1, 96, 24, 1, geometry(12, 400, 3, 1), 0, 2), (B{{0, 12}}));  // under 16 rows
+  EXPECT_EQ(DnnlConv::rowBands(1, 8, 8, 1, geometry(20, 20, 3, 1), 0, 2), (B{{0, 20}}));     // under 2 M MACs
+}
+
+// Each band is its own primitive over its rows (and the halo its windows read), the conv's padding only at
+// the top and bottom of the image: the naive values, and each image the bits it gets with no bands (a
+// batch of hardware-threads images, one task each), on 1 and 2 threads; strided, dilated, 5x5 and unused
+// bottom padding among them.
+TEST_F(ConvDnnl, PlainRowBandsGiveTheUnbandedBits) {
+  std::mt19937 rng(31);
+  const int64_t hw = hardwareThreads();
+  const std::vector<Case> bandCases = {
+      {96, 24, 1, 40, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true},   // det's neck 96 -> 24 3x3
+      {32, 24, 1, 67, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true},   // stride 2
+      {8, 40, 1, 37, 18, 5, 5, 1, 1, 2, 1, 4, 2, 3, 2, false},   // 5x5, dilated rows, asymmetric pads
+      {48, 24, 1, 34, 40, 3, 3, 2, 1, 1, 1, 0, 1, 2, 1, true},   // the bottom pad past the last window
+      {256, 24, 1, 36, 40, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, true},  // 1x1 stride 2: the last input row unread
+  };
+  int caseIndex = 0;
+  for (const Case& c : bandCases) {
+    WindowGeometry g;
+    ASSERT_TRUE(caseGeometry(c, g));
+    if (hw > 1) {
+      EXPECT_GT(DnnlConv::rowBands(1, c.C, c.M, c.G, g, 0, (int)hw).size(), 1u) << "case " << caseIndex;
+    }
+    const Tensor w = randomTensor({c.M, c.C, c.kh, c.kw}, rng, -0.5f, 0.5f), b = randomTensor({c.M}, rng);
+    const std::vector<FusedActivation> acts = {{K::Relu, 0, 0}, {K::HardSigmoid, 0.2f, 0.5f}};
+    auto backend = DnnlConv::create(w, c.bias ? &b : nullptr, 1, acts);
+    ASSERT_TRUE(backend);
+    const Tensor x = randomTensor({hw, c.C, c.H, c.W}, rng);
+    const Tensor want = naive(c, x, w, c.bias ? &b : nullptr, acts);
+    Tensor whole(DType::Float, want.shape());
+    ASSERT_TRUE(backend->run(x.data<float>(), hw, c.C, g, whole.data<float>(), 1).isOk());
+    expectNear(whole, want, "case " + std::to_string(caseIndex) + " unbanded");
+    const int64_t inPer = c.C * c.H * c.W, outPer = want.numel() / hw;
+    for (int threads : {1, 2})
+      for (int64_t n = 0; n < hw; ++n) {
+        Tensor y1(DType::Float, {1, c.M, want.dim(2), want.dim(3)});
+        ASSERT_TRUE(backend->run(x.data<float>() + n * inPer, 1, c.C, g, y1.data<float>(), threads).isOk());
+        ASSERT_EQ(0, std::memcmp(y1.data<float>(), whole.data<float>() + n * outPer, sizeof(float) * (size_t)outPer))
+            << "case " << caseIndex << " image " << n << " threads " << threads;
+      }
+    ++caseIndex;
+  }
+}
+
 // Sliced at batch 1, a blocked conv gives the naive values, zero pad lanes (a padded tail), the
 // same bits on 1 and 2 threads, and each image the bits it gets unsliced (a batch of 2 x hardware
 // threads images runs one slice per task), in blocks 8 and 16.

@@ -11,6 +11,7 @@
 #include "core/kernels/conv.h"
 #include "core/kernels/conv_transpose.h"
 #include "core/kernels/einsum.h"
+#include "core/kernels/gemm.h"
 #include "core/kernels/gemm_op.h"
 #include "core/kernels/normalization.h"
 #include "core/kernels/pool.h"
@@ -580,6 +581,85 @@ TEST(NnConvTranspose, TilingWindowsVsNaive) {
           expectClose(y[0], toRank(naiveConvTranspose3(x, w, bias ? &b : nullptr, G, g, out), nd), 1e-4f,
                       "tiling case " + std::to_string(t));
         }
+}
+
+// What the GEMM + col2im path computed for a 2x2 stride-2 ConvTranspose (group 1, no pads): the
+// columns W^T X from sgemm, each written to its place with + bias (0 without one).
+Tensor gemmPathUpsample2x2(const Tensor& x, const Tensor& w, const Tensor* b) {
+  const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3), M = w.dim(1), HW = H * W;
+  Tensor y(DType::Float, {N, M, 2 * H, 2 * W});
+  std::vector<float> col((size_t)(4 * M * HW));
+  for (int64_t n = 0; n < N; ++n) {
+    sgemm(true, false, 4 * M, HW, C, 1.f, w.data<float>(), 4 * M, x.data<float>() + n * C * HW, HW, 0.f, col.data(), HW, 1);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t j = 0; j < 4; ++j)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t v = 0; v < W; ++v)
+            y.data<float>()[((n * M + m) * 2 * H + 2 * h + j / 2) * 2 * W + 2 * v + j % 2] =
+                col[(size_t)((m * 4 + j) * HW + h * W + v)] + (b ? b->data<float>()[m] : 0.f);
+  }
+  return y;
+}
+
+void expectSameBits(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(shapeToString(got.shape()), shapeToString(want.shape())) << what;
+  for (int64_t k = 0; k < want.numel(); ++k)
+    if (std::memcmp(got.data<float>() + k, want.data<float>() + k, sizeof(float)) != 0) {
+      ADD_FAILURE() << what << ": element " << k << " is " << got.data<float>()[k] << ", want " << want.data<float>()[k];
+      return;
+    }
+}
+
+TEST(NnConvTranspose, Upsample2x2DirectGivesTheGemmPathsBits) {
+  // The direct 2x2 stride-2 kernel: rows of 24, 8 and single pixels around their boundaries, 1 to 256
+  // input channels (one FMA chain, as the GEMM's K slice), W given at run time and as a constant.
+  std::mt19937 rng(4323);
+  int t = 0;
+  for (int64_t W : {1, 7, 8, 9, 23, 24, 25, 31, 48, 57})
+    for (int64_t C : {1, 3, 24, 256})
+      for (int64_t M : {1, 24}) {
+        const int64_t N = t % 3 == 0 ? 2 : 1, H = 1 + t % 4;
+        Tensor x = randn({N, C, H, W}, rng), w = randn({C, M, 2, 2}, rng), b = randn({M}, rng);
+        const bool bias = t % 2 == 0, constant = t % 4 < 2;
+        NnOp op("ConvTranspose", 11);
+        op.ints("strides", {2, 2}).ints("kernel_shape", {2, 2});
+        if (constant) op.graph.value(op.graph.valueId("in1")).constant = w;
+        auto y = op.run(createConvTranspose, {x, w, bias ? b : Tensor()}, 1, 1 + t % 2);
+        expectSameBits(y[0], gemmPathUpsample2x2(x, w, bias ? &b : nullptr), "case " + std::to_string(t));
+        ++t;
+      }
+  // More than 256 input channels: the GEMM path (its K slices), still right.
+  Tensor x = randn({1, 300, 3, 5}, rng), w = randn({300, 4, 2, 2}, rng);
+  NnOp op("ConvTranspose", 11);
+  op.ints("strides", {2, 2});
+  auto y = op.run(createConvTranspose, {x, w}, 1, 2);
+  Geo g;
+  g.s[1] = g.s[2] = 2;
+  int64_t out[3] = {1, 6, 10};
+  expectClose(y[0], toRank(naiveConvTranspose3(x.reshaped({1, 300, 1, 3, 5}), w.reshaped({300, 4, 1, 2, 2}), nullptr, 1, g, out), 2),
+              1e-3f);
+}
+
+TEST(NnConvTranspose, FusedActivationsAreTheOpsAfterIt) {
+  // FusedConvTranspose (made by the graph rewrites): the plain ConvTranspose's output, then each
+  // activation in order, on the direct 2x2 kernel and on the GEMM path (3x3 stride 2, pads).
+  std::mt19937 rng(4324);
+  const std::vector<FusedActivation> acts = {{FusedActivation::Kind::LeakyRelu, 0.1f, 0},
+                                             {FusedActivation::Kind::Clip, -0.05f, 0.6f}};
+  for (int64_t k : {2, 3}) {
+    Tensor x = randn({2, 5, 6, 27}, rng), w = randn({5, 3, k, k}, rng), b = randn({3}, rng);
+    const std::vector<int64_t> pads = k == 2 ? std::vector<int64_t>{0, 0, 0, 0} : std::vector<int64_t>{1, 1, 1, 1};
+    NnOp plain("ConvTranspose", 11);
+    plain.ints("strides", {2, 2}).ints("pads", pads);
+    Tensor want = plain.run(createConvTranspose, {x, w, b}, 1, 2)[0].clone();
+    const int64_t plane = want.dim(2) * want.dim(3);
+    for (int64_t p = 0; p < want.dim(0) * want.dim(1); ++p) applyFusedActivations(want.data<float>() + p * plane, plane, 0.f, acts);
+    NnOp fused(kFusedConvTransposeOp, 1);
+    fused.ints("strides", {2, 2}).ints("pads", pads);
+    setFusedActivations(fused.node, acts);
+    auto got = fused.run(createConvTranspose, {x, w, b}, 1, 2);
+    expectSameBits(got[0], want, "kernel " + std::to_string(k));
+  }
 }
 
 // ------------------------------------------------------------------ Gemm / MatMul

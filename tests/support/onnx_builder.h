@@ -67,6 +67,12 @@ class OnnxBuilder {
     a->set_type(onnx::AttributeProto::GRAPH);
     *a->mutable_g() = g;
   }
+  static void attrString(onnx::NodeProto& n, const std::string& key, const std::string& v) {
+    auto* a = n.add_attribute();
+    a->set_name(key);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
   static void attrFloat(onnx::NodeProto& n, const std::string& key, float v) {
     auto* a = n.add_attribute();
     a->set_name(key);
