@@ -323,6 +323,21 @@ class RemedyChoiceTest : public QObject {
     const int plotted = plots->plot(PlotsPanel::SnrTab)->graph(0)->dataCount();
     QVERIFY2(plotted > 0 && plotted <= withGraphwise - 2, qPrintable(QStringLiteral("%1 of %2").arg(plotted).arg(withGraphwise)));
 
+    // The histogram of a smoothed Conv's point: the session's tensor it quantizes (the inserted Mul's output).
+    {
+      const DepthwiseSmoothedInput& first = run->remedies.pointwiseSmoothed.front();
+      const Node& runConv = ran.nodes[(size_t)first.consumer];
+      const TensorStats* stats = w.analysis()->session()->stats(runConv.inputs[0]);
+      QVERIFY(stats);
+      const NodeId shownConv = nodeNamed(shown, runConv.name);
+      // Here the smoothing keeps the largest channel's max: the ids tell the two tensors apart.
+      QCOMPARE(plots->sessionTensor(shownConv, shown.nodes[(size_t)shownConv].inputs[0]), runConv.inputs[0]);
+      plots->setSelectedNode(shownConv);
+      auto* title = qobject_cast<QCPTextElement*>(plots->plot(PlotsPanel::HistogramTab)->plotLayout()->element(0, 0));
+      QVERIFY(title);
+      const QString max = QStringLiteral("max %1").arg(stats->absMax(), 0, 'g', 4);
+      QVERIFY2(title->text().endsWith(max), qPrintable(title->text() + QStringLiteral(" / ") + max));
+    }
     // A toggle from the table (shown ids): the last smoothed Conv excluded, in the session under its run id.
     const DepthwiseSmoothedInput& last = run->remedies.pointwiseSmoothed.back();
     const std::string convName = ran.nodes[(size_t)last.consumer].name;
