@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "core/analysis/fallback_curve.h"
+#include "core/analysis/result_projection.h"
 
 namespace qs::ui {
 
@@ -95,6 +96,9 @@ void AnalysisController::setModel(std::shared_ptr<const Model> model) {
   m_model = std::move(model);
   m_run.reset();
   m_result.reset();
+  m_runResult.reset();
+  m_runOf.clear();
+  m_shownOf.clear();
   m_int4.reset();
   m_requested.clear();
   m_inFlight.clear();
@@ -105,9 +109,26 @@ void AnalysisController::setModel(std::shared_ptr<const Model> model) {
 
 std::vector<std::pair<NodeId, bool>> AnalysisController::diffAgainst(const QuantPlan& plan) const {
   std::vector<std::pair<NodeId, bool>> toggles;
-  for (auto [id, on] : m_requested)
-    if ((size_t)id < plan.nodes.size() && plan.nodes[(size_t)id].quantized != on) toggles.emplace_back(id, on);
+  for (auto [shown, on] : m_requested) {
+    const NodeId id = runNode(shown);
+    if (id >= 0 && (size_t)id < plan.nodes.size() && plan.nodes[(size_t)id].quantized != on) toggles.emplace_back(id, on);
+  }
   return toggles;
+}
+
+NodeId AnalysisController::runNode(NodeId id) const {
+  if (m_runOf.empty()) return id;
+  return id >= 0 && (size_t)id < m_runOf.size() ? m_runOf[(size_t)id] : -1;
+}
+
+NodeId AnalysisController::shownNode(NodeId id) const {
+  if (m_shownOf.empty()) return id;
+  return id >= 0 && (size_t)id < m_shownOf.size() ? m_shownOf[(size_t)id] : -1;
+}
+
+std::shared_ptr<const AnalysisResult> AnalysisController::onShownModel(std::shared_ptr<const AnalysisResult> r) const {
+  if (!r || m_runOf.empty() || !m_model || !m_run || !m_run->model) return r;
+  return std::make_shared<const AnalysisResult>(projectResult(*r, m_run->model->graph, m_model->graph));
 }
 
 std::map<NodeId, bool> AnalysisController::unappliedStates() const {
@@ -173,9 +194,15 @@ bool AnalysisController::calibrate(const AnalysisRequest& given) {
     out->status = executeRun(*run, callbacks);
     if (!out->status) return out;
     std::shared_ptr<const AnalysisResult> result = run->result();
+    // The requested states are by the open model's ids; a run that inserted nodes has its own.
+    const bool sameIds = !run->model || sameNodeIds(model->graph, run->model->graph);
+    const std::vector<NodeId> runOf = sameIds ? std::vector<NodeId>{} : nodesByName(model->graph, run->model->graph);
     std::vector<std::pair<NodeId, bool>> toggles;
-    for (auto [id, on] : requested)
-      if (run->session->plan().nodes[(size_t)id].quantized != on) toggles.emplace_back(id, on);
+    for (auto [shown, on] : requested) {
+      const NodeId id = sameIds ? shown : (size_t)shown < runOf.size() ? runOf[(size_t)shown] : -1;
+      if (id >= 0 && (size_t)id < run->session->plan().nodes.size() && run->session->plan().nodes[(size_t)id].quantized != on)
+        toggles.emplace_back(id, on);
+    }
     if (!toggles.empty()) {
       // executeRun reports up to 0.97 without a fallback target; the toggles take the rest.
       auto toggled = run->session->setQuantized(toggles, [&report](double f, const std::string& stage) {
@@ -285,8 +312,12 @@ bool AnalysisController::autoFallback(double targetDb) {
   return true;
 }
 
-bool AnalysisController::exactSensitivity(const std::vector<NodeId>& nodes) {
-  if (!m_run || m_job != Job::None || nodes.empty()) return false;
+bool AnalysisController::exactSensitivity(const std::vector<NodeId>& shownNodes) {
+  if (!m_run || m_job != Job::None || shownNodes.empty()) return false;
+  std::vector<NodeId> nodes;
+  for (NodeId id : shownNodes)
+    if (runNode(id) >= 0) nodes.push_back(runNode(id));
+  if (nodes.empty()) return false;
   m_debounce.stop();
   auto session = m_run->session;
   auto toggles = diffAgainst(session->plan());
@@ -363,6 +394,14 @@ void AnalysisController::finish(const std::shared_ptr<Outcome>& out) {
   const bool ok = out->status.isOk();
   if (job == Job::Calibrate && ok) {
     m_run = out->run;  // null for an INT4 run: no session to toggle
+    m_runOf.clear();
+    m_shownOf.clear();
+    if (m_run && m_run->model && m_model && !sameNodeIds(m_model->graph, m_run->model->graph)) {
+      m_runOf = nodesByName(m_model->graph, m_run->model->graph);
+      m_shownOf.assign(m_run->model->graph.nodes.size(), -1);
+      for (size_t i = 0; i < m_runOf.size(); ++i)
+        if (m_runOf[i] >= 0) m_shownOf[(size_t)m_runOf[i]] = (NodeId)i;
+    }
     m_int4 = out->int4;
     m_int4Settings = out->int4 ? m_pendingInt4 : Int4Settings{};
     m_request = m_pendingRequest;
@@ -372,14 +411,23 @@ void AnalysisController::finish(const std::shared_ptr<Outcome>& out) {
     }
   }
   if (out->result && (ok || job == Job::Fallback)) {
-    m_result = out->result;
+    m_runResult = out->result;
+    m_result = onShownModel(out->result);
     emit resultChanged(m_result);
+  }
+  if (job == Job::Fallback && out->curve && !m_shownOf.empty()) {
+    // Its steps name the run's nodes; the views, the undo stack and the requests use the shown ones.
+    auto curve = std::make_shared<FallbackCurve>(*out->curve);
+    for (FallbackStep& s : curve->steps) s.excluded = shownNode(s.excluded);
+    for (NodeId& id : curve->reincluded) id = shownNode(id);
+    out->curve = std::move(curve);
   }
   if (job == Job::Fallback) {
     // The fallback's exclusions become the user's own, so that later toggles and projects keep them.
     const std::vector<FallbackStep> steps = out->curve ? out->curve->chosenSteps() : std::vector<FallbackStep>{};
     if (m_result)
-      for (const FallbackStep& s : steps) m_requested[s.excluded] = false;
+      for (const FallbackStep& s : steps)
+        if (s.excluded >= 0) m_requested[s.excluded] = false;
     if (ok) {
       m_curve = out->curve;
       emit fallbackCurveChanged(m_curve, m_fallbackTarget);

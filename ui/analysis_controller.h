@@ -61,7 +61,8 @@ class AnalysisController : public QObject {
   bool autoFallback(double targetDb);
   /// The exact sensitivity of `nodes` (quantizable ones), on demand: each node's downstream cone
   /// re-run (QuantSession::exactSensitivity); the new figures arrive through resultChanged. Pending
-  /// toggles are applied first. False while a job runs or before a calibration.
+  /// toggles are applied first. False while a job runs or before a calibration. By the open
+  /// model's node ids.
   bool exactSensitivity(const std::vector<NodeId>& nodes);
   /// Stops the running job; the previous results stay.
   void cancel();
@@ -69,7 +70,8 @@ class AnalysisController : public QObject {
   /// Requests quantized/excluded states for nodes. Applied in the background after a short pause
   /// (requests within it are merged into one re-analysis).
   void requestStates(const std::vector<std::pair<NodeId, bool>>& states);
-  /// The states the user asked for (explicit toggles only), applied or not.
+  /// The states the user asked for (explicit toggles only), applied or not; by the open model's
+  /// node ids (the run's, where it inserted nodes, are mapped by name when they are applied).
   const std::map<NodeId, bool>& requestedStates() const { return m_requested; }
   /// Requested states the results do not show yet (pending or running).
   std::map<NodeId, bool> unappliedStates() const;
@@ -82,7 +84,14 @@ class AnalysisController : public QObject {
   bool isBusy() const { return m_job != Job::None; }
   Job job() const { return m_job; }
   bool hasResult() const { return (bool)m_result; }
+  /// The current result on the open model's nodes and values (projectResult of the run's result
+  /// when the run inserted nodes): what the views, the toggles and the inspector index by.
   std::shared_ptr<const AnalysisResult> result() const { return m_result; }
+  /// The current result over the run's own model (run()->model; the same as result() when the run
+  /// inserted no node).
+  std::shared_ptr<const AnalysisResult> runResult() const { return m_runResult; }
+  /// `r`, a result over the run's model (the run's remedies.before), on the open model's nodes.
+  std::shared_ptr<const AnalysisResult> onShownModel(std::shared_ptr<const AnalysisResult> r) const;
   /// The run of the last successful calibration: its session (toggles and fallback change the
   /// session's results), data, warnings and what an export records. Only read it while no job runs,
   /// or what a job does not change (a toggle changes neither statistics nor the executor).
@@ -130,10 +139,17 @@ class AnalysisController : public QObject {
   void launch(Job job, std::shared_ptr<CancelToken> cancel, Work work);
   void finish(const std::shared_ptr<Outcome>& outcome);
   std::vector<std::pair<NodeId, bool>> diffAgainst(const QuantPlan& plan) const;
+  /// The run's node of shown node `id` (-1: none; `id` itself when the run inserted no node).
+  NodeId runNode(NodeId id) const;
+  /// The shown node of the run's node `id` (-1: an inserted node).
+  NodeId shownNode(NodeId id) const;
 
   std::shared_ptr<const Model> m_model;
   std::shared_ptr<AnalysisRun> m_run;
-  std::shared_ptr<const AnalysisResult> m_result;
+  std::shared_ptr<const AnalysisResult> m_result;     // on the shown model
+  std::shared_ptr<const AnalysisResult> m_runResult;  // on the run's model
+  // Node ids by name between the shown model and the run's (both empty: the same ids).
+  std::vector<NodeId> m_runOf, m_shownOf;
   std::shared_ptr<const Int4Result> m_int4;
   Int4Settings m_int4Settings, m_pendingInt4;
   AnalysisRequest m_request, m_pendingRequest;

@@ -14,23 +14,27 @@
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 
+#include "core/analysis/result_projection.h"
 #include "core/export/int4_export.h"
 #include "core/quant/quant_config.h"
 #include "ui/analysis_controller.h"
 
 namespace qs::ui {
 
-AnalysisRun runForExport(const AnalysisRun& run, const std::map<NodeId, bool>& requested, bool dqOnly) {
+AnalysisRun runForExport(const AnalysisRun& run, const std::map<NodeId, bool>& requested, bool dqOnly, const Graph* shown) {
   AnalysisRun out = run;
   out.request.dqOnly = dqOnly;
   const auto result = run.result();
   if (!run.model || !result) return out;
   const Graph& g = run.model->graph;
+  // The requests are by the shown model's ids; the run's differ where it inserted nodes (by name).
+  const std::vector<NodeId> runOf = shown ? nodesByName(*shown, g) : std::vector<NodeId>{};
   std::map<std::string, int> nameCount;
   for (const Node& n : g.nodes) ++nameCount[n.name];
   std::vector<std::string>& exclude = out.exportedConfig.nodesToExclude;
-  for (auto [id, on] : requested) {
-    if (on || (size_t)id >= g.nodes.size() || result->plan.nodes[(size_t)id].quantized) continue;
+  for (auto [shownId, on] : requested) {
+    const NodeId id = !shown ? shownId : (size_t)shownId < runOf.size() ? runOf[(size_t)shownId] : -1;
+    if (on || id < 0 || (size_t)id >= g.nodes.size() || result->plan.nodes[(size_t)id].quantized) continue;
     // An empty or repeated name cannot single the node out: its state is in the node list alone.
     const std::string& name = g.nodes[(size_t)id].name;
     if (name.empty() || nameCount[name] != 1) continue;
@@ -117,7 +121,8 @@ void ExportDialog::start() {
   QSettings().setValue(QStringLiteral("export/folder"), folder);
   // A copy: the worker reads the session's current result, which no job changes while this
   // (window-modal) dialog exports.
-  AnalysisRun run = runForExport(*current, m_controller->requestedStates(), m_dqOnly->isChecked());
+  AnalysisRun run = runForExport(*current, m_controller->requestedStates(), m_dqOnly->isChecked(),
+                                 m_controller->model() ? &m_controller->model()->graph : nullptr);
   m_export->setEnabled(false);
   m_status->setStyleSheet(QString());
   m_status->setText(QStringLiteral("Exporting…"));

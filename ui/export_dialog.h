@@ -22,8 +22,10 @@ class AnalysisController;
 
 /// `run` as the workbench exports it: weights as `dqOnly` says, and the nodes the user switched
 /// off (`requested` false, and off in the results) recorded in quant_cfg.json as exact-name
-/// exclusions, beside the lists the run was configured with.
-AnalysisRun runForExport(const AnalysisRun& run, const std::map<NodeId, bool>& requested, bool dqOnly);
+/// exclusions, beside the lists the run was configured with. `requested` is by `shown`'s node ids
+/// (the open model, matched to the run's by name), or by the run's own when `shown` is null.
+AnalysisRun runForExport(const AnalysisRun& run, const std::map<NodeId, bool>& requested, bool dqOnly,
+                         const Graph* shown = nullptr);
 
 class ExportDialog : public QDialog {
   Q_OBJECT

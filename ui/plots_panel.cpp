@@ -366,6 +366,25 @@ ValueId PlotsPanel::tensorOfNode(NodeId node, QString* description) const {
   return kNoValue;
 }
 
+ValueId PlotsPanel::sessionTensor(NodeId node, ValueId v) const {
+  if (!m_session || !m_model || node < 0 || v == kNoValue) return v;
+  const Graph& g = m_model->graph;
+  const Graph& run = m_session->model().graph;
+  if (&run == &g) return v;
+  // A run that inserted nodes has its own ids: the same slot of the run's node of the same name (a
+  // smoothed Conv's point is on the inserted Mul's output there), else the tensor of the same name.
+  const Node& n = g.nodes[(size_t)node];
+  for (const Node& r : run.nodes) {
+    if (r.name != n.name) continue;
+    for (size_t i = 0; i < n.inputs.size() && i < r.inputs.size(); ++i)
+      if (n.inputs[i] == v) return r.inputs[i];
+    for (size_t i = 0; i < n.outputs.size() && i < r.outputs.size(); ++i)
+      if (n.outputs[i] == v) return r.outputs[i];
+    break;
+  }
+  return run.findValue(g.value(v).name);
+}
+
 void PlotsPanel::setSelectedNode(NodeId node) {
   m_node = node;
   const auto it = std::find(m_plotted.begin(), m_plotted.end(), node);
@@ -377,6 +396,7 @@ void PlotsPanel::setSelectedNode(NodeId node) {
   }
   m_snr->replot(QCustomPlot::rpQueuedReplot);
   m_tensor = tensorOfNode(node, &m_tensorDescription);
+  m_sessionTensor = sessionTensor(node, m_tensor);
   refreshHistogram();
   m_scatterPoints = 0;
   m_scatter->clearGraphs();
@@ -391,7 +411,7 @@ void PlotsPanel::setSelectedNode(NodeId node) {
 void PlotsPanel::refreshHistogram() {
   m_hist->clearGraphs();
   m_hist->clearItems();
-  const TensorStats* stats = m_session && m_tensor != kNoValue ? m_session->stats(m_tensor) : nullptr;
+  const TensorStats* stats = m_session && m_sessionTensor != kNoValue ? m_session->stats(m_sessionTensor) : nullptr;
   if (!stats || stats->histogram().empty()) {
     titleOf(m_hist)->setText(m_result ? QStringLiteral("Select a node with a quantization point to see its tensor's histogram")
                                       : QStringLiteral("Histogram of the selected tensor (calibrate first)"));
@@ -470,7 +490,7 @@ void PlotsPanel::startScatter() {
   m_scatter->replot(QCustomPlot::rpQueuedReplot);
   auto session = m_session;
   auto data = m_data;
-  const ValueId value = m_tensor;
+  const ValueId value = m_sessionTensor;
   const float scale = it->second.scale, amax = it->second.amax;
   const QuantMode mode = m_result->plan.mode;
   auto* watcher = new QFutureWatcher<std::shared_ptr<Capture>>(this);

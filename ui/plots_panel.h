@@ -42,6 +42,9 @@ class PlotsPanel : public QWidget {
   NodeId selectedNode() const { return m_node; }
   /// The tensor the histogram and scatter show (kNoValue: none).
   ValueId selectedTensor() const { return m_tensor; }
+  /// The session's id of the shown model's tensor `v` at `node` (the histogram's and the scatter's):
+  /// by name, as a run that inserted nodes has its own ids; `v` itself without a session.
+  ValueId sessionTensor(NodeId node, ValueId v) const;
 
   double threshold() const { return m_threshold; }
   /// Sets the threshold; from then on the graph view outlines the nodes below it.
@@ -88,6 +91,7 @@ class PlotsPanel : public QWidget {
   std::shared_ptr<const CalibrationData> m_data;
   NodeId m_node = -1;
   ValueId m_tensor = kNoValue;
+  ValueId m_sessionTensor = kNoValue;  // m_tensor's id in the session's model (the run's: it may insert nodes)
   QString m_tensorDescription;
   double m_threshold = 20;
   bool m_thresholdSet = false;

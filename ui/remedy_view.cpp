@@ -15,7 +15,8 @@ void showRemedies(const AnalysisController& controller, NodeTableModel& model, Q
   const auto run = controller.run();
   std::shared_ptr<const AnalysisResult> before;
   const bool current = controller.hasResult() && run;
-  if (current && !run->remedies.empty()) before = run->remedies.before;
+  // On the shown model's nodes, as result() is (the smoothings' inserted Muls move the run's ids).
+  if (current && !run->remedies.empty()) before = controller.onShownModel(run->remedies.before);
   model.setBaseline(before);
   // By node name: the smoothings' inserted Muls can move the ids of the run's model from those of the model shown.
   const auto& loaded = controller.model();

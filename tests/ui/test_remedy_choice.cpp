@@ -7,6 +7,8 @@
 // included); the inspector's model summary lists what it tried and kept and the layer table's "Remedy" column marks
 // the smoothed Convs as kept by it (by node name: the inserted Muls move the ids of the run's model). The project file and the autosave keep the choice (not the remedies it kept: a
 // reopened project chooses again); a bad value is one line naming the file and the key.
+// After a run with pointwise smoothing (two Muls inserted), the table, the graph view and the SNR plot show each
+// shown node the figures of the run node of the same name, and toggles by node and op type reach the run's nodes.
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
@@ -18,6 +20,7 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <qcustomplot.h>
 #include <cmath>
 #include <random>
 
@@ -31,7 +34,9 @@
 #include "ui/autosave.h"
 #include "ui/calibration_dialog.h"
 #include "ui/main_window.h"
+#include "ui/graph_view.h"
 #include "ui/node_table_model.h"
+#include "ui/plots_panel.h"
 #include "ui/project_file.h"
 #include "ui/property_tree_model.h"
 #include "ui/remedy_notes.h"
@@ -261,6 +266,102 @@ class RemedyChoiceTest : public QObject {
     d->setRequest(w.analysis()->request());
     QCOMPARE(d->remedyOptions()->remedyChoice(), RemediesAuto);
     QVERIFY(d->request().remedies == RemedyMode::Auto);
+  }
+
+  // Pointwise smoothing inserts a Mul before each smoothed Conv, so the run's model has more nodes than the one shown:
+  // the table, the graph view and the SNR plot show each shown node the figures of the run node of the same name
+  // (they showed none before), and a toggle by the shown ids (the table's) reaches the run's node and updates them.
+  void perNodeFiguresAfterInsertedNodes() {
+    MainWindow w;
+    w.setErrorDialogsEnabled(false);
+    w.resize(1400, 900);
+    w.show();
+    QVERIFY(openAndWait(w, m_model));
+    CalibrationDialog* d = w.analysisActions()->calibrationDialog();
+    AnalysisRequest base;
+    base.data.path = m_data.toStdString();
+    base.calibration.method = CalibMethod::Max;
+    base.sensitivity = false;
+    d->setRequest(base);
+    d->remedyOptions()->pointwiseSmoothBox()->setChecked(true);
+    QSignalSpy calibrated(w.analysis(), &AnalysisController::calibrated);
+    QSignalSpy failed(w.analysis(), &AnalysisController::failed);
+    QTest::mouseClick(d->calibrateButton(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(!calibrated.isEmpty() || !failed.isEmpty(), 180000);
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().at(1).toString()));
+    const auto run = w.analysis()->run();
+    const Graph& shown = w.current()->model->graph;
+    const Graph& ran = run->model->graph;
+    QCOMPARE(run->remedies.pointwiseSmoothed.size(), size_t(2));
+    QCOMPARE(ran.nodes.size(), shown.nodes.size() + 2);  // the two inserted Muls
+
+    auto* table = test::part<NodeTableModel>(w, "nodeTableModel");
+    auto* view = test::part<GraphView>(w, "graphView");
+    auto* plots = test::part<PlotsPanel>(w, "plotsPanel");
+    // Every shown Conv's graph-wise SNR in the table and the graph view is the session's figure of its namesake.
+    auto checkFigures = [&](const AnalysisResult& r) {
+      int convs = 0;
+      for (NodeId id = 0; id < (NodeId)shown.nodes.size(); ++id) {
+        if (shown.nodes[(size_t)id].opType != "Conv") continue;
+        const NodeId runId = nodeNamed(ran, shown.nodes[(size_t)id].name);
+        if (runId < 0 || !r.nodes[(size_t)runId].hasGraphwise) return false;
+        const double want = r.nodes[(size_t)runId].graphwise.snrDb;
+        const QVariant cell = table->index(table->rowOfNode(id), NodeTableModel::GraphSnrColumn).data(NodeTableModel::SortRole);
+        if (cell.toDouble() != want || !view->analysis() || view->analysis()->nodes[(size_t)id].graphwise.snrDb != want) {
+          qWarning("%s: table %g, graph view %g, run %g", shown.nodes[(size_t)id].name.c_str(), cell.toDouble(),
+                   view->analysis() ? view->analysis()->nodes[(size_t)id].graphwise.snrDb : NAN, want);
+          return false;
+        }
+        ++convs;
+      }
+      return convs >= 2;
+    };
+    QVERIFY(checkFigures(*w.analysis()->session()->result()));
+    int withGraphwise = 0;
+    for (const NodeResult& n : w.analysis()->session()->result()->nodes) withGraphwise += n.hasGraphwise;
+    // The plot: one point per shown node with a figure (the inserted Muls have none on the model shown).
+    const int plotted = plots->plot(PlotsPanel::SnrTab)->graph(0)->dataCount();
+    QVERIFY2(plotted > 0 && plotted <= withGraphwise - 2, qPrintable(QStringLiteral("%1 of %2").arg(plotted).arg(withGraphwise)));
+
+    // The histogram of a smoothed Conv's point: the session's tensor it quantizes (the inserted Mul's output).
+    {
+      const DepthwiseSmoothedInput& first = run->remedies.pointwiseSmoothed.front();
+      const Node& runConv = ran.nodes[(size_t)first.consumer];
+      const TensorStats* stats = w.analysis()->session()->stats(runConv.inputs[0]);
+      QVERIFY(stats);
+      const NodeId shownConv = nodeNamed(shown, runConv.name);
+      // Here the smoothing keeps the largest channel's max: the ids tell the two tensors apart.
+      QCOMPARE(plots->sessionTensor(shownConv, shown.nodes[(size_t)shownConv].inputs[0]), runConv.inputs[0]);
+      plots->setSelectedNode(shownConv);
+      auto* title = qobject_cast<QCPTextElement*>(plots->plot(PlotsPanel::HistogramTab)->plotLayout()->element(0, 0));
+      QVERIFY(title);
+      const QString max = QStringLiteral("max %1").arg(stats->absMax(), 0, 'g', 4);
+      QVERIFY2(title->text().endsWith(max), qPrintable(title->text() + QStringLiteral(" / ") + max));
+    }
+    // A toggle from the table (shown ids): the last smoothed Conv excluded, in the session under its run id.
+    const DepthwiseSmoothedInput& last = run->remedies.pointwiseSmoothed.back();
+    const std::string convName = ran.nodes[(size_t)last.consumer].name;
+    const NodeId conv = nodeNamed(shown, convName);
+    QVERIFY(conv >= 0);
+    const double before = table->index(table->rowOfNode(conv), NodeTableModel::GraphSnrColumn).data(NodeTableModel::SortRole).toDouble();
+    QSignalSpy idle(w.analysis(), &AnalysisController::idle);
+    w.analysis()->setDebounceMs(0);
+    w.analysisActions()->requestNode(conv, false);
+    QVERIFY(idle.wait(120000));
+    QVERIFY(!w.analysis()->session()->plan().nodes[(size_t)last.consumer].quantized);
+    QVERIFY(!w.analysis()->result()->plan.nodes[(size_t)conv].quantized);
+    QVERIFY(w.analysis()->unappliedStates().empty());
+    QVERIFY(checkFigures(*w.analysis()->session()->result()));
+    const double after = table->index(table->rowOfNode(conv), NodeTableModel::GraphSnrColumn).data(NodeTableModel::SortRole).toDouble();
+    QVERIFY2(after != before, qPrintable(QStringLiteral("%1 dB before and after").arg(before)));
+    // By op type: every Conv back on, in the session too.
+    w.analysisActions()->requestOpType(QStringLiteral("Conv"), true);
+    QVERIFY(idle.wait(120000));
+    for (NodeId id = 0; id < (NodeId)ran.nodes.size(); ++id)
+      if (ran.nodes[(size_t)id].opType == "Conv" && w.analysis()->session()->plan().nodes[(size_t)id].quantizable)
+        QVERIFY2(w.analysis()->session()->plan().nodes[(size_t)id].quantized, ran.nodes[(size_t)id].name.c_str());
+    QVERIFY(checkFigures(*w.analysis()->session()->result()));
+    QCOMPARE(table->index(table->rowOfNode(conv), NodeTableModel::GraphSnrColumn).data(NodeTableModel::SortRole).toDouble(), before);
   }
 
   // The project file: "remedies": "auto" written for auto only, "pointwise_smooth" when on; read back; bad values
