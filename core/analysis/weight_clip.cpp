@@ -201,4 +201,19 @@ std::vector<float> headWeightScaleRatios() {
   return r;
 }
 
+Result<WeightClipResult> applyHeadWeightScale(QuantSession& session, const CalibrationData& data,
+                                              const ProgressFn& progress) {
+  WeightClipOptions o;
+  o.nodes = outputHeads(session);
+  if (o.nodes.empty()) return WeightClipResult{};
+  o.ratios = headWeightScaleRatios();
+  auto found = searchWeightClip(session, data, o, progress);
+  if (!found) return found.status();
+  if (found->ratios.empty()) return found;
+  std::map<ValueId, std::vector<float>> ratios = session.options().weightClip;
+  for (const auto& [weight, r] : found->ratios) ratios[weight] = r;
+  QS_RETURN_IF_ERROR(session.setWeightClip(std::move(ratios)));
+  return found;
+}
+
 }  // namespace qs

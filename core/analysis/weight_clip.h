@@ -62,4 +62,10 @@ std::vector<NodeId> outputHeads(const QuantSession& session);
 /// 1, then 1 +- k / 256 for k = 1..16 (each channel's step widened or narrowed by up to 6 %).
 std::vector<float> headWeightScaleRatios();
 
+/// The default head weight scale search on `session` (calibrated): searchWeightClip over
+/// outputHeads() with headWeightScaleRatios(), the ratios found merged into the session's weight
+/// clip ratios (its weights quantized again). Empty result where the plan has no output head.
+Result<WeightClipResult> applyHeadWeightScale(QuantSession& session, const CalibrationData& data,
+                                              const ProgressFn& progress = {});
+
 }  // namespace qs

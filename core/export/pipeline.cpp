@@ -361,26 +361,25 @@ namespace {
 // own output error on the calibration data (weight_clip.h), after calibration and the remedies;
 // the ratios go into the session (the weights quantized again) and into quant_cfg.json.
 Status searchHeadWeightScale(AnalysisRun& run, const ProgressFn& progress) {
-  WeightClipOptions o;
-  o.nodes = outputHeads(*run.session);
-  if (o.nodes.empty()) return Status::ok();
-  o.ratios = headWeightScaleRatios();
-  auto found = searchWeightClip(*run.session, *run.calibrationData, o, progress);
+  auto found = applyHeadWeightScale(*run.session, *run.calibrationData, progress);
   if (!found) return found.status();
   run.headWeightScale = found->nodes;
-  if (found->ratios.empty()) return Status::ok();
   const Graph& g = run.model->graph;
-  std::map<ValueId, std::vector<float>> ratios = run.session->options().weightClip;
   for (const WeightClipNode& n : found->nodes) {
     auto it = found->ratios.find(n.weight);
     if (it == found->ratios.end()) continue;
-    ratios[n.weight] = it->second;
     run.headWeightRatios.push_back({g.nodes[(size_t)n.node].name, g.value(n.weight).name, it->second});
   }
-  return run.session->setWeightClip(std::move(ratios));
+  return Status::ok();
 }
 
 }  // namespace
+
+bool headWeightScaleSearched(const AnalysisRun& run) {
+  const AnalysisRequest& rq = run.request;
+  const bool scalesGiven = run.loadedConfig || !rq.calibrationCache.empty();
+  return !scalesGiven && rq.headWeightScale && !rq.weightClipSearch && rq.calibration.mode == QuantMode::Int8;
+}
 
 Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
   const AnalysisRequest& rq = run.request;
@@ -409,8 +408,7 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
     for (const std::string& w : run.session->calibrationWarnings()) warn(w);
   }
   if (remedies) QS_RETURN_IF_ERROR(runRemedies(run, phase(0.15, 0.35), callbacks.cancel));
-  if (!scalesGiven && rq.headWeightScale && !rq.weightClipSearch && rq.calibration.mode == QuantMode::Int8)
-    QS_RETURN_IF_ERROR(searchHeadWeightScale(run, phase(0.34, 0.35)));
+  if (headWeightScaleSearched(run)) QS_RETURN_IF_ERROR(searchHeadWeightScale(run, phase(0.34, 0.35)));
   auto result = run.session->analyze(run.analysisData, phase(0.35, 0.97));
   if (!result) return result.status();
   if (!std::isnan(rq.targetSnrDb) || !std::isnan(rq.targetAgreement)) {

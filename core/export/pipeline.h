@@ -206,6 +206,11 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
 /// request has a target. Cancelled through callbacks.cancel.
 Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks = {});
 
+/// Whether `run` searches its output heads' weight scales (AnalysisRequest::headWeightScale, int8,
+/// scales not given by a config or cache, no --weight-clip-search): then the remedies' baseline
+/// ("before") gets the same search, so before and after differ by the remedies only.
+bool headWeightScaleSearched(const AnalysisRun& run);
+
 /// prepareRun() then executeRun().
 Result<AnalysisRun> runAnalysis(const AnalysisRequest& request, const RunCallbacks& callbacks = {});
 

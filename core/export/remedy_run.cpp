@@ -135,7 +135,11 @@ Status runRemedies(AnalysisRun& run, const ProgressFn& progress, const std::shar
   auto share = [&](double lo, double hi) {
     return part(progress, ((double)step + lo) / steps, ((double)step + hi) / steps);
   };
-  QS_RETURN_IF_ERROR(run.baselineSession->calibrate(*run.calibrationData, share(0, 0.4)));
+  QS_RETURN_IF_ERROR(run.baselineSession->calibrate(*run.calibrationData, share(0, 0.35)));
+  if (headWeightScaleSearched(run)) {
+    auto head = applyHeadWeightScale(*run.baselineSession, *run.calibrationData, share(0.35, 0.4));
+    if (!head) return head.status();
+  }
   auto before = run.baselineSession->analyze(run.analysisData, share(0.4, 1.0));
   if (!before) return before.status();
   run.remedies.before = *before;

@@ -25,6 +25,7 @@
 #include <qcustomplot.h>
 
 #include "core/analysis/quant_session.h"
+#include "core/analysis/weight_clip.h"
 #include "core/export/quant_files.h"
 #include "core/io/calibration_data.h"
 #include "core/quant/quant_config.h"
@@ -133,6 +134,9 @@ std::shared_ptr<const AnalysisResult> freshAnalysis(std::shared_ptr<const Model>
   if (!data) return nullptr;
   std::shared_ptr<const CalibrationData> d(std::move(data).value());
   if (!(*s)->calibrate(*d)) return nullptr;
+  // The default head weight scale search (weight_clip.h) as the workbench's run has it: layer-wise
+  // on float inputs, so the exclusions of other nodes do not change what it finds.
+  if (req.headWeightScale && req.calibration.mode == QuantMode::Int8 && !applyHeadWeightScale(**s, *d)) return nullptr;
   auto r = (*s)->analyze(d);
   return r ? *r : nullptr;
 }
