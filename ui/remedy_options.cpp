@@ -92,13 +92,23 @@ RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedi
   m_integerConv->setToolTip(QStringLiteral("--integer-conv on|off (int8, on by default): INT8 Convs summed exactly in "
                                            "integers where the CPU has AVX2 or VNNI, as TensorRT; off: FP32 "
                                            "convolutions of the fake-quantized tensors, as ONNX Runtime runs the Q/DQ file"));
+  m_headWeightScale = new QCheckBox(QStringLiteral("Output head weight scales searched"), this);
+  m_headWeightScale->setObjectName(QStringLiteral("headWeightScaleBox"));
+  m_headWeightScale->setToolTip(QStringLiteral("--head-weight-scale on|off (int8, on by default): each output channel's "
+                                               "weight scale of the last MatMul/Gemm before a graph output times "
+                                               "1 +- k/256, chosen by that layer's output error on the calibration "
+                                               "data; written in quantized.onnx and quant_cfg.json"));
   auto* int8 = new QHBoxLayout;
   int8->addWidget(m_depthwise);
   int8->addWidget(m_depthwiseSmooth);
   int8->addWidget(m_pointwiseSmooth);
   int8->addStretch();
   form->addRow(QStringLiteral("INT8"), int8);
-  form->addRow(QString(), m_integerConv);
+  auto* int8Defaults = new QHBoxLayout;
+  int8Defaults->addWidget(m_integerConv);
+  int8Defaults->addWidget(m_headWeightScale);
+  int8Defaults->addStretch();
+  form->addRow(QString(), int8Defaults);
   m_highPrecision = new QComboBox(this);
   m_highPrecision->setObjectName(QStringLiteral("highPrecisionCombo"));
   for (HighPrecision p : {HighPrecision::Fp32, HighPrecision::Fp16, HighPrecision::Bf16})
@@ -170,6 +180,7 @@ void RemedyOptions::updateEnabled() {
   m_smoothQuantAlpha->setEnabled(open && m_smoothQuant->isChecked());
   for (QWidget* w : std::initializer_list<QWidget*>{m_depthwise, m_depthwiseSmooth, m_pointwiseSmooth}) w->setEnabled(open && m_int8);
   m_integerConv->setEnabled(m_int8);
+  m_headWeightScale->setEnabled(m_int8);
 }
 
 void RemedyOptions::showSwitches(const AnalysisRequest& r) {
@@ -196,6 +207,7 @@ void RemedyOptions::setRequest(const AnalysisRequest& r) {
   m_showing = false;
   updateEnabled();
   m_integerConv->setChecked(r.integerConv);
+  m_headWeightScale->setChecked(r.headWeightScale);
   m_highPrecision->setCurrentIndex(m_highPrecision->findData((int)r.calibration.highPrecision));
   m_sensitivity->setCurrentIndex(m_sensitivity->findData(sensitivityOf(r)));
   m_calibrationRefine->setValue(r.calibrationRefine);
@@ -214,6 +226,7 @@ void RemedyOptions::apply(AnalysisRequest& r) const {
   r.pointwiseSmooth = m_pointwiseSmooth->isChecked();
   r.remedies = remedyChoice() == RemediesAuto ? RemedyMode::Auto : RemedyMode::None;
   r.integerConv = m_integerConv->isChecked();
+  r.headWeightScale = m_headWeightScale->isChecked();
   r.memoryBudgetBytes = (uint64_t)m_memoryBudget->value() << 20;
   r.calibrationRefine = m_calibrationRefine->value();
   r.calibration.highPrecision = (HighPrecision)m_highPrecision->currentData().toInt();

@@ -58,6 +58,8 @@ class RemedyOptions : public QGroupBox {
   QCheckBox* pointwiseSmoothBox() const { return m_pointwiseSmooth; }
   /// --integer-conv on|off (on by default; INT8 Convs summed in integers where the CPU can).
   QCheckBox* integerConvBox() const { return m_integerConv; }
+  /// --head-weight-scale on|off (on by default; int8 only).
+  QCheckBox* headWeightScaleBox() const { return m_headWeightScale; }
   /// The int8-only switches (depthwise equalization, integer Convs) are enabled for int8 only.
   void setInt8(bool int8);
   QComboBox* highPrecisionCombo() const { return m_highPrecision; }
@@ -88,6 +90,7 @@ class RemedyOptions : public QGroupBox {
   QCheckBox* m_depthwiseSmooth = nullptr;
   QCheckBox* m_pointwiseSmooth = nullptr;
   QCheckBox* m_integerConv = nullptr;
+  QCheckBox* m_headWeightScale = nullptr;
   QComboBox* m_highPrecision = nullptr;
   QComboBox* m_sensitivity = nullptr;
   QSpinBox* m_calibrationRefine = nullptr;

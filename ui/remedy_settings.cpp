@@ -67,6 +67,7 @@ void writeRemedySettings(const AnalysisRequest& r, QJsonObject& c) {
   // --remedies: written for auto only, so that projects of runs without it stay as they were.
   if (r.remedies == RemedyMode::Auto) c.insert(QStringLiteral("remedies"), QStringLiteral("auto"));
   if (r.integerConv != defaults.integerConv) c.insert(QStringLiteral("integer_conv"), r.integerConv);
+  if (r.headWeightScale != defaults.headWeightScale) c.insert(QStringLiteral("head_weight_scale"), r.headWeightScale);
   const auto s = sensitivityOf(r);
   if (s != sensitivityOf(AnalysisRequest{})) c.insert(QStringLiteral("sensitivity"), sensitivityName(s));
   if (r.calibrationRefine > 0) c.insert(QStringLiteral("calibration_refine"), r.calibrationRefine);
@@ -78,7 +79,8 @@ bool readRemedySettings(const QJsonObject& c, const QString& projectPath, Analys
                            std::pair{"smoothquant", &r.smoothQuant}, std::pair{"weight_clip_search", &r.weightClipSearch},
                            std::pair{"depthwise_equalize", &r.depthwiseEqualize}, std::pair{"depthwise_smooth", &r.depthwiseSmooth},
                            std::pair{"pointwise_smooth", &r.pointwiseSmooth},
-                           std::pair{"integer_conv", &r.integerConv}}) {
+                           std::pair{"integer_conv", &r.integerConv},
+                           std::pair{"head_weight_scale", &r.headWeightScale}}) {
     const QJsonValue v = c.value(QLatin1String(key));
     if (v.isUndefined()) continue;
     if (!v.isBool()) {

@@ -42,6 +42,7 @@
 #include "ui/project_file.h"
 #include "ui/remedy_notes.h"
 #include "ui/remedy_options.h"
+#include "ui/remedy_settings.h"
 
 using namespace qs;
 using namespace qs::ui;
@@ -173,7 +174,7 @@ class RemedySwitchTest : public QObject {
     RemedyOptions box;
     AnalysisRequest r;
     r.smoothQuant = r.weightClipSearch = true;
-    r.depthwiseEqualize = r.integerConv = false;
+    r.depthwiseEqualize = r.integerConv = r.headWeightScale = false;
     r.depthwiseSmooth = true;
     r.calibrationRefine = 3;
     r.smoothQuantAlpha = 0.3;
@@ -184,6 +185,7 @@ class RemedySwitchTest : public QObject {
     QCOMPARE(r.weightClipSearch, defaults.weightClipSearch);
     QCOMPARE(r.depthwiseEqualize, defaults.depthwiseEqualize);
     QCOMPARE(r.integerConv, defaults.integerConv);
+    QVERIFY(r.headWeightScale && box.headWeightScaleBox()->isChecked());  // on by default
     QCOMPARE(r.depthwiseSmooth, defaults.depthwiseSmooth);
     QCOMPARE(r.calibrationRefine, defaults.calibrationRefine);
     QVERIFY(!box.smoothQuantAlphaBox()->isEnabled());
@@ -197,9 +199,21 @@ class RemedySwitchTest : public QObject {
     box.weightClipBox()->setChecked(true);
     box.depthwiseEqualizeBox()->setChecked(false);
     box.integerConvBox()->setChecked(false);
+    box.headWeightScaleBox()->setChecked(false);
     box.depthwiseSmoothBox()->setChecked(true);
     box.calibrationRefineBox()->setValue(2);
     box.apply(r);
+    QVERIFY(!r.headWeightScale);
+    QJsonObject saved;
+    writeRemedySettings(r, saved);
+    QCOMPARE(saved.value(QStringLiteral("head_weight_scale")), QJsonValue(false));
+    AnalysisRequest reread;
+    QString error;
+    QVERIFY(readRemedySettings(saved, QStringLiteral("p.qsproj"), reread, error));
+    QVERIFY(!reread.headWeightScale);
+    QJsonObject atDefaults;  // on, the default, is not written (older projects read as on)
+    writeRemedySettings(AnalysisRequest{}, atDefaults);
+    QVERIFY(!atDefaults.contains(QStringLiteral("head_weight_scale")));
     QCOMPARE(r.calibrationRefine, 2);
     QVERIFY(r.smoothQuant && r.weightClipSearch && !r.depthwiseEqualize && !r.integerConv && r.depthwiseSmooth);
     QCOMPARE(r.smoothQuantAlpha, 0.5);
@@ -224,7 +238,7 @@ class RemedySwitchTest : public QObject {
     dialog->setRequest(fp8);
     RemedyOptions* o = dialog->remedyOptions();
     QVERIFY(!o->depthwiseEqualizeBox()->isEnabled() && !o->integerConvBox()->isEnabled());
-    QVERIFY(!o->depthwiseSmoothBox()->isEnabled());
+    QVERIFY(!o->depthwiseSmoothBox()->isEnabled() && !o->headWeightScaleBox()->isEnabled());
     QVERIFY(o->smoothQuantBox()->isEnabled() && o->weightClipBox()->isEnabled());
     dialog->setRequest(AnalysisRequest{});
     QVERIFY(o->depthwiseEqualizeBox()->isEnabled() && o->integerConvBox()->isEnabled() && o->depthwiseSmoothBox()->isEnabled());
