@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "core/exec/expand_depthwise_rewrite.h"
 #include "core/kernels/blocked_layout.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/conv_dnnl.h"
@@ -675,7 +676,8 @@ Status rewriteBlockedRegions(Model& model, std::vector<NodeId>& origin, std::vec
     return runtimeError(model.path + ": blocked regions: node bookkeeping does not match the graph");
   r.block = DnnlConv::preferredBlock();
   Rewrite rw{model, model.graph, origin, absorbed, r, r.block, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
-  return rw.run();
+  QS_RETURN_IF_ERROR(rw.run());
+  return fuseExpandDepthwise(model, origin, absorbed, &r.expandDepthwise);
 }
 
 }  // namespace qs

@@ -53,6 +53,7 @@ struct BlockedRegionReport {
   int scales = 0;         // squeeze-and-excitation Muls running blocked
   int stems = 0;          // BlockedConvs reading plain NCHW (a stem on the image: no reorder in)
   int concatsRead = 0;    // Concats read in place by the BlockedBatchNorm after them (DenseNet layers)
+  int expandDepthwise = 0;  // 1x1 + depthwise BlockedConv pairs run as one BlockedExpandDepthwise (expand_depthwise_rewrite.h)
 };
 
 /// Rewrites `model` (the output of rewriteForInference) in place. `origin` and `absorbed` (one entry

@@ -10,6 +10,7 @@
 #include "core/exec/parallel.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/conv_dnnl.h"
+#include "core/kernels/expand_depthwise_blocked.h"
 
 namespace qs {
 
@@ -599,6 +600,7 @@ std::vector<KernelEntry> blockedLayoutKernels() {
       {kToBlockedOp, kFusedDomain, 1, 1, createToBlocked},
       {kFromBlockedOp, kFusedDomain, 1, 1, createFromBlocked},
       {kBlockedConvOp, kFusedDomain, 1, 1, createBlockedConv},
+      {kBlockedExpandDepthwiseOp, kFusedDomain, 1, 1, createBlockedExpandDepthwise},
       {kBlockedBatchNormOp, kFusedDomain, 1, 1, createBlockedBatchNorm},
       {kBlockedMaxPoolOp, kFusedDomain, 1, 1, [](const KernelInit& init) { return createBlockedPool(init, true); }},
       {kBlockedAveragePoolOp, kFusedDomain, 1, 1,

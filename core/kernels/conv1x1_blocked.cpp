@@ -190,21 +190,28 @@ std::unique_ptr<Conv1x1Blocked> Conv1x1Blocked::create(const Tensor& W, const Te
 
 void Conv1x1Blocked::run(const float* x, int64_t P, float* y, const float* residual, int64_t mb0, int64_t mb1,
                          int64_t p0, int64_t p1) const {
-  runPixels(x, P, nullptr, y, residual, mb0, mb1, p0, p1);
+  runPixels(x, P, nullptr, y, P, 0, residual, mb0, mb1, p0, p1);
+}
+
+void Conv1x1Blocked::runInto(const float* x, int64_t P, float* y, int64_t yP, int64_t yFirst, int64_t p0,
+                             int64_t p1) const {
+  runPixels(x, P, nullptr, y, yP, yFirst, nullptr, 0, m_Mb, p0, p1);
 }
 
 void Conv1x1Blocked::runWindow(const float* x, const WindowGeometry& g, float* y, const float* residual,
                                int64_t mb0, int64_t mb1, int64_t p0, int64_t p1) const {
   const bool plain = m_taps == 1 && g.s[1] == 1 && g.s[2] == 1 && g.padB[1] == 0 && g.padB[2] == 0;
-  runPixels(x, g.out[1] * g.out[2], plain ? nullptr : &g, y, residual, mb0, mb1, p0, p1);
+  const int64_t P = g.out[1] * g.out[2];
+  runPixels(x, P, plain ? nullptr : &g, y, P, 0, residual, mb0, mb1, p0, p1);
 }
 
-void Conv1x1Blocked::runPixels(const float* x, int64_t P, const WindowGeometry* g, float* y, const float* residual,
-                               int64_t mb0, int64_t mb1, int64_t p0, int64_t p1) const {
+void Conv1x1Blocked::runPixels(const float* x, int64_t P, const WindowGeometry* g, float* y, int64_t yP,
+                               int64_t yFirst, const float* residual, int64_t mb0, int64_t mb1, int64_t p0,
+                               int64_t p1) const {
   if (mb0 >= mb1 || p0 >= p1) return;
   Args a{};
   a.wStride = m_Cb * kB * kB;
-  a.yStride = P * kB;
+  a.yStride = yP * kB;
   a.Cb = m_Cb;
   a.lastLanes = m_C - (m_Cb - 1) * kB;
   a.post = m_post;
@@ -256,8 +263,8 @@ void Conv1x1Blocked::runPixels(const float* x, int64_t P, const WindowGeometry* 
       a.w = m_w + mb * a.wStride;
       a.bias = m_bias + mb * kB;
       a.x = xc;
-      a.y = y + mb * a.yStride + c0 * kB;
-      a.residual = residual ? residual + mb * a.yStride + c0 * kB : nullptr;
+      a.y = y + mb * a.yStride + (c0 - yFirst) * kB;
+      a.residual = residual ? residual + mb * a.yStride + (c0 - yFirst) * kB : nullptr;
       for (a.k0 = 0; a.k0 < m_Cb; a.k0 = a.k1) {
         a.k1 = std::min(m_Cb, a.k0 + pass);
         switch (ob) {

@@ -71,6 +71,10 @@ class Conv1x1Blocked {
   /// the taps in row-major order and, within a tap, the input channels in ascending order, for any range.
   void runWindow(const float* x, const WindowGeometry& g, float* y, const float* residual, int64_t mb0, int64_t mb1,
                  int64_t p0, int64_t p1) const;
+  /// run() of a 1x1 of stride 1 (made without a residual) into a band of rows held apart: output pixels [p0, p1)
+  /// of every output block, read from x [Cb, P, 16], written to y [Mb, yP, 16] at pixel p - yFirst (so y holds
+  /// pixels [yFirst, yFirst + yP) of the output; core/kernels/expand_depthwise_blocked.h). The same bits as run().
+  void runInto(const float* x, int64_t P, float* y, int64_t yP, int64_t yFirst, int64_t p0, int64_t p1) const;
   /// N images (x [N, Cb, P, 16], y and residual [N, Mb, P, 16]) on at most `threads` threads of the pool:
   /// partsPerImage(N, hardwareThreads()) tasks per image, each a range of pixels where the image's
   /// input is at least the weights (each core then reads its part of the input and all the weights,
@@ -91,8 +95,9 @@ class Conv1x1Blocked {
   Conv1x1Blocked() = default;
   // The tiles of output pixels [p0, p1) of output blocks [mb0, mb1), P output pixels; g: the window, gathered
   // per chunk, or null for a 1x1 of stride 1 (x read in place).
-  void runPixels(const float* x, int64_t P, const WindowGeometry* g, float* y, const float* residual, int64_t mb0,
-                 int64_t mb1, int64_t p0, int64_t p1) const;
+  // y (and residual) hold pixels [yFirst, yFirst + yP) of each output block.
+  void runPixels(const float* x, int64_t P, const WindowGeometry* g, float* y, int64_t yP, int64_t yFirst,
+                 const float* residual, int64_t mb0, int64_t mb1, int64_t p0, int64_t p1) const;
   int64_t m_C = 0, m_M = 0, m_Cb = 0, m_Mb = 0;  // C, Cb: the reduction (KH * KW taps of the input channels)
   int64_t m_KH = 1, m_KW = 1, m_taps = 1;
   std::vector<float> m_store;     // weights and bias, 64-byte aligned within

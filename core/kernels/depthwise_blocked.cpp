@@ -142,6 +142,11 @@ bool DepthwiseBlocked::takes(const WindowGeometry& g) const {
 
 void DepthwiseBlocked::run(const float* x, const WindowGeometry& g, float* y, int64_t cb0, int64_t cb1, int64_t oh0,
                            int64_t oh1) const {
+  runBand(x, 0, g.in[1], g, y, cb0, cb1, oh0, oh1);
+}
+
+void DepthwiseBlocked::runBand(const float* x, int64_t xRow0, int64_t xRows, const WindowGeometry& g, float* y,
+                               int64_t cb0, int64_t cb1, int64_t oh0, int64_t oh1) const {
   const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
   Row r{};
   r.W = W;
@@ -153,13 +158,14 @@ void DepthwiseBlocked::run(const float* x, const WindowGeometry& g, float* y, in
   r.hi = m_hi;
   oh1 = std::min(oh1, OH);
   for (int64_t cb = cb0; cb < cb1; ++cb) {
-    r.x = x + cb * H * W * kB;
+    r.x = x + cb * xRows * W * kB;
     r.w = m_w + cb * m_KH * m_KW * kB;
     r.bias = m_bias + cb * kB;
     for (int64_t oh = oh0; oh < oh1; ++oh) {
-      r.ih0 = oh * g.s[1] - g.padB[1];
-      r.kh0 = std::max<int64_t>(0, -r.ih0);
-      r.kh1 = std::min<int64_t>(m_KH, H - r.ih0);
+      const int64_t ih0 = oh * g.s[1] - g.padB[1];  // in the image; the taps outside it are skipped
+      r.kh0 = std::max<int64_t>(0, -ih0);
+      r.kh1 = std::min<int64_t>(m_KH, H - ih0);
+      r.ih0 = ih0 - xRow0;  // in the band
       r.y = y + (cb * OH + oh) * OW * kB;
       row(r, OW);
     }

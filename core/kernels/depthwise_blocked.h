@@ -41,6 +41,11 @@ class DepthwiseBlocked {
   /// zero, as long as x's pad lanes are finite) and nothing else. Const and re-entrant; single-threaded.
   void run(const float* x, const WindowGeometry& g, float* y, int64_t cb0, int64_t cb1, int64_t oh0,
            int64_t oh1) const;
+  /// run() reading x's rows from a band held apart: xBand [Cb, xRows, W, 16] holds rows [xRow0, xRow0 + xRows)
+  /// of x, which must include every row that output rows [oh0, oh1) read (core/kernels/expand_depthwise_blocked.h).
+  /// The same bits as run().
+  void runBand(const float* xBand, int64_t xRow0, int64_t xRows, const WindowGeometry& g, float* y, int64_t cb0,
+               int64_t cb1, int64_t oh0, int64_t oh1) const;
 
   /// N images on at most `threads` threads of the pool: one task per image from batch >= hardware
   /// threads, else each image in parts (enough for the hardware threads, at most 8): ranges of output
