@@ -93,7 +93,9 @@ Status fuseExpandDepthwise(Model& model, std::vector<NodeId>& origin, std::vecto
       continue;
     pairOf[(size_t)a] = d;
     gone[(size_t)d] = 1;
+    ++count;
   }
+  if (count == 0) return Status::ok();
   std::vector<Node> nodes;
   std::vector<NodeId> newOrigin;
   std::vector<std::vector<NodeId>> newAbsorbed;
@@ -125,9 +127,7 @@ Status fuseExpandDepthwise(Model& model, std::vector<NodeId>& origin, std::vecto
     abs.push_back(origin[(size_t)d]);
     abs.insert(abs.end(), absorbed[(size_t)d].begin(), absorbed[(size_t)d].end());
     newAbsorbed.push_back(std::move(abs));
-    ++count;
   }
-  if (count == 0) return Status::ok();
   g.nodes = std::move(nodes);
   origin = std::move(newOrigin);
   absorbed = std::move(newAbsorbed);

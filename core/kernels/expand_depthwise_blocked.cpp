@@ -43,7 +43,7 @@ bool ExpandDepthwiseBlocked::takes(const WindowGeometry& g) const { return m_dw-
 int64_t ExpandDepthwiseBlocked::minBandedBytes() {
   static const int64_t bytes = [] {
     const char* v = std::getenv("QS_EXPAND_DW_MIN_KB");
-    return v != nullptr ? std::atoll(v) * 1024 : (int64_t)2 << 20;
+    return v != nullptr ? std::atoll(v) * 1024 : (int64_t)1 << 20;
   }();
   return bytes;
 }
@@ -90,7 +90,7 @@ void ExpandDepthwiseBlocked::runBatch(const float* x, int64_t N, const WindowGeo
   const int64_t inPer = m_expand->inBlocks() * kB * H * W, midPer = Mb * kB * H * W, outPer = Mb * kB * g.outSize();
   const int hw = hardwareThreads();
   const int64_t parts = Conv1x1Blocked::partsPerImage(N, hw);
-  if (midPer * (int64_t)sizeof(float) >= minBandedBytes()) {
+  if (N >= hw || midPer * (int64_t)sizeof(float) >= minBandedBytes()) {
     const int64_t rows = bandRows > 0 ? bandRows : bandRowsFor(g), OH = g.out[1];
     parallelFor(threads, N * parts, 1, [&](int64_t b, int64_t e) {
       for (int64_t task = b; task < e; ++task) {
@@ -100,8 +100,7 @@ void ExpandDepthwiseBlocked::runBatch(const float* x, int64_t N, const WindowGeo
     });
     return;
   }
-  // Apart, as DnnlConv runs the two BlockedConvs (executeOwn1x1, executeOwnDepthwise; from the hardware threads'
-  // batch on it runs jit_dw, one image a task, whose bits these are).
+  // Apart, as DnnlConv runs the two BlockedConvs at batch 1 (executeOwn1x1, executeOwnDepthwise).
   static thread_local std::vector<float> mid;
   if (mid.size() < (size_t)(N * midPer)) mid.resize((size_t)(N * midPer));
   WindowGeometry g1;

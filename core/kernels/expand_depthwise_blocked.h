@@ -12,9 +12,12 @@
 // DepthwiseBlocked's (core/kernels/depthwise_blocked.h, jit_dw's bits): the kernels DnnlConv runs for the two
 // convs apart in nChw16c on AVX-512, whose bits do not depend on the range they compute. So the output is
 // bit for bit the two BlockedConvs' at any batch, thread count and band (tests/kernels/test_expand_depthwise_blocked.cpp).
-// Where the expansion is small (below minBandedBytes() per image), the two run apart, each split as DnnlConv
-// splits it: bands would buy nothing there (the expansion stays in L2) and a split by rows of a 14x14 or 7x7
-// map recomputes rows.
+// When: from the hardware threads' batch on (one image a task) always: the batch's expansions were 38 MB at
+// mobilenet_v2's features.2 at batch 8 (qs_bench_expand_depthwise, batch 8, 2 threads: 0.58x the two apart there,
+// 0.77-0.98x at every other expansion, 0.79x in the sum). Below it (each image cut into ranges of rows, one per
+// thread) where one image's expansion is at least minBandedBytes(), 1 MB (features.2 to .4: 0.77x, 0.94x, 0.92x on
+// two threads); under it the two run apart, each split as DnnlConv splits it (a 14x14 or 7x7 map cut by rows
+// recomputes a large share of rows: 1.06-1.25x).
 #pragma once
 
 #include <cstdint>
@@ -47,9 +50,9 @@ class ExpandDepthwiseBlocked {
   bool takes(const WindowGeometry& g) const;
 
   /// N images: x [N, Cb, H, W, 16] (H, W: g.in), y [N, Mb, OH, OW, 16] (g.out), on at most `threads` threads of the
-  /// pool. By bands when the expansion of one image is at least minBandedBytes(): partsPerImage ranges of output
-  /// rows per image below the hardware threads, else one task per image, each in bands of `bandRows` output rows
-  /// (0: bandRowsFor()). Else the two convs apart. The bits do not depend on any of this.
+  /// pool. By bands from the hardware threads' batch on (one task per image), and below it (partsPerImage ranges of
+  /// output rows per image) when the expansion of one image is at least minBandedBytes(); in bands of `bandRows`
+  /// output rows (0: bandRowsFor()). Else the two convs apart. The bits do not depend on any of this.
   void runBatch(const float* x, int64_t N, const WindowGeometry& g, float* y, int threads, int64_t bandRows = 0) const;
   /// One image, output rows [oh0, oh1), in bands of `bandRows` output rows through this thread's buffer.
   void runBands(const float* x, const WindowGeometry& g, float* y, int64_t oh0, int64_t oh1, int64_t bandRows) const;
