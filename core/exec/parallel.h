@@ -40,7 +40,7 @@ class SerialScope {
   bool m_previous;
 };
 
-/// Number of hardware threads (>= 1).
+/// Number of hardware threads (>= 1), read once per process (no system call after the first).
 int hardwareThreads();
 
 }  // namespace qs

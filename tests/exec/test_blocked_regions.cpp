@@ -14,9 +14,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 
 #include "core/exec/executor.h"
 #include "core/kernels/blocked_layout.h"
@@ -195,6 +197,42 @@ TEST(BlockedRegions, ResNetBlocksMatchThePlainExecutor) {
   std::mt19937 rng(1);
   // 4 convs in one region, both residual Adds (and their Relus) fused.
   expectBlockedMatchesPlain(resnetLike(rng), {2, 16, 12, 12}, regions(4, 1) + "2 residual Adds fused");
+}
+
+// Read system calls made by this process so far (/proc/self/io, all threads), -1 where the file is not there.
+static int64_t readSyscalls() {
+  std::FILE* f = std::fopen("/proc/self/io", "r");
+  if (!f) return -1;
+  char key[64];
+  long long value = 0;
+  int64_t syscr = -1;
+  while (std::fscanf(f, "%63[^:]: %lld\n", key, &value) == 2)
+    if (std::string(key) == "syscr") syscr = value;
+  std::fclose(f);
+  return syscr;
+}
+
+// A warm run of a blocked region makes no read system call: the kernels ask for the hardware threads
+// (slices, parts per image, images per task) on every run, and glibc's get_nprocs() behind
+// std::thread::hardware_concurrency() opens and reads /sys/devices/system/cpu/online each time
+// (resnet50 at batch 1: 106 of them per pass, 2-10 us each). hardwareThreads() reads it once.
+TEST(BlockedRegions, WarmRunsMakeNoReadSystemCalls) {
+  if (!DnnlConv::available()) GTEST_SKIP() << "built without oneDNN";
+  if (readSyscalls() < 0) GTEST_SKIP() << "no /proc/self/io";
+  std::mt19937 rng(1);
+  auto m = builtModel(resnetLike(rng));
+  ASSERT_TRUE(m);
+  Tensor x = Tensor::fromVector<float>(randomValues(16 * 12 * 12, rng), {1, 16, 12, 12});
+  auto ex = makeExecutor(m, true, true, 2);
+  ASSERT_TRUE(ex);
+  ASSERT_NE(ex->rewriteSummary().find(regions(4, 1)), std::string::npos) << ex->rewriteSummary();
+  ASSERT_TRUE(ex->run({{"x", x}}));  // first run: plans, packed weights
+  const int runs = 20;
+  const int64_t before = readSyscalls();
+  for (int r = 0; r < runs; ++r) ASSERT_TRUE(ex->run({{"x", x}}));
+  const int64_t after = readSyscalls();
+  // 4 convs a run: with a read per conv, >= 80. Reading /proc/self/io itself takes a few.
+  EXPECT_LT(after - before, 8) << "read system calls in " << runs << " warm runs";
 }
 
 TEST(BlockedRegions, DenseNetLayersMatchThePlainExecutor) {
