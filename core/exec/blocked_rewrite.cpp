@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "core/exec/rewrite_queries.h"
 #include "core/kernels/blocked_layout.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/conv_dnnl.h"
@@ -27,12 +28,7 @@ bool isUnaryActivation(const Node& n) {
          n.opType == "HardSwish" || n.opType == "LeakyRelu";
 }
 
-const Tensor* fixedConstant(const Graph& g, ValueId v) {
-  if (v == kNoValue) return nullptr;
-  const Value& val = g.value(v);
-  if (!val.constant || val.isGraphInput || val.isOverridable) return nullptr;
-  return &*val.constant;
-}
+using rewrite::fixedConstant;
 
 bool isOp(const Node& n, const char* op, const char* domain = "") { return n.opType == op && n.domain == domain; }
 
