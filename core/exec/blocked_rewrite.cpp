@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/exec/expand_depthwise_rewrite.h"
+#include "core/exec/rewrite_queries.h"
 #include "core/kernels/blocked_layout.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/conv_dnnl.h"
@@ -28,12 +29,7 @@ bool isUnaryActivation(const Node& n) {
          n.opType == "HardSwish" || n.opType == "LeakyRelu";
 }
 
-const Tensor* fixedConstant(const Graph& g, ValueId v) {
-  if (v == kNoValue) return nullptr;
-  const Value& val = g.value(v);
-  if (!val.constant || val.isGraphInput || val.isOverridable) return nullptr;
-  return &*val.constant;
-}
+using rewrite::fixedConstant;
 
 bool isOp(const Node& n, const char* op, const char* domain = "") { return n.opType == op && n.domain == domain; }
 

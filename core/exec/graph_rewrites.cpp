@@ -7,6 +7,7 @@
 #include "core/kernels/conv.h"
 #include "core/kernels/fused_matmul.h"
 #include "core/exec/residual_rewrites.h"
+#include "core/exec/rewrite_queries.h"
 #include "core/kernels/matmul_dnnl.h"
 
 namespace qs {
@@ -50,18 +51,10 @@ class Rewriter {
   }
 
  private:
-  int64_t opsetOf(const Node& n) const {
-    auto it = m_model.opsets.find(n.domain);
-    return it == m_model.opsets.end() ? 1 : it->second;
-  }
+  int64_t opsetOf(const Node& n) const { return rewrite::opsetOf(m_model, n); }
 
   // A constant that cannot be fed at run time.
-  const Tensor* fixedConstant(ValueId v) const {
-    if (v == kNoValue) return nullptr;
-    const Value& val = m_g.value(v);
-    if (!val.constant || val.isGraphInput || val.isOverridable) return nullptr;
-    return &*val.constant;
-  }
+  const Tensor* fixedConstant(ValueId v) const { return rewrite::fixedConstant(m_g, v); }
 
   // Live consumer slots of v (a node consuming v twice appears twice).
   std::vector<NodeId> consumers(ValueId v) const {

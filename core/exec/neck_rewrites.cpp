@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/exec/rewrite_queries.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/residual_add.h"
 
@@ -25,17 +26,9 @@ class NeckRewriter {
   }
 
  private:
-  int64_t opsetOf(const Node& n) const {
-    auto it = m_model.opsets.find(n.domain);
-    return it == m_model.opsets.end() ? 1 : it->second;
-  }
+  int64_t opsetOf(const Node& n) const { return rewrite::opsetOf(m_model, n); }
 
-  const Tensor* fixedConstant(ValueId v) const {
-    if (v == kNoValue) return nullptr;
-    const Value& val = m_g.value(v);
-    if (!val.constant || val.isGraphInput || val.isOverridable) return nullptr;
-    return &*val.constant;
-  }
+  const Tensor* fixedConstant(ValueId v) const { return rewrite::fixedConstant(m_g, v); }
 
   // The single live consumer of v, or -1 (also -1 when v is a graph output).
   NodeId soleConsumer(ValueId v) const {

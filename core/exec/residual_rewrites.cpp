@@ -1,5 +1,6 @@
 #include "core/exec/residual_rewrites.h"
 
+#include "core/exec/rewrite_queries.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/normalization.h"
 
@@ -16,11 +17,7 @@ bool softmaxOverLastAxis(const Graph& g, const Node& n, ValueId v, int64_t opset
 
 namespace {
 
-bool fixedConstant(const Graph& g, ValueId v) {
-  if (v == kNoValue) return false;
-  const Value& val = g.value(v);
-  return val.constant && !val.isGraphInput && !val.isOverridable;
-}
+using rewrite::fixedConstant;
 
 size_t liveConsumers(const Graph& g, ValueId v, const std::vector<char>& removed) {
   size_t n = 0;

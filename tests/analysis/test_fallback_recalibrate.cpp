@@ -13,6 +13,7 @@
 
 #include "core/analysis/fallback_curve.h"
 #include "core/analysis/quant_session.h"
+#include "tests/support/model_helpers.h"
 #include "tests/support/sensitivity_model.h"
 
 using namespace qs;
@@ -69,12 +70,6 @@ std::unique_ptr<QuantSession> analysed(std::shared_ptr<Model> model, std::shared
   auto r = (*s)->analyze(data);
   EXPECT_TRUE(r) << r.status().message();
   return std::move(s).value();
-}
-
-NodeId nodeNamed(const Model& m, const std::string& name) {
-  for (size_t i = 0; i < m.graph.nodes.size(); ++i)
-    if (m.graph.nodes[i].name == name) return (NodeId)i;
-  return -1;
 }
 
 }  // namespace

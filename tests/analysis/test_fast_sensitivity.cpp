@@ -10,10 +10,12 @@
 #include "core/analysis/fast_sensitivity.h"
 #include "core/analysis/quant_session.h"
 #include "core/onnx/loader.h"
+#include "tests/support/model_helpers.h"
 #include "tests/support/sensitivity_model.h"
 #include "tests/support/text_images.h"
 
 using namespace qs;
+using qs::test::nodeNamed;
 
 namespace {
 
@@ -28,12 +30,6 @@ std::unique_ptr<QuantSession> session(std::shared_ptr<Model> model, const Calibr
   EXPECT_TRUE(s) << s.status().message();
   EXPECT_TRUE(s.value()->calibrate(data));
   return std::move(s).value();
-}
-
-NodeId nodeNamed(const Graph& g, const std::string& name) {
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].name == name) return (NodeId)i;
-  return -1;
 }
 
 // A residual chain of `blocks` blocks x_k = x_{k-1} + Reshape(MatMul(x_{k-1}, w_k), Shape(x_{k-1})), the

@@ -17,20 +17,12 @@
 using namespace qs;
 using qs::test::OnnxBuilder;
 using qs::test::builtModel;
+using qs::test::makeExecutor;
 using qs::test::randomTensor;
 using qs::test::randomValues;
 using qs::test::relativeError;
 
 namespace {
-
-std::unique_ptr<Executor> makeExecutor(std::shared_ptr<Model> m, bool rewrites, int threads) {
-  ExecutorOptions eo;
-  eo.rewrites = rewrites;
-  eo.threads = threads;
-  auto ex = Executor::create(m, eo);
-  EXPECT_TRUE(ex) << ex.status().message();
-  return ex ? std::move(ex).value() : nullptr;
-}
 
 bool sameBits(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw(), b.raw(), a.byteSize()) == 0;

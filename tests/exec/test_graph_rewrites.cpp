@@ -17,20 +17,12 @@
 using namespace qs;
 using qs::test::OnnxBuilder;
 using qs::test::builtModel;
+using qs::test::makeExecutor;
 using qs::test::randomTensor;
 using qs::test::randomValues;
 using qs::test::relativeError;
 
 namespace {
-
-std::unique_ptr<Executor> makeExecutor(std::shared_ptr<Model> m, bool rewrites, int threads) {
-  ExecutorOptions eo;
-  eo.rewrites = rewrites;
-  eo.threads = threads;
-  auto ex = Executor::create(m, eo);
-  EXPECT_TRUE(ex) << ex.status().message();
-  return ex ? std::move(ex).value() : nullptr;
-}
 
 void convNode(OnnxBuilder& b, const std::string& in, const std::string& out, const std::string& w, const std::string& bias,
               int64_t group, int64_t k, std::mt19937& rng, int64_t cin, int64_t cout, bool withBias = true) {

@@ -26,6 +26,7 @@
 
 using namespace qs;
 using qs::test::exportRun;
+using qs::test::nodeNamed;
 using qs::test::runCommand;
 using qs::test::runFile;
 using qs::test::runModel;
@@ -69,13 +70,6 @@ double snr(const Tensor& ref, const Tensor& got) {
   ErrorAccumulator acc;
   acc.add(ref, got);
   return acc.metrics().snrDb;
-}
-
-NodeId nodeNamed(const Graph& g, const std::string& name) {
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].name == name) return (NodeId)i;
-  ADD_FAILURE() << "no node " << name;
-  return -1;
 }
 
 // The float constant `name` of a model file.
@@ -158,7 +152,9 @@ TEST(BiasCorrectionExport, ANodeLeftInFloatKeepsItsOriginalBiasInTheAnalysisAndT
   const double all = run->result()->outputs[0].metrics.snrDb;
   // conv1 (its correction is bn1's mean) and conv3 back to float after the run, as a fallback or
   // the workbench's toggle does: their corrections go with them, dwconv's stays.
-  auto toggled = run->session->setQuantized({{nodeNamed(g, "conv1"), false}, {nodeNamed(g, "conv3"), false}});
+  const NodeId conv1 = nodeNamed(g, "conv1"), conv3 = nodeNamed(g, "conv3");
+  ASSERT_TRUE(conv1 >= 0 && conv3 >= 0);
+  auto toggled = run->session->setQuantized({{conv1, false}, {conv3, false}});
   ASSERT_TRUE(toggled) << toggled.status().message();
   const double predicted = (*toggled)->outputs[0].metrics.snrDb;
   const std::string q = exportRun(*run, dir + "/out");
@@ -185,6 +181,7 @@ TEST(BiasCorrectionExport, AMismatchedCorrectionIsRefusedNamingTheNode) {
   auto run = prepareRun(test::remedyRequest(model, dir + "/x.npy"));
   ASSERT_TRUE(run) << run.status().message();
   const NodeId conv3 = nodeNamed(run->model->graph, "conv3");
+  ASSERT_GE(conv3, 0);
   ConstantCorrection c{conv3, conv3, 2, test::randomTensor({5}, rng), Tensor()};  // b3 has 6 values
   Status st = run->session->setConstantCorrections({c});
   EXPECT_EQ(st.code(), StatusCode::InvalidArgument);

@@ -20,6 +20,7 @@
 #include "core/io/npy.h"
 #include "core/ir/half.h"
 #include "core/onnx/loader.h"
+#include "tests/support/font_text_images.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/sanitizer.h"
 #include "tests/support/text_images.h"
@@ -360,10 +361,31 @@ struct ClsFp16 {
   std::vector<double> measured;  // per level
 };
 
-void runClsFp16(const std::vector<std::string>& exclude, const std::vector<std::string>& levels, ClsFp16& out) {
+const std::string kClsSamples = std::string(QS_SOURCE_DIR) + "/.cache/samples/cls";
+
+// The text lines cls is run on: stb_easy_font's blocky glyphs (text_images.h), DejaVu fonts through
+// FreeType (font_text_images.h) or the first `count` of .cache/samples/cls.
+enum class ClsLines { Synthetic, Fonts, Samples };
+
+void runClsFp16(const std::vector<std::string>& exclude, const std::vector<std::string>& levels, ClsFp16& out,
+                ClsLines lines = ClsLines::Synthetic, int count = kSamples) {
   const std::string path = std::string(QS_MODELS_DIR) + "/ch_ppocr_mobile_v2.0_cls_infer.onnx";
   const std::string dir = qs::test::makeTempDir("high-precision-cls");
-  qs::test::writeTextImages(dir + "/images", kSamples, 192, 48, 7);
+  if (lines == ClsLines::Synthetic) {
+    qs::test::writeTextImages(dir + "/images", count, 192, 48, 7);
+  } else if (lines == ClsLines::Fonts) {
+    std::string error;
+    ASSERT_FALSE(qs::test::writeFontTextImages(dir + "/images", count, 192, 48, 7, false, &error).empty()) << error;
+    fs::remove(dir + "/images/labels.txt");
+  } else {
+    fs::create_directories(dir + "/images");
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(kClsSamples))
+      if (e.path().extension() == ".png") files.push_back(e.path());  // not setup.sh's .done marker
+    std::sort(files.begin(), files.end());
+    ASSERT_GE((int)files.size(), count) << kClsSamples;
+    for (size_t i = 0; i < (size_t)count; ++i) fs::copy(files[i], dir + "/images/" + files[i].filename().string());
+  }
   auto m = loadModel(path);
   ASSERT_TRUE(m) << m.status().message();
   CalibrationDataOptions co;
@@ -404,40 +426,50 @@ void runClsFp16(const std::vector<std::string>& exclude, const std::vector<std::
   ASSERT_TRUE(ex) << ex.status().message();
   const std::string q = dir + "/quantized.onnx";
   qs::test::writeBytes(q, ex->modelBytes);
-  ASSERT_EQ(runOrt(path, dir, dir + "/fp32", kSamples), 0) << std::ifstream(dir + "/fp32.log").rdbuf();
+  const int samples = (int)data->batchCount();
+  ASSERT_EQ(runOrt(path, dir, dir + "/fp32", samples), 0) << std::ifstream(dir + "/fp32.log").rdbuf();
   out.predicted = (*r)->outputs[0].metrics.snrDb;
   for (const std::string& level : levels) {
     const std::string o = dir + "/q_" + level;
-    ASSERT_EQ(runOrt(q, dir, o, kSamples, "--level " + level + " --disable-qdq"), 0) << std::ifstream(o + ".log").rdbuf();
+    ASSERT_EQ(runOrt(q, dir, o, samples, "--level " + level + " --disable-qdq"), 0) << std::ifstream(o + ".log").rdbuf();
     ErrorAccumulator acc;
-    for (int i = 0; i < kSamples; ++i) {
+    for (int i = 0; i < samples; ++i) {
       auto ref = readNpy(dir + "/fp32/out_" + std::to_string(i) + "_0.npy");
       auto got = readNpy(o + "/out_" + std::to_string(i) + "_0.npy");
       ASSERT_TRUE(ref && got);
       acc.add(*ref, *got);
     }
     out.measured.push_back(acc.metrics().snrDb);
-    std::printf("cls fp16, %zu excluded, ORT level %s: predicted %.3f dB, ORT %.3f dB\n", exclude.size(), level.c_str(),
-                out.predicted, out.measured.back());
+    std::printf("cls fp16, %d lines, %zu excluded, ORT level %s: predicted %.3f dB, ORT %.3f dB\n", samples,
+                exclude.size(), level.c_str(), out.predicted, out.measured.back());
   }
   fs::remove_all(dir);
 }
 
 // Every node in INT8: ORT's output SNR near the prediction as the model is written (graph
-// optimizations disabled; measured 0.53 dB above it on these 6 synthetic lines, 0.04 dB on 8 of
-// .cache/samples/cls). The analysis rounds only what ORT's CPU provider holds in float16
-// (core/analysis/high_precision_sim.cpp). With ORT's basic optimizations (constant folding, Conv
-// fusions) it computes another graph: measured 0.88 dB above the prediction here (was 1.27 dB when
-// the analysis rounded every node output).
+// optimizations disabled). On the 6 stb_easy_font lines this test used before, ORT measured 0.53 dB
+// above the prediction, more than 0.5; that gap is the sample set, not the simulation (docs/quality.md,
+// "Mixed precision", 2026-11-27): on the 16 real lines of .cache/samples/cls and on 16 FreeType-rendered
+// lines the two agree to 0.06 dB and 0.000 dB. Where they differ, one or two lines near cls's decision
+// boundary carry most of the output error, and there ORT differs from itself by as much when the
+// float16 rounding of a few tensors changes. With ORT's basic optimizations (float16 DequantizeLinear
+// and BatchNormalization folded into the Convs, a graph the analysis does not simulate): 0.43 dB below
+// the prediction on the real lines, 3.55 dB on the rendered ones (printed, not asserted).
 TEST(HighPrecision, ClsFp16ExportMatchesThePredictionInOrt) {
-  if (!fs::exists(std::string(QS_MODELS_DIR) + "/ch_ppocr_mobile_v2.0_cls_infer.onnx"))
-    GTEST_SKIP() << "cls model missing: run scripts/setup.sh";
-  ClsFp16 r;
-  runClsFp16({}, {"disabled", "basic"}, r);
-  ASSERT_EQ(r.measured.size(), 2u);
-  EXPECT_NEAR(r.measured[0], r.predicted, 0.75) << "level disabled";
-  EXPECT_NEAR(r.measured[1], r.predicted, 1.5) << "level basic";
-  EXPECT_GT(r.measured[0], 10.0);
+  if (!fs::exists(std::string(QS_MODELS_DIR) + "/ch_ppocr_mobile_v2.0_cls_infer.onnx") || !fs::exists(kClsSamples))
+    GTEST_SKIP() << "cls model or samples missing: run scripts/setup.sh";
+  ClsFp16 real;
+  runClsFp16({}, {"disabled", "basic"}, real, ClsLines::Samples, 16);
+  ASSERT_EQ(real.measured.size(), 2u);
+  EXPECT_NEAR(real.measured[0], real.predicted, 0.5) << "level disabled, .cache/samples/cls";
+  EXPECT_NEAR(real.measured[1], real.predicted, 0.75) << "level basic, .cache/samples/cls";
+  EXPECT_GT(real.measured[0], 10.0);
+  if (qs::test::kUnderSanitizer) return;
+  ClsFp16 fonts;
+  runClsFp16({}, {"disabled", "basic"}, fonts, ClsLines::Fonts, 16);
+  ASSERT_EQ(fonts.measured.size(), 2u);
+  EXPECT_NEAR(fonts.measured[0], fonts.predicted, 0.5) << "level disabled, rendered lines";
+  EXPECT_GT(fonts.measured[1], 10.0) << "level basic, rendered lines";
 }
 
 // Regression (fp16 fallback 2.3 dB optimistic): ten Convs left out of INT8 (those --target-snr 30

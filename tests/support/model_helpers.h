@@ -1,5 +1,5 @@
 // Helpers of the executor and rewrite tests: load a model built in code, seeded random values,
-// and the error measure those tests compare outputs with. Header-only: the test binaries link the
+// the error measure those tests compare outputs with, and a node looked up by name. Header-only: the test binaries link the
 // core, qs_test_support does not.
 #pragma once
 
@@ -10,8 +10,10 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/exec/executor.h"
 #include "core/onnx/loader.h"
 #include "tests/support/onnx_builder.h"
 
@@ -23,6 +25,17 @@ inline std::shared_ptr<Model> builtModel(const OnnxBuilder& b, const std::string
   auto m = loadModelFromBytes(bytes.data(), bytes.size(), name, "");
   EXPECT_TRUE(m) << m.status().message();
   return m ? *m : nullptr;
+}
+
+/// An executor of `m` with the graph rewrites on or off and `threads` threads (a failure is a test
+/// failure and nullptr).
+inline std::unique_ptr<Executor> makeExecutor(std::shared_ptr<Model> m, bool rewrites, int threads) {
+  ExecutorOptions eo;
+  eo.rewrites = rewrites;
+  eo.threads = threads;
+  auto ex = Executor::create(m, eo);
+  EXPECT_TRUE(ex) << ex.status().message();
+  return ex ? std::move(ex).value() : nullptr;
 }
 
 /// n values uniform in [lo, hi).
@@ -47,5 +60,14 @@ inline double relativeError(const Tensor& a, const Tensor& b) {
   }
   return maxDiff / maxRef;
 }
+
+/// The id of the node called `name` in `g`; -1 when there is none.
+inline NodeId nodeNamed(const Graph& g, std::string_view name) {
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].name == name) return (NodeId)i;
+  return -1;
+}
+
+inline NodeId nodeNamed(const Model& m, std::string_view name) { return nodeNamed(m.graph, name); }
 
 }  // namespace qs::test

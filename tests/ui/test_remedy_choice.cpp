@@ -46,6 +46,7 @@ using namespace qs;
 using namespace qs::ui;
 
 using qs::test::exportThroughDialog;
+using qs::test::nodeNamed;
 using qs::test::readAll;
 
 namespace {
@@ -63,12 +64,6 @@ QString inspectorValue(const PropertyTreeModel& m, const QString& section, const
   if (key.isEmpty()) return s.siblingAtColumn(PropertyTreeModel::ValueColumn).data().toString();
   const QModelIndex k = m.findKey(key, s);
   return k.isValid() ? k.siblingAtColumn(PropertyTreeModel::ValueColumn).data().toString() : QString();
-}
-
-NodeId nodeNamed(const Graph& g, const std::string& name) {
-  for (NodeId id = 0; id < (NodeId)g.nodes.size(); ++id)
-    if (g.nodes[(size_t)id].name == name) return id;
-  return -1;
 }
 
 }  // namespace
