@@ -34,8 +34,8 @@ namespace {
 
 constexpr int64_t kK = 32, kClasses = 48, kSteps = 10, kSamples = 8;
 
-// x [N, kSteps, kK] -> MatMul(w1) -> Relu -> MatMul(w2: the head) -> Add(b) -> Softmax -> y. The
-// Relu output's mean is positive, so each column's weight rounding shifts its class's score by a
+// x [N, kSteps, kK] -> MatMul(w1) -> Add(1) -> Relu -> MatMul(w2: the head) -> Add(b) -> Softmax -> y.
+// The Relu output's mean is about 1, so each column's weight rounding shifts its class's score by a
 // constant: a systematic shift, as rec's space (docs/quality.md, "rec: the spaces").
 std::string writeHeadModel(const std::string& dir, std::mt19937& rng) {
   std::normal_distribution<float> n(0.f, 1.f);
@@ -49,8 +49,10 @@ std::string writeHeadModel(const std::string& dir, std::mt19937& rng) {
   m.initializer("w1", {kK, kK}, w1);
   m.initializer("w2", {kK, kClasses}, w2);
   m.initializer("b", {kClasses}, b);
+  m.initializer("b1", {kK}, std::vector<float>((size_t)kK, 1.f));
   m.node("MatMul", {"x", "w1"}, {"h"}, "inner");
-  m.node("Relu", {"h"}, {"r"}, "relu");
+  m.node("Add", {"h", "b1"}, {"h1"}, "inner_bias");
+  m.node("Relu", {"h1"}, {"r"}, "relu");
   m.node("MatMul", {"r", "w2"}, {"z"}, "head");
   m.node("Add", {"z", "b"}, {"logits"}, "bias");
   OnnxBuilder::attrInt(m.node("Softmax", {"logits"}, {"y"}, "softmax"), "axis", -1);
@@ -100,6 +102,7 @@ TEST(HeadBiasCorrection, ShiftsTheHeadsBiasByTheMeanLogitErrorExportsItAndReload
   EXPECT_FALSE(AnalysisRequest{}.headBiasCorrection);  // off by default (docs/quality.md)
   AnalysisRequest rq = test::remedyRequest(model, dir + "/calib.npy");
   rq.data.batchSize = 1;
+  rq.headWeightScale = false;  // the head's weight rounding left as it is: the shift to correct
   rq.headBiasCorrection = false;
   auto off = runAnalysis(rq);
   ASSERT_TRUE(off) << off.status().message();
