@@ -50,6 +50,7 @@ struct TextFlags {
   std::string highPrecision = "fp32";
   std::string depthwiseEqualize;  // on|off
   std::string headWeightScale;    // on|off
+  std::string headBiasCorrection; // on|off
   std::string depthwiseSmooth;    // on|off
   std::string pointwiseSmooth;    // on|off
   std::string remedies = "none";  // auto|none
@@ -156,6 +157,10 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                  "on|off: int8, per output channel of the output head (the last MatMul/Gemm before a graph output), "
                  "the weight scale x 1 +- k/256 (k <= 16) with the least error of the head's output on the calibration "
                  "data; saved in quant_cfg.json (default on)");
+  cmd.add_option("--head-bias-correction", g_text.headBiasCorrection,
+                 "on|off: int8, the output head's bias shifted per class by the mean of float - quantized logits on "
+                 "the calibration data (the whole quantized model run); written in quantized.onnx, saved in "
+                 "quant_cfg.json (default off)");
   cmd.add_option("--depthwise-smooth", g_text.depthwiseSmooth,
                  "on|off: int8, per-channel scale (an inserted Mul, folded back into the weights) on the inputs of the "
                  "other depthwise Convs where it lowers their layer-wise error; the float model is unchanged (default off)");
@@ -239,6 +244,7 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   }
   QS_RETURN_IF_ERROR(parseOnOff("--depthwise-equalize", g_text.depthwiseEqualize, a.depthwiseEqualize));
   QS_RETURN_IF_ERROR(parseOnOff("--head-weight-scale", g_text.headWeightScale, a.headWeightScale));
+  QS_RETURN_IF_ERROR(parseOnOff("--head-bias-correction", g_text.headBiasCorrection, a.headBiasCorrection));
   QS_RETURN_IF_ERROR(parseOnOff("--depthwise-smooth", g_text.depthwiseSmooth, a.depthwiseSmooth));
   QS_RETURN_IF_ERROR(parseOnOff("--pointwise-smooth", g_text.pointwiseSmooth, a.pointwiseSmooth));
   QS_RETURN_IF_ERROR(parseRemedyMode(g_text.remedies, a.remedies));

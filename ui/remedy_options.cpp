@@ -98,6 +98,12 @@ RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedi
                                                "weight scale of the last MatMul/Gemm before a graph output times "
                                                "1 +- k/256, chosen by that layer's output error on the calibration "
                                                "data; written in quantized.onnx and quant_cfg.json"));
+  m_headBiasCorrection = new QCheckBox(QStringLiteral("Output head bias corrected"), this);
+  m_headBiasCorrection->setObjectName(QStringLiteral("headBiasCorrectionBox"));
+  m_headBiasCorrection->setToolTip(QStringLiteral("--head-bias-correction on|off (int8, off by default): the bias of the "
+                                                  "last MatMul/Gemm before a graph output shifted per class by the mean "
+                                                  "of float - quantized logits on the calibration data; written in "
+                                                  "quantized.onnx and quant_cfg.json"));
   auto* int8 = new QHBoxLayout;
   int8->addWidget(m_depthwise);
   int8->addWidget(m_depthwiseSmooth);
@@ -107,6 +113,7 @@ RemedyOptions::RemedyOptions(QWidget* parent) : QGroupBox(QStringLiteral("Remedi
   auto* int8Defaults = new QHBoxLayout;
   int8Defaults->addWidget(m_integerConv);
   int8Defaults->addWidget(m_headWeightScale);
+  int8Defaults->addWidget(m_headBiasCorrection);
   int8Defaults->addStretch();
   form->addRow(QString(), int8Defaults);
   m_highPrecision = new QComboBox(this);
@@ -181,6 +188,7 @@ void RemedyOptions::updateEnabled() {
   for (QWidget* w : std::initializer_list<QWidget*>{m_depthwise, m_depthwiseSmooth, m_pointwiseSmooth}) w->setEnabled(open && m_int8);
   m_integerConv->setEnabled(m_int8);
   m_headWeightScale->setEnabled(m_int8);
+  m_headBiasCorrection->setEnabled(m_int8);
 }
 
 void RemedyOptions::showSwitches(const AnalysisRequest& r) {
@@ -208,6 +216,7 @@ void RemedyOptions::setRequest(const AnalysisRequest& r) {
   updateEnabled();
   m_integerConv->setChecked(r.integerConv);
   m_headWeightScale->setChecked(r.headWeightScale);
+  m_headBiasCorrection->setChecked(r.headBiasCorrection);
   m_highPrecision->setCurrentIndex(m_highPrecision->findData((int)r.calibration.highPrecision));
   m_sensitivity->setCurrentIndex(m_sensitivity->findData(sensitivityOf(r)));
   m_calibrationRefine->setValue(r.calibrationRefine);
@@ -227,6 +236,7 @@ void RemedyOptions::apply(AnalysisRequest& r) const {
   r.remedies = remedyChoice() == RemediesAuto ? RemedyMode::Auto : RemedyMode::None;
   r.integerConv = m_integerConv->isChecked();
   r.headWeightScale = m_headWeightScale->isChecked();
+  r.headBiasCorrection = m_headBiasCorrection->isChecked();
   r.memoryBudgetBytes = (uint64_t)m_memoryBudget->value() << 20;
   r.calibrationRefine = m_calibrationRefine->value();
   r.calibration.highPrecision = (HighPrecision)m_highPrecision->currentData().toInt();

@@ -60,6 +60,8 @@ class RemedyOptions : public QGroupBox {
   QCheckBox* integerConvBox() const { return m_integerConv; }
   /// --head-weight-scale on|off (on by default; int8 only).
   QCheckBox* headWeightScaleBox() const { return m_headWeightScale; }
+  /// --head-bias-correction on|off (off by default; int8 only).
+  QCheckBox* headBiasCorrectionBox() const { return m_headBiasCorrection; }
   /// The int8-only switches (depthwise equalization, integer Convs) are enabled for int8 only.
   void setInt8(bool int8);
   QComboBox* highPrecisionCombo() const { return m_highPrecision; }
@@ -91,6 +93,7 @@ class RemedyOptions : public QGroupBox {
   QCheckBox* m_pointwiseSmooth = nullptr;
   QCheckBox* m_integerConv = nullptr;
   QCheckBox* m_headWeightScale = nullptr;
+  QCheckBox* m_headBiasCorrection = nullptr;
   QComboBox* m_highPrecision = nullptr;
   QComboBox* m_sensitivity = nullptr;
   QSpinBox* m_calibrationRefine = nullptr;

@@ -68,6 +68,8 @@ void writeRemedySettings(const AnalysisRequest& r, QJsonObject& c) {
   if (r.remedies == RemedyMode::Auto) c.insert(QStringLiteral("remedies"), QStringLiteral("auto"));
   if (r.integerConv != defaults.integerConv) c.insert(QStringLiteral("integer_conv"), r.integerConv);
   if (r.headWeightScale != defaults.headWeightScale) c.insert(QStringLiteral("head_weight_scale"), r.headWeightScale);
+  if (r.headBiasCorrection != defaults.headBiasCorrection)
+    c.insert(QStringLiteral("head_bias_correction"), r.headBiasCorrection);
   const auto s = sensitivityOf(r);
   if (s != sensitivityOf(AnalysisRequest{})) c.insert(QStringLiteral("sensitivity"), sensitivityName(s));
   if (r.calibrationRefine > 0) c.insert(QStringLiteral("calibration_refine"), r.calibrationRefine);
@@ -80,7 +82,8 @@ bool readRemedySettings(const QJsonObject& c, const QString& projectPath, Analys
                            std::pair{"depthwise_equalize", &r.depthwiseEqualize}, std::pair{"depthwise_smooth", &r.depthwiseSmooth},
                            std::pair{"pointwise_smooth", &r.pointwiseSmooth},
                            std::pair{"integer_conv", &r.integerConv},
-                           std::pair{"head_weight_scale", &r.headWeightScale}}) {
+                           std::pair{"head_weight_scale", &r.headWeightScale},
+                           std::pair{"head_bias_correction", &r.headBiasCorrection}}) {
     const QJsonValue v = c.value(QLatin1String(key));
     if (v.isUndefined()) continue;
     if (!v.isBool()) {

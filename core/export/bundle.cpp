@@ -102,6 +102,9 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
     for (const DepthwiseSmoothedInput& d : run.remedies.pointwiseSmoothed)
       qc.pointwiseSmooth.push_back({run.model->graph.nodes[(size_t)d.consumer].name, d.scale});
     qc.headWeightScale = run.headWeightRatios;
+    for (const HeadBiasShift& h : run.headBiasShifts)
+      qc.headBiasCorrection.push_back({run.model->graph.nodes[(size_t)h.where.head].name,
+                                       run.model->graph.value(h.where.bias).name, h.shift});
     qc.remedyMode = run.remedies.choice.mode;
     qc.remediesKept = run.remedies.choice.kept;
     const fs::path dir(target.outputDir);

@@ -1,5 +1,8 @@
 #include "core/export/pipeline.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <set>
 
@@ -373,7 +376,54 @@ Status searchHeadWeightScale(AnalysisRun& run, const ProgressFn& progress) {
   return Status::ok();
 }
 
+// AnalysisRequest::headBiasCorrection: the heads' bias shifts measured with the whole quantized
+// model on the calibration data (head_bias_correction.h), after the head weight scale search.
+Status correctHeadBias(AnalysisRun& run, const ProgressFn& progress) {
+  auto shifts = applyHeadBiasCorrection(*run.session, *run.calibrationData, progress);
+  if (!shifts) return shifts.status();
+  run.headBiasShifts = std::move(shifts).value();
+  return Status::ok();
+}
+
+// A loaded quant_cfg.json's quantscope.head_bias_correction, re-applied as saved (no measurement).
+Status applySavedHeadBias(AnalysisRun& run) {
+  const std::string& where = run.request.loadConfig;
+  const Graph& g = run.model->graph;
+  const std::vector<HeadBias> heads = headBiases(*run.session);
+  std::vector<HeadBiasShift> shifts;
+  for (const HeadBiasSaved& b : run.loadedConfig->headBiasCorrection) {
+    auto it = std::find_if(heads.begin(), heads.end(), [&](const HeadBias& h) { return g.nodes[(size_t)h.head].name == b.node; });
+    if (it == heads.end() || g.value(it->bias).name != b.tensor) {
+      return invalidArgument(where + ": quantscope.head_bias_correction: node '" + b.node + "' with bias '" + b.tensor +
+                             "' is not a quantized output head with that bias in " + run.request.modelPath);
+    }
+    if ((int64_t)b.shift.size() != it->classes) {
+      return invalidArgument(where + ": quantscope.head_bias_correction '" + b.tensor + "' has " +
+                             std::to_string(b.shift.size()) + " shifts, the bias " + std::to_string(it->classes) +
+                             " classes");
+    }
+    HeadBiasShift s;
+    s.where = *it;
+    s.shift = b.shift;
+    for (float x : s.shift) {
+      s.meanAbsShift += std::fabs(x);
+      s.maxAbsShift = std::max(s.maxAbsShift, (double)std::fabs(x));
+    }
+    s.meanAbsShift /= (double)std::max<size_t>(1, s.shift.size());
+    shifts.push_back(std::move(s));
+  }
+  QS_RETURN_IF_ERROR(applyHeadBiasShifts(*run.session, shifts));
+  run.headBiasShifts = std::move(shifts);
+  return Status::ok();
+}
+
 }  // namespace
+
+bool headBiasCorrected(const AnalysisRun& run) {
+  const AnalysisRequest& rq = run.request;
+  const bool scalesGiven = run.loadedConfig || !rq.calibrationCache.empty();
+  return !scalesGiven && rq.headBiasCorrection && rq.calibration.mode == QuantMode::Int8;
+}
 
 bool headWeightScaleSearched(const AnalysisRun& run) {
   const AnalysisRequest& rq = run.request;
@@ -408,7 +458,12 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks) {
     for (const std::string& w : run.session->calibrationWarnings()) warn(w);
   }
   if (remedies) QS_RETURN_IF_ERROR(runRemedies(run, phase(0.15, 0.35), callbacks.cancel));
-  if (headWeightScaleSearched(run)) QS_RETURN_IF_ERROR(searchHeadWeightScale(run, phase(0.34, 0.35)));
+  if (headWeightScaleSearched(run)) QS_RETURN_IF_ERROR(searchHeadWeightScale(run, phase(0.34, 0.345)));
+  if (headBiasCorrected(run)) {
+    QS_RETURN_IF_ERROR(correctHeadBias(run, phase(0.345, 0.35)));
+  } else if (run.loadedConfig && !run.loadedConfig->headBiasCorrection.empty()) {
+    QS_RETURN_IF_ERROR(applySavedHeadBias(run));
+  }
   auto result = run.session->analyze(run.analysisData, phase(0.35, 0.97));
   if (!result) return result.status();
   if (!std::isnan(rq.targetSnrDb) || !std::isnan(rq.targetAgreement)) {
@@ -541,6 +596,16 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
     }
     s["head_weight_scale"] = heads;
   }
+  if (!run.headBiasShifts.empty()) {
+    std::string heads;
+    for (const HeadBiasShift& h : run.headBiasShifts) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " (%lld classes, mean |shift| %.4f, max %.4f)", (long long)h.shift.size(),
+                    h.meanAbsShift, h.maxAbsShift);
+      heads += (heads.empty() ? "" : ", ") + run.model->graph.nodes[(size_t)h.where.head].name + buf;
+    }
+    s["head_bias_correction"] = heads;
+  }  // absent when off (the default), so that the reports of earlier runs stay as they were
   if (!rq.depthwiseEqualize) {
     s["depthwise_equalize"] = "off";
   } else if (const size_t n = run.remedies.depthwisePairs.size(); n > 0) {

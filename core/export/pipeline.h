@@ -19,6 +19,7 @@
 
 #include "core/analysis/activation_split.h"
 #include "core/analysis/fallback_curve.h"
+#include "core/analysis/head_bias_correction.h"
 #include "core/analysis/quant_session.h"
 #include "core/analysis/remedies.h"
 #include "core/analysis/weight_clip.h"
@@ -109,6 +110,12 @@ struct AnalysisRequest {
   /// rec's INT8 decoding put spaces where the float model has none (docs/quality.md, "rec: the
   /// spaces", 2026-11-27). Off where --weight-clip-search searches every weight.
   bool headWeightScale = true;
+  /// The output head's bias corrected by the mean of float - quantized logits on the calibration
+  /// data, the whole quantized model run (head_bias_correction.h), after the head weight scale
+  /// search; int8 with calibrated scales only; a loaded config re-applies its saved shifts. Off by
+  /// default: on rec it decodes 14 / 16 / 13 lines alike at seeds 0 / 1 / 2 against 15 / 16 / 13
+  /// without (docs/quality.md, "rec: the head's bias corrected", 2026-11-27).
+  bool headBiasCorrection = false;
   /// Per-channel smoothing of the other depthwise Convs' inputs through an inserted Mul
   /// (core/analysis/depthwise_smoothing.h), int8 with calibrated scales only; float-preserving.
   /// Off by default: rec's task agreement in ONNX Runtime fell (docs/quality.md, "Depthwise input smoothing").
@@ -190,6 +197,9 @@ struct AnalysisRun {
   /// changed, and the ratios applied (also a loaded config's), for quant_cfg.json.
   std::vector<WeightClipNode> headWeightScale;
   std::vector<WeightScaleRatios> headWeightRatios;
+  /// The head bias correction (AnalysisRequest::headBiasCorrection): per head, the shifts added to
+  /// its bias (measured, or a loaded config's) and, measured, the logits' error before and after.
+  std::vector<HeadBiasShift> headBiasShifts;
 
   /// The latest result (after toggles too); null before executeRun().
   std::shared_ptr<const AnalysisResult> result() const { return session ? session->result() : nullptr; }
@@ -210,6 +220,10 @@ Status executeRun(AnalysisRun& run, const RunCallbacks& callbacks = {});
 /// scales not given by a config or cache, no --weight-clip-search): then the remedies' baseline
 /// ("before") gets the same search, so before and after differ by the remedies only.
 bool headWeightScaleSearched(const AnalysisRun& run);
+
+/// Whether `run` measures its output heads' bias correction (AnalysisRequest::headBiasCorrection,
+/// int8, scales not given by a config or cache): the remedies' baseline gets it too.
+bool headBiasCorrected(const AnalysisRun& run);
 
 /// prepareRun() then executeRun().
 Result<AnalysisRun> runAnalysis(const AnalysisRequest& request, const RunCallbacks& callbacks = {});

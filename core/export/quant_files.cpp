@@ -374,6 +374,15 @@ std::string quantConfigJson(const Model& model, const AnalysisResult& r, const Q
     }
     qs["head_weight_scale"] = std::move(hw);
   }
+  if (!ctx.headBiasCorrection.empty()) {
+    Json hb = Json::array();
+    for (const HeadBiasSaved& b : ctx.headBiasCorrection) {
+      Json shift = Json::array();
+      for (float x : b.shift) shift.push_back((double)x);
+      hb.push_back(Json{{"node", b.node}, {"tensor", b.tensor}, {"shift", shift}});
+    }
+    qs["head_bias_correction"] = std::move(hb);
+  }
   if (!ctx.remedyMode.empty()) qs["remedy_choice"] = Json{{"mode", ctx.remedyMode}, {"kept", ctx.remediesKept}};
   Json root{{"act_quant_info", act}, {"quantscope", qs}};
   return root.dump(4) + "\n";
@@ -540,6 +549,23 @@ Result<SavedQuantConfig> parseQuantConfig(const std::string& text, const std::st
           w.ratio.push_back((float)v);
         }
         s.headWeightScale.push_back(std::move(w));
+      }
+    }
+    key = "head_bias_correction";
+    if (q.contains("head_bias_correction")) {
+      for (const Json& d : q.at("head_bias_correction")) {
+        HeadBiasSaved b;
+        key = "head_bias_correction.node";
+        b.node = d.at("node").get<std::string>();
+        key = "head_bias_correction.tensor";
+        b.tensor = d.at("tensor").get<std::string>();
+        key = "head_bias_correction.shift";
+        for (const Json& x : d.at("shift")) {
+          const double v = x.get<double>();
+          if (!std::isfinite(v)) return invalidArgument(where + ": quantscope." + key + ": expected finite numbers");
+          b.shift.push_back((float)v);
+        }
+        s.headBiasCorrection.push_back(std::move(b));
       }
     }
     key = "remedy_choice";

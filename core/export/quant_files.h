@@ -134,6 +134,13 @@ struct WeightScaleRatios {
   std::vector<float> ratio;
 };
 
+/// quantscope.head_bias_correction: per output head (`node`), the shift per class added to its bias
+/// constant `tensor` in the quantized model (the head bias correction, head_bias_correction.h).
+struct HeadBiasSaved {
+  std::string node, tensor;
+  std::vector<float> shift;
+};
+
 /// What a quant_cfg.json holds besides act_quant_info.
 struct SavedQuantConfig {
   std::string toolVersion;
@@ -162,6 +169,7 @@ struct SavedQuantConfig {
   std::vector<DepthwiseSmoothingScale> depthwiseSmooth;  // quantscope.depthwise_smooth: re-applied on load
   std::vector<DepthwiseSmoothingScale> pointwiseSmooth;  // quantscope.pointwise_smooth: re-applied after it
   std::vector<WeightScaleRatios> headWeightScale;        // quantscope.head_weight_scale: re-applied on load
+  std::vector<HeadBiasSaved> headBiasCorrection;         // quantscope.head_bias_correction: re-applied on load
   std::string remedyMode;                  // quantscope.remedy_choice.mode ("auto"; "" when absent)
   std::vector<std::string> remediesKept;   // quantscope.remedy_choice.kept: what the saved run's choice kept
 };
@@ -178,6 +186,7 @@ struct QuantConfigContext {
   std::vector<DepthwiseSmoothingScale> depthwiseSmooth;  // the run's depthwise input smoothing (its Mul nodes)
   std::vector<DepthwiseSmoothingScale> pointwiseSmooth;  // the run's group-1 Conv input smoothing (its Mul nodes)
   std::vector<WeightScaleRatios> headWeightScale;        // the run's head weight scale ratios
+  std::vector<HeadBiasSaved> headBiasCorrection;         // the run's head bias shifts
   std::string remedyMode;                 // --remedies auto's choice ("" when none was made): written as
   std::vector<std::string> remediesKept;  // quantscope.remedy_choice, a record (the scales above re-apply it)
 };

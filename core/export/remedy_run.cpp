@@ -140,6 +140,10 @@ Status runRemedies(AnalysisRun& run, const ProgressFn& progress, const std::shar
     auto head = applyHeadWeightScale(*run.baselineSession, *run.calibrationData, share(0.35, 0.4));
     if (!head) return head.status();
   }
+  if (headBiasCorrected(run)) {
+    auto bias = applyHeadBiasCorrection(*run.baselineSession, *run.calibrationData, share(0.35, 0.4));
+    if (!bias) return bias.status();
+  }
   auto before = run.baselineSession->analyze(run.analysisData, share(0.4, 1.0));
   if (!before) return before.status();
   run.remedies.before = *before;

@@ -24,6 +24,7 @@
 #include <set>
 #include <qcustomplot.h>
 
+#include "core/analysis/head_bias_correction.h"
 #include "core/analysis/quant_session.h"
 #include "core/analysis/weight_clip.h"
 #include "core/export/quant_files.h"
@@ -137,6 +138,9 @@ std::shared_ptr<const AnalysisResult> freshAnalysis(std::shared_ptr<const Model>
   // The default head weight scale search (weight_clip.h) as the workbench's run has it: layer-wise
   // on float inputs, so the exclusions of other nodes do not change what it finds.
   if (req.headWeightScale && req.calibration.mode == QuantMode::Int8 && !applyHeadWeightScale(**s, *d)) return nullptr;
+  // The default head bias correction (head_bias_correction.h) after it, measured with the whole
+  // quantized model of this session's plan.
+  if (req.headBiasCorrection && req.calibration.mode == QuantMode::Int8 && !applyHeadBiasCorrection(**s, *d)) return nullptr;
   auto r = (*s)->analyze(d);
   return r ? *r : nullptr;
 }

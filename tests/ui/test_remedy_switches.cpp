@@ -175,6 +175,7 @@ class RemedySwitchTest : public QObject {
     AnalysisRequest r;
     r.smoothQuant = r.weightClipSearch = true;
     r.depthwiseEqualize = r.integerConv = r.headWeightScale = false;
+    r.headBiasCorrection = true;
     r.depthwiseSmooth = true;
     r.calibrationRefine = 3;
     r.smoothQuantAlpha = 0.3;
@@ -186,6 +187,7 @@ class RemedySwitchTest : public QObject {
     QCOMPARE(r.depthwiseEqualize, defaults.depthwiseEqualize);
     QCOMPARE(r.integerConv, defaults.integerConv);
     QVERIFY(r.headWeightScale && box.headWeightScaleBox()->isChecked());  // on by default
+    QVERIFY(!r.headBiasCorrection && !box.headBiasCorrectionBox()->isChecked());  // off by default
     QCOMPARE(r.depthwiseSmooth, defaults.depthwiseSmooth);
     QCOMPARE(r.calibrationRefine, defaults.calibrationRefine);
     QVERIFY(!box.smoothQuantAlphaBox()->isEnabled());
@@ -200,20 +202,23 @@ class RemedySwitchTest : public QObject {
     box.depthwiseEqualizeBox()->setChecked(false);
     box.integerConvBox()->setChecked(false);
     box.headWeightScaleBox()->setChecked(false);
+    box.headBiasCorrectionBox()->setChecked(true);
     box.depthwiseSmoothBox()->setChecked(true);
     box.calibrationRefineBox()->setValue(2);
     box.apply(r);
-    QVERIFY(!r.headWeightScale);
+    QVERIFY(!r.headWeightScale && r.headBiasCorrection);
     QJsonObject saved;
     writeRemedySettings(r, saved);
     QCOMPARE(saved.value(QStringLiteral("head_weight_scale")), QJsonValue(false));
+    QCOMPARE(saved.value(QStringLiteral("head_bias_correction")), QJsonValue(true));
     AnalysisRequest reread;
     QString error;
     QVERIFY(readRemedySettings(saved, QStringLiteral("p.qsproj"), reread, error));
-    QVERIFY(!reread.headWeightScale);
+    QVERIFY(!reread.headWeightScale && reread.headBiasCorrection);
     QJsonObject atDefaults;  // on, the default, is not written (older projects read as on)
     writeRemedySettings(AnalysisRequest{}, atDefaults);
     QVERIFY(!atDefaults.contains(QStringLiteral("head_weight_scale")));
+    QVERIFY(!atDefaults.contains(QStringLiteral("head_bias_correction")));
     QCOMPARE(r.calibrationRefine, 2);
     QVERIFY(r.smoothQuant && r.weightClipSearch && !r.depthwiseEqualize && !r.integerConv && r.depthwiseSmooth);
     QCOMPARE(r.smoothQuantAlpha, 0.5);
@@ -239,6 +244,7 @@ class RemedySwitchTest : public QObject {
     RemedyOptions* o = dialog->remedyOptions();
     QVERIFY(!o->depthwiseEqualizeBox()->isEnabled() && !o->integerConvBox()->isEnabled());
     QVERIFY(!o->depthwiseSmoothBox()->isEnabled() && !o->headWeightScaleBox()->isEnabled());
+    QVERIFY(!o->headBiasCorrectionBox()->isEnabled());
     QVERIFY(o->smoothQuantBox()->isEnabled() && o->weightClipBox()->isEnabled());
     dialog->setRequest(AnalysisRequest{});
     QVERIFY(o->depthwiseEqualizeBox()->isEnabled() && o->integerConvBox()->isEnabled() && o->depthwiseSmoothBox()->isEnabled());
