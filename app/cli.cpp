@@ -103,7 +103,7 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
       ->check(CLI::Range(0, 16));
   cmd.add_option("--calibration-refine-budget", a.calibrationRefineBudget,
                  "Method auto: the refinement's cap on cone work per run, in whole-graph runs over its check "
-                 "samples (default 0: no cap, every tensor and candidate; 12 costs 1.2-1.7x the calibration without "
+                 "samples (default 0: no cap, every tensor and candidate; 12 costs 1.2-2x the calibration without "
                  "the refinement)")
       ->check(CLI::Range(0.0, 1e6));
   cmd.add_option("--calibration-refine-tensors", a.calibrationRefineTensors,
