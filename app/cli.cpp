@@ -99,8 +99,21 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                  "on this fraction of top-1 classes (decoded sequences for a sequence output), in [0, 1]");
   cmd.add_option("--calibration-refine", a.calibrationRefine,
                  "Method auto: passes of the refinement of the clip ranges on the graph outputs, tensor by tensor "
-                 "(default 0: off; each pass costs about 3-8x the rest of the calibration)")
+                 "(default 0: off; a whole pass costs about 3-8x the rest of the calibration, "
+                 "--calibration-refine-budget caps it)")
       ->check(CLI::Range(0, 16));
+  cmd.add_option("--calibration-refine-budget", a.calibrationRefineBudget,
+                 "Method auto: the refinement's cap on cone work per run, in whole-graph runs over its check "
+                 "samples (default 0: no cap, every tensor and candidate; 12 costs 1.2-2x the calibration without "
+                 "the refinement)")
+      ->check(CLI::Range(0.0, 1e6));
+  cmd.add_option("--calibration-refine-tensors", a.calibrationRefineTensors,
+                 "Method auto: refine only the K tensors with the lowest layer-wise SNR (0: all)")
+      ->check(CLI::Range(0, 1000000));
+  cmd.add_option("--calibration-refine-candidates", a.calibrationRefineCandidates,
+                 "Method auto: try only the first C candidates of each tensor (amax x 2^(-1/4), x 2^(1/4), the "
+                 "layer-wise winner, x 2^(-1/2), x 2^(1/2), the histogram methods; 0: all)")
+      ->check(CLI::Range(0, 64));
   cmd.add_option("--fallback-candidates", a.fallbackCandidates,
                  "Fallback: nodes re-measured per step, the most sensitive first, the one whose exclusion helps "
                  "most excluded (default 6; 1: the most sensitive, unmeasured)")

@@ -91,30 +91,35 @@ std::vector<ClipCandidate> refineCandidates(float current, float absMax, const s
     if (!(a > 0) || !std::isfinite(a) || near(a)) return;
     out.push_back(ClipCandidate{name, (float)a});
   };
-  for (int k : {-1, 1, -2, 2}) {
+  auto grid = [&](int k) {
     const double a = std::min((double)absMax, current * std::pow(2.0, k / 4.0));
     char name[32];
     std::snprintf(name, sizeof name, "clip_%.4g", absMax > 0 ? a / absMax : 0.0);
     add(name, a);
-  }
-  for (const ClipCandidate& e : extra) add(e.name, std::min(e.amax, absMax > 0 ? absMax : e.amax));
+  };
+  auto extraAt = [&](size_t i) { add(extra[i].name, std::min(extra[i].amax, absMax > 0 ? absMax : extra[i].amax)); };
+  grid(-1);
+  grid(1);
+  if (!extra.empty()) extraAt(0);
+  grid(-2);
+  grid(2);
+  for (size_t i = 1; i < extra.size(); ++i) extraAt(i);
   return out;
 }
 
 Result<ClipRefineResult> refineClipsOnOutputs(const PassContext& c, const QuantPlan& plan,
                                               std::map<ValueId, ActivationQuant>& act,
                                               const std::vector<RefineTarget>& targets, const std::vector<char>& enabled,
-                                              const CalibrationData& data, int passes, int64_t checkSamples,
-                                              int64_t heldOutSamples, HighPrecision highPrecision,
-                                              const ProgressFn& progress) {
+                                              const CalibrationData& data, const RefineOptions& o,
+                                              HighPrecision highPrecision, const ProgressFn& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   const Graph& g = c.model.graph;
   const std::map<ValueId, ActivationQuant> before = act;
   ClipRefineResult res;
-  const auto [checkFirst, checkCount] = batchRange(data, 0, std::max<int64_t>(1, checkSamples));
+  const auto [checkFirst, checkCount] = batchRange(data, 0, std::max<int64_t>(1, o.checkSamples));
   const int64_t perBatch = std::max<int64_t>(1, data.batchSize());
   res.checkSamples = std::min(data.sampleCount(), checkCount * perBatch);
-  const auto [heldFirst, heldCount] = batchRange(data, checkCount * perBatch, std::max<int64_t>(0, heldOutSamples));
+  const auto [heldFirst, heldCount] = batchRange(data, checkCount * perBatch, std::max<int64_t>(0, o.heldOutSamples));
   res.heldOutSamples = std::min(data.sampleCount() - res.checkSamples, heldCount * perBatch);
 
   auto fail = [&](Status st) -> Status {
@@ -148,30 +153,56 @@ Result<ClipRefineResult> refineClipsOnOutputs(const PassContext& c, const QuantP
   for (const CheckBatch& b : batches) addOutputs(c, b, b.quant, acc);
   res.checkBeforeDb = res.checkAfterDb = worstDb(acc);
 
-  // Each target's cone: every consumer of the tensor and what lies downstream.
-  std::vector<std::vector<NodeId>> cones(targets.size());
-  for (size_t i = 0; i < targets.size(); ++i) {
+  // Each node's work (estimated FLOPs on the first check batch) and the whole graph's, for the cap.
+  std::vector<double> nodeWork(g.nodes.size(), 0.0);
+  double graphWork = 0;
+  if (!batches.empty()) {
+    const std::vector<Tensor>& v = batches[0].quant;
+    for (NodeId id : g.topoOrder) {
+      const Node& n = g.nodes[(size_t)id];
+      std::vector<const Tensor*> in;
+      std::vector<Tensor> out;
+      for (ValueId x : n.inputs) in.push_back(x == kNoValue ? nullptr : &v[(size_t)x]);
+      for (ValueId x : n.outputs) out.push_back(x == kNoValue ? Tensor() : v[(size_t)x]);
+      nodeWork[(size_t)id] = std::max(1.0, Executor::estimateFlops(n, in, out));
+      graphWork += nodeWork[(size_t)id];
+    }
+  }
+  res.workCap = o.workCap > 0 ? o.workCap : 0;
+
+  // Each target's cone: every consumer of the tensor and what lies downstream; its work in whole-graph runs.
+  const size_t nTargets = o.maxTargets > 0 ? std::min(targets.size(), (size_t)o.maxTargets) : targets.size();
+  std::vector<std::vector<NodeId>> cones(nTargets);
+  std::vector<double> coneWork(nTargets, 0.0);
+  for (size_t i = 0; i < nTargets; ++i) {
     std::vector<NodeId> roots = g.value(targets[i].value).consumers;
     std::sort(roots.begin(), roots.end());
     roots.erase(std::unique(roots.begin(), roots.end()), roots.end());
     cones[i] = coneOf(g, roots);
+    for (NodeId n : cones[i]) coneWork[i] += nodeWork[(size_t)n];
+    if (graphWork > 0) coneWork[i] /= graphWork;
   }
+  auto candidateCount = [&](const RefineTarget& t) {
+    return o.maxCandidates > 0 ? std::min(t.candidates.size(), (size_t)o.maxCandidates) : t.candidates.size();
+  };
   size_t tried = 0, total = 0;
-  for (const RefineTarget& t : targets) total += t.candidates.size();
-  total *= (size_t)std::max(1, passes);
+  for (size_t i = 0; i < nTargets; ++i) total += candidateCount(targets[i]);
+  total *= (size_t)std::max(1, o.passes);
 
-  for (int pass = 0; pass < passes; ++pass) {
+  for (int pass = 0; pass < o.passes; ++pass) {
     ++res.passes;
     bool anyChange = false;
-    for (size_t i = 0; i < targets.size(); ++i) {
+    const double passStartDb = res.checkAfterDb;
+    for (size_t i = 0; i < nTargets; ++i) {
       const RefineTarget& tg = targets[i];
       auto q = act.find(tg.value);
       if (q == act.end() || q->second.scaleGroup >= 0 || cones[i].empty()) continue;
       const ActivationQuant current = q->second;
       double bestDb = res.checkAfterDb;
       int bestK = -1;
+      bool ranAny = false;
       std::vector<std::vector<Tensor>> bestTables;
-      for (size_t k = 0; k < tg.candidates.size(); ++k, ++tried) {
+      for (size_t k = 0; k < candidateCount(tg); ++k, ++tried) {
         if (!keepGoing(c.cancel, progress, 0.05 + 0.85 * (double)tried / (double)std::max<size_t>(1, total),
                        "refining clip ranges on the outputs"))
           return fail(c.cancelled());
@@ -179,6 +210,10 @@ Result<ClipRefineResult> refineClipsOnOutputs(const PassContext& c, const QuantP
         trial.amax = tg.candidates[k].amax;
         trial.scale = roundScale(scaleFromAmax(trial.amax, plan.mode), highPrecision);
         if (trial.scale == current.scale) continue;
+        if (res.workCap > 0 && res.work + coneWork[i] > res.workCap) {
+          ++res.cappedRuns;  // a cheaper cone later may still fit
+          continue;
+        }
         act[tg.value] = trial;
         std::vector<ErrorAccumulator> tacc(g.outputs.size());
         std::vector<std::vector<Tensor>> tables;
@@ -193,6 +228,8 @@ Result<ClipRefineResult> refineClipsOnOutputs(const PassContext& c, const QuantP
           tables.push_back(std::move(table));
         }
         ++res.coneRuns;
+        res.work += coneWork[i];
+        ranAny = true;
         const double db = worstDb(tacc);
         if (db > bestDb + kMinGainDb) {
           bestDb = db;
@@ -200,6 +237,7 @@ Result<ClipRefineResult> refineClipsOnOutputs(const PassContext& c, const QuantP
           bestTables = std::move(tables);
         }
       }
+      if (ranAny && pass == 0) ++res.targetsTried;
       if (bestK < 0) {
         act[tg.value] = current;
         continue;
@@ -213,7 +251,7 @@ Result<ClipRefineResult> refineClipsOnOutputs(const PassContext& c, const QuantP
       res.changed[tg.value] = tg.candidates[(size_t)bestK];
       anyChange = true;
     }
-    if (!anyChange) break;
+    if (!anyChange || res.checkAfterDb - passStartDb < o.minPassGainDb) break;
   }
   batches.clear();
 

@@ -29,6 +29,23 @@ struct RefineTarget {
   std::vector<ClipCandidate> candidates;  // amax > 0; the current amax need not be among them
 };
 
+/// How much of the refinement runs. The defaults are the whole refinement (every target, every
+/// candidate, no cap); QuantSession passes ClipSearchOptions' budget (the default budget: docs/quality.md).
+struct RefineOptions {
+  int passes = 1;                // passes over the targets; a pass that changes nothing ends it
+  int64_t checkSamples = 8;      // the first samples, on which candidates are scored
+  int64_t heldOutSamples = 8;    // the samples after them, measured before and after only
+  int maxTargets = 0;            // only the first this many targets (the caller orders them); 0: all
+  int maxCandidates = 0;         // only the first this many candidates of each target; 0: all
+  /// Cone work allowed, in whole-graph runs over the check samples (a cone's work: the estimated
+  /// FLOPs of its nodes over the whole graph's); a candidate whose cone would pass the cap is
+  /// skipped, cheaper ones after it still run. Machine-independent, so results do not depend on
+  /// the load. 0: no cap.
+  double workCap = 0;
+  /// A pass that raises the check samples' worst output SNR by less than this (dB) is the last one.
+  double minPassGainDb = 0;
+};
+
 struct ClipRefineResult {
   std::map<ValueId, ClipCandidate> changed;  // tensor -> the candidate applied instead
   double checkBeforeDb = 0, checkAfterDb = 0;      // worst output SNR on the check samples
@@ -36,25 +53,30 @@ struct ClipRefineResult {
   int64_t checkSamples = 0, heldOutSamples = 0;
   int passes = 0;     // passes run (stops early when a pass changes nothing)
   int coneRuns = 0;   // cone re-runs (per candidate, all check batches together)
+  int targetsTried = 0;   // targets (first pass) with at least one candidate run
+  double work = 0;        // cone work run, in whole-graph runs over the check samples (RefineOptions::workCap)
+  double workCap = 0;     // the cap it ran under (0: none)
+  int cappedRuns = 0;     // candidates skipped because their cone would have passed the cap
   double seconds = 0;
 };
 
 /// The candidates the refinement tries for a tensor whose amax is `current` (of max |x| `absMax`):
-/// current * 2^(k/4), k = -2, -1, 1, 2 (at most absMax), then `extra` (the histogram methods' and
-/// the layer-wise winner's amax), each skipped when within 3% of one already listed or of current.
+/// current * 2^(k/4), k = -1, 1 (at most absMax), then the first of `extra` (the layer-wise
+/// winner), then k = -2, 2, then the rest of `extra` (the histogram methods' amax), each skipped
+/// when within 3% of one already listed or of current: the likeliest first, for
+/// RefineOptions::maxCandidates.
 std::vector<ClipCandidate> refineCandidates(float current, float absMax, const std::vector<ClipCandidate>& extra);
 
-/// Runs `passes` passes over `targets` (in that order) on the first `checkSamples` samples of
-/// `data` (whole batches, at least one), with the quantized model of the nodes set in `enabled`
-/// under `act` (c.state's activation table: left at the refined scales on success). Tensors in a
-/// Concat scale group are not moved. `heldOutSamples` samples after the check samples (fewer when
-/// `data` has fewer) are measured before and after. Fails when a run fails or on cancel (`act`
-/// restored).
+/// Runs o.passes passes over `targets` (in that order; the first o.maxTargets) on the first
+/// o.checkSamples samples of `data` (whole batches, at least one), with the quantized model of the
+/// nodes set in `enabled` under `act` (c.state's activation table: left at the refined scales on
+/// success). Tensors in a Concat scale group are not moved. o.heldOutSamples samples after the
+/// check samples (fewer when `data` has fewer) are measured before and after. Fails when a run
+/// fails or on cancel (`act` restored).
 Result<ClipRefineResult> refineClipsOnOutputs(const PassContext& c, const QuantPlan& plan,
                                               std::map<ValueId, ActivationQuant>& act,
                                               const std::vector<RefineTarget>& targets, const std::vector<char>& enabled,
-                                              const CalibrationData& data, int passes, int64_t checkSamples,
-                                              int64_t heldOutSamples, HighPrecision highPrecision,
-                                              const ProgressFn& progress = {});
+                                              const CalibrationData& data, const RefineOptions& o,
+                                              HighPrecision highPrecision, const ProgressFn& progress = {});
 
 }  // namespace qs

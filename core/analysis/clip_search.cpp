@@ -420,15 +420,25 @@ Status QuantSession::refineClips(const CalibrationData& data, const std::map<Val
     auto q = m_state.act.find(id);
     if (q == m_state.act.end() || q->second.scaleGroup >= 0) continue;
     const ClipChoice& c = m_clipChoices[id];
+    // The layer-wise winner first: refineCandidates() puts it right after the +-1/4 pair.
     std::vector<ClipCandidate> extra;
+    if (auto l = layerwise.find(id); l != layerwise.end()) extra.push_back(l->second);
+    else extra.push_back(ClipCandidate{"", 0.f});  // none: skipped, keeps the histogram methods after the grid
     for (CalibMethod m : {CalibMethod::Mse, CalibMethod::Percentile, CalibMethod::Max, CalibMethod::Entropy})
       extra.push_back(ClipCandidate{m == CalibMethod::Percentile ? "percentile" : calibMethodName(m),
                                     q->second.methodAmax[(size_t)m]});
-    if (auto l = layerwise.find(id); l != layerwise.end()) extra.push_back(l->second);
     targets.push_back(RefineTarget{id, refineCandidates(c.amax, c.absMax, extra)});
   }
-  auto r = refineClipsOnOutputs(passContext(), m_plan, m_state.act, targets, enabledMask(), data, o.refinePasses,
-                                o.checkSamples, o.heldOutSamples, m_options.calibration.highPrecision, progress);
+  RefineOptions ro;
+  ro.passes = o.refinePasses;
+  ro.checkSamples = o.checkSamples;
+  ro.heldOutSamples = o.heldOutSamples;
+  ro.maxTargets = o.refineTensors;
+  ro.maxCandidates = o.refineCandidates;
+  ro.workCap = o.refineWorkCap;
+  ro.minPassGainDb = o.refineMinPassGainDb;
+  auto r = refineClipsOnOutputs(passContext(), m_plan, m_state.act, targets, enabledMask(), data, ro,
+                                m_options.calibration.highPrecision, progress);
   m_state.act = saved;
   if (!r) return r.status();
   for (auto& [id, c] : m_clipChoices) {
@@ -442,6 +452,10 @@ Status QuantSession::refineClips(const CalibrationData& data, const std::map<Val
     c.refineHeldOutBeforeDb = r->heldOutBeforeDb;
     c.refineHeldOutAfterDb = r->heldOutAfterDb;
     c.refineSeconds = r->seconds;
+    c.refineTargetsTried = r->targetsTried;
+    c.refineWork = r->work;
+    c.refineWorkCap = r->workCap;
+    c.refineCappedRuns = r->cappedRuns;
     if (auto ch = r->changed.find(id); ch != r->changed.end()) {
       c.refinedFrom = c.winner;
       c.refinedFromAmax = c.amax;

@@ -56,6 +56,14 @@ struct ClipSearchOptions {
   int refinePasses = 0;
   /// Samples after the check samples on which the refinement is measured before and after.
   int64_t heldOutSamples = 8;
+  /// The refinement's budget (RefineOptions): the noisiest this many tensors (0: all), the first
+  /// this many candidates of each (0: all), the cone work cap in whole-graph runs over the check
+  /// samples (0: none), and the gain (dB) below which a pass is the last. The defaults are the
+  /// whole refinement; the pipeline's default budget is in core/export/pipeline.h.
+  int refineTensors = 0;
+  int refineCandidates = 0;
+  double refineWorkCap = 0;
+  double refineMinPassGainDb = 0;
 };
 
 /// Layer-wise consumer SNR (dB) of every candidate amax scored for one tensor, in scoring order.

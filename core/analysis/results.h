@@ -53,6 +53,10 @@ struct ClipChoice {
   double refineCheckBeforeDb = 0, refineCheckAfterDb = 0;          // worst output SNR, check samples
   double refineHeldOutBeforeDb = NAN, refineHeldOutAfterDb = NAN;  // the same, held-out samples
   double refineSeconds = 0;
+  int refineTargetsTried = 0;    // tensors with at least one candidate run (first pass)
+  double refineWork = 0;         // cone work run, in whole-graph runs over the check samples
+  double refineWorkCap = 0;      // the cap it ran under (0: none)
+  int refineCappedRuns = 0;      // candidates skipped for the cap
 };
 
 /// Per-channel quantization of one weight.

@@ -48,6 +48,11 @@ Status validateRequest(const AnalysisRequest& r) {
   if (std::isinf(r.targetSnrDb)) return invalidArgument("--target-snr: expected a finite number of dB");
   if (r.calibrationRefine < 0 || r.calibrationRefine > 16)
     return invalidArgument("--calibration-refine " + std::to_string(r.calibrationRefine) + ": expected 0 to 16 passes");
+  if (!(r.calibrationRefineBudget >= 0 && r.calibrationRefineBudget <= 1e6))
+    return invalidArgument("--calibration-refine-budget " + std::to_string(r.calibrationRefineBudget) +
+                           ": expected 0 (no cap) or a positive number of whole-graph runs");
+  if (r.calibrationRefineTensors < 0 || r.calibrationRefineCandidates < 0)
+    return invalidArgument("--calibration-refine-tensors / --calibration-refine-candidates: expected 0 (all) or more");
   if (r.fallbackCandidates < 1)
     return invalidArgument("--fallback-candidates " + std::to_string(r.fallbackCandidates) + ": expected at least 1");
   if (r.fallbackCurveSteps < 0)
@@ -299,6 +304,9 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   ao.sensitivityMethod = rq.sensitivityMethod;
   ao.calibration = rq.calibration;
   ao.clipSearch.refinePasses = rq.calibrationRefine;
+  ao.clipSearch.refineWorkCap = rq.calibrationRefineBudget;
+  ao.clipSearch.refineTensors = rq.calibrationRefineTensors;
+  ao.clipSearch.refineCandidates = rq.calibrationRefineCandidates;
   ao.allTensorRanges = rq.allTensorRanges.value_or(true);  // every TensorRT that reads caches (8.5-10.x) needs them
   ao.integerConv = rq.integerConv;
   ao.gramSplit = rq.gramSplit;
@@ -559,6 +567,12 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
     s["fallback_candidates"] = std::to_string(rq.fallbackCandidates);
   if (rq.calibrationRefine != AnalysisRequest{}.calibrationRefine)
     s["calibration_refine"] = std::to_string(rq.calibrationRefine);
+  if (rq.calibrationRefineBudget != AnalysisRequest{}.calibrationRefineBudget)
+    s["calibration_refine_budget"] = std::to_string(rq.calibrationRefineBudget);
+  if (rq.calibrationRefineTensors != AnalysisRequest{}.calibrationRefineTensors)
+    s["calibration_refine_tensors"] = std::to_string(rq.calibrationRefineTensors);
+  if (rq.calibrationRefineCandidates != AnalysisRequest{}.calibrationRefineCandidates)
+    s["calibration_refine_candidates"] = std::to_string(rq.calibrationRefineCandidates);
   if (rq.fallbackCurveSteps != AnalysisRequest{}.fallbackCurveSteps) s["fallback_curve"] = std::to_string(rq.fallbackCurveSteps);
   if (rq.fallbackRankByGain != AnalysisRequest{}.fallbackRankByGain)
     s["fallback_rank"] = rq.fallbackRankByGain ? "gain" : "sensitivity";

@@ -151,7 +151,9 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
             {"check_snr_db_before", num(cc.refineCheckBeforeDb)}, {"check_snr_db_after", num(cc.refineCheckAfterDb)},
             {"held_out_snr_db_before", cc.refineHeldOutSamples > 0 ? num(cc.refineHeldOutBeforeDb) : Json(nullptr)},
             {"held_out_snr_db_after", cc.refineHeldOutSamples > 0 ? num(cc.refineHeldOutAfterDb) : Json(nullptr)},
-            {"seconds", num(cc.refineSeconds)}};
+            {"seconds", num(cc.refineSeconds)}, {"tensors_tried", cc.refineTargetsTried},
+            {"work", num(cc.refineWork)}, {"work_cap", cc.refineWorkCap > 0 ? num(cc.refineWorkCap) : Json(nullptr)},
+            {"capped_runs", cc.refineCappedRuns}};
     }
   }
   for (const auto& w : r.weights) {

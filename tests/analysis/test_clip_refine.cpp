@@ -163,3 +163,122 @@ TEST(ClipRefine, CandidatesAreAGridAroundTheCurrentAmaxAndTheDistinctExtras) {
   // Never above the tensor's max.
   for (const auto& x : refineCandidates(3.9f, 4.f, {})) EXPECT_LE(x.amax, 4.f);
 }
+
+TEST(ClipRefine, CandidatesPutTheQuarterStepPairAndTheLayerwiseWinnerFirst) {
+  // extra[0] is the layer-wise winner: it comes right after the 2^(+-1/4) pair, before the
+  // half steps and the histogram methods, so that a budget of 3 candidates tries exactly these.
+  const std::vector<ClipCandidate> extra{{"clip_0.25", 0.5f}, {"mse", 3.f}, {"max", 4.f}};
+  auto c = refineCandidates(1.f, 4.f, extra);
+  ASSERT_EQ(c.size(), 7u);
+  EXPECT_NEAR(c[0].amax, std::pow(2.f, -0.25f), 1e-5);
+  EXPECT_NEAR(c[1].amax, std::pow(2.f, 0.25f), 1e-5);
+  EXPECT_EQ(c[2].name, "clip_0.25");
+  EXPECT_NEAR(c[3].amax, std::pow(2.f, -0.5f), 1e-5);
+  EXPECT_NEAR(c[4].amax, std::pow(2.f, 0.5f), 1e-5);
+  EXPECT_EQ(c[5].name, "mse");
+  EXPECT_EQ(c[6].name, "max");
+  // An empty slot (no layer-wise winner: amax 0) is skipped.
+  auto d = refineCandidates(1.f, 4.f, {{"", 0.f}, {"max", 4.f}});
+  ASSERT_EQ(d.size(), 5u);
+  EXPECT_EQ(d[4].name, "max");
+}
+
+namespace {
+
+RefineRun analyseWithBudget(const Built& b, int passes, int tensors, int candidates, double workCap,
+                            double minPassGainDb = 0) {
+  AnalysisOptions ao;
+  ao.calibration.method = CalibMethod::Auto;
+  ao.threads = 2;
+  ao.sensitivity = false;
+  ao.clipSearch.maxSamples = kSamples;
+  ao.clipSearch.checkSamples = kSamples / 2;
+  ao.clipSearch.heldOutSamples = kSamples / 2;
+  ao.clipSearch.refinePasses = passes;
+  ao.clipSearch.refineTensors = tensors;
+  ao.clipSearch.refineCandidates = candidates;
+  ao.clipSearch.refineWorkCap = workCap;
+  ao.clipSearch.refineMinPassGainDb = minPassGainDb;
+  return test::calibrateAndAnalyse(b, ao);
+}
+
+}  // namespace
+
+TEST(ClipRefine, ABudgetOfOneTensorRefinesOnlyTheNoisiest) {
+  // The masked model has two activation points, x (fc1's input, coarse: its outliers keep the
+  // layer-wise amax high, the noisiest) and r (fc2's input). With the whole budget both are tried;
+  // with a budget of one tensor only x is, and it still gets the refinement's gain.
+  Built b = buildReluMasked();
+  ASSERT_TRUE(b.model && b.data);
+  RefineRun all = analyseWithBudget(b, 1, 0, 0, 0);
+  RefineRun one = analyseWithBudget(b, 1, 1, 0, 0);
+  ASSERT_TRUE(all.result && one.result);
+  const ValueId x = b.model->graph.findValue("x"), r = b.model->graph.findValue("r");
+  ASSERT_EQ(one.result->clipChoices.count(x), 1u);
+  ASSERT_EQ(one.result->clipChoices.count(r), 1u);
+  const ClipChoice& ax = all.result->clipChoices.at(x);
+  const ClipChoice& ox = one.result->clipChoices.at(x);
+  EXPECT_EQ(ax.refineTargetsTried, 2);
+  EXPECT_EQ(ox.refineTargetsTried, 1);
+  EXPECT_LT(ox.refineConeRuns, ax.refineConeRuns);
+  EXPECT_FALSE(ox.refinedFrom.empty());  // x, the noisiest, refined
+  EXPECT_TRUE(one.result->clipChoices.at(r).refinedFrom.empty());  // r not tried, so not moved
+  EXPECT_GT(ox.refineCheckAfterDb, ox.refineCheckBeforeDb + 2.0);
+}
+
+TEST(ClipRefine, TheWorkCapStopsTheConeRunsAndIsReported) {
+  Built b = buildReluMasked();
+  ASSERT_TRUE(b.model && b.data);
+  const ValueId x = b.model->graph.findValue("x");
+  // No cap: every candidate runs, none capped.
+  RefineRun free = analyseWithBudget(b, 1, 0, 0, 0);
+  ASSERT_TRUE(free.result);
+  const ClipChoice& f = free.result->clipChoices.at(x);
+  EXPECT_EQ(f.refineCappedRuns, 0);
+  EXPECT_EQ(f.refineWorkCap, 0.0);
+  ASSERT_GT(f.refineWork, 0.0);
+  // x's cone is the whole graph (1 run each), r's only fc2: caps below the free run's work stop it
+  // within the cap, and a cap below any cone runs nothing and changes nothing.
+  for (double cap : {0.5 * f.refineWork, 2.0, 1e-4}) {
+    RefineRun c = analyseWithBudget(b, 1, 0, 0, cap);
+    ASSERT_TRUE(c.result);
+    const ClipChoice& cx = c.result->clipChoices.at(x);
+    EXPECT_LE(cx.refineWork, cap + 1e-9) << cap;
+    EXPECT_DOUBLE_EQ(cx.refineWorkCap, cap);
+    EXPECT_GT(cx.refineCappedRuns, 0) << cap;
+    EXPECT_LT(cx.refineConeRuns, f.refineConeRuns) << cap;
+    EXPECT_GE(cx.refineCheckAfterDb, cx.refineCheckBeforeDb) << cap;
+    if (cap < 1e-3) {
+      EXPECT_EQ(cx.refineConeRuns, 0);
+      EXPECT_EQ(cx.refineCheckAfterDb, cx.refineCheckBeforeDb);
+      for (const auto& [id, ch] : c.result->clipChoices) EXPECT_TRUE(ch.refinedFrom.empty());
+    }
+  }
+  ReportContext ctx;
+  RefineRun c = analyseWithBudget(b, 1, 0, 0, 2.0);
+  ASSERT_TRUE(c.result);
+  const std::string json = reportJson(*b.model, *c.result, ctx);
+  EXPECT_NE(json.find("\"work_cap\": 2"), std::string::npos) << json.substr(0, 3000);
+  EXPECT_NE(json.find("\"capped_runs\""), std::string::npos);
+}
+
+TEST(ClipRefine, FewerCandidatesAndThePassGainStopCutTheRuns) {
+  Built b = buildReluMasked();
+  ASSERT_TRUE(b.model && b.data);
+  const ValueId x = b.model->graph.findValue("x");
+  RefineRun all = analyseWithBudget(b, 4, 0, 0, 0);
+  RefineRun two = analyseWithBudget(b, 4, 0, 2, 0);
+  // A pass must gain 1000 dB to be followed by another: one pass only.
+  RefineRun stop = analyseWithBudget(b, 4, 0, 0, 0, 1000.0);
+  ASSERT_TRUE(all.result && two.result && stop.result);
+  const ClipChoice& a = all.result->clipChoices.at(x);
+  const ClipChoice& t = two.result->clipChoices.at(x);
+  const ClipChoice& s = stop.result->clipChoices.at(x);
+  // At most 2 candidates per tensor and pass (2 tensors).
+  EXPECT_LE(t.refineConeRuns, 2 * 2 * t.refinePasses);
+  EXPECT_LT(t.refineConeRuns, a.refineConeRuns);
+  EXPECT_GE(t.refineCheckAfterDb, t.refineCheckBeforeDb);
+  EXPECT_GT(a.refinePasses, 1);  // without the stop, the masked model takes a second pass
+  EXPECT_EQ(s.refinePasses, 1);
+  EXPECT_GE(s.refineCheckAfterDb, s.refineCheckBeforeDb);
+}
