@@ -1,3 +1,8 @@
+// SmoothQuant (smoothquant.h). The producers that take the 1/s: a LayerNormalization (its scale and
+// bias), and since 2026-11-27 (wt-recn) a LayerNormalization decomposed into ops (paddle2onnx's
+// ReduceMean, Sub, Pow, ..., Div, then Mul(gamma), Add(beta), as in PP-OCRv4 rec's SVTR neck), at its
+// closing Add(Mul(z, gamma), beta) with per-channel constants of their own; SmoothedGroup::producer
+// is then that Add.
 #include "core/analysis/smoothquant.h"
 
 #include <Eigen/Core>
@@ -20,7 +25,8 @@ struct Consumer {
 };
 
 struct Group {
-  NodeId ln = -1;
+  NodeId ln = -1;                                // the producer: LayerNormalization, or the Add of a decomposed one
+  std::vector<std::pair<NodeId, size_t>> folds;  // (node, input slot) of the constants that take the 1/s
   int64_t K = 0;
   std::vector<Consumer> consumers;
   std::vector<double> xMax;  // per input channel, over all read rows
@@ -46,6 +52,30 @@ bool ownable(const Graph& g, ValueId id) {
   return p.opType == "Identity" && p.domain.empty() && p.inputs.size() == 1 && floatConstant(g, p.inputs[0]);
 }
 
+// The number of values of the constant at `id` (directly or through an Identity), 0 if none.
+int64_t constantNumel(const Graph& g, ValueId id) {
+  if (id == kNoValue) return 0;
+  const Value& v = g.value(id);
+  if (v.constant) return v.constant->numel();
+  if (v.producer < 0) return 0;
+  const Node& p = g.nodes[(size_t)v.producer];
+  if (p.opType != "Identity" || p.inputs.empty() || !floatConstant(g, p.inputs[0])) return 0;
+  return g.value(p.inputs[0]).constant->numel();
+}
+
+// The constant at `id` broadcasts along the last axis only: shape [K] or [1, ..., 1, K].
+bool lastAxisVector(const Graph& g, ValueId id) {
+  const Value& v = g.value(id);
+  const Tensor* t = v.constant ? &*v.constant : nullptr;
+  if (!t && v.producer >= 0) t = &*g.value(g.nodes[(size_t)v.producer].inputs[0]).constant;
+  if (!t || t->rank() < 1) return false;
+  for (int64_t d = 0; d + 1 < t->rank(); ++d)
+    if (t->dim(d) != 1) return false;
+  return true;
+}
+
+std::string consumersOf(const Graph& g, const QuantPlan& plan, const Value& y, Group& out);
+
 // Where the group's reason not to smooth is, "" when it can be.
 std::string groupOf(const Graph& g, const QuantPlan& plan, NodeId id, Group& out) {
   const Node& n = g.nodes[(size_t)id];
@@ -59,12 +89,63 @@ std::string groupOf(const Graph& g, const QuantPlan& plan, NodeId id, Group& out
   }
   for (size_t i = 1; i < std::min<size_t>(n.inputs.size(), 3); ++i)
     if (!ownable(g, n.inputs[i])) return "its scale or bias is not a constant of its own";
+  const std::string why = consumersOf(g, plan, y, out);
+  if (!why.empty()) return why;
+  const int64_t gk = constantNumel(g, n.inputs[1]);
+  if (gk != out.K) return "its scale has " + std::to_string(gk) + " values, its consumers " + std::to_string(out.K) + " input channels";
+  out.ln = id;
+  out.folds = {{id, 1}};
+  if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) out.folds.push_back({id, 2});
+  return "";
+}
+
+// A LayerNormalization decomposed into ops (what paddle2onnx writes: ReduceMean, Sub, Pow, ...,
+// Div, then Mul by the scale and Add of the bias) ends in Add(Mul(z, gamma), beta) with per-channel
+// constants: (z gamma + beta) / s = z (gamma / s) + beta / s for any z, so the 1/s folds into gamma
+// and beta as into a LayerNormalization's. `id` is the Add. "-" where `id` is not that pattern at all
+// (nothing to report), else as groupOf.
+std::string decomposedOf(const Graph& g, const QuantPlan& plan, NodeId id, Group& out) {
+  const Node& add = g.nodes[(size_t)id];
+  if (add.opType != "Add" || !add.domain.empty() || add.inputs.size() != 2 || add.outputs.empty() ||
+      add.outputs[0] == kNoValue)
+    return "-";
+  for (size_t bi = 0; bi < 2; ++bi) {
+    const ValueId beta = add.inputs[bi], m = add.inputs[1 - bi];
+    if (constantNumel(g, beta) == 0 || m == kNoValue || g.value(m).producer < 0) continue;
+    const NodeId mulId = g.value(m).producer;
+    const Node& mul = g.nodes[(size_t)mulId];
+    if (mul.opType != "Mul" || !mul.domain.empty() || mul.inputs.size() != 2) continue;
+    for (size_t gi = 0; gi < 2; ++gi) {
+      const ValueId gamma = mul.inputs[gi];
+      if (constantNumel(g, gamma) == 0 || constantNumel(g, mul.inputs[1 - gi]) != 0) continue;
+      // The pattern; from here on a failure is a reason.
+      const Value& y = g.value(add.outputs[0]);
+      if (y.isGraphOutput) return "its output is a graph output";
+      const Value& mv = g.value(m);
+      if (mv.isGraphOutput || mv.consumers.size() != 1) return "its Mul '" + mul.name + "' has other readers";
+      if (!ownable(g, gamma) || !ownable(g, beta)) return "its scale or bias is not a constant of its own";
+      if (!lastAxisVector(g, gamma) || !lastAxisVector(g, beta)) return "its scale or bias is not per last-axis channel";
+      const std::string why = consumersOf(g, plan, y, out);
+      if (!why.empty()) return why;
+      if (constantNumel(g, gamma) != out.K || constantNumel(g, beta) != out.K)
+        return "its scale has " + std::to_string(constantNumel(g, gamma)) + " values, its consumers " +
+               std::to_string(out.K) + " input channels";
+      out.ln = id;
+      out.folds = {{mulId, gi}, {id, bi}};
+      return "";
+    }
+  }
+  return "-";
+}
+
+// The MatMul/Gemm readers of `y` with constant weights of their own (Shape nodes aside), into `out`.
+std::string consumersOf(const Graph& g, const QuantPlan& plan, const Value& y, Group& out) {
   bool anyQuantized = false;
   for (NodeId c : y.consumers) {
     const Node& cn = g.nodes[(size_t)c];
     if (cn.opType == "Shape" && cn.domain.empty()) continue;
     if ((cn.opType != "MatMul" && cn.opType != "Gemm") || !cn.domain.empty() || cn.inputs.size() < 2 ||
-        cn.inputs[0] != n.outputs[0])
+        cn.inputs[0] == kNoValue || &g.value(cn.inputs[0]) != &y)
       return "its output is read by " + cn.opType + " '" + cn.name + "'";
     const ValueId w = cn.inputs[1];
     if (!floatConstant(g, w) || g.value(w).consumers.size() != 1 || g.value(w).constant->rank() != 2)
@@ -85,11 +166,6 @@ std::string groupOf(const Graph& g, const QuantPlan& plan, NodeId id, Group& out
   }
   if (out.consumers.empty()) return "no MatMul/Gemm reads it";
   if (!anyQuantized) return "none of its consumers is quantized";
-  const Value& gamma = g.value(n.inputs[1]);
-  const int64_t gk = gamma.constant ? gamma.constant->numel()
-                                    : g.value(g.nodes[(size_t)gamma.producer].inputs[0]).constant->numel();
-  if (gk != out.K) return "its scale has " + std::to_string(gk) + " values, its consumers " + std::to_string(out.K) + " input channels";
-  out.ln = id;
   return "";
 }
 
@@ -156,7 +232,8 @@ double groupError(const Graph& g, const Group& grp, const std::vector<float>& s,
   return err;
 }
 
-// Divides the LayerNormalization input `slot` (scale or bias) of `copy` by s, for it alone.
+// Divides input `slot` (the scale or bias of a LayerNormalization, or of its decomposed tail) of `ln`
+// in `g` by s, for it alone.
 std::string divideOwn(Graph& g, NodeId ln, size_t slot, const std::vector<float>& s) {
   const ValueId id = g.nodes[(size_t)ln].inputs[slot];
   Value& v = g.value(id);
@@ -195,17 +272,22 @@ Result<SmoothQuantResult> smoothQuant(const QuantSession& session, const Calibra
   SmoothQuantResult res;
 
   std::vector<Group> groups;
-  std::set<NodeId> grouped;
+  std::set<NodeId> grouped, listed;
   for (NodeId id : g.topoOrder) {
     const Node& n = g.nodes[(size_t)id];
-    if (n.opType != "LayerNormalization" || !n.domain.empty()) continue;
+    const bool ln = n.opType == "LayerNormalization" && n.domain.empty();
+    if (!ln && n.opType != "Add") continue;
     Group grp;
-    const std::string why = groupOf(g, plan, id, grp);
+    const std::string why = ln ? groupOf(g, plan, id, grp) : decomposedOf(g, plan, id, grp);
+    if (why == "-") continue;
     if (!why.empty()) {
       if (n.outputs.empty() || n.outputs[0] == kNoValue) continue;
       for (NodeId c : g.value(n.outputs[0]).consumers)
-        if ((g.nodes[(size_t)c].opType == "MatMul" || g.nodes[(size_t)c].opType == "Gemm") && isNodeQuantized(plan, c))
-          res.skipped.push_back(g.nodes[(size_t)c].name + ": its input's LayerNormalization '" + n.name + "': " + why);
+        if ((g.nodes[(size_t)c].opType == "MatMul" || g.nodes[(size_t)c].opType == "Gemm") && isNodeQuantized(plan, c) &&
+            listed.insert(c).second)
+          res.skipped.push_back(g.nodes[(size_t)c].name + ": its input's " +
+                                (ln ? "LayerNormalization '" : "scale and bias (Mul, Add '") + n.name +
+                                (ln ? "': " : "'): ") + why);
       continue;
     }
     grp.xMax.assign((size_t)grp.K, 0.0);
@@ -216,11 +298,11 @@ Result<SmoothQuantResult> smoothQuant(const QuantSession& session, const Calibra
   for (NodeId id : g.topoOrder) {
     const Node& n = g.nodes[(size_t)id];
     if ((n.opType == "MatMul" || n.opType == "Gemm") && isNodeQuantized(plan, id) && !grouped.count(id) &&
-        n.inputs.size() > 1 && floatConstant(g, n.inputs[1])) {
+        !listed.count(id) && n.inputs.size() > 1 && floatConstant(g, n.inputs[1])) {
       const ValueId x = n.inputs[0];
       const NodeId p = x == kNoValue ? -1 : g.value(x).producer;
       if (p < 0 || g.nodes[(size_t)p].opType != "LayerNormalization")
-        res.skipped.push_back(n.name + ": its input is not a LayerNormalization's output (no Mul is inserted)");
+        res.skipped.push_back(n.name + ": its input is not a LayerNormalization's (or its scale and bias') output (no Mul is inserted)");
     }
   }
 
@@ -293,9 +375,7 @@ Result<SmoothQuantResult> smoothQuant(const QuantSession& session, const Calibra
     }
     const std::vector<float> s = scalesFor(grp, wMax, out.alpha);
     for (float v : s) out.maxLogScale = std::max(out.maxLogScale, std::fabs(std::log((double)v)));
-    changed.insert(divideOwn(cg, grp.ln, 1, s));
-    if (cg.nodes[(size_t)grp.ln].inputs.size() > 2 && cg.nodes[(size_t)grp.ln].inputs[2] != kNoValue)
-      changed.insert(divideOwn(cg, grp.ln, 2, s));
+    for (const auto& [node, slot] : grp.folds) changed.insert(divideOwn(cg, node, slot, s));
     for (const Consumer& c : grp.consumers) {
       Value& wv = cg.value(c.weight);
       wv.constant = scaledWeight(*wv.constant, c.nk, s);

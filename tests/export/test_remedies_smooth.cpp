@@ -1,6 +1,7 @@
 // SmoothQuant and weight clip search end to end (core/analysis/smoothquant.h, weight_clip.h,
 // core/export/remedy_run.h) on models built in code: SmoothQuant keeps the float function of an
-// LN -> MatMul model with outlier channels (>= 90 dB) and raises its INT8 SNR; the weight clip
+// LN -> MatMul model with outlier channels (>= 90 dB), also with the LayerNormalization decomposed into
+// ops, and raises its INT8 SNR; the weight clip
 // search never raises a node's layer-wise error; the export of each runs in ONNX Runtime at the
 // predicted SNR (within 0.5 dB).
 #include <gtest/gtest.h>
@@ -51,6 +52,38 @@ std::string writeLnModel(const std::string& dir, std::mt19937& rng) {
   b.node("MatMul", {"h", "wk"}, {"k"}, "k_proj");
   b.node("Add", {"q", "k"}, {"y"}, "add");
   const std::string path = dir + "/ln.onnx";
+  b.save(path);
+  return path;
+}
+
+// The model of writeLnModel with its LayerNormalization decomposed as paddle2onnx writes it (PP-OCRv4
+// rec's SVTR neck): ReduceMean, Sub, Pow, ReduceMean, Add(eps), Sqrt, Div, then Mul(gamma) and
+// Add(beta) -> MatMul(Wq), MatMul(Wk) -> Add -> y.
+std::string writeDecomposedLnModel(const std::string& dir, std::mt19937& rng) {
+  test::OnnxBuilder b(17);
+  b.input("x", {kB, kT, kC}).output("y", {kB, kT, kN});
+  std::vector<float> gamma = test::randomValues(kC, rng, 0.5f, 1.5f);
+  gamma[3] = 40.f;
+  gamma[17] = -25.f;
+  b.initializer("gamma", {kC}, gamma);
+  b.initializer("beta", {kC}, test::randomValues(kC, rng, -0.1f, 0.1f));
+  b.initializer("two", {}, {2.f});
+  b.initializer("eps", {}, {1e-5f});
+  b.initializer("wq", {kC, kN}, test::randomValues(kC * kN, rng, -0.3f, 0.3f));
+  b.initializer("wk", {kC, kN}, test::randomValues(kC * kN, rng, -0.3f, 0.3f));
+  test::OnnxBuilder::attrInts(b.node("ReduceMean", {"x"}, {"mean"}, "mean"), "axes", {-1});
+  b.node("Sub", {"x", "mean"}, {"centred"}, "sub");
+  b.node("Pow", {"centred", "two"}, {"sq"}, "pow");
+  test::OnnxBuilder::attrInts(b.node("ReduceMean", {"sq"}, {"var"}, "var"), "axes", {-1});
+  b.node("Add", {"var", "eps"}, {"var_eps"}, "add_eps");
+  b.node("Sqrt", {"var_eps"}, {"std"}, "sqrt");
+  b.node("Div", {"centred", "std"}, {"normed"}, "div");
+  b.node("Mul", {"normed", "gamma"}, {"scaled"}, "ln_scale");
+  b.node("Add", {"scaled", "beta"}, {"h"}, "ln_bias");
+  b.node("MatMul", {"h", "wq"}, {"q"}, "q_proj");
+  b.node("MatMul", {"h", "wk"}, {"k"}, "k_proj");
+  b.node("Add", {"q", "k"}, {"y"}, "add");
+  const std::string path = dir + "/ln_decomposed.onnx";
   b.save(path);
   return path;
 }
@@ -145,6 +178,43 @@ TEST(SmoothQuantRemedy, KeepsTheFloatFunctionRaisesInt8SnrAndMatchesOnnxRuntime)
     EXPECT_NEAR(ort, predicted, 0.5);
     EXPECT_TRUE(schemaValid(out + "/report.json"));
   }
+  fs::remove_all(dir);
+}
+
+// rec's LayerNormalizations are decomposed, so SmoothQuant found no group on it before; the tail
+// Mul(gamma), Add(beta) now takes the 1/s.
+TEST(SmoothQuantRemedy, SmoothsADecomposedLayerNormalizationAndMatchesOnnxRuntime) {
+  std::mt19937 rng(3);
+  const std::string dir = test::makeTempDir("smoothquant_decomposed");
+  const std::string model = writeDecomposedLnModel(dir, rng);
+  const Tensor x = test::randomTensor({kB, kT, kC}, rng, -1.f, 1.f);
+  ASSERT_TRUE(writeNpy(dir + "/x.npy", x));
+  const Tensor ref = runFile(model, x);
+  AnalysisRequest rq = test::remedyRequest(model, dir + "/x.npy");
+  rq.smoothQuant = true;
+  auto run = runAnalysis(rq);
+  ASSERT_TRUE(run) << run.status().message();
+  ASSERT_EQ(run->remedies.smoothed.size(), 1u);
+  const SmoothedGroup& grp = run->remedies.smoothed[0];
+  EXPECT_EQ(run->model->graph.nodes[(size_t)grp.producer].name, "ln_bias");
+  EXPECT_EQ(grp.consumers.size(), 2u);
+  EXPECT_EQ(grp.channels, kC);
+  EXPECT_LT(grp.errorAfter, grp.errorBefore);
+  EXPECT_EQ(run->remedies.changedInitializers, (std::vector<std::string>{"beta", "gamma", "wk", "wq"}));
+  const double floatDb = snr(ref, runModel(run->model, x));
+  ASSERT_TRUE(run->remedies.before);
+  const double before = run->remedies.before->outputs[0].metrics.snrDb;
+  const double predicted = run->result()->outputs[0].metrics.snrDb;
+  const std::string q = exportRun(*run, dir + "/out");
+  const double ours = snr(ref, runFile(q, x));
+  const double ort = ortSnr(dir + "/out", model, q, x);
+  std::printf("smoothquant, decomposed LN, alpha %.1f: float %.1f dB; INT8 before %.2f dB, predicted %.2f, our executor on the file %.2f, ORT %.2f\n",
+              grp.alpha, floatDb, before, predicted, ours, ort);
+  EXPECT_GE(floatDb, 90.0);
+  EXPECT_GT(predicted, before + 3.0);
+  EXPECT_NEAR(ours, predicted, 0.5);
+  EXPECT_NEAR(ort, predicted, 0.5);
+  EXPECT_TRUE(schemaValid(dir + "/out/report.json"));
   fs::remove_all(dir);
 }
 
