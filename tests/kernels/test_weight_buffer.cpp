@@ -71,15 +71,33 @@ TEST(WeightBuffer, LargeBuffersAreZeroedAlignedAndAdvisedAsHugePages) {
   EXPECT_EQ(moved.advisedBytes(), 4 * kMiB);
 }
 
-TEST(WeightBuffer, SmallBuffersStayOnOrdinaryPages) {
-  WeightBuffer b(100 * 1024);
+TEST(WeightBuffer, SmallBuffersShareHugePages) {
+  WeightBuffer a(100 * 1024 + 4), b(300 * 1024);
+  ASSERT_NE(a.data(), nullptr);
   ASSERT_NE(b.data(), nullptr);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u);
-  EXPECT_EQ(b.advisedBytes(), 0u);
+  for (const WeightBuffer* w : {&a, &b}) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(w->data()) % 64, 0u);
+    for (size_t i = 0; i < w->bytes() / sizeof(float); ++i) ASSERT_EQ(w->data()[i], 0.f);
+  }
+  // Apart: writing one leaves the other as it was.
+  std::memset(a.data(), 0x7f, a.bytes());
   for (size_t i = 0; i < b.bytes() / sizeof(float); ++i) ASSERT_EQ(b.data()[i], 0.f);
   WeightBuffer none(0);
   EXPECT_EQ(none.data(), nullptr);
   EXPECT_EQ(none.advisedBytes(), 0u);
+  if (!WeightBuffer::enabled()) {
+    EXPECT_EQ(a.advisedBytes(), 0u);
+    return;
+  }
+  EXPECT_EQ(a.advisedBytes(), a.bytes());
+  EXPECT_EQ(b.advisedBytes(), b.bytes());
+  EXPECT_EQ(thpEligible(a.data()), 1);
+  EXPECT_EQ(thpEligible(b.data()), 1);
+  // A buffer outlives the ones carved before it: its chunk stays mapped.
+  float* at = b.data();
+  { WeightBuffer gone = std::move(a); }
+  EXPECT_EQ(b.data(), at);
+  EXPECT_EQ(at[0], 0.f);
 }
 
 // resnet50's layer4: its 1x1s on our nChw16c kernel (4 MB of packed weights) and the 3x3 512 -> 512 on oneDNN's
