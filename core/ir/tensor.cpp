@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/ir/half.h"
+#include "core/util/huge_pages.h"
 
 namespace qs {
 
@@ -103,6 +104,9 @@ class BufferPool {
         return p;
       }
     }
+    // From 2 MiB on, on transparent huge pages: a network at batch 1 streams its activations as it streams
+    // its weights (core/util/huge_pages.h). Fresh and zero; the same size class always takes the same path.
+    if (bytes >= kHugePageBytes && hugePagesEnabled()) return allocateOnHugePages(bytes);
     return std::aligned_alloc(64, bytes);
   }
   void give(void* p, size_t bytes) {
@@ -114,7 +118,8 @@ class BufferPool {
         return;
       }
     }
-    std::free(p);
+    if (bytes >= kHugePageBytes && hugePagesEnabled()) freeOnHugePages(p, bytes);
+    else std::free(p);
   }
 
  private:

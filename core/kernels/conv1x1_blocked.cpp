@@ -162,9 +162,8 @@ std::unique_ptr<Conv1x1Blocked> Conv1x1Blocked::create(const Tensor& W, const Te
   k->m_KW = KW;
   k->m_taps = taps;
   const size_t wFloats = (size_t)(k->m_Mb * k->m_Cb * kB * kB), bFloats = (size_t)(k->m_Mb * kB);
-  k->m_store.assign(wFloats + bFloats + 16, 0.f);
+  k->m_store = WeightBuffer(sizeof(float) * (wFloats + bFloats));  // zeroed, 64-byte aligned
   float* base = k->m_store.data();
-  while (reinterpret_cast<uintptr_t>(base) % 64 != 0) ++base;
   float* w = base;
   float* bias = base + wFloats;
   const float* src = W.data<float>();

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/kernels/conv.h"
+#include "core/kernels/weight_buffer.h"
 
 namespace qs {
 
@@ -90,6 +91,8 @@ class Conv1x1Blocked {
 
   /// The multiply-adds of one image of P output pixels.
   double macs(int64_t P) const { return (double)m_M * (double)m_C * (double)P; }
+  /// Bytes of the packed weights on transparent huge pages (core/kernels/weight_buffer.h).
+  size_t weightBytesOnHugePages() const { return m_store.advisedBytes(); }
 
  private:
   Conv1x1Blocked() = default;
@@ -100,7 +103,7 @@ class Conv1x1Blocked {
                  const float* residual, int64_t mb0, int64_t mb1, int64_t p0, int64_t p1) const;
   int64_t m_C = 0, m_M = 0, m_Cb = 0, m_Mb = 0;  // C, Cb: the reduction (KH * KW taps of the input channels)
   int64_t m_KH = 1, m_KW = 1, m_taps = 1;
-  std::vector<float> m_store;     // weights and bias, 64-byte aligned within
+  WeightBuffer m_store;           // weights and bias (huge pages from 2 MiB: weight_buffer.h)
   const float* m_w = nullptr;     // [Mb][Cb][16][16]
   const float* m_bias = nullptr;  // [Mb * 16], zero where there is none
   bool m_residual = false;

@@ -15,6 +15,7 @@
 #include "core/exec/parallel.h"
 #include "core/kernels/conv1x1_blocked.h"
 #include "core/kernels/depthwise_blocked.h"
+#include "core/kernels/weight_buffer.h"
 
 #ifdef QS_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
@@ -150,6 +151,7 @@ Status DnnlConv::runBlocked(const float*, int64_t, int64_t, const WindowGeometry
 bool DnnlConv::blocked() const { return false; }
 std::string DnnlConv::kernelName(int64_t, int64_t, const WindowGeometry&) const { return {}; }
 bool DnnlConv::residualReadInPlace(int64_t, int64_t, const WindowGeometry&) const { return false; }
+size_t DnnlConv::weightBytesOnHugePages(int64_t, int64_t, const WindowGeometry&) const { return 0; }
 
 #else
 
@@ -173,6 +175,7 @@ struct Slice {
   dnnl::convolution_forward prim;
   memory::desc userSrc, userDst, src, dst;
   std::optional<dnnl::reorder> toSrc, fromDst;
+  WeightBuffer weightStore;  // what `weights` points into
   memory weights, bias;
   size_t srcBytes = 0, dstBytes = 0, scratchBytes = 0;
 };
@@ -378,7 +381,9 @@ struct DnnlConv::Impl {
         sl.fromDst = dnnl::reorder(memory(sl.dst, dnnlCpuEngine(), nullptr), memory(sl.userDst, dnnlCpuEngine(), nullptr));
       const memory::desc userW(wts, DT::f32, group > 1 ? Tag::goihw : Tag::oihw);
       memory from(userW, dnnlCpuEngine(), const_cast<float*>(W.data<float>()) + m0 * (W.numel() / M));
-      sl.weights = memory(pd.weights_desc(), dnnlCpuEngine());
+      // On huge pages where large (weight_buffer.h): every pass streams them from memory at batch 1.
+      sl.weightStore = WeightBuffer(pd.weights_desc().get_size());
+      sl.weights = memory(pd.weights_desc(), dnnlCpuEngine(), sl.weightStore.data());
       dnnl::reorder(from, sl.weights).execute(stream, from, sl.weights);
       if (!bias.empty()) {
         sl.bias = memory(biasMd, dnnlCpuEngine());
@@ -479,6 +484,20 @@ bool DnnlConv::residualReadInPlace(int64_t N, int64_t C, const WindowGeometry& g
     return std::all_of(p->slices.begin(), p->slices.end(), [](const Slice& sl) { return sl.residualArg; });
   } catch (const std::exception&) {
     return false;
+  }
+}
+
+size_t DnnlConv::weightBytesOnHugePages(int64_t N, int64_t C, const WindowGeometry& g) const {
+  if (g.nd != 2 || C != m_impl->W.dim(1) * m_impl->group) return 0;
+  if (ownKernelFor(C, g)) return m_impl->own->weightBytesOnHugePages();
+  if (ownDepthwiseFor(N, C, g)) return 0;
+  try {
+    const auto p = m_impl->plan(N, C, g);
+    size_t bytes = 0;
+    for (const Slice& sl : p->slices) bytes += sl.weightStore.advisedBytes();
+    return bytes;
+  } catch (const std::exception&) {
+    return 0;
   }
 }
 

@@ -125,6 +125,9 @@ class DnnlConv {
   /// binary-add post-op) rather than copying it into y first (the sum post-op: Winograd kernels);
   /// false without a residual or oneDNN. Makes the plan as run() would. For tests and diagnostics.
   bool residualReadInPlace(int64_t N, int64_t C, const WindowGeometry& g) const;
+  /// Bytes of the packed weights that a run of N images of C channels reads from transparent huge pages
+  /// (core/kernels/weight_buffer.h: whole 2 MiB pages of buffers from 2 MiB on); 0 where none or off.
+  size_t weightBytesOnHugePages(int64_t N, int64_t C, const WindowGeometry& g) const;
 
  private:
   struct Impl;

@@ -17,7 +17,7 @@ namespace qs {
 const dnnl::engine& dnnlCpuEngine();
 /// A per-thread buffer of at least n bytes, 64-byte aligned, reused across runs (grows only): the
 /// scratchpad of a primitive run by one task, since a primitive's own would be shared by the tasks
-/// that run it at once.
+/// that run it at once. On transparent huge pages, whole 2 MiB ones, unless hugePagesEnabled() is false.
 char* dnnlTaskScratch(size_t n);
 /// Runs body(stream, b, e) over the tasks [0, tasks) on `threads` of our pool (parallelFor, grain
 /// 1), each worker with oneDNN's own OpenMP held to one thread and a stream of its own; an
