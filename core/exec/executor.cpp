@@ -181,6 +181,8 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Model> 
                            std::to_string(report.fusedShuffles) + " channel shuffles fused";
     if (report.fusedResidualAdds > 0)
       ex->m_rewriteSummary += ", " + std::to_string(report.fusedResidualAdds) + " residual / upsampled Adds fused";
+    if (report.fusedUpsampleConcats > 0)
+      ex->m_rewriteSummary += ", " + std::to_string(report.fusedUpsampleConcats) + " Concats of upsampled maps fused";
     if (blocked.regions > 0)
       ex->m_rewriteSummary += ", " + std::to_string(blocked.convs) + " Convs in " + std::to_string(blocked.regions) +
                               " nChw" + std::to_string(blocked.block) + "c regions (" +

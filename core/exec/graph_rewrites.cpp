@@ -41,6 +41,7 @@ class Rewriter {
       if (n.opType == "MatMul" && n.domain.empty()) fuseMatMul(id);
     }
     m_report.fusedResidualAdds = fuseResidualAdds(m_model, m_removed, m_absorbed);
+    m_report.fusedUpsampleConcats = fuseUpsampleConcats(m_model, m_removed, m_absorbed);
     m_report.fusedSkipLayerNorms = fuseSkipLayerNorms(m_g, m_removed, m_absorbed);
     for (NodeId id : m_g.topoOrder) {
       if (m_removed[(size_t)id]) continue;
@@ -763,7 +764,8 @@ class Rewriter {
     }
     m_g.nodes = std::move(nodes);
     if (m_report.fusedConvs > 0 || m_report.fusedMatMuls > 0 || m_report.fusedLayerNorms > 0 ||
-        m_report.fusedShuffles > 0 || m_report.fusedSkipLayerNorms > 0 || m_report.fusedResidualAdds > 0)
+        m_report.fusedShuffles > 0 || m_report.fusedSkipLayerNorms > 0 || m_report.fusedResidualAdds > 0 ||
+        m_report.fusedUpsampleConcats > 0)
       m_model.opsets[kFusedDomain] = 1;
     return m_g.finalize(m_model.path + " (rewritten for inference)");
   }

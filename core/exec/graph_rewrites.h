@@ -19,6 +19,7 @@
 //    SkipLayerNormalization (which also outputs the sum where it has other readers);
 //  - det's neck: a squeeze-excitation residual Add(X, Mul(X, S)) and an FPN Add(A, Resize(U)) (nearest, whole
 //    factors), and the first feeding the second, become one ai.quantscope ResidualAdd (core/kernels/residual_add.h);
+//    its Concat of maps upsampled that way becomes one ai.quantscope UpsampleConcat (core/kernels/upsample_concat.h);
 //  - ShuffleNet's channel shuffle: Concat(axis 1), Reshape to 5-D, Transpose(0, 2, 1, 3, 4),
 //    Reshape, and the one-axis Slices reading it, become one ai.quantscope ChannelShuffle that
 //    writes the slices straight from the Concat's inputs (core/kernels/channel_shuffle.h); the Shape
@@ -50,6 +51,7 @@ struct RewriteReport {
   int fusedSkipLayerNorms = 0;  // residual Add + LayerNormalization pairs that became one SkipLayerNormalization
   int fusedShuffles = 0;        // Concat-Reshape-Transpose-Reshape(-Slice) chains that became one ChannelShuffle
   int fusedResidualAdds = 0;    // Add(X, X * S) / Add(A, Resize(U)) (and the two chained) that became one ResidualAdd
+  int fusedUpsampleConcats = 0;  // Concats of nearest-upsampled maps that became one UpsampleConcat
   /// For each node of the rewritten graph, the original node it stands for (the Conv of a fused
   /// chain), and the original nodes it absorbed (empty for untouched nodes).
   std::vector<NodeId> origin;

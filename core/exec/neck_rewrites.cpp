@@ -1,4 +1,5 @@
-// det's neck Adds in the inference graph rewrites: see fuseResidualAdds (residual_rewrites.h).
+// det's neck Adds and its Concat of upsampled maps in the inference graph rewrites: see fuseResidualAdds and
+// fuseUpsampleConcats (residual_rewrites.h).
 #include "core/exec/residual_rewrites.h"
 
 #include <cmath>
@@ -6,6 +7,7 @@
 #include "core/exec/rewrite_queries.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/residual_add.h"
+#include "core/kernels/upsample_concat.h"
 
 namespace qs {
 
@@ -21,6 +23,15 @@ class NeckRewriter {
       if (m_removed[(size_t)id]) continue;
       const Node& n = m_g.nodes[(size_t)id];
       if (n.opType == "Add" && n.domain.empty()) fuseResidualAdd(id);
+    }
+    return m_fused;
+  }
+
+  int runConcats() {
+    for (NodeId id : m_g.topoOrder) {
+      if (m_removed[(size_t)id]) continue;
+      const Node& n = m_g.nodes[(size_t)id];
+      if (n.opType == "Concat" && n.domain.empty()) fuseUpsampleConcat(id);
     }
     return m_fused;
   }
@@ -146,6 +157,41 @@ class NeckRewriter {
     ++m_fused;
   }
 
+  // One Concat: see fuseUpsampleConcats (residual_rewrites.h).
+  void fuseUpsampleConcat(NodeId concatId) {
+    const Node& cat = m_g.nodes[(size_t)concatId];
+    const Attribute* axis = cat.attr("axis");
+    // The channel axis of rank 4: an upsampled input is rank 4 (four scales), so every input is.
+    if (cat.outputs.size() != 1 || cat.inputs.empty() || !axis || axis->type != Attribute::Type::Int ||
+        (axis->i != 1 && axis->i != -3))
+      return;
+    std::vector<ValueId> inputs;
+    std::vector<int64_t> factors;
+    std::vector<NodeId> absorbed;
+    for (ValueId v : cat.inputs) {
+      if (v == kNoValue) return;
+      int64_t fh = 1, fw = 1;
+      const ValueId up = soleConsumer(v) == concatId ? nearestUpsampleInput(v, fh, fw) : kNoValue;
+      if (up != kNoValue) absorbed.push_back(m_g.value(v).producer);
+      inputs.push_back(up != kNoValue ? up : v);
+      factors.push_back(up != kNoValue ? fh : 1);
+      factors.push_back(up != kNoValue ? fw : 1);
+    }
+    if (absorbed.empty()) return;
+    for (NodeId a : absorbed) m_removed[(size_t)a] = 1;
+    Node& f = m_g.nodes[(size_t)concatId];
+    f.opType = kUpsampleConcatOp;
+    f.domain = kFusedDomain;
+    f.inputs = inputs;
+    f.attributes.clear();
+    Attribute a;
+    a.type = Attribute::Type::Ints;
+    a.ints = factors;
+    f.attributes["upsample"] = a;
+    m_absorbed[(size_t)concatId] = absorbed;
+    ++m_fused;
+  }
+
   Model& m_model;
   Graph& m_g;
   std::vector<char>& m_removed;
@@ -157,6 +203,10 @@ class NeckRewriter {
 
 int fuseResidualAdds(Model& model, std::vector<char>& removed, std::vector<std::vector<NodeId>>& absorbed) {
   return NeckRewriter(model, removed, absorbed).run();
+}
+
+int fuseUpsampleConcats(Model& model, std::vector<char>& removed, std::vector<std::vector<NodeId>>& absorbed) {
+  return NeckRewriter(model, removed, absorbed).runConcats();
 }
 
 }  // namespace qs

@@ -35,4 +35,12 @@ int fuseSkipLayerNorms(Graph& g, std::vector<char>& removed, std::vector<std::ve
 /// in `absorbed` of the Add. Returns how many were made.
 int fuseResidualAdds(Model& model, std::vector<char>& removed, std::vector<std::vector<NodeId>>& absorbed);
 
+/// PP-OCR det's Concat of upsampled FPN maps (neck_rewrites.cpp): each live Concat (default domain) along
+/// axis 1 (or -3) with at least one input made by a nearest Resize by whole factors [1, 1, fh, fw]
+/// (asymmetric coordinates, floor) that the Concat alone reads becomes an ai.quantscope UpsampleConcat
+/// (core/kernels/upsample_concat.h) in the Concat's place: inputs the Resizes' inputs (the others as they
+/// were), attribute "upsample" [fh, fw] per input (1, 1 where none). The Resizes are marked in `removed` and
+/// recorded in `absorbed` of the Concat. Returns how many were made.
+int fuseUpsampleConcats(Model& model, std::vector<char>& removed, std::vector<std::vector<NodeId>>& absorbed);
+
 }  // namespace qs

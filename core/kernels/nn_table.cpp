@@ -10,6 +10,7 @@
 #include "core/kernels/normalization.h"
 #include "core/kernels/pool.h"
 #include "core/kernels/residual_add.h"
+#include "core/kernels/upsample_concat.h"
 
 namespace qs {
 
@@ -40,6 +41,8 @@ std::vector<KernelEntry> nnKernels() {
       {"GlobalMaxPool", "", 1, 21, createGlobalMaxPool},
       // Made by the graph rewrites: squeeze-excitation residual and upsampled FPN Adds (det's neck).
       {kResidualAddOp, kFusedDomain, 1, 1, createResidualAdd},
+      // Made by the graph rewrites: a Concat of nearest-upsampled maps (det's neck).
+      {kUpsampleConcatOp, kFusedDomain, 1, 1, createUpsampleConcat},
   };
   // Made by the blocked-region rewrite (core/exec/blocked_rewrite.h).
   for (KernelEntry& e : blockedLayoutKernels()) rows.push_back(std::move(e));

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <set>
@@ -400,4 +401,100 @@ TEST(CoreRewrites, NeckAddsBecomeResidualAddsWithTheSameBits) {
     EXPECT_EQ(kernels.count("ResidualAdd(Add,Resize)"), 2u);
     EXPECT_EQ(kernels.count("ResidualAdd(Add,Mul)"), 1u);
   }
+}
+
+TEST(CoreRewrites, ConcatOfUpsampledMapsBecomesUpsampleConcatWithTheSameBits) {
+  // det's Concat.0: maps upsampled 8x, 4x and 2x (Resize nearest, asymmetric, floor) beside one at full size.
+  // Here also a factor of 3 (the scalar loop), a width of 10 (tails past the 8-wide stores) and a Resize
+  // whose output another node reads too (it stays, and the Concat reads its output). Bit for bit the nodes'.
+  std::mt19937 rng(29);
+  OnnxBuilder b(13);
+  const int64_t H = 24, W = 40;
+  b.input("a", {1, 3, H / 8, W / 8});
+  b.input("c", {1, 5, H / 4, W / 4});
+  b.input("d", {1, 2, H / 2, W / 2});
+  b.input("e", {1, 4, H / 3, W / 2});
+  b.input("f", {1, 3, H, W});
+  b.input("g", {1, 2, H / 2, W / 2});
+  b.initializer("roi", {0}, {});
+  auto resize = [&](const std::string& in, const std::string& out, float fh, float fw) {
+    b.initializer("scales_" + out, {4}, {1.f, 1.f, fh, fw});
+    auto& r = b.node("Resize", {in, "roi", "scales_" + out}, {out}, "resize_" + out);
+    OnnxBuilder::attrString(r, "mode", "nearest");
+    OnnxBuilder::attrString(r, "coordinate_transformation_mode", "asymmetric");
+    OnnxBuilder::attrString(r, "nearest_mode", "floor");
+  };
+  resize("a", "ra", 8.f, 8.f);
+  resize("c", "rc", 4.f, 4.f);
+  resize("d", "rd", 2.f, 2.f);
+  resize("e", "re", 3.f, 2.f);
+  resize("g", "rg", 2.f, 2.f);
+  b.node("Relu", {"rg"}, {"rg_relu"}, "other_reader");  // rg has two readers: its Resize stays
+  auto& cat = b.node("Concat", {"ra", "rc", "f", "rd", "re", "rg"}, {"y"}, "concat");
+  OnnxBuilder::attrInt(cat, "axis", 1);
+  auto& plain = b.node("Concat", {"f", "f"}, {"y2"}, "plain_concat");  // nothing upsampled: stays a Concat
+  OnnxBuilder::attrInt(plain, "axis", 1);
+  b.output("y", {1, 19, H, W});
+  b.output("y2", {1, 6, H, W});
+  b.output("rg_relu", {1, 2, H, W});
+  auto m = builtModel(b);
+  ASSERT_TRUE(m);
+  std::vector<NamedTensor> feeds;
+  for (const auto& [name, shape] : std::vector<std::pair<std::string, Shape>>{{"a", {1, 3, H / 8, W / 8}},
+                                                                               {"c", {1, 5, H / 4, W / 4}},
+                                                                               {"d", {1, 2, H / 2, W / 2}},
+                                                                               {"e", {1, 4, H / 3, W / 2}},
+                                                                               {"f", {1, 3, H, W}},
+                                                                               {"g", {1, 2, H / 2, W / 2}}})
+    feeds.push_back({name, Tensor::fromVector<float>(randomValues((size_t)numelOf(shape), rng), shape)});
+  auto want = makeExecutor(m, false, 1)->run(feeds);
+  ASSERT_TRUE(want) << want.status().message();
+  for (int threads : {1, 2}) {
+    auto fast = makeExecutor(m, true, threads);
+    ASSERT_TRUE(fast);
+    EXPECT_NE(fast->rewriteSummary().find("1 Concats of upsampled maps fused"), std::string::npos)
+        << fast->rewriteSummary();
+    RunProfile profile;
+    RunOptions ro;
+    ro.profile = &profile;
+    auto got = fast->run(feeds, ro);
+    ASSERT_TRUE(got) << got.status().message();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t i = 0; i < got->size(); ++i) {
+      ASSERT_EQ((*got)[i].shape(), (*want)[i].shape()) << "output " << i;
+      EXPECT_EQ(std::memcmp((*got)[i].data<float>(), (*want)[i].data<float>(), sizeof(float) * (size_t)(*want)[i].numel()), 0)
+          << "output " << i;
+    }
+    std::multiset<std::string> kernels;
+    for (const auto& np : profile.nodes)
+      kernels.insert(np.kernel.empty() ? m->graph.nodes[(size_t)np.node].opType : np.kernel);
+    EXPECT_EQ(kernels.count("UpsampleConcat(Concat,Resize,Resize,Resize,Resize)"), 1u);
+    EXPECT_EQ(kernels.count("Resize"), 1u);
+    EXPECT_EQ(kernels.count("Concat"), 1u);
+  }
+}
+
+TEST(CoreRewrites, UpsampleConcatOfMismatchedMapsFailsNamingThem) {
+  // A Concat whose upsampled input does not reach the others' size: one error naming the shapes, no crash.
+  OnnxBuilder b(13);
+  b.input("a", {1, 2, 3, 5});
+  b.input("f", {1, 2, 8, 10});
+  b.initializer("roi", {0}, {});
+  b.initializer("scales", {4}, {1.f, 1.f, 2.f, 2.f});
+  auto& r = b.node("Resize", {"a", "roi", "scales"}, {"ra"}, "resize");
+  OnnxBuilder::attrString(r, "mode", "nearest");
+  OnnxBuilder::attrString(r, "coordinate_transformation_mode", "asymmetric");
+  OnnxBuilder::attrString(r, "nearest_mode", "floor");
+  auto& cat = b.node("Concat", {"ra", "f"}, {"y"}, "concat");
+  OnnxBuilder::attrInt(cat, "axis", 1);
+  b.output("y", {1, 4, 8, 10});
+  auto m = builtModel(b);
+  ASSERT_TRUE(m);
+  auto fast = makeExecutor(m, true, 1);
+  ASSERT_TRUE(fast);
+  auto got = fast->run({{"a", Tensor::fromVector<float>(std::vector<float>(30, 1.f), {1, 2, 3, 5})},
+                        {"f", Tensor::fromVector<float>(std::vector<float>(160, 1.f), {1, 2, 8, 10})}});
+  ASSERT_FALSE(got);
+  EXPECT_NE(got.status().message().find("UpsampleConcat: input 1 [1,2,8,10]"), std::string::npos) << got.status().message();
+  EXPECT_NE(got.status().message().find("[1,2,3,5] upsampled 2x2"), std::string::npos) << got.status().message();
 }
