@@ -17,11 +17,15 @@
 #include "core/kernels/conv1x1_blocked.h"
 #include "core/kernels/depthwise_blocked.h"
 #include "core/kernels/expand_depthwise_blocked.h"
+#include "tests/support/conv_helpers.h"
+#include "tests/support/model_helpers.h"
 
 namespace qs {
 namespace {
 
 using K = FusedActivation::Kind;
+using test::paddedWindow;
+using test::randomTensor;
 constexpr int64_t kB = 16;
 
 struct PairShape {
@@ -39,24 +43,6 @@ struct Posts {
 const std::vector<Posts> kPosts = {{{{K::Clip, 0.f, 6.f}}, {{K::Clip, 0.f, 6.f}}},
                                    {{}, {}},
                                    {{{K::Relu, 0.f, 0.f}}, {{K::Relu, 0.f, 0.f}}}};
-
-Tensor randomTensor(const Shape& shape, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
-  Tensor t(DType::Float, shape);
-  std::uniform_real_distribution<float> u(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
-
-WindowGeometry geometryOf(const PairShape& s) {
-  WindowAttrs attrs;
-  const int64_t p = s.k / 2;
-  attrs.strides = {s.s, s.s};
-  attrs.dilations = {1, 1};
-  attrs.pads = {p, p, p, p};
-  WindowGeometry g;
-  EXPECT_TRUE(resolveWindow(attrs, {s.H, s.W}, {s.k, s.k}, false, g).isOk());
-  return g;
-}
 
 std::string nameOf(const PairShape& s, size_t post) {
   return std::to_string(s.C) + " -> " + std::to_string(s.M) + " @" + std::to_string(s.H) + "x" + std::to_string(s.W) +
@@ -76,7 +62,7 @@ struct Case {
 Case makeCase(const PairShape& s, const Posts& post, std::mt19937& rng) {
   Case c;
   c.s = s;
-  c.g = geometryOf(s);
+  c.g = paddedWindow(s.H, s.W, s.k, s.s);
   c.w1 = randomTensor({s.M, s.C, 1, 1}, rng, -0.5f, 0.5f);
   c.b1 = randomTensor({s.M}, rng, -0.2f, 0.2f);
   c.wd = randomTensor({s.M, 1, s.k, s.k}, rng, -0.5f, 0.5f);
