@@ -402,7 +402,7 @@ Status QuantSession::searchClips(const CalibrationData& data, const ProgressFn& 
 Status QuantSession::refineClips(const CalibrationData& data, const std::map<ValueId, ClipScores>& layerScores,
                                  const std::map<ValueId, ClipCandidate>& layerwise, const ProgressFn& progress) {
   const ClipSearchOptions& o = m_options.clipSearch;
-  if (o.refinePasses <= 0 || m_clipChoices.empty()) return Status::ok();
+  if (o.refine.passes <= 0 || m_clipChoices.empty()) return Status::ok();
   const Graph& g = m_model->graph;
   std::vector<std::pair<double, ValueId>> order;
   for (const auto& [id, c] : m_clipChoices) {
@@ -429,14 +429,8 @@ Status QuantSession::refineClips(const CalibrationData& data, const std::map<Val
                                     q->second.methodAmax[(size_t)m]});
     targets.push_back(RefineTarget{id, refineCandidates(c.amax, c.absMax, extra)});
   }
-  RefineOptions ro;
-  ro.passes = o.refinePasses;
+  RefineOptions ro = o.refine;
   ro.checkSamples = o.checkSamples;
-  ro.heldOutSamples = o.heldOutSamples;
-  ro.maxTargets = o.refineTensors;
-  ro.maxCandidates = o.refineCandidates;
-  ro.workCap = o.refineWorkCap;
-  ro.minPassGainDb = o.refineMinPassGainDb;
   auto r = refineClipsOnOutputs(passContext(), m_plan, m_state.act, targets, enabledMask(), data, ro,
                                 m_options.calibration.highPrecision, progress);
   m_state.act = saved;

@@ -14,7 +14,7 @@
 // amax of their members, as every method does. QuantSession::searchClips (defined in
 // clip_search.cpp) then checks the per-tensor choices on the whole graph (outputSnrOfScales)
 // against every single method and three mixes, applies the best, and refines it on the outputs
-// (clip_refine.h, ClipSearchOptions::refinePasses; docs/quality.md).
+// (clip_refine.h, ClipSearchOptions::refine; docs/quality.md).
 #pragma once
 
 #include <map>
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/analysis/batch_sweep.h"
+#include "core/analysis/clip_refine_options.h"
 #include "core/analysis/quant_state.h"
 #include "core/exec/executor.h"
 #include "core/io/calibration_data.h"
@@ -52,18 +53,10 @@ struct ClipSearchOptions {
   int64_t maxSamples = 4;
   /// Calibration samples the whole-graph check of the choices uses (the first ones).
   int64_t checkSamples = 8;
-  /// Passes of the refinement on the outputs (clip_refine.h) over the check samples; 0: none.
-  int refinePasses = 0;
-  /// Samples after the check samples on which the refinement is measured before and after.
-  int64_t heldOutSamples = 8;
-  /// The refinement's budget (RefineOptions): the noisiest this many tensors (0: all), the first
-  /// this many candidates of each (0: all), the cone work cap in whole-graph runs over the check
-  /// samples (0: none), and the gain (dB) below which a pass is the last. The defaults are the
-  /// whole refinement; the pipeline's default budget is in core/export/pipeline.h.
-  int refineTensors = 0;
-  int refineCandidates = 0;
-  double refineWorkCap = 0;
-  double refineMinPassGainDb = 0;
+  /// The refinement on the outputs (clip_refine.h) over the check samples: passes 0 (the default) is none. Its
+  /// checkSamples is not read: the refinement scores on checkSamples above, the whole-graph check's. The other
+  /// defaults are the whole refinement; the pipeline's default budget is in core/export/pipeline.h.
+  RefineOptions refine{.passes = 0};
 };
 
 /// Layer-wise consumer SNR (dB) of every candidate amax scored for one tensor, in scoring order.

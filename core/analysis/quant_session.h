@@ -265,7 +265,7 @@ class QuantSession {
   void calibrateTensorRanges();
   // After the statistics: the sparse-histogram warnings, and for method auto the clip search.
   Status searchClips(const CalibrationData& data, const ProgressFn& progress);
-  // Its last step: the choices refined on the outputs (clip_refine.h), ClipSearchOptions::refinePasses.
+  // Its last step: the choices refined on the outputs (clip_refine.h), ClipSearchOptions::refine.
   Status refineClips(const CalibrationData& data, const std::map<ValueId, ClipScores>& layerScores,
                      const std::map<ValueId, ClipCandidate>& layerwise, const ProgressFn& progress);
   std::map<ValueId, float> tensorRanges() const;

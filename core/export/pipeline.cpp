@@ -303,10 +303,10 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   ao.outputKinds = rq.outputKinds;
   ao.sensitivityMethod = rq.sensitivityMethod;
   ao.calibration = rq.calibration;
-  ao.clipSearch.refinePasses = rq.calibrationRefine;
-  ao.clipSearch.refineWorkCap = rq.calibrationRefineBudget;
-  ao.clipSearch.refineTensors = rq.calibrationRefineTensors;
-  ao.clipSearch.refineCandidates = rq.calibrationRefineCandidates;
+  ao.clipSearch.refine.passes = rq.calibrationRefine;
+  ao.clipSearch.refine.workCap = rq.calibrationRefineBudget;
+  ao.clipSearch.refine.maxTargets = rq.calibrationRefineTensors;
+  ao.clipSearch.refine.maxCandidates = rq.calibrationRefineCandidates;
   ao.allTensorRanges = rq.allTensorRanges.value_or(true);  // every TensorRT that reads caches (8.5-10.x) needs them
   ao.integerConv = rq.integerConv;
   ao.gramSplit = rq.gramSplit;

@@ -72,10 +72,10 @@ struct AnalysisRequest {
   /// --calibration-refine: passes of method auto's refinement on the outputs (core/analysis/clip_refine.h); 0: off.
   int calibrationRefine = 0;  // off by default: one pass costs 2.8-8x the rest of the calibration (docs/quality.md)
   /// --calibration-refine-budget: the refinement's cone work cap, in whole-graph runs over its check
-  /// samples (ClipSearchOptions::refineWorkCap); 0: no cap.
+  /// samples (RefineOptions::workCap); 0: no cap.
   double calibrationRefineBudget = 0;
   /// --calibration-refine-tensors / --calibration-refine-candidates: only the K noisiest tensors, the
-  /// first C candidates of each (ClipSearchOptions::refineTensors, refineCandidates); 0: all.
+  /// first C candidates of each (RefineOptions::maxTargets, maxCandidates); 0: all.
   int calibrationRefineTensors = 0;
   int calibrationRefineCandidates = 0;
   int fallbackCandidates = 6;       // --fallback-candidates: nodes re-measured per fallback step (1: old choice)

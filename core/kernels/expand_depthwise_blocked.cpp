@@ -3,9 +3,11 @@
 #include "core/kernels/expand_depthwise_blocked.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/exec/parallel.h"
 #include "core/kernels/conv1x1_blocked.h"
@@ -55,16 +57,26 @@ int64_t ExpandDepthwiseBlocked::bandRowsFor(const WindowGeometry& g) const {
   return std::max<int64_t>(1, (inRows - g.k[1]) / g.s[1] + 1);
 }
 
+namespace {
+
+// Rows a band's buffer holds: those of `bandRows` output rows.
+int64_t bandCapacity(const WindowGeometry& g, int64_t bandRows) {
+  return std::min(g.in[1], (std::max<int64_t>(1, bandRows) - 1) * g.s[1] + g.k[1]);
+}
+
+}  // namespace
+
+int64_t ExpandDepthwiseBlocked::bandFloats(const WindowGeometry& g, int64_t bandRows) const {
+  return m_dw->blocks() * bandCapacity(g, bandRows) * g.in[2] * kB;
+}
+
 void ExpandDepthwiseBlocked::runBands(const float* x, const WindowGeometry& g, float* y, int64_t oh0, int64_t oh1,
-                                      int64_t bandRows) const {
+                                      int64_t bandRows, float* buf) const {
   const int64_t H = g.in[1], W = g.in[2], s = g.s[1], pt = g.padB[1], kH = g.k[1], Mb = m_dw->blocks();
   oh1 = std::min(oh1, g.out[1]);
   if (oh0 >= oh1) return;
   bandRows = std::max<int64_t>(1, bandRows);
-  const int64_t cap = std::min(H, (bandRows - 1) * s + kH);  // rows a band's buffer holds
-  static thread_local std::vector<float> buffer;
-  if (buffer.size() < (size_t)(Mb * cap * W * kB)) buffer.resize((size_t)(Mb * cap * W * kB));
-  float* buf = buffer.data();
+  const int64_t cap = bandCapacity(g, bandRows);
   int64_t have0 = 0, have1 = 0;  // the image's rows in buf, from its row 0
   for (int64_t b0 = oh0; b0 < oh1; b0 += bandRows) {
     const int64_t b1 = std::min(oh1, b0 + bandRows);
@@ -84,33 +96,48 @@ void ExpandDepthwiseBlocked::runBands(const float* x, const WindowGeometry& g, f
   }
 }
 
+bool ExpandDepthwiseBlocked::banded(int64_t N, const WindowGeometry& g) const {
+  return N >= hardwareThreads() || m_dw->blocks() * kB * g.in[1] * g.in[2] * (int64_t)sizeof(float) >= minBandedBytes();
+}
+
+int64_t ExpandDepthwiseBlocked::scratchFloats(int64_t N, const WindowGeometry& g, int threads, int64_t bandRows) const {
+  if (!banded(N, g)) return N * m_dw->blocks() * kB * g.in[1] * g.in[2];  // the whole expansion
+  return std::max(1, threads) * bandFloats(g, bandRows > 0 ? bandRows : bandRowsFor(g));  // a band's per thread
+}
+
 void ExpandDepthwiseBlocked::runBatch(const float* x, int64_t N, const WindowGeometry& g, float* y, int threads,
-                                      int64_t bandRows) const {
+                                      float* scratch, int64_t bandRows) const {
   const int64_t H = g.in[1], W = g.in[2], Mb = m_dw->blocks();
-  const int64_t inPer = m_expand->inBlocks() * kB * H * W, midPer = Mb * kB * H * W, outPer = Mb * kB * g.outSize();
+  const int64_t inPer = m_expand->inBlocks() * kB * H * W, outPer = Mb * kB * g.outSize();
   const int hw = hardwareThreads();
   const int64_t parts = Conv1x1Blocked::partsPerImage(N, hw);
-  if (N >= hw || midPer * (int64_t)sizeof(float) >= minBandedBytes()) {
-    const int64_t rows = bandRows > 0 ? bandRows : bandRowsFor(g), OH = g.out[1];
+  if (banded(N, g)) {
+    const int64_t rows = bandRows > 0 ? bandRows : bandRowsFor(g), OH = g.out[1], per = bandFloats(g, rows);
+    // Each chunk at work takes a free band buffer of the scratch: at most `threads` chunks run at once.
+    std::vector<std::atomic<bool>> taken((size_t)std::max(1, threads));
     parallelFor(threads, N * parts, 1, [&](int64_t b, int64_t e) {
+      size_t slot = 0;
+      while (taken[slot].exchange(true, std::memory_order_acquire)) slot = (slot + 1) % taken.size();
       for (int64_t task = b; task < e; ++task) {
         const int64_t n = task / parts, part = task % parts;
-        runBands(x + n * inPer, g, y + n * outPer, part * OH / parts, (part + 1) * OH / parts, rows);
+        runBands(x + n * inPer, g, y + n * outPer, part * OH / parts, (part + 1) * OH / parts, rows,
+                 scratch + (int64_t)slot * per);
       }
+      taken[slot].store(false, std::memory_order_release);
     });
     return;
   }
-  // Apart, as DnnlConv runs the two BlockedConvs at batch 1 (executeOwn1x1, executeOwnDepthwise).
-  static thread_local std::vector<float> mid;
-  if (mid.size() < (size_t)(N * midPer)) mid.resize((size_t)(N * midPer));
+  // Apart, as DnnlConv runs the two BlockedConvs at batch 1 (executeOwn1x1, executeOwnDepthwise), the expansion in
+  // the scratch.
+  float* mid = scratch;
   WindowGeometry g1;
   g1.nd = 2;
   g1.in[1] = g1.out[1] = H;
   g1.in[2] = g1.out[2] = W;
-  m_expand->runBatchWindow(x, N, g1, mid.data(), nullptr,
+  m_expand->runBatchWindow(x, N, g1, mid, nullptr,
                            DnnlConv::forkThreads(2.0 * m_expand->macs(H * W) * (double)N, false, parts, threads));
   const double dwFlops = 2.0 * (double)(N * Mb * kB * g.outSize() * g.k[1] * g.k[2]);
-  m_dw->runBatch(mid.data(), N, g, y, DnnlConv::depthwiseByRows(channels(), g),
+  m_dw->runBatch(mid, N, g, y, DnnlConv::depthwiseByRows(channels(), g),
                  N >= hw ? DnnlConv::forkThreads(dwFlops, true, 1, threads) : threads);
 }
 
@@ -134,7 +161,11 @@ class BlockedExpandDepthwiseKernel : public Kernel {
                          " needs dilation 1");
     const int64_t N = X.dim(0);
     Tensor Y(DType::Float, {N, Mb, g.out[1], g.out[2], kB});
-    if (N > 0 && g.outSize() > 0) m_op->runBatch(X.data<float>(), N, g, Y.data<float>(), ctx.threads);
+    if (N > 0 && g.outSize() > 0) {
+      // From the tensor pool for this run only (no buffer held per thread for the life of the process).
+      Tensor scratch(DType::Float, {m_op->scratchFloats(N, g, ctx.threads)});
+      m_op->runBatch(X.data<float>(), N, g, Y.data<float>(), ctx.threads, scratch.data<float>());
+    }
     ctx.outputs[0] = std::move(Y);
     return Status::ok();
   }

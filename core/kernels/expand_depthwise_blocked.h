@@ -52,10 +52,19 @@ class ExpandDepthwiseBlocked {
   /// N images: x [N, Cb, H, W, 16] (H, W: g.in), y [N, Mb, OH, OW, 16] (g.out), on at most `threads` threads of the
   /// pool. By bands from the hardware threads' batch on (one task per image), and below it (partsPerImage ranges of
   /// output rows per image) when the expansion of one image is at least minBandedBytes(); in bands of `bandRows`
-  /// output rows (0: bandRowsFor()). Else the two convs apart. The bits do not depend on any of this.
-  void runBatch(const float* x, int64_t N, const WindowGeometry& g, float* y, int threads, int64_t bandRows = 0) const;
-  /// One image, output rows [oh0, oh1), in bands of `bandRows` output rows through this thread's buffer.
-  void runBands(const float* x, const WindowGeometry& g, float* y, int64_t oh0, int64_t oh1, int64_t bandRows) const;
+  /// output rows (0: bandRowsFor()). Else the two convs apart. The bits do not depend on any of this. `scratch`: the
+  /// caller's, at least scratchFloats(N, g, threads, bandRows) floats (the kernel takes it from the tensor pool for
+  /// the run, so that nothing stays held after it), uninitialised; each thread at work bands through its own part.
+  void runBatch(const float* x, int64_t N, const WindowGeometry& g, float* y, int threads, float* scratch,
+                int64_t bandRows = 0) const;
+  /// The floats of scratch runBatch needs for these arguments.
+  int64_t scratchFloats(int64_t N, const WindowGeometry& g, int threads, int64_t bandRows = 0) const;
+  /// One image, output rows [oh0, oh1), in bands of `bandRows` output rows through `buffer`, at least
+  /// bandFloats(g, bandRows) floats, uninitialised.
+  void runBands(const float* x, const WindowGeometry& g, float* y, int64_t oh0, int64_t oh1, int64_t bandRows,
+                float* buffer) const;
+  /// The floats of a band's buffer: the expansion of the input rows of `bandRows` output rows.
+  int64_t bandFloats(const WindowGeometry& g, int64_t bandRows) const;
 
   /// Output rows per band: as many as keep the band's expansion within ~384 KB (at least 1).
   int64_t bandRowsFor(const WindowGeometry& g) const;
@@ -64,6 +73,7 @@ class ExpandDepthwiseBlocked {
 
  private:
   ExpandDepthwiseBlocked() = default;
+  bool banded(int64_t N, const WindowGeometry& g) const;  // runBatch by bands, not apart
   std::unique_ptr<Conv1x1Blocked> m_expand;
   std::unique_ptr<DepthwiseBlocked> m_dw;
 };

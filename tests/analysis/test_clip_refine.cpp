@@ -66,8 +66,8 @@ RefineRun analyse(const Built& b, int passes, CalibMethod method = CalibMethod::
   ao.sensitivity = false;
   ao.clipSearch.maxSamples = kSamples;
   ao.clipSearch.checkSamples = kSamples / 2;  // refine on the first 8, the other 8 held out
-  ao.clipSearch.heldOutSamples = kSamples / 2;
-  ao.clipSearch.refinePasses = passes;
+  ao.clipSearch.refine.heldOutSamples = kSamples / 2;
+  ao.clipSearch.refine.passes = passes;
   return test::calibrateAndAnalyse(b, ao);
 }
 
@@ -185,20 +185,16 @@ TEST(ClipRefine, CandidatesPutTheQuarterStepPairAndTheLayerwiseWinnerFirst) {
 
 namespace {
 
-RefineRun analyseWithBudget(const Built& b, int passes, int tensors, int candidates, double workCap,
-                            double minPassGainDb = 0) {
+// The refinement with the budget `refine` (its held-out samples: the last half).
+RefineRun analyseWithBudget(const Built& b, RefineOptions refine) {
   AnalysisOptions ao;
   ao.calibration.method = CalibMethod::Auto;
   ao.threads = 2;
   ao.sensitivity = false;
   ao.clipSearch.maxSamples = kSamples;
   ao.clipSearch.checkSamples = kSamples / 2;
-  ao.clipSearch.heldOutSamples = kSamples / 2;
-  ao.clipSearch.refinePasses = passes;
-  ao.clipSearch.refineTensors = tensors;
-  ao.clipSearch.refineCandidates = candidates;
-  ao.clipSearch.refineWorkCap = workCap;
-  ao.clipSearch.refineMinPassGainDb = minPassGainDb;
+  ao.clipSearch.refine = refine;
+  ao.clipSearch.refine.heldOutSamples = kSamples / 2;
   return test::calibrateAndAnalyse(b, ao);
 }
 
@@ -210,8 +206,8 @@ TEST(ClipRefine, ABudgetOfOneTensorRefinesOnlyTheNoisiest) {
   // with a budget of one tensor only x is, and it still gets the refinement's gain.
   Built b = buildReluMasked();
   ASSERT_TRUE(b.model && b.data);
-  RefineRun all = analyseWithBudget(b, 1, 0, 0, 0);
-  RefineRun one = analyseWithBudget(b, 1, 1, 0, 0);
+  RefineRun all = analyseWithBudget(b, {.passes = 1});
+  RefineRun one = analyseWithBudget(b, {.passes = 1, .maxTargets = 1});
   ASSERT_TRUE(all.result && one.result);
   const ValueId x = b.model->graph.findValue("x"), r = b.model->graph.findValue("r");
   ASSERT_EQ(one.result->clipChoices.count(x), 1u);
@@ -231,7 +227,7 @@ TEST(ClipRefine, TheWorkCapStopsTheConeRunsAndIsReported) {
   ASSERT_TRUE(b.model && b.data);
   const ValueId x = b.model->graph.findValue("x");
   // No cap: every candidate runs, none capped.
-  RefineRun free = analyseWithBudget(b, 1, 0, 0, 0);
+  RefineRun free = analyseWithBudget(b, {.passes = 1});
   ASSERT_TRUE(free.result);
   const ClipChoice& f = free.result->clipChoices.at(x);
   EXPECT_EQ(f.refineCappedRuns, 0);
@@ -240,7 +236,7 @@ TEST(ClipRefine, TheWorkCapStopsTheConeRunsAndIsReported) {
   // x's cone is the whole graph (1 run each), r's only fc2: caps below the free run's work stop it
   // within the cap, and a cap below any cone runs nothing and changes nothing.
   for (double cap : {0.5 * f.refineWork, 2.0, 1e-4}) {
-    RefineRun c = analyseWithBudget(b, 1, 0, 0, cap);
+    RefineRun c = analyseWithBudget(b, {.passes = 1, .workCap = cap});
     ASSERT_TRUE(c.result);
     const ClipChoice& cx = c.result->clipChoices.at(x);
     EXPECT_LE(cx.refineWork, cap + 1e-9) << cap;
@@ -255,7 +251,7 @@ TEST(ClipRefine, TheWorkCapStopsTheConeRunsAndIsReported) {
     }
   }
   ReportContext ctx;
-  RefineRun c = analyseWithBudget(b, 1, 0, 0, 2.0);
+  RefineRun c = analyseWithBudget(b, {.passes = 1, .workCap = 2.0});
   ASSERT_TRUE(c.result);
   const std::string json = reportJson(*b.model, *c.result, ctx);
   EXPECT_NE(json.find("\"work_cap\": 2"), std::string::npos) << json.substr(0, 3000);
@@ -266,10 +262,10 @@ TEST(ClipRefine, FewerCandidatesAndThePassGainStopCutTheRuns) {
   Built b = buildReluMasked();
   ASSERT_TRUE(b.model && b.data);
   const ValueId x = b.model->graph.findValue("x");
-  RefineRun all = analyseWithBudget(b, 4, 0, 0, 0);
-  RefineRun two = analyseWithBudget(b, 4, 0, 2, 0);
+  RefineRun all = analyseWithBudget(b, {.passes = 4});
+  RefineRun two = analyseWithBudget(b, {.passes = 4, .maxCandidates = 2});
   // A pass must gain 1000 dB to be followed by another: one pass only.
-  RefineRun stop = analyseWithBudget(b, 4, 0, 0, 0, 1000.0);
+  RefineRun stop = analyseWithBudget(b, {.passes = 4, .minPassGainDb = 1000.0});
   ASSERT_TRUE(all.result && two.result && stop.result);
   const ClipChoice& a = all.result->clipChoices.at(x);
   const ClipChoice& t = two.result->clipChoices.at(x);

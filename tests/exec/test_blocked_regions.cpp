@@ -29,9 +29,11 @@
 
 using namespace qs;
 using qs::test::builtModel;
+using qs::test::groupedConv;
 using qs::test::OnnxBuilder;
 using qs::test::randomValues;
 using qs::test::relativeError;
+using qs::test::relu6;
 
 namespace {
 
@@ -278,26 +280,6 @@ TEST(BlockedRegions, ObservedRunsSeeEveryOriginalNodeInNchw) {
 }
 
 namespace {
-
-// Conv with `group` groups (W [cout, cin/group, k, k]).
-void groupedConv(OnnxBuilder& b, const std::string& in, const std::string& out, int64_t cin, int64_t cout, int64_t k,
-                 int64_t group, std::mt19937& rng, int64_t stride = 1) {
-  const float scale = 1.5f / std::sqrt(float(cin / group * k * k));
-  b.initializer(out + "_w", {cout, cin / group, k, k},
-                randomValues((size_t)(cout * cin / group * k * k), rng, -scale, scale));
-  b.initializer(out + "_b", {cout}, randomValues((size_t)cout, rng, -0.1f, 0.1f));
-  auto& n = b.node("Conv", {in, out + "_w", out + "_b"}, {out}, "conv_" + out);
-  OnnxBuilder::attrInts(n, "kernel_shape", {k, k});
-  OnnxBuilder::attrInts(n, "pads", {k / 2, k / 2, k / 2, k / 2});
-  OnnxBuilder::attrInts(n, "strides", {stride, stride});
-  OnnxBuilder::attrInt(n, "group", group);
-}
-
-void relu6(OnnxBuilder& b, const std::string& in, const std::string& out) {
-  b.initializer(out + "_lo", {}, {0.f});
-  b.initializer(out + "_hi", {}, {6.f});
-  b.node("Clip", {in, out + "_lo", out + "_hi"}, {out});
-}
 
 // Two MobileNetV2 inverted residuals (1x1 expand + Relu6, depthwise 3x3 + Relu6, 1x1 project; the
 // first with a residual Add without Relu, the second at stride 2), then GlobalAveragePool, Flatten.

@@ -19,29 +19,12 @@
 
 using namespace qs;
 using qs::test::builtModel;
+using qs::test::groupedConv;
 using qs::test::OnnxBuilder;
 using qs::test::randomValues;
+using qs::test::relu6;
 
 namespace {
-
-void conv(OnnxBuilder& b, const std::string& in, const std::string& out, int64_t cin, int64_t cout, int64_t k,
-          int64_t group, std::mt19937& rng, int64_t stride = 1) {
-  const float scale = 1.5f / std::sqrt(float(cin / group * k * k));
-  b.initializer(out + "_w", {cout, cin / group, k, k},
-                randomValues((size_t)(cout * cin / group * k * k), rng, -scale, scale));
-  b.initializer(out + "_b", {cout}, randomValues((size_t)cout, rng, -0.1f, 0.1f));
-  auto& n = b.node("Conv", {in, out + "_w", out + "_b"}, {out}, "conv_" + out);
-  OnnxBuilder::attrInts(n, "kernel_shape", {k, k});
-  OnnxBuilder::attrInts(n, "pads", {k / 2, k / 2, k / 2, k / 2});
-  OnnxBuilder::attrInts(n, "strides", {stride, stride});
-  OnnxBuilder::attrInt(n, "group", group);
-}
-
-void relu6(OnnxBuilder& b, const std::string& in, const std::string& out) {
-  b.initializer(out + "_lo", {}, {0.f});
-  b.initializer(out + "_hi", {}, {6.f});
-  b.node("Clip", {in, out + "_lo", out + "_hi"}, {out});
-}
 
 // x [N, 16, 30, 30]: 1x1 16 -> 48 + Relu6, depthwise 3x3 stride 2 + Relu6, 1x1 -> 24 (a pair); 1x1 24 -> 72 + Relu6,
 // depthwise 3x3 + Relu6, 1x1 -> 24, + its input (a pair); 1x1 24 -> 40 (channel tails) whose output a depthwise 3x3
@@ -49,19 +32,19 @@ void relu6(OnnxBuilder& b, const std::string& in, const std::string& out) {
 OnnxBuilder invertedResiduals(std::mt19937& rng) {
   OnnxBuilder b(13);
   b.input("x", {-1, 16, 30, 30});
-  conv(b, "x", "e1", 16, 48, 1, 1, rng);
+  groupedConv(b, "x", "e1", 16, 48, 1, 1, rng);
   relu6(b, "e1", "e1r");
-  conv(b, "e1r", "d1", 48, 48, 3, 48, rng, 2);
+  groupedConv(b, "e1r", "d1", 48, 48, 3, 48, rng, 2);
   relu6(b, "d1", "d1r");
-  conv(b, "d1r", "p1", 48, 24, 1, 1, rng);
-  conv(b, "p1", "e2", 24, 72, 1, 1, rng);
+  groupedConv(b, "d1r", "p1", 48, 24, 1, 1, rng);
+  groupedConv(b, "p1", "e2", 24, 72, 1, 1, rng);
   relu6(b, "e2", "e2r");
-  conv(b, "e2r", "d2", 72, 72, 3, 72, rng);
+  groupedConv(b, "e2r", "d2", 72, 72, 3, 72, rng);
   relu6(b, "d2", "d2r");
-  conv(b, "d2r", "p2", 72, 24, 1, 1, rng);
+  groupedConv(b, "d2r", "p2", 72, 24, 1, 1, rng);
   b.node("Add", {"p1", "p2"}, {"a2"});
-  conv(b, "a2", "e3", 24, 40, 1, 1, rng);
-  conv(b, "e3", "d3", 40, 40, 3, 40, rng);
+  groupedConv(b, "a2", "e3", 24, 40, 1, 1, rng);
+  groupedConv(b, "e3", "d3", 40, 40, 3, 40, rng);
   b.node("Add", {"e3", "d3"}, {"a3"});
   b.node("GlobalAveragePool", {"a3"}, {"gap"});
   auto& f = b.node("Flatten", {"gap"}, {"y"});

@@ -34,42 +34,16 @@ namespace {
 
 constexpr int64_t kK = 32, kClasses = 48, kSteps = 10, kSamples = 8;
 
-// x [N, kSteps, kK] -> MatMul(w1) -> Add(1) -> Relu -> MatMul(w2: the head) -> Add(b) -> Softmax -> y.
-// The Relu output's mean is about 1, so each column's weight rounding shifts its class's score by a
-// constant: a systematic shift, as rec's space (docs/quality.md, "rec: the spaces").
+// The head model (test::writeHeadModel) with an Add(1) before the Relu, whose output's mean is then about 1, so each
+// column's weight rounding shifts its class's score by a constant: a systematic shift, as rec's space
+// (docs/quality.md, "rec: the spaces"); coarse steps on every sixth column.
 std::string writeHeadModel(const std::string& dir, std::mt19937& rng) {
-  std::normal_distribution<float> n(0.f, 1.f);
-  std::vector<float> w1((size_t)(kK * kK)), w2((size_t)(kK * kClasses)), b((size_t)kClasses);
-  for (float& v : w1) v = 0.3f * n(rng);
-  for (float& v : w2) v = 0.3f * n(rng);
-  for (float& v : b) v = 0.1f * n(rng);
-  for (int64_t c = 0; c < kClasses; c += 6) w2[(size_t)c] = 2.4f;  // coarse steps on every sixth column
-  OnnxBuilder m;
-  m.input("x", {-1, kSteps, kK}).output("y", {-1, kSteps, kClasses});
-  m.initializer("w1", {kK, kK}, w1);
-  m.initializer("w2", {kK, kClasses}, w2);
-  m.initializer("b", {kClasses}, b);
-  m.initializer("b1", {kK}, std::vector<float>((size_t)kK, 1.f));
-  m.node("MatMul", {"x", "w1"}, {"h"}, "inner");
-  m.node("Add", {"h", "b1"}, {"h1"}, "inner_bias");
-  m.node("Relu", {"h1"}, {"r"}, "relu");
-  m.node("MatMul", {"r", "w2"}, {"z"}, "head");
-  m.node("Add", {"z", "b"}, {"logits"}, "bias");
-  OnnxBuilder::attrInt(m.node("Softmax", {"logits"}, {"y"}, "softmax"), "axis", -1);
-  const std::string path = dir + "/head.onnx";
-  m.save(path);
-  return path;
+  return test::writeHeadModel(dir, rng, kSteps, kK, kClasses, 6, true);
 }
 
-// Writes `x` [kSamples, ...] as dir/name.npy and, one sample each, dir/in_<s>_0.npy.
+// Writes `x` [kSamples, ...] as dir/name.npy and, one sample each, dir/name/in_<s>_0.npy.
 void writeSamples(const Tensor& x, const std::string& dir, const std::string& name) {
-  ASSERT_TRUE(writeNpy(dir + "/" + name + ".npy", x));
-  fs::create_directories(dir + "/" + name);
-  for (int s = 0; s < kSamples; ++s) {
-    Tensor one(DType::Float, {1, kSteps, kK});
-    std::copy(x.data<float>() + s * kSteps * kK, x.data<float>() + (s + 1) * kSteps * kK, one.data<float>());
-    ASSERT_TRUE(writeNpy(dir + "/" + name + "/in_" + std::to_string(s) + "_0.npy", one));
-  }
+  test::writeSamples(x, dir + "/" + name + ".npy", dir + "/" + name);
 }
 
 // The exported bias constant 'b' of `file`.
@@ -187,19 +161,11 @@ TEST(HeadBiasCorrection, ShiftsTheHeadsBiasByTheMeanLogitErrorExportsItAndReload
   EXPECT_TRUE(readText(q) == readText(q2));
 
   // A saved shift list of the wrong length: one line naming the file and the bias.
-  std::string bad = cfg;
-  const size_t at = bad.find("\"shift\": [", bad.find("\"head_bias_correction\""));
-  ASSERT_NE(at, std::string::npos);
-  bad.insert(at + std::string("\"shift\": [").size(), "0.5, ");
-  std::ofstream(dir + "/bad_cfg.json") << bad;
-  reload.loadConfig = dir + "/bad_cfg.json";
-  auto refused = runAnalysis(reload);
-  ASSERT_FALSE(refused);
-  EXPECT_NE(refused.status().message().find("bad_cfg.json: quantscope.head_bias_correction 'b' has 49 shifts, the bias "
-                                            "48 classes"),
+  const std::string refused = test::badConfigError(cfg, "head_bias_correction", "shift", "0.5, ", dir, reload);
+  EXPECT_NE(refused.find("bad_cfg.json: quantscope.head_bias_correction 'b' has 49 shifts, the bias 48 classes"),
             std::string::npos)
-      << refused.status().message();
-  EXPECT_EQ(refused.status().message().find('\n'), std::string::npos);
+      << refused;
+  EXPECT_EQ(refused.find('\n'), std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -32,29 +32,10 @@ namespace {
 
 constexpr int64_t kK = 32, kClasses = 48, kSteps = 10;
 
-// x [N, kSteps, kK] -> MatMul(w1) -> Relu -> MatMul(w2: the head) -> Add(b) -> Softmax -> y. The
-// head's column 0 has one weight 8x the others' range (as rec's blank column): a coarse step whose
-// rounding, times the Relu output's positive mean, shifts that class's score.
+// The head model (test::writeHeadModel): column 0 of the head has one weight 8x the others' range (as rec's blank
+// column).
 std::string writeHeadModel(const std::string& dir, std::mt19937& rng) {
-  std::normal_distribution<float> n(0.f, 1.f);
-  std::vector<float> w1((size_t)(kK * kK)), w2((size_t)(kK * kClasses)), b((size_t)kClasses);
-  for (float& v : w1) v = 0.3f * n(rng);
-  for (float& v : w2) v = 0.3f * n(rng);
-  for (float& v : b) v = 0.1f * n(rng);
-  w2[0] = 2.4f;  // row 0, column 0
-  OnnxBuilder m;
-  m.input("x", {-1, kSteps, kK}).output("y", {-1, kSteps, kClasses});
-  m.initializer("w1", {kK, kK}, w1);
-  m.initializer("w2", {kK, kClasses}, w2);
-  m.initializer("b", {kClasses}, b);
-  m.node("MatMul", {"x", "w1"}, {"h"}, "inner");
-  m.node("Relu", {"h"}, {"r"}, "relu");
-  m.node("MatMul", {"r", "w2"}, {"z"}, "head");
-  m.node("Add", {"z", "b"}, {"logits"}, "bias");
-  OnnxBuilder::attrInt(m.node("Softmax", {"logits"}, {"y"}, "softmax"), "axis", -1);
-  const std::string path = dir + "/head.onnx";
-  m.save(path);
-  return path;
+  return test::writeHeadModel(dir, rng, kSteps, kK, kClasses, kClasses, false);
 }
 
 }  // namespace
@@ -64,12 +45,7 @@ TEST(HeadWeightScale, SearchesOnlyTheHeadLowersItsErrorAndReloadsByteForByte) {
   const std::string dir = test::makeTempDir("head-weight-scale");
   const std::string model = writeHeadModel(dir, rng);
   const Tensor x = test::randomTensor({8, kSteps, kK}, rng, -1.f, 1.f);
-  ASSERT_TRUE(writeNpy(dir + "/x.npy", x));
-  for (int s = 0; s < 8; ++s) {
-    Tensor one(DType::Float, {1, kSteps, kK});
-    std::copy(x.data<float>() + s * kSteps * kK, x.data<float>() + (s + 1) * kSteps * kK, one.data<float>());
-    ASSERT_TRUE(writeNpy(dir + "/in_" + std::to_string(s) + "_0.npy", one));
-  }
+  ASSERT_NO_FATAL_FAILURE(test::writeSamples(x, dir + "/x.npy", dir));
 
   EXPECT_TRUE(AnalysisRequest{}.headWeightScale);  // on by default
   AnalysisRequest rq = test::remedyRequest(model, dir + "/x.npy");
@@ -126,11 +102,9 @@ TEST(HeadWeightScale, SearchesOnlyTheHeadLowersItsErrorAndReloadsByteForByte) {
   ASSERT_EQ(test::runOrtBatch(q, dir, dir + "/q", 8), 0);
   ErrorAccumulator ort;
   for (int s = 0; s < 8; ++s) {
-    Tensor one(DType::Float, {1, kSteps, kK});
-    std::copy(x.data<float>() + s * kSteps * kK, x.data<float>() + (s + 1) * kSteps * kK, one.data<float>());
     auto got = readNpy(dir + "/q/out_" + std::to_string(s) + "_0.npy");
     ASSERT_TRUE(got) << got.status().message();
-    ort.add(runFile(model, one), *got);
+    ort.add(runFile(model, test::sampleOf(x, s)), *got);
   }
   std::printf("ONNX Runtime on quantized.onnx: %.2f dB (predicted %.2f)\n", ort.metrics().snrDb, after);
   EXPECT_NEAR(ort.metrics().snrDb, after, 0.5);
@@ -146,18 +120,10 @@ TEST(HeadWeightScale, SearchesOnlyTheHeadLowersItsErrorAndReloadsByteForByte) {
   EXPECT_TRUE(readText(q) == readText(q2));
 
   // A saved ratio list of the wrong length: one line naming the file and the weight.
-  std::string bad = cfg;
-  const size_t at = bad.find("\"ratio\": [", bad.find("\"head_weight_scale\""));
-  ASSERT_NE(at, std::string::npos);
-  bad.insert(at + std::string("\"ratio\": [").size(), "1.0, ");
-  std::ofstream(dir + "/bad_cfg.json") << bad;
-  reload.loadConfig = dir + "/bad_cfg.json";
-  auto refused = runAnalysis(reload);
-  ASSERT_FALSE(refused);
-  EXPECT_NE(refused.status().message().find("bad_cfg.json: quantscope.head_weight_scale 'w2' has 49 ratios, the weight 48 "
-                                            "channels"),
+  const std::string refused = test::badConfigError(cfg, "head_weight_scale", "ratio", "1.0, ", dir, reload);
+  EXPECT_NE(refused.find("bad_cfg.json: quantscope.head_weight_scale 'w2' has 49 ratios, the weight 48 channels"),
             std::string::npos)
-      << refused.status().message();
-  EXPECT_EQ(refused.status().message().find('\n'), std::string::npos);
+      << refused;
+  EXPECT_EQ(refused.find('\n'), std::string::npos);
   fs::remove_all(dir);
 }

@@ -17,11 +17,15 @@
 #include "core/kernels/conv.h"
 #include "core/kernels/conv_dnnl.h"
 #include "core/kernels/depthwise_blocked.h"
+#include "tests/support/conv_helpers.h"
+#include "tests/support/model_helpers.h"
 
 namespace qs {
 namespace {
 
 using K = FusedActivation::Kind;
+using test::paddedWindow;
+using test::randomTensor;
 
 struct DwShape {
   int64_t C, H, W, k, s;
@@ -35,24 +39,6 @@ const std::vector<DwShape> kShapes = {
 };
 
 const std::vector<std::vector<FusedActivation>> kPosts = {{}, {{K::Relu, 0.f, 0.f}}, {{K::Clip, 0.f, 6.f}}};
-
-Tensor randomTensor(const Shape& shape, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
-  Tensor t(DType::Float, shape);
-  std::uniform_real_distribution<float> u(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
-
-WindowGeometry geometryOf(const DwShape& s) {
-  WindowAttrs attrs;
-  const int64_t p = s.k / 2;
-  attrs.strides = {s.s, s.s};
-  attrs.dilations = {1, 1};
-  attrs.pads = {p, p, p, p};
-  WindowGeometry g;
-  EXPECT_TRUE(resolveWindow(attrs, {s.H, s.W}, {s.k, s.k}, false, g).isOk());
-  return g;
-}
 
 std::string nameOf(const DwShape& s, size_t post) {
   return "C " + std::to_string(s.C) + " " + std::to_string(s.H) + "x" + std::to_string(s.W) + " k " +
@@ -96,7 +82,7 @@ TEST_F(DepthwiseBlockedTest, SameBitsAsJitDwAndNearNaive) {
   for (const DwShape& s : kShapes) {
     for (size_t pi = 0; pi < kPosts.size(); ++pi) {
       const std::string what = nameOf(s, pi);
-      const WindowGeometry g = geometryOf(s);
+      const WindowGeometry g = paddedWindow(s.H, s.W, s.k, s.s);
       const Tensor w = randomTensor({s.C, 1, s.k, s.k}, rng, -0.5f, 0.5f), b = randomTensor({s.C}, rng);
       const Tensor x = randomTensor({1, s.C, s.H, s.W}, rng, -3.f, 3.f);
       const int64_t Cb = (s.C + 15) / 16, OH = g.out[1], OW = g.out[2], outPer = Cb * 16 * OH * OW;
@@ -133,7 +119,7 @@ TEST_F(DepthwiseBlockedTest, SameBitsAsJitDwAndNearNaive) {
 TEST_F(DepthwiseBlockedTest, AnyRangeGivesTheWholeImagesBits) {
   std::mt19937 rng(11);
   for (const DwShape& s : {DwShape{72, 15, 17, 3, 2}, DwShape{40, 9, 10, 5, 1}, DwShape{144, 14, 14, 3, 1}}) {
-    const WindowGeometry g = geometryOf(s);
+    const WindowGeometry g = paddedWindow(s.H, s.W, s.k, s.s);
     const Tensor w = randomTensor({s.C, 1, s.k, s.k}, rng, -0.5f, 0.5f), b = randomTensor({s.C}, rng);
     const Tensor x = randomTensor({1, s.C, s.H, s.W}, rng, -3.f, 3.f);
     const int64_t Cb = (s.C + 15) / 16, OH = g.out[1], OW = g.out[2], outPer = Cb * 16 * OH * OW;
@@ -167,7 +153,7 @@ TEST_F(DepthwiseBlockedTest, AnyRangeGivesTheWholeImagesBits) {
 TEST_F(DepthwiseBlockedTest, BatchAndSplitsGiveEachImagesBits) {
   std::mt19937 rng(13);
   const DwShape s{144, 28, 28, 3, 2};
-  const WindowGeometry g = geometryOf(s);
+  const WindowGeometry g = paddedWindow(s.H, s.W, s.k, s.s);
   const Tensor w = randomTensor({s.C, 1, 3, 3}, rng, -0.5f, 0.5f), b = randomTensor({s.C}, rng);
   const int64_t N = 3, Cb = 9, inPer = Cb * 16 * s.H * s.W, outPer = Cb * 16 * g.outSize();
   const Tensor x = randomTensor({N, s.C, s.H, s.W}, rng);
@@ -194,7 +180,7 @@ TEST_F(DepthwiseBlockedTest, DnnlConvRunsItAtBatchOne) {
   if (std::getenv("QS_DW") != nullptr) GTEST_SKIP() << "QS_DW set";
   std::mt19937 rng(17);
   const DwShape s{144, 20, 20, 3, 1};
-  const WindowGeometry g = geometryOf(s);
+  const WindowGeometry g = paddedWindow(s.H, s.W, s.k, s.s);
   const Tensor w = randomTensor({s.C, 1, 3, 3}, rng, -0.5f, 0.5f), b = randomTensor({s.C}, rng);
   auto conv = DnnlConv::createBlocked(w, &b, s.C, kPosts[2], false, false, 16);
   ASSERT_TRUE(conv);
@@ -212,10 +198,10 @@ TEST_F(DepthwiseBlockedTest, DnnlConvRunsItAtBatchOne) {
   ASSERT_TRUE(conv->runBlocked(xb.data(), 1, s.C, g, y.data(), nullptr, 2).isOk());
   EXPECT_EQ(0, std::memcmp(y.data(), want.data(), sizeof(float) * y.size()));
   if (std::getenv("QS_DW_SPLIT") == nullptr) {
-    EXPECT_TRUE(DnnlConv::depthwiseByRows(144, geometryOf({144, 56, 56, 3, 2})));  // mobilenet_v2 features.4
-    EXPECT_TRUE(DnnlConv::depthwiseByRows(192, geometryOf({192, 28, 28, 3, 1})));
-    EXPECT_FALSE(DnnlConv::depthwiseByRows(576, geometryOf({576, 14, 14, 3, 1})));  // its expansion is cut by blocks
-    EXPECT_FALSE(DnnlConv::depthwiseByRows(960, geometryOf({960, 7, 7, 3, 1})));
+    EXPECT_TRUE(DnnlConv::depthwiseByRows(144, paddedWindow(56, 56, 3, 2)));  // mobilenet_v2 features.4
+    EXPECT_TRUE(DnnlConv::depthwiseByRows(192, paddedWindow(28, 28, 3, 1)));
+    EXPECT_FALSE(DnnlConv::depthwiseByRows(576, paddedWindow(14, 14, 3, 1)));  // its expansion is cut by blocks
+    EXPECT_FALSE(DnnlConv::depthwiseByRows(960, paddedWindow(7, 7, 3, 1)));
   }
 }
 

@@ -4,6 +4,7 @@
 // any range of output rows (nothing else written), batches on 1 and 2 threads; and the kernel's bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -16,11 +17,15 @@
 #include "core/kernels/conv1x1_blocked.h"
 #include "core/kernels/depthwise_blocked.h"
 #include "core/kernels/expand_depthwise_blocked.h"
+#include "tests/support/conv_helpers.h"
+#include "tests/support/model_helpers.h"
 
 namespace qs {
 namespace {
 
 using K = FusedActivation::Kind;
+using test::paddedWindow;
+using test::randomTensor;
 constexpr int64_t kB = 16;
 
 struct PairShape {
@@ -38,24 +43,6 @@ struct Posts {
 const std::vector<Posts> kPosts = {{{{K::Clip, 0.f, 6.f}}, {{K::Clip, 0.f, 6.f}}},
                                    {{}, {}},
                                    {{{K::Relu, 0.f, 0.f}}, {{K::Relu, 0.f, 0.f}}}};
-
-Tensor randomTensor(const Shape& shape, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
-  Tensor t(DType::Float, shape);
-  std::uniform_real_distribution<float> u(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
-
-WindowGeometry geometryOf(const PairShape& s) {
-  WindowAttrs attrs;
-  const int64_t p = s.k / 2;
-  attrs.strides = {s.s, s.s};
-  attrs.dilations = {1, 1};
-  attrs.pads = {p, p, p, p};
-  WindowGeometry g;
-  EXPECT_TRUE(resolveWindow(attrs, {s.H, s.W}, {s.k, s.k}, false, g).isOk());
-  return g;
-}
 
 std::string nameOf(const PairShape& s, size_t post) {
   return std::to_string(s.C) + " -> " + std::to_string(s.M) + " @" + std::to_string(s.H) + "x" + std::to_string(s.W) +
@@ -75,7 +62,7 @@ struct Case {
 Case makeCase(const PairShape& s, const Posts& post, std::mt19937& rng) {
   Case c;
   c.s = s;
-  c.g = geometryOf(s);
+  c.g = paddedWindow(s.H, s.W, s.k, s.s);
   c.w1 = randomTensor({s.M, s.C, 1, 1}, rng, -0.5f, 0.5f);
   c.b1 = randomTensor({s.M}, rng, -0.2f, 0.2f);
   c.wd = randomTensor({s.M, 1, s.k, s.k}, rng, -0.5f, 0.5f);
@@ -130,8 +117,8 @@ TEST(ExpandDepthwiseBlocked, BandsGiveTheBitsOfTheTwoKernelsApart) {
         // The whole image, and two ranges of rows (a cut inside the image: the rows either side share input rows).
         const int64_t cut = OH / 3;
         for (const auto& [r0, r1] : std::vector<std::pair<int64_t, int64_t>>{{0, OH}, {0, cut}, {cut, OH}}) {
-          std::vector<float> got((size_t)c.outPer, -7.f);
-          c.pair->runBands(x.data(), c.g, got.data(), r0, r1, rows);
+          std::vector<float> got((size_t)c.outPer, -7.f), buffer((size_t)c.pair->bandFloats(c.g, rows));
+          c.pair->runBands(x.data(), c.g, got.data(), r0, r1, rows, buffer.data());
           const int64_t OW = c.g.out[2];
           for (int64_t mb = 0; mb < c.Mb; ++mb)
             for (int64_t oh = 0; oh < OH; ++oh) {
@@ -184,14 +171,38 @@ TEST(ExpandDepthwiseBlocked, EachImageOfABatchGetsItsBitsOnAnyThreads) {
       const std::vector<float> x = blockedInput(c, N, rng);
       for (int threads : {1, 2})
         for (int64_t rows : {(int64_t)0, (int64_t)2}) {
-          std::vector<float> got((size_t)(N * c.outPer));
-          c.pair->runBatch(x.data(), N, c.g, got.data(), threads, rows);
+          std::vector<float> got((size_t)(N * c.outPer)), scratch((size_t)c.pair->scratchFloats(N, c.g, threads, rows));
+          c.pair->runBatch(x.data(), N, c.g, got.data(), threads, scratch.data(), rows);
           for (int64_t n = 0; n < N; ++n) {
             const std::vector<float> want = apart(c, x.data() + n * c.inPer);
             ASSERT_EQ(std::memcmp(got.data() + n * c.outPer, want.data(), want.size() * sizeof(float)), 0)
                 << "image " << n << " of " << N << ", " << threads << " threads, bands of " << rows;
           }
         }
+    }
+  }
+}
+
+// The scratch is the caller's (no buffer kept per thread): runBatch writes into it, never past scratchFloats(), banded
+// (3 images on 2 threads, 1 image of a large expansion) and apart (1 image of a small one).
+TEST(ExpandDepthwiseBlocked, WorksInTheCallersScratchAndNothingPastIt) {
+  if (!available()) GTEST_SKIP() << "no AVX-512 here";
+  std::mt19937 rng(8);
+  const std::vector<std::pair<PairShape, int64_t>> cases = {{kShapes[0], 3}, {kShapes[0], 1}, {kShapes[4], 1}};
+  for (const auto& [s, N] : cases) {
+    SCOPED_TRACE(nameOf(s, 0) + ", batch " + std::to_string(N));
+    Case c = makeCase(s, kPosts[0], rng);
+    ASSERT_TRUE(c.pair);
+    const std::vector<float> x = blockedInput(c, N, rng);
+    const int64_t n = c.pair->scratchFloats(N, c.g, 2), guard = 4096;
+    ASSERT_GT(n, 0);
+    std::vector<float> scratch((size_t)(n + guard), -3.f), got((size_t)(N * c.outPer));
+    c.pair->runBatch(x.data(), N, c.g, got.data(), 2, scratch.data());
+    EXPECT_NE(std::count(scratch.begin(), scratch.begin() + n, -3.f), n);  // used
+    EXPECT_EQ(std::count(scratch.begin() + n, scratch.end(), -3.f), guard);  // nothing written past it
+    for (int64_t i = 0; i < N; ++i) {
+      const std::vector<float> want = apart(c, x.data() + i * c.inPer);
+      ASSERT_EQ(std::memcmp(got.data() + i * c.outPer, want.data(), want.size() * sizeof(float)), 0) << "image " << i;
     }
   }
 }

@@ -1,4 +1,5 @@
-// What the Conv kernel tests share: one FusedConv node run through createConv on given tensors.
+// What the Conv kernel tests share: one FusedConv node run through createConv on given tensors, and the window of a
+// k x k filter padded to keep the size at stride 1.
 // Header-only, like model_helpers.h.
 #pragma once
 
@@ -51,6 +52,19 @@ inline Tensor runFusedConv(const Tensor& x, const Tensor& w, const Tensor* b, co
   Status st = k.value()->run(ctx);
   EXPECT_TRUE(st.isOk()) << st.message();
   return out[0];
+}
+
+/// The 2-D window of a k x k filter at stride s over an H x W map, padded k/2 on every side, dilation 1 (a test
+/// failure when it does not resolve).
+inline WindowGeometry paddedWindow(int64_t H, int64_t W, int64_t k, int64_t s) {
+  WindowAttrs attrs;
+  const int64_t p = k / 2;
+  attrs.strides = {s, s};
+  attrs.dilations = {1, 1};
+  attrs.pads = {p, p, p, p};
+  WindowGeometry g;
+  EXPECT_TRUE(resolveWindow(attrs, {H, W}, {k, k}, false, g).isOk());
+  return g;
 }
 
 }  // namespace qs::test

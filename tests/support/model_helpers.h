@@ -1,6 +1,6 @@
 // Helpers of the executor and rewrite tests: load a model built in code, seeded random values,
-// the error measure those tests compare outputs with, and a node looked up by name. Header-only: the test binaries link the
-// core, qs_test_support does not.
+// the error measure those tests compare outputs with, a grouped Conv and a Relu6 to build models with, and a node
+// looked up by name. Header-only: the test binaries link the core, qs_test_support does not.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -59,6 +59,28 @@ inline double relativeError(const Tensor& a, const Tensor& b) {
     maxRef = std::max(maxRef, (double)std::fabs(b.data<float>()[i]));
   }
   return maxDiff / maxRef;
+}
+
+/// A Conv of `in` into `out` with `group` groups, W [cout, cin/group, k, k] and B [cout] seeded from `rng` (out_w,
+/// out_b), pads k/2, node "conv_<out>".
+inline void groupedConv(OnnxBuilder& b, const std::string& in, const std::string& out, int64_t cin, int64_t cout,
+                        int64_t k, int64_t group, std::mt19937& rng, int64_t stride = 1) {
+  const float scale = 1.5f / std::sqrt(float(cin / group * k * k));
+  b.initializer(out + "_w", {cout, cin / group, k, k},
+                randomValues((size_t)(cout * cin / group * k * k), rng, -scale, scale));
+  b.initializer(out + "_b", {cout}, randomValues((size_t)cout, rng, -0.1f, 0.1f));
+  auto& n = b.node("Conv", {in, out + "_w", out + "_b"}, {out}, "conv_" + out);
+  OnnxBuilder::attrInts(n, "kernel_shape", {k, k});
+  OnnxBuilder::attrInts(n, "pads", {k / 2, k / 2, k / 2, k / 2});
+  OnnxBuilder::attrInts(n, "strides", {stride, stride});
+  OnnxBuilder::attrInt(n, "group", group);
+}
+
+/// Clip(in, 0, 6) into `out` (MobileNetV2's Relu6 as torch.onnx writes it).
+inline void relu6(OnnxBuilder& b, const std::string& in, const std::string& out) {
+  b.initializer(out + "_lo", {}, {0.f});
+  b.initializer(out + "_hi", {}, {6.f});
+  b.node("Clip", {in, out + "_lo", out + "_hi"}, {out});
 }
 
 /// The id of the node called `name` in `g`; -1 when there is none.

@@ -1,14 +1,17 @@
 // What the remedy tests (tests/export/test_remedies*.cpp, the depthwise and pointwise smoothing, depthwise
-// equalization and bias correction tests) share: a shell command's exit code and output, a text file's
+// equalization, bias correction and head tests) share: a shell command's exit code and output, a text file's
 // contents, the request they run (max calibration, 2 threads, no sensitivity; det's 4 pages at 256x256),
 // the export of a run, a model file or model run on one input "x", ONNX Runtime on the written inputs,
-// and the models built in code. Header-only, like model_helpers.h.
+// the models built in code, samples written one a file, and a saved config spoiled and refused. Header-only,
+// like model_helpers.h.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <cmath>
@@ -154,6 +157,71 @@ inline Tensor runFile(const std::string& path, const Tensor& x) {
   auto m = loadModel(path);
   EXPECT_TRUE(m) << m.status().message();
   return runModel(std::move(m).value(), x);
+}
+
+/// x [N, steps, k] -> MatMul(w1) [-> Add(b1 = 1), with `innerBias`] -> Relu -> MatMul(w2: the head) -> Add(b) ->
+/// Softmax -> y [N, steps, classes], written to dir/head.onnx: the head remedy tests' model (head bias correction,
+/// head weight scale). w1, w2 normal with sigma 0.3, b 0.1; w2's row 0 is 2.4 at every `coarseStep`-th column (8x
+/// the others' range, as rec's blank column): a coarse step whose rounding, times the Relu output's positive mean,
+/// shifts that class's score.
+inline std::string writeHeadModel(const std::string& dir, std::mt19937& rng, int64_t steps, int64_t k, int64_t classes,
+                                  int64_t coarseStep, bool innerBias) {
+  std::normal_distribution<float> n(0.f, 1.f);
+  std::vector<float> w1((size_t)(k * k)), w2((size_t)(k * classes)), b((size_t)classes);
+  for (float& v : w1) v = 0.3f * n(rng);
+  for (float& v : w2) v = 0.3f * n(rng);
+  for (float& v : b) v = 0.1f * n(rng);
+  for (int64_t c = 0; c < classes; c += coarseStep) w2[(size_t)c] = 2.4f;
+  OnnxBuilder m;
+  m.input("x", {-1, steps, k}).output("y", {-1, steps, classes});
+  m.initializer("w1", {k, k}, w1);
+  m.initializer("w2", {k, classes}, w2);
+  m.initializer("b", {classes}, b);
+  if (innerBias) m.initializer("b1", {k}, std::vector<float>((size_t)k, 1.f));
+  m.node("MatMul", {"x", "w1"}, {"h"}, "inner");
+  if (innerBias) m.node("Add", {"h", "b1"}, {"h1"}, "inner_bias");
+  m.node("Relu", {innerBias ? "h1" : "h"}, {"r"}, "relu");
+  m.node("MatMul", {"r", "w2"}, {"z"}, "head");
+  m.node("Add", {"z", "b"}, {"logits"}, "bias");
+  OnnxBuilder::attrInt(m.node("Softmax", {"logits"}, {"y"}, "softmax"), "axis", -1);
+  const std::string path = dir + "/head.onnx";
+  m.save(path);
+  return path;
+}
+
+/// Sample `s` of x [N, ...], as [1, ...] (float).
+inline Tensor sampleOf(const Tensor& x, int64_t s) {
+  Shape shape = x.shape();
+  shape[0] = 1;
+  Tensor one(DType::Float, shape);
+  const int64_t per = one.numel();
+  std::copy(x.data<float>() + s * per, x.data<float>() + (s + 1) * per, one.data<float>());
+  return one;
+}
+
+/// Writes x [N, ...] to `npy` and each sample, [1, ...], to dir/in_<s>_0.npy (ONNX Runtime's inputs, runOrtBatch).
+inline void writeSamples(const Tensor& x, const std::string& npy, const std::string& dir) {
+  ASSERT_TRUE(writeNpy(npy, x));
+  std::filesystem::create_directories(dir);
+  for (int64_t s = 0; s < x.dim(0); ++s)
+    ASSERT_TRUE(writeNpy(dir + "/in_" + std::to_string(s) + "_0.npy", sampleOf(x, s)));
+}
+
+/// The one-line error of `rq` loading the quant_cfg.json text `cfg` with `extra` put first in the list "<list>": [
+/// of its section "<section>", written to dir/bad_cfg.json; "" (and a test failure) when there is no such list or it
+/// loads.
+inline std::string badConfigError(std::string cfg, const std::string& section, const std::string& list,
+                                  const std::string& extra, const std::string& dir, AnalysisRequest rq) {
+  const std::string key = "\"" + list + "\": [";
+  const size_t at = cfg.find(key, cfg.find("\"" + section + "\""));
+  EXPECT_NE(at, std::string::npos) << section << "." << list;
+  if (at == std::string::npos) return "";
+  cfg.insert(at + key.size(), extra);
+  std::ofstream(dir + "/bad_cfg.json") << cfg;
+  rq.loadConfig = dir + "/bad_cfg.json";
+  auto refused = runAnalysis(rq);
+  EXPECT_FALSE(refused);
+  return refused ? "" : refused.status().message();
 }
 
 /// PP-LCNetV3's affine block on `x`: HardSwish -> Mul(`a`) -> Add(`bb`) -> `y` (scalar initializers `a`

@@ -1,0 +1,26 @@
+// The options of the refinement of the clip ranges on the graph's outputs (clip_refine.h), apart so
+// that ClipSearchOptions (clip_search.h, which clip_refine.h includes) can hold them.
+#pragma once
+
+#include <cstdint>
+
+namespace qs {
+
+/// How much of the refinement runs. The defaults are the whole refinement (every target, every
+/// candidate, no cap); QuantSession passes ClipSearchOptions::refine (the default budget: docs/quality.md).
+struct RefineOptions {
+  int passes = 1;                // passes over the targets; a pass that changes nothing ends it
+  int64_t checkSamples = 8;      // the first samples, on which candidates are scored
+  int64_t heldOutSamples = 8;    // the samples after them, measured before and after only
+  int maxTargets = 0;            // only the first this many targets (the caller orders them); 0: all
+  int maxCandidates = 0;         // only the first this many candidates of each target; 0: all
+  /// Cone work allowed, in whole-graph runs over the check samples (a cone's work: the estimated
+  /// FLOPs of its nodes over the whole graph's); a candidate whose cone would pass the cap is
+  /// skipped, cheaper ones after it still run. Machine-independent, so results do not depend on
+  /// the load. 0: no cap.
+  double workCap = 0;
+  /// A pass that raises the check samples' worst output SNR by less than this (dB) is the last one.
+  double minPassGainDb = 0;
+};
+
+}  // namespace qs
