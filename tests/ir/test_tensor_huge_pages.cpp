@@ -3,43 +3,17 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "core/ir/tensor.h"
 #include "core/util/huge_pages.h"
+#include "tests/support/huge_page_helpers.h"
 
 namespace qs {
 namespace {
 
-// The THPeligible line of the mapping of /proc/self/smaps that holds p (1: madvised huge pages allowed), -1 if none.
-int thpEligible(const void* p) {
-  std::ifstream f("/proc/self/smaps");
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  bool inside = false;
-  for (std::string line; std::getline(f, line);) {
-    uintptr_t lo = 0, hi = 0;
-    char dash = 0;
-    std::istringstream head(line);
-    if (line.find('-') != std::string::npos && (head >> std::hex >> lo >> dash >> hi) && dash == '-' &&
-        line.find(':') > line.find(' ')) {
-      inside = lo <= a && a < hi;
-      continue;
-    }
-    if (inside && line.rfind("THPeligible:", 0) == 0) return std::atoi(line.c_str() + 12);
-  }
-  return -1;
-}
-
-// True when the system's transparent huge page mode is madvise: only then does a mapping that was not advised stay
-// off huge pages (under "always" every anonymous mapping is eligible, so nothing can be said of those).
-bool thpModeIsMadvise() {
-  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string modes;
-  std::getline(f, modes);
-  return modes.find("[madvise]") != std::string::npos;
-}
+using test::thpEligible;
+using test::thpModeIsMadvise;
 
 TEST(CoreTensorHugePages, LargeTensorsLieOnHugePagesSmallOnesDoNot) {
   {

@@ -5,9 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +13,7 @@
 #include "core/kernels/conv1x1_blocked.h"
 #include "core/kernels/conv_dnnl.h"
 #include "core/kernels/weight_buffer.h"
+#include "tests/support/huge_page_helpers.h"
 
 namespace qs {
 namespace {
@@ -26,25 +25,7 @@ bool switchedOff() {
   return v && std::string(v) == "0";
 }
 
-// The THPeligible line of the mapping of /proc/self/smaps that holds p: 1 where the kernel may back it with huge
-// pages (madvised, in a THP "madvise" system), -1 where no mapping or no such line.
-int thpEligible(const void* p) {
-  std::ifstream f("/proc/self/smaps");
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  bool inside = false;
-  for (std::string line; std::getline(f, line);) {
-    uintptr_t lo = 0, hi = 0;
-    char dash = 0;
-    std::istringstream head(line);
-    if (line.find('-') != std::string::npos && (head >> std::hex >> lo >> dash >> hi) && dash == '-' &&
-        line.find(':') > line.find(' ')) {
-      inside = lo <= a && a < hi;
-      continue;
-    }
-    if (inside && line.rfind("THPeligible:", 0) == 0) return std::atoi(line.c_str() + 12);
-  }
-  return -1;
-}
+using test::thpEligible;
 
 TEST(WeightBuffer, LargeBuffersAreZeroedAlignedAndAdvisedAsHugePages) {
   const size_t bytes = 5 * kMiB + 123 * 4;
