@@ -18,25 +18,20 @@ class NeckRewriter {
   NeckRewriter(Model& m, std::vector<char>& removed, std::vector<std::vector<NodeId>>& absorbed)
       : m_model(m), m_g(m.graph), m_removed(removed), m_absorbed(absorbed) {}
 
-  int run() {
-    for (NodeId id : m_g.topoOrder) {
-      if (m_removed[(size_t)id]) continue;
-      const Node& n = m_g.nodes[(size_t)id];
-      if (n.opType == "Add" && n.domain.empty()) fuseResidualAdd(id);
-    }
-    return m_fused;
-  }
-
-  int runConcats() {
-    for (NodeId id : m_g.topoOrder) {
-      if (m_removed[(size_t)id]) continue;
-      const Node& n = m_g.nodes[(size_t)id];
-      if (n.opType == "Concat" && n.domain.empty()) fuseUpsampleConcat(id);
-    }
-    return m_fused;
-  }
+  int run() { return sweep("Add", &NeckRewriter::fuseResidualAdd); }
+  int runConcats() { return sweep("Concat", &NeckRewriter::fuseUpsampleConcat); }
 
  private:
+  // Tries `fuse` on every live node of the default domain's `opType`, in topological order; the number fused.
+  int sweep(const char* opType, void (NeckRewriter::*fuse)(NodeId)) {
+    for (NodeId id : m_g.topoOrder) {
+      if (m_removed[(size_t)id]) continue;
+      const Node& n = m_g.nodes[(size_t)id];
+      if (n.opType == opType && n.domain.empty()) (this->*fuse)(id);
+    }
+    return m_fused;
+  }
+
   int64_t opsetOf(const Node& n) const { return rewrite::opsetOf(m_model, n); }
 
   const Tensor* fixedConstant(ValueId v) const { return rewrite::fixedConstant(m_g, v); }
