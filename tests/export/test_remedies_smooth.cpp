@@ -33,18 +33,24 @@ namespace {
 
 constexpr int64_t kB = 4, kT = 16, kC = 32, kN = 24;
 
+// The weights both LayerNormalization models share, drawn in this order: the scale gamma (two outlier channels),
+// the bias (named `betaName`), the two projections Wq and Wk [kC, kN].
+void addLnWeights(test::OnnxBuilder& b, std::mt19937& rng, const std::string& betaName) {
+  std::vector<float> gamma = test::randomValues(kC, rng, 0.5f, 1.5f);
+  gamma[3] = 40.f;
+  gamma[17] = -25.f;
+  b.initializer("gamma", {kC}, gamma);
+  b.initializer(betaName, {kC}, test::randomValues(kC, rng, -0.1f, 0.1f));
+  b.initializer("wq", {kC, kN}, test::randomValues(kC * kN, rng, -0.3f, 0.3f));
+  b.initializer("wk", {kC, kN}, test::randomValues(kC * kN, rng, -0.3f, 0.3f));
+}
+
 // x [4, 16, 32] -> LayerNormalization (scale with two outlier channels; bias through an Identity,
 // as torch.onnx writes shared initializers) -> MatMul(Wq), MatMul(Wk) -> Add -> y [4, 16, 24].
 std::string writeLnModel(const std::string& dir, std::mt19937& rng) {
   test::OnnxBuilder b(17);
   b.input("x", {kB, kT, kC}).output("y", {kB, kT, kN});
-  std::vector<float> gamma = test::randomValues(kC, rng, 0.5f, 1.5f);
-  gamma[3] = 40.f;
-  gamma[17] = -25.f;
-  b.initializer("gamma", {kC}, gamma);
-  b.initializer("beta_src", {kC}, test::randomValues(kC, rng, -0.1f, 0.1f));
-  b.initializer("wq", {kC, kN}, test::randomValues(kC * kN, rng, -0.3f, 0.3f));
-  b.initializer("wk", {kC, kN}, test::randomValues(kC * kN, rng, -0.3f, 0.3f));
+  addLnWeights(b, rng, "beta_src");
   b.node("Identity", {"beta_src"}, {"beta"}, "beta_identity");
   auto& ln = b.node("LayerNormalization", {"x", "gamma", "beta"}, {"h"}, "ln");
   test::OnnxBuilder::attrInt(ln, "axis", -1);
@@ -62,15 +68,9 @@ std::string writeLnModel(const std::string& dir, std::mt19937& rng) {
 std::string writeDecomposedLnModel(const std::string& dir, std::mt19937& rng) {
   test::OnnxBuilder b(17);
   b.input("x", {kB, kT, kC}).output("y", {kB, kT, kN});
-  std::vector<float> gamma = test::randomValues(kC, rng, 0.5f, 1.5f);
-  gamma[3] = 40.f;
-  gamma[17] = -25.f;
-  b.initializer("gamma", {kC}, gamma);
-  b.initializer("beta", {kC}, test::randomValues(kC, rng, -0.1f, 0.1f));
+  addLnWeights(b, rng, "beta");
   b.initializer("two", {}, {2.f});
   b.initializer("eps", {}, {1e-5f});
-  b.initializer("wq", {kC, kN}, test::randomValues(kC * kN, rng, -0.3f, 0.3f));
-  b.initializer("wk", {kC, kN}, test::randomValues(kC * kN, rng, -0.3f, 0.3f));
   test::OnnxBuilder::attrInts(b.node("ReduceMean", {"x"}, {"mean"}, "mean"), "axes", {-1});
   b.node("Sub", {"x", "mean"}, {"centred"}, "sub");
   b.node("Pow", {"centred", "two"}, {"sq"}, "pow");
