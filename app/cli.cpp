@@ -134,6 +134,15 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_option("--fallback-recalibrate", g_text.fallbackRecalibrate,
                  "on|off: once the target is reached, calibrate again with the chosen exclusions (method auto's "
                  "selection then sees them) and run the backward pass again (default off)");
+  cmd.add_option("--realisations", a.realisations,
+                 "Measure the output SNR in N realisations of the rounding noise: the analysis and N - 1 quantized "
+                 "passes with every activation scale multiplied by (1 + 1e-6 n), n ~ N(0,1), which moves values at a "
+                 "rounding tie as another runtime's float sums do; reported as mean and sd, and the fallback's target "
+                 "checked on the mean (default 1)")
+      ->check(CLI::Range(1, 64));
+  cmd.add_option("--realisation-dither", a.realisationDither,
+                 "The relative dither of the scales for --realisations (default 1e-6)")
+      ->check(CLI::Range(1e-9, 1e-2));
   cmd.add_option("--activation-split", g_text.activationSplit,
                  "on|off: split each activation point's error into clip noise and rounding noise, at the tensor and "
                  "at each quantizable consumer, into report.json (a float pass more; default off)");

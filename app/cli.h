@@ -81,6 +81,9 @@ ProgressFn progressPrinter(bool force);
 RunCallbacks terminalCallbacks(bool forceProgress);
 /// "30.0 dB", "agreement 0.95" or "30.0 dB and agreement 0.95": the fallback's target(s).
 std::string fallbackTargetText(const AnalysisRequest& request);
+/// --realisations: one line under an output, its SNR's mean, sd and range over the realisations
+/// (nothing with one realisation).
+void printRealisations(const OutputResult& o);
 
 }  // namespace qs::cli
 

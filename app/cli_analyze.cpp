@@ -1,4 +1,5 @@
 // quantscope analyze: one run of the pipeline (core/export/pipeline.h), then the report files.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -22,6 +23,13 @@ std::string fallbackTargetText(const AnalysisRequest& rq) {
     s += (s.empty() ? "" : " and ") + std::string(buf);
   }
   return s;
+}
+
+void printRealisations(const OutputResult& o) {
+  if (o.realisationSnrDb.size() < 2) return;
+  const auto [lo, hi] = std::minmax_element(o.realisationSnrDb.begin(), o.realisationSnrDb.end());
+  std::printf("       %-32s %zu realisations: mean %.2f dB, sd %.2f dB, %.2f .. %.2f dB (the analysis %.2f dB)\n",
+              "", o.realisationSnrDb.size(), o.realisationMeanDb(), o.realisationSdDb(), *lo, *hi, o.realisationSnrDb[0]);
 }
 
 namespace {
@@ -60,6 +68,7 @@ int runAnalyze(const AnalyzeArgs& args) {
                 o.metrics.mse);
     if (const std::string a = describeAgreement(o.agreement); !a.empty())
       std::printf("       %-32s agreement (%s): %s\n", "", outputKindName(o.agreement.kind), a.c_str());
+    printRealisations(o);
   }
   if (r.peakRssBytes > 0) {
     std::printf("memory: peak RSS %s", formatByteSize(r.peakRssBytes).c_str());

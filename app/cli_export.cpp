@@ -27,6 +27,7 @@ int runExport(const ExportArgs& args) {
     std::printf("output %-32s predicted SNR %8.2f dB  cosine %.6f\n", o.name.c_str(), o.metrics.snrDb, o.metrics.cosine);
     if (const std::string a = describeAgreement(o.agreement); !a.empty())
       std::printf("       %-32s agreement (%s): %s\n", "", outputKindName(o.agreement.kind), a.c_str());
+    printRealisations(o);
   }
   if (Status st = writeBundle(*bundle); !st) return reportError(st);
   const QuantMode mode = run->result()->plan.mode;

@@ -62,6 +62,24 @@ bool reaches(const AnalysisResult& r, const FallbackOptions& o) {
   return snr && agree;
 }
 
+// AnalysisOptions::realisations > 1: the SNR target checked on each output's mean over the
+// realisations of the rounding noise at the session's current point as well (the figure of the
+// point itself is realisation 0, the one the greedy and backward passes select on, so it is biased
+// upward: docs/quality.md, "Realisations of the rounding noise"). True without an SNR target or
+// realisations.
+Result<bool> meanReaches(const QuantSession& session, const FallbackOptions& o, const ProgressFn& progress) {
+  const int n = session.options().realisations;
+  if (n <= 1 || std::isnan(o.targetSnrDb)) return true;
+  auto v = session.realisationSnrDb(n, session.options().realisationDither, progress);
+  if (!v) return v.status();
+  for (const std::vector<double>& each : *v) {
+    double sum = 0;
+    for (double x : each) sum += x;
+    if (!(sum / (double)each.size() >= o.targetSnrDb)) return false;
+  }
+  return true;
+}
+
 bool reachesAt(const FallbackCurve& c, int i, const FallbackOptions& o) {
   const bool snr = std::isnan(o.targetSnrDb) || c.worstSnrDb(i) >= o.targetSnrDb;
   const bool agree = std::isnan(o.targetAgreement) || c.worstAgreement(i) >= o.targetAgreement;
@@ -94,7 +112,13 @@ Status backwardPass(QuantSession& session, const FallbackOptions& options, Fallb
     auto res =
         session.setQuantized(toggles, stage("re-including " + std::to_string(k + 1) + " of " + std::to_string(r)));
     if (!res) return res.status();
-    if (reaches(**res, options)) {
+    bool keep = reaches(**res, options);
+    if (keep) {
+      auto mean = meanReaches(session, options, stage("realisations"));
+      if (!mean) return mean.status();
+      keep = *mean;
+    }
+    if (keep) {
       back[(size_t)order[(size_t)k]] = 1;
       curve.reincluded.push_back(id);
       accepted.push_back(stepOf(id, **res));
@@ -141,6 +165,8 @@ Status backwardPass(QuantSession& session, const FallbackOptions& options, Fallb
       curve.chosen = i;
       break;
     }
+  // With realisations, only the pass's own end (the kept exclusions) was checked on their mean.
+  if (session.options().realisations > 1) curve.chosen = std::max(curve.chosen, kept);
   return applyFallbackPoint(session, curve, curve.chosen, stage("applying the chosen point"));
 }
 
@@ -176,7 +202,12 @@ Result<FallbackCurve> fallbackCurve(QuantSession& session, const FallbackOptions
   const size_t nodeCount = session.plan().nodes.size();
   for (const NodeQuantState& n : session.plan().nodes) curve.quantizable += n.quantizable ? 1 : 0;
   const int past = std::max(0, std::min(options.extraSteps, std::max(1, curve.quantizable / 4)));
-  int reachedAt = reaches(*first, options) ? 0 : -1;
+  int reachedAt = -1;
+  if (reaches(*first, options)) {
+    auto mean = meanReaches(session, options, progress);
+    if (!mean) return mean.status();
+    if (*mean) reachedAt = 0;
+  }
   const bool byGain = options.rankByGain && curve.candidates > 1;
   // Per node: the worst output's noise (relative power, 10^(-SNR/10)) that excluding it removed,
   // at the last step that measured it (NaN: never). Kept as a power, not as dB gained, since the
@@ -299,20 +330,28 @@ Result<FallbackCurve> fallbackCurve(QuantSession& session, const FallbackOptions
       if (!r) return r.status();
       const size_t first = (size_t)(std::find(top.begin(), top.end(), pair[0]) - top.begin());
       curve.steps.push_back(single[first]);
-      if (reachedAt < 0 && reachesAt(curve, (int)curve.steps.size(), options)) reachedAt = (int)curve.steps.size();
+      // (Not with realisations: the session is at the pair, where their mean cannot be measured.)
+      if (reachedAt < 0 && session.options().realisations <= 1 && reachesAt(curve, (int)curve.steps.size(), options))
+        reachedAt = (int)curve.steps.size();
       curve.steps.push_back(pairStep);
     } else {
       auto r = moveTo({best}, "excluding");
       if (!r) return r.status();
       curve.steps.push_back(stepOf(best, *session.result()));
     }
-    if (reachedAt < 0 && reaches(*session.result(), options)) reachedAt = (int)curve.steps.size();
+    if (reachedAt < 0 && reaches(*session.result(), options)) {
+      auto mean = meanReaches(session, options, stage("realisations"));
+      if (!mean) return mean.status();
+      if (*mean) reachedAt = (int)curve.steps.size();
+    }
   }
   curve.reached = reachedAt >= 0;
   curve.forwardChosen = reachedAt;
   curve.chosen = curve.reached ? reachedAt : (int)curve.steps.size();
   QS_RETURN_IF_ERROR(applyFallbackPoint(session, curve, curve.chosen, progress));
   if (options.backward && reachedAt > 0) QS_RETURN_IF_ERROR(backwardPass(session, options, curve, stage));
+  // The chosen point's realisations into the session's result (the toggles left it without).
+  if (auto r = session.measureRealisations(stage("realisations")); !r) return r.status();
   return curve;
 }
 
@@ -367,6 +406,7 @@ Result<FallbackCurve> fallbackCurveRecalibrated(QuantSession& session, const Cal
     curve.startAgreement.push_back(o.agreement.primary());
   }
   QS_RETURN_IF_ERROR(applyFallbackPoint(session, curve, curve.chosen, stage("applying the chosen point")));
+  if (auto m = session.measureRealisations(stage("realisations")); !m) return m.status();
   return curve;
 }
 

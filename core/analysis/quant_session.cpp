@@ -488,7 +488,73 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   r->streamed = m_streaming;
   r->memoryBudgetBytes = m_options.memoryBudgetBytes == UINT64_MAX ? 0 : m_options.memoryBudgetBytes;
   m_result = r;
+  if (m_options.realisations > 1) {
+    auto measured = measureRealisations(progress);
+    if (!measured) return measured.status();
+  }
   keepGoing(*m_cancelToken, progress, 1.0, "analysed");
+  return m_result;
+}
+
+Result<std::vector<std::vector<double>>> QuantSession::realisationSnrDb(int realisations, double dither,
+                                                                        const ProgressFn& progress) const {
+  if (!m_result || !m_data) return invalidArgument(m_model->path + ": realisations need a prior analyze()");
+  const Graph& g = m_model->graph;
+  std::vector<std::vector<double>> out(g.outputs.size());
+  for (size_t o = 0; o < g.outputs.size(); ++o) out[o].push_back(m_result->outputs[o].metrics.snrDb);
+  const int64_t batches = m_data->batchCount();
+  for (int k = 1; k < realisations; ++k) {
+    // The scales of this realisation: splitmix64 of (k, tensor), then Box-Muller.
+    QuantState state = m_state;
+    for (auto& [value, q] : state.act) {
+      uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)k + 0xD1B54A32D192ED03ull * ((uint64_t)value + 1);
+      auto next = [&x] {
+        uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+      };
+      const double u1 = ((double)(next() >> 11) + 0.5) / 9007199254740992.0;
+      const double u2 = ((double)(next() >> 11) + 0.5) / 9007199254740992.0;
+      const double n = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+      q.scale = (float)((double)q.scale * (1 + dither * n));
+    }
+    const PassContext c{*m_model, *m_executor, state, m_paths, *m_cancelToken, m_outputKinds};
+    const FakeQuantTransform t(state, m_paths, enabledMask());
+    std::vector<ErrorAccumulator> outAcc(g.outputs.size());
+    for (int64_t b = 0; b < batches; ++b) {
+      if (!keepGoing(*m_cancelToken, progress, ((double)(k - 1) * (double)batches + (double)b) /
+                                                   ((double)(realisations - 1) * (double)batches),
+                     "realisation " + std::to_string(k + 1) + " of " + std::to_string(realisations)))
+        return cancelled();
+      auto feeds = m_data->batch(b);
+      if (!feeds) return feeds.status();
+      std::vector<ErrorAccumulator> nodeAcc(g.nodes.size()), acc(g.outputs.size());
+      const std::vector<NodeId> none;
+      if (b < (int64_t)m_cache.size()) {
+        QS_RETURN_IF_ERROR(quantizedPass(c, *feeds, m_cache[(size_t)b]->floatTable, t, &none, nodeAcc, acc));
+      } else {
+        auto ft = floatPass(c, *feeds);
+        if (!ft) return ft.status();
+        QS_RETURN_IF_ERROR(quantizedPass(c, *feeds, *ft, t, &none, nodeAcc, acc));
+      }
+      for (size_t o = 0; o < acc.size(); ++o) outAcc[o].merge(acc[o]);
+    }
+    for (size_t o = 0; o < g.outputs.size(); ++o) out[o].push_back(outAcc[o].metrics().snrDb);
+  }
+  return out;
+}
+
+Result<std::shared_ptr<const AnalysisResult>> QuantSession::measureRealisations(const ProgressFn& progress) {
+  if (m_options.realisations <= 1) {
+    if (!m_result) return invalidArgument(m_model->path + ": realisations need a prior analyze()");
+    return m_result;
+  }
+  auto v = realisationSnrDb(m_options.realisations, m_options.realisationDither, progress);
+  if (!v) return v.status();
+  auto r = std::make_shared<AnalysisResult>(*m_result);
+  for (size_t o = 0; o < r->outputs.size() && o < v->size(); ++o) r->outputs[o].realisationSnrDb = (*v)[o];
+  m_result = r;
   return m_result;
 }
 

@@ -126,6 +126,15 @@ struct AnalysisOptions {
   ClipSearchOptions clipSearch;
   /// --weight-clip-search: per weight value, the clip ratio of each channel's scale (QuantState::weightClip).
   std::map<ValueId, std::vector<float>> weightClip;
+  /// --realisations N (docs/quality.md, "Realisations of the rounding noise"): besides the
+  /// analysis as it is (realisation 0), N - 1 quantized passes with every activation scale
+  /// multiplied by (1 + realisationDither n), n ~ N(0, 1) drawn per tensor from a seed of the
+  /// realisation: values within ~1e-4 of a step of a rounding tie land on the other side, as they
+  /// do where another runtime's float sums differ in the last bits. OutputResult::realisationSnrDb
+  /// then holds each realisation's output SNR after analyze() and measureRealisations(), and the
+  /// fallback checks its target on their mean. 1: none.
+  int realisations = 1;
+  double realisationDither = 1e-6;
 };
 
 struct BatchCache;
@@ -173,6 +182,18 @@ class QuantSession {
   /// downstream cone and the outputs). Equal to a full analyze() with the new states.
   Result<std::shared_ptr<const AnalysisResult>> setQuantized(const std::vector<std::pair<NodeId, bool>>& toggles,
                                                               const ProgressFn& progress = {});
+
+  /// The output SNR of each graph output in `realisations` realisations of the rounding noise at
+  /// the current states (AnalysisOptions::realisations): [output][k], k = 0 the current result's,
+  /// k > 0 a whole quantized pass over the analysed data with every activation scale multiplied by
+  /// (1 + dither n), n ~ N(0, 1) seeded by (k, tensor). Nothing of the session changes. Needs a
+  /// prior analyze(); fails when cancelled.
+  Result<std::vector<std::vector<double>>> realisationSnrDb(int realisations, double dither,
+                                                            const ProgressFn& progress = {}) const;
+  /// realisationSnrDb() with the options' count and dither, put into the result's
+  /// OutputResult::realisationSnrDb (the result is replaced by a copy that has them). With
+  /// AnalysisOptions::realisations <= 1 the result as it is.
+  Result<std::shared_ptr<const AnalysisResult>> measureRealisations(const ProgressFn& progress = {});
 
   /// Excludes the most sensitive quantized node, one at a time, until every graph output reaches
   /// `targetDb` or no quantized node is left. Needs a prior analyze() with sensitivity.

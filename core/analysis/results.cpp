@@ -1,9 +1,25 @@
 #include "core/analysis/results.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace qs {
+
+double OutputResult::realisationMeanDb() const {
+  if (realisationSnrDb.size() < 2) return NAN;
+  double sum = 0;
+  for (double v : realisationSnrDb) sum += v;
+  return sum / (double)realisationSnrDb.size();
+}
+
+double OutputResult::realisationSdDb() const {
+  if (realisationSnrDb.size() < 2) return NAN;
+  const double mean = realisationMeanDb();
+  double ss = 0;
+  for (double v : realisationSnrDb) ss += (v - mean) * (v - mean);
+  return std::sqrt(ss / (double)(realisationSnrDb.size() - 1));
+}
 
 double AnalysisResult::worstOutputSnrDb() const {
   double worst = std::numeric_limits<double>::infinity();

@@ -85,6 +85,12 @@ struct OutputResult {
   std::string name;
   ErrorMetrics metrics;
   AgreementMetrics agreement;  // top-1/top-5 or decoded-sequence agreement (agreement.h); Dense: none
+  /// AnalysisOptions::realisations > 1: the output SNR of each realisation of the rounding noise
+  /// (realisation 0: the data as given), in dB; `metrics` is over all of them. Empty otherwise.
+  std::vector<double> realisationSnrDb;
+  /// Mean and sample standard deviation of realisationSnrDb (NaN when it has fewer than 2).
+  double realisationMeanDb() const;
+  double realisationSdDb() const;
 };
 
 struct AnalysisResult {

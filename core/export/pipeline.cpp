@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <set>
+#include <sstream>
 
 #include "core/export/remedy_choice.h"
 #include "core/export/remedy_run.h"
@@ -55,6 +56,11 @@ Status validateRequest(const AnalysisRequest& r) {
     return invalidArgument("--calibration-refine-tensors / --calibration-refine-candidates: expected 0 (all) or more");
   if (r.fallbackCandidates < 1)
     return invalidArgument("--fallback-candidates " + std::to_string(r.fallbackCandidates) + ": expected at least 1");
+  if (r.realisations < 1 || r.realisations > 64)
+    return invalidArgument("--realisations " + std::to_string(r.realisations) + ": expected 1 to 64");
+  if (!(r.realisationDither > 0 && r.realisationDither <= 1e-2))
+    return invalidArgument("--realisation-dither " + std::to_string(r.realisationDither) +
+                           ": expected a relative dither in (0, 0.01]");
   if (r.fallbackCurveSteps < 0)
     return invalidArgument("--fallback-curve " + std::to_string(r.fallbackCurveSteps) + ": expected 0 or more steps");
   if (!std::isnan(r.targetAgreement) && !(r.targetAgreement >= 0 && r.targetAgreement <= 1)) {
@@ -310,6 +316,8 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   ao.allTensorRanges = rq.allTensorRanges.value_or(true);  // every TensorRT that reads caches (8.5-10.x) needs them
   ao.integerConv = rq.integerConv;
   ao.gramSplit = rq.gramSplit;
+  ao.realisations = std::max(1, rq.realisations);
+  ao.realisationDither = rq.realisationDither;
   if (saved) {  // the saved head weight scale search's ratios
     for (const WeightScaleRatios& w : saved->headWeightScale) {
       const ValueId v = run.model->graph.findValue(w.tensor);
@@ -581,6 +589,12 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (rq.fallbackPairs != AnalysisRequest{}.fallbackPairs) s["fallback_pairs"] = rq.fallbackPairs ? "on" : "off";
   if (rq.fallbackRecalibrate) s["fallback_recalibrate"] = "on";
   if (rq.activationSplit) s["activation_split"] = "on";
+  if (rq.realisations > 1) {
+    s["realisations"] = std::to_string(rq.realisations);
+    std::ostringstream eps;
+    eps << rq.realisationDither;
+    s["realisation_dither"] = eps.str();
+  }
   if (!rq.outputKinds.empty()) {
     std::string kinds;
     for (const auto& [name, kind] : rq.outputKinds) kinds += (kinds.empty() ? "" : ",") + name + "=" + outputKindName(kind);

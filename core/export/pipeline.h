@@ -88,6 +88,11 @@ struct AnalysisRequest {
   /// clip and rounding noise (core/analysis/activation_split.h), in report.json. Off by default: it
   /// costs a float pass and two runs of every quantizable node per batch.
   bool activationSplit = false;
+  /// --realisations N: the output SNR in N realisations of the rounding noise (the analysis, and
+  /// N - 1 quantized passes with the activation scales dithered by realisationDither, relative),
+  /// reported per output, and the fallback's target checked on their mean (AnalysisOptions::realisations).
+  int realisations = 1;
+  double realisationDither = 1e-6;
   std::map<std::string, OutputKind> outputKinds;  // --output-kind: graph output -> agreement kind
   // Scales from a file instead of calibrating; at most one of the two.
   std::string loadConfig;           // quant_cfg.json: scales, node states and settings

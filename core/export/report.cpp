@@ -5,6 +5,7 @@
 
 #include "core/quant/placement.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -77,6 +78,13 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
     outputs.push_back({{"name", o.name}, {"snr_db", num(o.metrics.snrDb)}, {"cosine", num(o.metrics.cosine)},
                        {"mse", num(o.metrics.mse)}, {"max_abs", num(o.metrics.maxAbs)},
                        {"agreement", agreementJson(o.agreement)}});
+    if (o.realisationSnrDb.size() > 1) {
+      Json each = Json::array();
+      for (double v : o.realisationSnrDb) each.push_back(num(v));
+      const auto [lo, hi] = std::minmax_element(o.realisationSnrDb.begin(), o.realisationSnrDb.end());
+      outputs.back()["realisations"] = {{"snr_db", each}, {"mean_db", num(o.realisationMeanDb())},
+                                        {"sd_db", num(o.realisationSdDb())}, {"min_db", num(*lo)}, {"max_db", num(*hi)}};
+    }
   }
   j["outputs"] = outputs;
   Json layers = Json::array();
