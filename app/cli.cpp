@@ -97,20 +97,20 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_option("--target-agreement", a.targetAgreement,
                  "Exclude the most sensitive nodes until every output with a class axis agrees with the float model "
                  "on this fraction of top-1 classes (decoded sequences for a sequence output), in [0, 1]");
-  cmd.add_option("--calibration-refine", a.calibrationRefine,
+  cmd.add_option("--calibration-refine", a.calibrationRefine.passes,
                  "Method auto: passes of the refinement of the clip ranges on the graph outputs, tensor by tensor "
                  "(default 0: off; a whole pass costs about 3-8x the rest of the calibration, "
                  "--calibration-refine-budget caps it)")
       ->check(CLI::Range(0, 16));
-  cmd.add_option("--calibration-refine-budget", a.calibrationRefineBudget,
+  cmd.add_option("--calibration-refine-budget", a.calibrationRefine.workCap,
                  "Method auto: the refinement's cap on cone work per run, in whole-graph runs over its check "
                  "samples (default 0: no cap, every tensor and candidate; 12 costs 1.2-2x the calibration without "
                  "the refinement)")
       ->check(CLI::Range(0.0, 1e6));
-  cmd.add_option("--calibration-refine-tensors", a.calibrationRefineTensors,
+  cmd.add_option("--calibration-refine-tensors", a.calibrationRefine.maxTargets,
                  "Method auto: refine only the K tensors with the lowest layer-wise SNR (0: all)")
       ->check(CLI::Range(0, 1000000));
-  cmd.add_option("--calibration-refine-candidates", a.calibrationRefineCandidates,
+  cmd.add_option("--calibration-refine-candidates", a.calibrationRefine.maxCandidates,
                  "Method auto: try only the first C candidates of each tensor (amax x 2^(-1/4), x 2^(1/4), the "
                  "layer-wise winner, x 2^(-1/2), x 2^(1/2), the histogram methods; 0: all)")
       ->check(CLI::Range(0, 64));

@@ -219,7 +219,7 @@ void RemedyOptions::setRequest(const AnalysisRequest& r) {
   m_headBiasCorrection->setChecked(r.headBiasCorrection);
   m_highPrecision->setCurrentIndex(m_highPrecision->findData((int)r.calibration.highPrecision));
   m_sensitivity->setCurrentIndex(m_sensitivity->findData(sensitivityOf(r)));
-  m_calibrationRefine->setValue(r.calibrationRefine);
+  m_calibrationRefine->setValue(r.calibrationRefine.passes);
   m_memoryBudget->setValue((int)std::min<uint64_t>(r.memoryBudgetBytes >> 20, (uint64_t)m_memoryBudget->maximum()));
 }
 
@@ -238,7 +238,7 @@ void RemedyOptions::apply(AnalysisRequest& r) const {
   r.headWeightScale = m_headWeightScale->isChecked();
   r.headBiasCorrection = m_headBiasCorrection->isChecked();
   r.memoryBudgetBytes = (uint64_t)m_memoryBudget->value() << 20;
-  r.calibrationRefine = m_calibrationRefine->value();
+  r.calibrationRefine.passes = m_calibrationRefine->value();
   r.calibration.highPrecision = (HighPrecision)m_highPrecision->currentData().toInt();
   const auto s = (Sensitivity)m_sensitivity->currentData().toInt();
   r.sensitivity = s != SensitivityOff;

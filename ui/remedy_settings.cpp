@@ -72,7 +72,7 @@ void writeRemedySettings(const AnalysisRequest& r, QJsonObject& c) {
     c.insert(QStringLiteral("head_bias_correction"), r.headBiasCorrection);
   const auto s = sensitivityOf(r);
   if (s != sensitivityOf(AnalysisRequest{})) c.insert(QStringLiteral("sensitivity"), sensitivityName(s));
-  if (r.calibrationRefine > 0) c.insert(QStringLiteral("calibration_refine"), r.calibrationRefine);
+  if (r.calibrationRefine.passes > 0) c.insert(QStringLiteral("calibration_refine"), r.calibrationRefine.passes);
   if (r.memoryBudgetBytes > 0) c.insert(QStringLiteral("memory_budget_bytes"), (double)r.memoryBudgetBytes);
 }
 
@@ -122,7 +122,7 @@ bool readRemedySettings(const QJsonObject& c, const QString& projectPath, Analys
       error = QStringLiteral("%1: \"calibration_refine\" must be a whole number of passes from 0 to 16").arg(projectPath);
       return false;
     }
-    r.calibrationRefine = (int)passes;
+    r.calibrationRefine.passes = (int)passes;
   }
   const QJsonValue s = c.value(QStringLiteral("sensitivity"));
   if (s.isUndefined()) return true;

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/analysis/depthwise_equalization.h"
+#include "core/analysis/smoothing_pass.h"
 #include "core/exec/executor.h"
 #include "core/numeric/fake_quant.h"
 #include "core/quant/calibrator.h"
@@ -28,7 +29,7 @@ struct Candidate {
 };
 
 // Per watched value, the channel maxima and an even sample of each channel's values.
-class SampleObserver : public ExecutionObserver {
+class SampleObserver : public SmoothingObserver {
  public:
   SampleObserver(std::vector<Candidate>& cands, int64_t batches, int perChannel)
       : cands_(cands), batches_(std::max<int64_t>(1, batches)), perChannel_(std::max(1, perChannel)) {
@@ -39,7 +40,7 @@ class SampleObserver : public ExecutionObserver {
     if (it == index_.end()) return;
     Candidate& c = cands_[it->second];
     if (!accumulateChannelAbsMax(value, c.range)) {
-      mismatch_ = c.conv;
+      m_mismatch = c.conv;
       return;
     }
     int64_t inner = 1;
@@ -55,14 +56,12 @@ class SampleObserver : public ExecutionObserver {
         for (int64_t i = 0; i < inner && (int64_t)s.size() < 2 * perChannel_; i += step) s.push_back(q[i]);
       }
   }
-  NodeId mismatch() const { return mismatch_; }
 
  private:
   std::vector<Candidate>& cands_;
   std::unordered_map<ValueId, size_t> index_;
   int64_t batches_;
   int perChannel_;
-  NodeId mismatch_ = -1;
 };
 
 // The proxy of the depthwise Conv's output error with the input divided by s: per channel, the
@@ -220,35 +219,16 @@ Result<DepthwiseSmoothingResult> smoothDepthwiseInputs(std::shared_ptr<const Mod
       }
     cands.push_back(std::move(c));
   }
-  if (cands.empty()) {
-    res.model = std::move(model);
-    return res;
-  }
-
-  const int64_t batches =
-      options.maxBatches > 0 ? std::min<int64_t>(options.maxBatches, data.batchCount()) : data.batchCount();
+  const int64_t batches = smoothingBatches(data, options.maxBatches);
   SampleObserver observer(cands, batches, options.samplesPerChannel);
-  if (Status st = observeSmoothingBatches(model, data, threads, batches, observer, progress, 0.8, "depthwise smoothing");
-      !st)
-    return st;
-  if (observer.mismatch() >= 0) {
-    return runtimeError(model->path + ": node '" + g0.nodes[(size_t)observer.mismatch()].name +
-                        "': depthwise smoothing: its input has another channel count at run time than its weight");
-  }
-
-  auto copy = std::make_shared<Model>(*model);
-  Graph& g = copy->graph;
-  std::set<std::string> nodeNames;
-  for (const Node& n : g.nodes) nodeNames.insert(n.name);
-  for (size_t ci = 0; ci < cands.size(); ++ci) {
-    if (progress && !progress(0.8 + 0.2 * (double)ci / (double)cands.size(), "depthwise smoothing"))
-      return Status(StatusCode::Cancelled, model->path + ": depthwise smoothing cancelled");
+  const SmoothingPassInfo info{"depthwise smoothing", "its input has another channel count at run time than its weight", 0.8};
+  auto smoothOne = [&](Graph& g, size_t ci, std::set<std::string>& nodeNames) {
     const Candidate& c = cands[ci];
     const std::string& name = g.nodes[(size_t)c.conv].name;
     const double top = *std::max_element(c.range.begin(), c.range.end());
     if (!(top > 0) || !std::isfinite(top) || c.samples[0].empty()) {
       res.skipped.push_back(name + ": its input is zero or not finite on the calibration data");
-      continue;
+      return;
     }
     double lowest = top;
     for (double v : c.range)
@@ -269,40 +249,13 @@ Result<DepthwiseSmoothingResult> smoothDepthwiseInputs(std::shared_ptr<const Mod
     if (!(bestErr <= options.maxErrorRatio * before)) {
       res.skipped.push_back(name + ": no scale lowers its layer-wise error enough (" + std::to_string(bestErr / before) +
                             " of it at best)");
-      continue;
+      return;
     }
     insertSmoothingMul(g, c.conv, bestS, 0, "_dwsmooth", nodeNames, res);
     res.inputs.push_back({c.conv, (NodeId)g.nodes.size() - 1, (int)c.channels, bestAlpha, top / lowest, before, bestErr, bestS});
-  }
-  if (res.inputs.empty()) {
-    res.model = std::move(model);
-    return res;
-  }
-  QS_RETURN_IF_ERROR(g.finalize(model->path));
-  std::sort(res.changedInitializers.begin(), res.changedInitializers.end());
-  res.model = std::move(copy);
-  if (progress) progress(1.0, "depthwise smoothing");
+  };
+  QS_RETURN_IF_ERROR(runSmoothingPass(model, data, threads, batches, observer, cands.size(), info, progress, smoothOne, res));
   return res;
-}
-
-Status observeSmoothingBatches(const std::shared_ptr<const Model>& model, const CalibrationData& data, int threads,
-                               int64_t batches, ExecutionObserver& observer, const ProgressFn& progress, double span,
-                               const std::string& what) {
-  ExecutorOptions eo;
-  eo.threads = threads;
-  auto exec = Executor::create(model, eo);
-  if (!exec) return exec.status();
-  RunOptions ro;
-  ro.observer = &observer;
-  for (int64_t b = 0; b < batches; ++b) {
-    if (progress && !progress(span * (double)b / (double)batches, what))
-      return Status(StatusCode::Cancelled, model->path + ": " + what + " cancelled");
-    auto feeds = data.batch(b);
-    if (!feeds) return feeds.status();
-    auto out = (*exec)->run(*feeds, ro);
-    if (!out) return out.status();
-  }
-  return Status::ok();
 }
 
 }  // namespace qs

@@ -110,12 +110,4 @@ Result<DepthwiseSmoothingResult> applySavedSmoothing(std::shared_ptr<const Model
 void insertSmoothingMul(Graph& g, NodeId conv, const std::vector<double>& s, int weightAxis, const std::string& suffix,
                         std::set<std::string>& nodeNames, DepthwiseSmoothingResult& res);
 
-/// Runs the first `batches` batches of `data` through a float executor of `model` on `threads`
-/// threads with `observer` watching, reporting progress from 0 to `span` under `what` ("depthwise
-/// smoothing"); Cancelled through `progress`. The shared calibration run of depthwise and pointwise
-/// smoothing.
-Status observeSmoothingBatches(const std::shared_ptr<const Model>& model, const CalibrationData& data, int threads,
-                               int64_t batches, ExecutionObserver& observer, const ProgressFn& progress, double span,
-                               const std::string& what);
-
 }  // namespace qs

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/analysis/depthwise_equalization.h"
+#include "core/analysis/smoothing_pass.h"
 #include "core/exec/executor.h"
 #include "core/exec/kernel.h"
 #include "core/kernels/conv.h"
@@ -39,7 +40,7 @@ struct Candidate {
 };
 
 // Per watched value, the channel maxima and the input patches of a few random output positions.
-class PatchObserver : public ExecutionObserver {
+class PatchObserver : public SmoothingObserver {
  public:
   PatchObserver(std::vector<Candidate>& cands, int64_t batches, int samples)
       : cands_(cands), batches_(std::max<int64_t>(1, batches)), samples_(std::max(1, samples)) {
@@ -50,13 +51,12 @@ class PatchObserver : public ExecutionObserver {
     if (it == index_.end()) return;
     for (size_t ci : it->second) take(cands_[ci], value);
   }
-  NodeId mismatch() const { return mismatch_; }
 
  private:
   void take(Candidate& c, const Tensor& value) {
     if (!c.error.empty()) return;
     if (value.rank() != 4 || value.dim(1) != c.channels || !accumulateChannelAbsMax(value, c.range)) {
-      mismatch_ = c.conv;
+      m_mismatch = c.conv;
       return;
     }
     WindowGeometry geo;
@@ -97,7 +97,6 @@ class PatchObserver : public ExecutionObserver {
   std::unordered_map<ValueId, std::vector<size_t>> index_;
   int64_t batches_;
   int samples_;
-  NodeId mismatch_ = -1;
 };
 
 // The quantized Conv's squared output error on the sampled patches with the input divided by s:
@@ -199,39 +198,21 @@ Result<DepthwiseSmoothingResult> smoothPointwiseInputs(std::shared_ptr<const Mod
     c.range.assign((size_t)ch, 0.0);
     cands.push_back(std::move(c));
   }
-  if (cands.empty()) {
-    res.model = std::move(model);
-    return res;
-  }
-
-  const int64_t batches =
-      options.maxBatches > 0 ? std::min<int64_t>(options.maxBatches, data.batchCount()) : data.batchCount();
+  const int64_t batches = smoothingBatches(data, options.maxBatches);
   PatchObserver observer(cands, batches, options.samples);
-  if (Status st = observeSmoothingBatches(model, data, threads, batches, observer, progress, 0.5, "pointwise smoothing");
-      !st)
-    return st;
-  if (observer.mismatch() >= 0) {
-    return runtimeError(model->path + ": node '" + g0.nodes[(size_t)observer.mismatch()].name +
-                        "': pointwise smoothing: its input is not 4-D with the weight's input channel count at run time");
-  }
-
-  auto copy = std::make_shared<Model>(*model);
-  Graph& g = copy->graph;
-  std::set<std::string> nodeNames;
-  for (const Node& n : g.nodes) nodeNames.insert(n.name);
-  for (size_t ci = 0; ci < cands.size(); ++ci) {
-    if (progress && !progress(0.5 + 0.5 * (double)ci / (double)cands.size(), "pointwise smoothing"))
-      return Status(StatusCode::Cancelled, model->path + ": pointwise smoothing cancelled");
+  const SmoothingPassInfo info{"pointwise smoothing",
+                               "its input is not 4-D with the weight's input channel count at run time", 0.5};
+  auto smoothOne = [&](Graph& g, size_t ci, std::set<std::string>& nodeNames) {
     const Candidate& c = cands[ci];
     const std::string& name = g.nodes[(size_t)c.conv].name;
     if (!c.error.empty()) {
       res.skipped.push_back(name + ": " + c.error);
-      continue;
+      return;
     }
     const double top = *std::max_element(c.range.begin(), c.range.end());
     if (!(top > 0) || !std::isfinite(top) || c.patchCount == 0) {
       res.skipped.push_back(name + ": its input is zero or not finite on the calibration data");
-      continue;
+      return;
     }
     double lowest = top;
     for (double v : c.range)
@@ -271,7 +252,7 @@ Result<DepthwiseSmoothingResult> smoothPointwiseInputs(std::shared_ptr<const Mod
     if (!(before > 0) || !(bestErr <= options.maxErrorRatio * before)) {
       res.skipped.push_back(name + ": no scale lowers its layer-wise error enough (" + std::to_string(bestErr / before) +
                             " of it at best)");
-      continue;
+      return;
     }
     insertSmoothingMul(g, c.conv, bestS, 1, "_pwsmooth", nodeNames, res);
     DepthwiseSmoothedInput in{c.conv, (NodeId)g.nodes.size() - 1, (int)c.channels, bestAlpha, top / lowest, before,
@@ -279,15 +260,8 @@ Result<DepthwiseSmoothingResult> smoothPointwiseInputs(std::shared_ptr<const Mod
     in.pointwise = true;
     in.weightTerm = bestWeightTerm;
     res.inputs.push_back(std::move(in));
-  }
-  if (res.inputs.empty()) {
-    res.model = std::move(model);
-    return res;
-  }
-  QS_RETURN_IF_ERROR(g.finalize(model->path));
-  std::sort(res.changedInitializers.begin(), res.changedInitializers.end());
-  res.model = std::move(copy);
-  if (progress) progress(1.0, "pointwise smoothing");
+  };
+  QS_RETURN_IF_ERROR(runSmoothingPass(model, data, threads, batches, observer, cands.size(), info, progress, smoothOne, res));
   return res;
 }
 

@@ -4,18 +4,12 @@
 #include <sstream>
 
 #include "core/export/report_format.h"
+#include "core/export/report_json.h"
 
 namespace qs {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-// As report.cpp: JSON has no infinities ("inf"/"-inf"); NaN (not applicable) is null.
-Json num(double v) {
-  if (std::isnan(v)) return nullptr;
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
 
 const std::vector<double>& snrAt(const FallbackCurve& c, int i) {
   return i == 0 ? c.startSnrDb : c.steps[(size_t)i - 1].outputSnrDb;
@@ -32,15 +26,15 @@ nlohmann::ordered_json fallbackCurveJson(const Graph& g, const FallbackCurve& cu
   Json points = Json::array();
   for (int i = 0; i <= (int)curve.steps.size(); ++i) {
     Json snr = Json::array();
-    for (double v : snrAt(curve, i)) snr.push_back(num(v));
+    for (double v : snrAt(curve, i)) snr.push_back(jsonNumber(v));
     Json p{{"excluded", i},
            {"node", i == 0 ? Json(nullptr) : Json(g.nodes[(size_t)curve.steps[(size_t)i - 1].excluded].name)},
-           {"worst_output_snr_db", num(curve.worstSnrDb(i))},
+           {"worst_output_snr_db", jsonNumber(curve.worstSnrDb(i))},
            {"outputs_snr_db", snr}};
     if (anyAgreement) {
       Json agree = Json::array();
-      for (double v : agreementAt(curve, i)) agree.push_back(num(v));
-      p["worst_agreement"] = num(curve.worstAgreement(i));
+      for (double v : agreementAt(curve, i)) agree.push_back(jsonNumber(v));
+      p["worst_agreement"] = jsonNumber(curve.worstAgreement(i));
       p["outputs_agreement"] = agree;
     }
     points.push_back(p);

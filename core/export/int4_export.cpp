@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/export/report_json.h"
 #include "qs_version.h"
 
 namespace qs {
@@ -155,21 +156,6 @@ Status upgradeGraph(onnx::GraphProto &g, int64_t from, Names &names,
 }
 
 using Json = nlohmann::ordered_json;
-
-Json num(double v) {
-  if (std::isnan(v))
-    return nullptr;
-  if (std::isinf(v))
-    return v > 0 ? "inf" : "-inf";
-  return v;
-}
-
-Json metricsJson(const ErrorMetrics &m) {
-  return Json{{"snr_db", num(m.snrDb)},
-              {"cosine", num(m.cosine)},
-              {"mse", num(m.mse)},
-              {"max_abs", num(m.maxAbs)}};
-}
 
 } // namespace
 
@@ -386,7 +372,7 @@ std::string int4ReportJson(const Model &model, const Int4Result &r,
   for (const Int4OutputResult &o : r.outputs) {
     Json e = metricsJson(o.metrics);
     e["name"] = o.name;
-    e["top1_agreement"] = num(o.top1Agreement);
+    e["top1_agreement"] = jsonNumber(o.top1Agreement);
     outputs.push_back(e);
   }
   j["outputs"] = outputs;
@@ -399,8 +385,8 @@ std::string int4ReportJson(const Model &model, const Int4Result &r,
                       {"n", l.weight.n},
                       {"layerwise", metricsJson(l.layerwise)},
                       {"graphwise", metricsJson(l.graphwise)},
-                      {"awq_alpha", num(l.awqAlpha)},
-                      {"mean_clip", num(l.meanClip)},
+                      {"awq_alpha", jsonNumber(l.awqAlpha)},
+                      {"mean_clip", jsonNumber(l.meanClip)},
                       {"activation_scaled", !l.activationScale.empty()},
                       {"weight_bytes_before", l.bytesBefore},
                       {"weight_bytes_after", l.bytesAfter}});

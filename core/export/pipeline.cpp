@@ -47,12 +47,13 @@ Status validateRequest(const AnalysisRequest& r) {
   }
   if (r.threads < 0) return invalidArgument("--threads " + std::to_string(r.threads) + ": expected 0 (all cores) or more");
   if (std::isinf(r.targetSnrDb)) return invalidArgument("--target-snr: expected a finite number of dB");
-  if (r.calibrationRefine < 0 || r.calibrationRefine > 16)
-    return invalidArgument("--calibration-refine " + std::to_string(r.calibrationRefine) + ": expected 0 to 16 passes");
-  if (!(r.calibrationRefineBudget >= 0 && r.calibrationRefineBudget <= 1e6))
-    return invalidArgument("--calibration-refine-budget " + std::to_string(r.calibrationRefineBudget) +
+  const RefineOptions& refine = r.calibrationRefine;
+  if (refine.passes < 0 || refine.passes > 16)
+    return invalidArgument("--calibration-refine " + std::to_string(refine.passes) + ": expected 0 to 16 passes");
+  if (!(refine.workCap >= 0 && refine.workCap <= 1e6))
+    return invalidArgument("--calibration-refine-budget " + std::to_string(refine.workCap) +
                            ": expected 0 (no cap) or a positive number of whole-graph runs");
-  if (r.calibrationRefineTensors < 0 || r.calibrationRefineCandidates < 0)
+  if (refine.maxTargets < 0 || refine.maxCandidates < 0)
     return invalidArgument("--calibration-refine-tensors / --calibration-refine-candidates: expected 0 (all) or more");
   if (r.fallbackCandidates < 1)
     return invalidArgument("--fallback-candidates " + std::to_string(r.fallbackCandidates) + ": expected at least 1");
@@ -309,10 +310,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   ao.outputKinds = rq.outputKinds;
   ao.sensitivityMethod = rq.sensitivityMethod;
   ao.calibration = rq.calibration;
-  ao.clipSearch.refine.passes = rq.calibrationRefine;
-  ao.clipSearch.refine.workCap = rq.calibrationRefineBudget;
-  ao.clipSearch.refine.maxTargets = rq.calibrationRefineTensors;
-  ao.clipSearch.refine.maxCandidates = rq.calibrationRefineCandidates;
+  ao.clipSearch.refine = rq.calibrationRefine;
   ao.allTensorRanges = rq.allTensorRanges.value_or(true);  // every TensorRT that reads caches (8.5-10.x) needs them
   ao.integerConv = rq.integerConv;
   ao.gramSplit = rq.gramSplit;
@@ -573,14 +571,13 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (!std::isnan(rq.targetAgreement)) s["target_agreement"] = std::to_string(rq.targetAgreement);
   if (rq.fallbackCandidates != AnalysisRequest{}.fallbackCandidates)
     s["fallback_candidates"] = std::to_string(rq.fallbackCandidates);
-  if (rq.calibrationRefine != AnalysisRequest{}.calibrationRefine)
-    s["calibration_refine"] = std::to_string(rq.calibrationRefine);
-  if (rq.calibrationRefineBudget != AnalysisRequest{}.calibrationRefineBudget)
-    s["calibration_refine_budget"] = std::to_string(rq.calibrationRefineBudget);
-  if (rq.calibrationRefineTensors != AnalysisRequest{}.calibrationRefineTensors)
-    s["calibration_refine_tensors"] = std::to_string(rq.calibrationRefineTensors);
-  if (rq.calibrationRefineCandidates != AnalysisRequest{}.calibrationRefineCandidates)
-    s["calibration_refine_candidates"] = std::to_string(rq.calibrationRefineCandidates);
+  const RefineOptions& refine = rq.calibrationRefine;
+  const RefineOptions refineDefaults = AnalysisRequest{}.calibrationRefine;
+  if (refine.passes != refineDefaults.passes) s["calibration_refine"] = std::to_string(refine.passes);
+  if (refine.workCap != refineDefaults.workCap) s["calibration_refine_budget"] = std::to_string(refine.workCap);
+  if (refine.maxTargets != refineDefaults.maxTargets) s["calibration_refine_tensors"] = std::to_string(refine.maxTargets);
+  if (refine.maxCandidates != refineDefaults.maxCandidates)
+    s["calibration_refine_candidates"] = std::to_string(refine.maxCandidates);
   if (rq.fallbackCurveSteps != AnalysisRequest{}.fallbackCurveSteps) s["fallback_curve"] = std::to_string(rq.fallbackCurveSteps);
   if (rq.fallbackRankByGain != AnalysisRequest{}.fallbackRankByGain)
     s["fallback_rank"] = rq.fallbackRankByGain ? "gain" : "sensitivity";

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/analysis/activation_split.h"
+#include "core/analysis/clip_refine_options.h"
 #include "core/analysis/fallback_curve.h"
 #include "core/analysis/head_bias_correction.h"
 #include "core/analysis/quant_session.h"
@@ -69,15 +70,13 @@ struct AnalysisRequest {
   double cacheRssBound = 0;
   double targetSnrDb = NAN;         // automatic fallback to this output SNR (NaN: none)
   double targetAgreement = NAN;     // ... and/or to this top-1 / sequence agreement, a fraction (NaN: none)
-  /// --calibration-refine: passes of method auto's refinement on the outputs (core/analysis/clip_refine.h); 0: off.
-  int calibrationRefine = 0;  // off by default: one pass costs 2.8-8x the rest of the calibration (docs/quality.md)
-  /// --calibration-refine-budget: the refinement's cone work cap, in whole-graph runs over its check
-  /// samples (RefineOptions::workCap); 0: no cap.
-  double calibrationRefineBudget = 0;
-  /// --calibration-refine-tensors / --calibration-refine-candidates: only the K noisiest tensors, the
-  /// first C candidates of each (RefineOptions::maxTargets, maxCandidates); 0: all.
-  int calibrationRefineTensors = 0;
-  int calibrationRefineCandidates = 0;
+  /// Method auto's refinement on the outputs (core/analysis/clip_refine.h), what the run passes as
+  /// ClipSearchOptions::refine: --calibration-refine (passes; 0, the default: off, since one pass costs
+  /// 2.8-8x the rest of the calibration, docs/quality.md), --calibration-refine-budget (workCap, in
+  /// whole-graph runs over its check samples; 0: no cap), --calibration-refine-tensors /
+  /// --calibration-refine-candidates (maxTargets, maxCandidates: only the K noisiest tensors, the first
+  /// C candidates of each; 0: all). Its other fields keep RefineOptions' defaults.
+  RefineOptions calibrationRefine{.passes = 0};
   int fallbackCandidates = 6;       // --fallback-candidates: nodes re-measured per fallback step (1: old choice)
   int fallbackCurveSteps = 3;       // --fallback-curve: fallback steps measured past the target
   bool fallbackRankByGain = false;  // --fallback-rank gain|sensitivity (FallbackOptions::rankByGain)

@@ -2,6 +2,7 @@
 #include "core/export/fallback_report.h"
 #include "core/export/remedy_report.h"
 #include "core/export/report_format.h"
+#include "core/export/report_json.h"
 
 #include "core/quant/placement.h"
 
@@ -17,27 +18,16 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// JSON has no infinities: +-inf become the strings "inf"/"-inf"; NaN (not applicable) is null.
-Json num(double v) {
-  if (std::isnan(v)) return nullptr;
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
-
 // An output's agreement with the float model (core/analysis/agreement.h); null for a dense output.
 Json agreementJson(const AgreementMetrics& a) {
   if (a.kind == OutputKind::Dense || a.positions == 0) return nullptr;
-  Json j{{"kind", outputKindName(a.kind)}, {"positions", a.positions}, {"top1", num(a.top1)}, {"top5", num(a.top5)}};
+  Json j{{"kind", outputKindName(a.kind)}, {"positions", a.positions}, {"top1", jsonNumber(a.top1)}, {"top5", jsonNumber(a.top5)}};
   if (a.kind == OutputKind::Sequence) {
     j["sequences"] = a.sequences;
-    j["sequence_agreement"] = num(a.sequenceAgreement);
-    j["char_error_rate"] = num(a.charErrorRate);
+    j["sequence_agreement"] = jsonNumber(a.sequenceAgreement);
+    j["char_error_rate"] = jsonNumber(a.charErrorRate);
   }
   return j;
-}
-
-Json metricsJson(const ErrorMetrics& m) {
-  return Json{{"snr_db", num(m.snrDb)}, {"cosine", num(m.cosine)}, {"mse", num(m.mse)}, {"max_abs", num(m.maxAbs)}};
 }
 
 std::string fmtG(double v) {
@@ -69,14 +59,14 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
   settings["samples"] = r.samples;
   for (const auto& [k, v] : ctx.settings) settings[k] = v;
   // Settings arrive as text; the target is a number, as in "fallback" (docs/report.schema.json).
-  if (settings.contains("target_snr_db")) settings["target_snr_db"] = num(std::stod(ctx.settings.at("target_snr_db")));
+  if (settings.contains("target_snr_db")) settings["target_snr_db"] = jsonNumber(std::stod(ctx.settings.at("target_snr_db")));
   if (settings.contains("target_agreement"))
-    settings["target_agreement"] = num(std::stod(ctx.settings.at("target_agreement")));
+    settings["target_agreement"] = jsonNumber(std::stod(ctx.settings.at("target_agreement")));
   j["settings"] = settings;
   Json outputs = Json::array();
   for (const auto& o : r.outputs) {
-    outputs.push_back({{"name", o.name}, {"snr_db", num(o.metrics.snrDb)}, {"cosine", num(o.metrics.cosine)},
-                       {"mse", num(o.metrics.mse)}, {"max_abs", num(o.metrics.maxAbs)},
+    outputs.push_back({{"name", o.name}, {"snr_db", jsonNumber(o.metrics.snrDb)}, {"cosine", jsonNumber(o.metrics.cosine)},
+                       {"mse", jsonNumber(o.metrics.mse)}, {"max_abs", jsonNumber(o.metrics.maxAbs)},
                        {"agreement", agreementJson(o.agreement)}});
     if (o.realisationSnrDb.size() > 1) {
       Json each = Json::array();
@@ -100,16 +90,16 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
     l["reason"] = st.quantized ? "" : st.reason;
     l["graphwise"] = nr.hasGraphwise ? metricsJson(nr.graphwise) : Json(nullptr);
     l["layerwise"] = nr.hasLayerwise ? metricsJson(nr.layerwise) : Json(nullptr);
-    l["weight_snr_db"] = num(nr.weightSnrDb);
-    l["activation_snr_db"] = num(nr.activationSnrDb);
-    l["sensitivity_snr_db"] = num(nr.sensitivitySnrDb);
+    l["weight_snr_db"] = jsonNumber(nr.weightSnrDb);
+    l["activation_snr_db"] = jsonNumber(nr.activationSnrDb);
+    l["sensitivity_snr_db"] = jsonNumber(nr.sensitivitySnrDb);
     l["sensitivity_exact"] = nr.sensitivityExact;
     // --activation-split on: the activation SNR's two parts at this node (activation_split.h).
     if (ctx.activationSplit) {
       auto s = ctx.activationSplit->nodes.find(id);
       const bool has = s != ctx.activationSplit->nodes.end();
-      l["activation_clip_snr_db"] = has ? num(s->second.clipSnrDb) : Json(nullptr);
-      l["activation_rounding_snr_db"] = has ? num(s->second.roundingSnrDb) : Json(nullptr);
+      l["activation_clip_snr_db"] = has ? jsonNumber(s->second.clipSnrDb) : Json(nullptr);
+      l["activation_rounding_snr_db"] = has ? jsonNumber(s->second.roundingSnrDb) : Json(nullptr);
     }
     layers.push_back(l);
   }
@@ -126,48 +116,48 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
   for (const auto& [id, a] : r.activations) {
     Json methods = Json::object();
     for (CalibMethod m : {CalibMethod::Max, CalibMethod::Entropy, CalibMethod::Percentile, CalibMethod::Mse})
-      methods[calibMethodName(m)] = num(a.methodAmax[(size_t)m]);
-    tensors.push_back({{"name", g.value(id).name}, {"amax", num(a.amax)}, {"scale", num(a.scale)}, {"axis", nullptr},
+      methods[calibMethodName(m)] = jsonNumber(a.methodAmax[(size_t)m]);
+    tensors.push_back({{"name", g.value(id).name}, {"amax", jsonNumber(a.amax)}, {"scale", jsonNumber(a.scale)}, {"axis", nullptr},
                        {"method", calibMethodName(r.calibration.method)}, {"scale_group", a.scaleGroup},
                        {"method_amax", methods}});
     if (ctx.activationSplit) {
       if (auto s = ctx.activationSplit->tensors.find(id); s != ctx.activationSplit->tensors.end()) {
         const TensorNoiseSplit& t = s->second;
         tensors.back()["noise_split"] = {
-            {"elements", t.count}, {"clipped_fraction", num(t.count > 0 ? (double)t.clipped / (double)t.count : 0.0)},
-            {"snr_db", num(t.snrDb())}, {"clip_snr_db", num(t.clipSnrDb())},
-            {"rounding_snr_db", num(t.roundingSnrDb())}, {"clip_share", num(t.clipShare())}};
+            {"elements", t.count}, {"clipped_fraction", jsonNumber(t.count > 0 ? (double)t.clipped / (double)t.count : 0.0)},
+            {"snr_db", jsonNumber(t.snrDb())}, {"clip_snr_db", jsonNumber(t.clipSnrDb())},
+            {"rounding_snr_db", jsonNumber(t.roundingSnrDb())}, {"clip_share", jsonNumber(t.clipShare())}};
       }
     }
     // Method auto: the clip search's winner (core/analysis/clip_search.h); absent for the others.
     if (auto c = r.clipChoices.find(id); c != r.clipChoices.end()) {
       const ClipChoice& cc = c->second;
-      tensors.back()["auto"] = {{"winner", cc.winner}, {"amax", num(cc.amax)},
-                                {"clip_fraction", num(cc.absMax > 0 ? cc.amax / cc.absMax : 0.f)},
-                                {"consumer_snr_db", num(cc.consumerSnrDb)}, {"best_method", cc.bestMethod},
-                                {"best_method_snr_db", num(cc.bestMethodSnrDb)}, {"candidates", cc.candidates},
+      tensors.back()["auto"] = {{"winner", cc.winner}, {"amax", jsonNumber(cc.amax)},
+                                {"clip_fraction", jsonNumber(cc.absMax > 0 ? cc.amax / cc.absMax : 0.f)},
+                                {"consumer_snr_db", jsonNumber(cc.consumerSnrDb)}, {"best_method", cc.bestMethod},
+                                {"best_method_snr_db", jsonNumber(cc.bestMethodSnrDb)}, {"candidates", cc.candidates},
                                 {"layerwise_winner", cc.layerwiseWinner}, {"selection", cc.selection},
-                                {"selection_output_snr_db", num(cc.selectionOutputSnrDb)},
-                                {"layerwise_output_snr_db", num(cc.layerwiseOutputSnrDb)}};
+                                {"selection_output_snr_db", jsonNumber(cc.selectionOutputSnrDb)},
+                                {"layerwise_output_snr_db", jsonNumber(cc.layerwiseOutputSnrDb)}};
       // The refinement on the outputs (core/analysis/clip_refine.h), when it ran.
       if (cc.refineRan)
         tensors.back()["auto"]["refine"] = {
             {"from", cc.refinedFrom.empty() ? Json(nullptr) : Json(cc.refinedFrom)},
-            {"from_amax", cc.refinedFrom.empty() ? Json(nullptr) : num(cc.refinedFromAmax)},
+            {"from_amax", cc.refinedFrom.empty() ? Json(nullptr) : jsonNumber(cc.refinedFromAmax)},
             {"passes", cc.refinePasses}, {"cone_runs", cc.refineConeRuns},
             {"check_samples", cc.refineCheckSamples}, {"held_out_samples", cc.refineHeldOutSamples},
-            {"check_snr_db_before", num(cc.refineCheckBeforeDb)}, {"check_snr_db_after", num(cc.refineCheckAfterDb)},
-            {"held_out_snr_db_before", cc.refineHeldOutSamples > 0 ? num(cc.refineHeldOutBeforeDb) : Json(nullptr)},
-            {"held_out_snr_db_after", cc.refineHeldOutSamples > 0 ? num(cc.refineHeldOutAfterDb) : Json(nullptr)},
-            {"seconds", num(cc.refineSeconds)}, {"tensors_tried", cc.refineTargetsTried},
-            {"work", num(cc.refineWork)}, {"work_cap", cc.refineWorkCap > 0 ? num(cc.refineWorkCap) : Json(nullptr)},
+            {"check_snr_db_before", jsonNumber(cc.refineCheckBeforeDb)}, {"check_snr_db_after", jsonNumber(cc.refineCheckAfterDb)},
+            {"held_out_snr_db_before", cc.refineHeldOutSamples > 0 ? jsonNumber(cc.refineHeldOutBeforeDb) : Json(nullptr)},
+            {"held_out_snr_db_after", cc.refineHeldOutSamples > 0 ? jsonNumber(cc.refineHeldOutAfterDb) : Json(nullptr)},
+            {"seconds", jsonNumber(cc.refineSeconds)}, {"tensors_tried", cc.refineTargetsTried},
+            {"work", jsonNumber(cc.refineWork)}, {"work_cap", cc.refineWorkCap > 0 ? jsonNumber(cc.refineWorkCap) : Json(nullptr)},
             {"capped_runs", cc.refineCappedRuns}};
     }
   }
   for (const auto& w : r.weights) {
     Json amax = Json::array(), scale = Json::array();
-    for (float a : w.amax) amax.push_back(num(a));
-    for (float s : w.scale) scale.push_back(num(s));
+    for (float a : w.amax) amax.push_back(jsonNumber(a));
+    for (float s : w.scale) scale.push_back(jsonNumber(s));
     tensors.push_back({{"name", g.value(w.value).name}, {"amax", amax}, {"scale", scale}, {"axis", w.axis},
                        {"method", "max"}, {"node", g.nodes[(size_t)w.node].name},
                        {"enabled", r.plan.nodes[(size_t)w.node].quantized}});
@@ -184,19 +174,19 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
     Json steps = Json::array();
     for (const auto& s : ctx.fallback) {
       Json snr = Json::array();
-      for (double v : s.outputSnrDb) snr.push_back(num(v));
+      for (double v : s.outputSnrDb) snr.push_back(jsonNumber(v));
       Json step{{"excluded", g.nodes[(size_t)s.excluded].name}, {"outputs_snr_db", snr}};
       if (agreement) {
         Json agree = Json::array();
-        for (double v : s.outputAgreement) agree.push_back(num(v));
+        for (double v : s.outputAgreement) agree.push_back(jsonNumber(v));
         step["outputs_agreement"] = agree;
       }
       steps.push_back(step);
     }
     const bool snrReached = std::isnan(ctx.targetSnrDb) || r.worstOutputSnrDb() >= ctx.targetSnrDb;
     const bool agreementReached = !agreement || r.worstAgreement() >= ctx.targetAgreement;
-    j["fallback"] = {{"target_snr_db", num(ctx.targetSnrDb)}, {"steps", steps}, {"reached", snrReached && agreementReached}};
-    if (agreement) j["fallback"]["target_agreement"] = num(ctx.targetAgreement);
+    j["fallback"] = {{"target_snr_db", jsonNumber(ctx.targetSnrDb)}, {"steps", steps}, {"reached", snrReached && agreementReached}};
+    if (agreement) j["fallback"]["target_agreement"] = jsonNumber(ctx.targetAgreement);
     if (ctx.fallbackCurve) {
       j["fallback"]["quantizable_nodes"] = ctx.fallbackCurve->quantizable;
       j["fallback"]["candidates"] = ctx.fallbackCurve->candidates;
@@ -212,8 +202,8 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
       if (c.recalibrated) {
         Json again = Json::array();
         for (NodeId id : c.reincludedAfterRecalibration) again.push_back(g.nodes[(size_t)id].name);
-        j["fallback"]["recalibration"] = {{"worst_output_snr_db_before", num(c.recalibratedBeforeDb)},
-                                          {"worst_output_snr_db_after", num(c.recalibratedAfterDb)},
+        j["fallback"]["recalibration"] = {{"worst_output_snr_db_before", jsonNumber(c.recalibratedBeforeDb)},
+                                          {"worst_output_snr_db_after", jsonNumber(c.recalibratedAfterDb)},
                                           {"reincluded", again}};
       }
       j["fallback"]["curve"] = fallbackCurveJson(g, *ctx.fallbackCurve);

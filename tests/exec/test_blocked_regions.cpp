@@ -31,6 +31,8 @@ using namespace qs;
 using qs::test::builtModel;
 using qs::test::groupedConv;
 using qs::test::OnnxBuilder;
+using qs::test::profiledRun;
+using qs::test::ProfiledRun;
 using qs::test::randomValues;
 using qs::test::relativeError;
 using qs::test::relu6;
@@ -135,26 +137,24 @@ void expectBlockedMatchesPlain(const OnnxBuilder& b, const Shape& shape, const s
     auto ex = makeExecutor(m, true, true, threads);
     ASSERT_TRUE(ex);
     EXPECT_NE(ex->rewriteSummary().find(wantInSummary), std::string::npos) << ex->rewriteSummary();
-    RunProfile profile;
-    RunOptions ro;
-    ro.profile = &profile;
-    auto got = ex->run({{"x", x}}, ro);
-    ASSERT_TRUE(got) << got.status().message();
-    ASSERT_EQ(got->size(), want->size());
-    for (size_t i = 0; i < got->size(); ++i) {
-      ASSERT_EQ((*got)[i].shape(), (*want)[i].shape()) << "output " << i;
-      EXPECT_LT(relativeError((*got)[i], (*want)[i]), 1e-5) << "output " << i;
-      EXPECT_LT(relativeError((*got)[i], (*unblocked)[i]), 1e-5) << "output " << i;
+    ProfiledRun run = profiledRun(*ex, {{"x", x}});
+    ASSERT_TRUE(run.ok);
+    const std::vector<Tensor>& got = run.outputs;
+    ASSERT_EQ(got.size(), want->size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].shape(), (*want)[i].shape()) << "output " << i;
+      EXPECT_LT(relativeError(got[i], (*want)[i]), 1e-5) << "output " << i;
+      EXPECT_LT(relativeError(got[i], (*unblocked)[i]), 1e-5) << "output " << i;
     }
-    for (const auto& np : profile.nodes) {
+    for (const auto& np : run.profile.nodes) {
       ASSERT_GE(np.node, 0);
       ASSERT_LT(np.node, (NodeId)m->graph.nodes.size());
     }
     if (first.empty()) {
-      first = std::move(got).value();
+      first = std::move(run.outputs);
     } else {
       for (size_t i = 0; i < first.size(); ++i)
-        EXPECT_EQ(std::memcmp(first[i].data<float>(), (*got)[i].data<float>(), first[i].byteSize()), 0)
+        EXPECT_EQ(std::memcmp(first[i].data<float>(), got[i].data<float>(), first[i].byteSize()), 0)
             << "1 and 2 threads differ, output " << i;
     }
   }
@@ -399,26 +399,14 @@ OnnxBuilder paddedChannels(std::mt19937& rng) {
   return b;
 }
 
-// Kernels (profile names) of one blocked, rewritten run.
-std::vector<std::string> blockedKernels(const OnnxBuilder& b, const Shape& shape) {
+// One blocked, rewritten run: the kernels it ran.
+ProfiledRun blockedKernels(const OnnxBuilder& b, const Shape& shape) {
   auto m = builtModel(b);
   EXPECT_TRUE(m);
   if (!m) return {};
   auto ex = makeExecutor(m, true, true, 1);
   std::mt19937 rng(9);
-  RunProfile profile;
-  RunOptions ro;
-  ro.profile = &profile;
-  EXPECT_TRUE(ex->run({{"x", Tensor::fromVector<float>(randomValues((size_t)numelOf(shape), rng), shape)}}, ro));
-  std::vector<std::string> k;
-  for (const auto& np : profile.nodes) k.push_back(np.kernel);
-  return k;
-}
-
-int countOf(const std::vector<std::string>& v, const std::string& what) {
-  int c = 0;
-  for (const auto& s : v) c += s.rfind(what, 0) == 0 ? 1 : 0;
-  return c;
+  return profiledRun(*ex, {{"x", Tensor::fromVector<float>(randomValues((size_t)numelOf(shape), rng), shape)}});
 }
 
 }  // namespace
@@ -430,9 +418,9 @@ TEST(BlockedRegions, MobileNetInvertedResidualsMatchThePlainExecutor) {
   expectBlockedMatchesPlain(mobileNetLike(rng), {2, 16, 14, 14}, regions(6, 1) + "1 residual Adds fused");
   std::mt19937 rng2(21);
   const auto k = blockedKernels(mobileNetLike(rng2), {1, 16, 14, 14});
-  EXPECT_EQ(countOf(k, "BlockedGlobalAveragePool"), 1);
-  EXPECT_EQ(countOf(k, "ToNchw8c"), 1);
-  EXPECT_EQ(countOf(k, "FromNchw8c"), 0);  // the GlobalAveragePool hands out plain [N, C, 1, 1]
+  EXPECT_EQ(k.countStartingWith("BlockedGlobalAveragePool"), 1);
+  EXPECT_EQ(k.countStartingWith("ToNchw8c"), 1);
+  EXPECT_EQ(k.countStartingWith("FromNchw8c"), 0);  // the GlobalAveragePool hands out plain [N, C, 1, 1]
 }
 
 TEST(BlockedRegions, MobileNetWith24ChannelsRunsInTheProcesssBlock) {
@@ -449,13 +437,13 @@ TEST(BlockedRegions, PaddedChannelTailsThroughEveryMember) {
   expectBlockedMatchesPlain(paddedChannels(rng), {2, 24, 12, 12}, regions(4, 1) + "0 residual Adds fused");
   std::mt19937 rng2(25);
   const auto k = blockedKernels(paddedChannels(rng2), {1, 24, 12, 12});
-  EXPECT_EQ(countOf(k, "BlockedBatchNorm"), 1);
-  EXPECT_EQ(countOf(k, "BlockedChannelScale"), 1);
-  EXPECT_EQ(countOf(k, "BlockedMaxPool"), 1);
-  EXPECT_EQ(countOf(k, "BlockedAveragePool"), 1);
-  EXPECT_EQ(countOf(k, "BlockedGlobalAveragePool"), 2);
-  EXPECT_EQ(countOf(k, "ToNchw8c"), 1);
-  EXPECT_EQ(countOf(k, "FromNchw8c"), 2);  // y and mid
+  EXPECT_EQ(k.countStartingWith("BlockedBatchNorm"), 1);
+  EXPECT_EQ(k.countStartingWith("BlockedChannelScale"), 1);
+  EXPECT_EQ(k.countStartingWith("BlockedMaxPool"), 1);
+  EXPECT_EQ(k.countStartingWith("BlockedAveragePool"), 1);
+  EXPECT_EQ(k.countStartingWith("BlockedGlobalAveragePool"), 2);
+  EXPECT_EQ(k.countStartingWith("ToNchw8c"), 1);
+  EXPECT_EQ(k.countStartingWith("FromNchw8c"), 2);  // y and mid
 }
 
 TEST(BlockedRegions, RegNetSqueezeExcitationMatchesThePlainExecutor) {
@@ -469,10 +457,10 @@ TEST(BlockedRegions, RegNetSqueezeExcitationMatchesThePlainExecutor) {
                               regions(6, 1) + "2 residual Adds fused");
     std::mt19937 rng2(22);
     const auto k = blockedKernels(regNetLike(rng2, perGroup, width), {1, width, 10, 10});
-    EXPECT_EQ(countOf(k, "BlockedChannelScale"), 2);
-    EXPECT_EQ(countOf(k, "BlockedGlobalAveragePool"), 2);
-    EXPECT_EQ(countOf(k, "ToNchw8c"), 1);
-    EXPECT_EQ(countOf(k, "FromNchw8c"), 1);  // the graph output
+    EXPECT_EQ(k.countStartingWith("BlockedChannelScale"), 2);
+    EXPECT_EQ(k.countStartingWith("BlockedGlobalAveragePool"), 2);
+    EXPECT_EQ(k.countStartingWith("ToNchw8c"), 1);
+    EXPECT_EQ(k.countStartingWith("FromNchw8c"), 1);  // the graph output
   }
 }
 
@@ -482,9 +470,9 @@ TEST(BlockedRegions, DenseNetTransitionPoolsRunBlocked) {
   expectBlockedMatchesPlain(denseTransition(rng), {2, 16, 12, 12}, regions(3, 1, 1));
   std::mt19937 rng2(23);
   const auto k = blockedKernels(denseTransition(rng2), {1, 16, 12, 12});
-  EXPECT_EQ(countOf(k, "BlockedAveragePool"), 1);
-  EXPECT_EQ(countOf(k, "ToNchw8c"), 1);
-  EXPECT_EQ(countOf(k, "FromNchw8c"), 1);
+  EXPECT_EQ(k.countStartingWith("BlockedAveragePool"), 1);
+  EXPECT_EQ(k.countStartingWith("ToNchw8c"), 1);
+  EXPECT_EQ(k.countStartingWith("FromNchw8c"), 1);
 }
 
 namespace {
@@ -754,9 +742,9 @@ TEST(BlockedRegions, StemsStartTheRegionAtTheImage) {
                             regions(3, 1) + "1 residual Adds fused, 1 from the image, 1 reorders");
   std::mt19937 rng2(51);
   const auto k = blockedKernels(stemAndBlock(rng2), {1, 3, 32, 32});
-  EXPECT_EQ(countOf(k, "BlockedMaxPool"), 1);
-  EXPECT_EQ(countOf(k, "ToNchw8c"), 0);
-  EXPECT_EQ(countOf(k, "FromNchw8c"), 1);
+  EXPECT_EQ(k.countStartingWith("BlockedMaxPool"), 1);
+  EXPECT_EQ(k.countStartingWith("ToNchw8c"), 0);
+  EXPECT_EQ(k.countStartingWith("FromNchw8c"), 1);
   EXPECT_TRUE(DnnlConv::plainInputSupported(3, 64, 1, 16));
   EXPECT_FALSE(DnnlConv::plainInputSupported(8, 64, 1));    // a blocked input: blockedShapeSupported
   EXPECT_FALSE(DnnlConv::plainInputSupported(3, 24, 1, 16));  // output not whole blocks
@@ -838,9 +826,9 @@ TEST(BlockedRegions, BatchNormReadsItsConcatInPlace) {
   // FromNchw8c; the other two BatchNormalizations are folded into the convs).
   std::mt19937 rng(2);
   const auto k = blockedKernels(denseNetLike(rng), {1, 16, 18, 18});
-  EXPECT_EQ(countOf(k, "BlockedBatchNorm(BatchNormalization,Concat,Relu)"), 1);
-  EXPECT_EQ(countOf(k, "BlockedBatchNorm"), 3);
-  EXPECT_EQ(k.size(), 12u);
+  EXPECT_EQ(k.countStartingWith("BlockedBatchNorm(BatchNormalization,Concat,Relu)"), 1);
+  EXPECT_EQ(k.countStartingWith("BlockedBatchNorm"), 3);
+  EXPECT_EQ(k.kernels.size(), 12u);
 }
 
 TEST(BlockedRegions, BatchNormOverAConcatGivesTheBitsOfBoth) {

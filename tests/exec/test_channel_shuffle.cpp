@@ -18,6 +18,8 @@ using namespace qs;
 using qs::test::OnnxBuilder;
 using qs::test::builtModel;
 using qs::test::makeExecutor;
+using qs::test::profiledRun;
+using qs::test::ProfiledRun;
 using qs::test::randomTensor;
 using qs::test::randomValues;
 using qs::test::relativeError;
@@ -142,19 +144,17 @@ TEST(ChannelShuffle, SlicesOfTheShuffleHaveTheBitsOfTheUnfusedChain) {
                                                              {"c", randomTensor({n, 8, 3, 5}, rng)}};
         auto want = plain->run(feeds);
         ASSERT_TRUE(want) << want.status().message();
-        RunProfile profile;
-        RunOptions ro;
-        ro.profile = &profile;
-        auto got = fast->run(feeds, ro);
-        ASSERT_TRUE(got) << got.status().message();
-        ASSERT_EQ(got->size(), want->size());
-        EXPECT_EQ((*got)[0].shape(), (Shape{n, 13, 3, 5}));
-        EXPECT_EQ((*got)[1].shape(), (Shape{n, 27, 3, 5}));
-        EXPECT_EQ((*got)[2].shape(), (Shape{n, 30, 3, 5}));
-        for (size_t i = 0; i < got->size(); ++i)
-          EXPECT_TRUE(sameBits((*got)[i], (*want)[i])) << "output " << i << ", batch " << n << ", threads " << threads;
+        ProfiledRun run = profiledRun(*fast, feeds);
+        ASSERT_TRUE(run.ok);
+        const std::vector<Tensor>& got = run.outputs;
+        ASSERT_EQ(got.size(), want->size());
+        EXPECT_EQ(got[0].shape(), (Shape{n, 13, 3, 5}));
+        EXPECT_EQ(got[1].shape(), (Shape{n, 27, 3, 5}));
+        EXPECT_EQ(got[2].shape(), (Shape{n, 30, 3, 5}));
+        for (size_t i = 0; i < got.size(); ++i)
+          EXPECT_TRUE(sameBits(got[i], (*want)[i])) << "output " << i << ", batch " << n << ", threads " << threads;
         // The data Concat does not run; the Slices only where the whole tensor is an output.
-        for (const auto& np : profile.nodes) {
+        for (const auto& np : run.profile.nodes) {
           const std::string& name = m->graph.nodes[(size_t)np.node].name;
           EXPECT_NE(name, "concat");
           if (!wholeToo) EXPECT_NE(name.rfind("slice", 0), 0u) << name;
@@ -187,12 +187,10 @@ TEST(ChannelShuffle, ShuffleNetUnitsWithShapeChainsAgreeWithTheUnfusedGraph) {
     // With a batch seen before, the shape chains (behind FusedConv, ChannelShuffle and ConcatShape
     // nodes) come from the executor's cache: only the first unit's Slices of x, the convs and the
     // two ChannelShuffles run.
-    RunProfile profile;
-    RunOptions ro;
-    ro.profile = &profile;
-    ASSERT_TRUE(fast->run({{"x", randomTensor({2, 58, 5, 7}, rng)}}, ro));
-    EXPECT_EQ(profile.nodes.size(), 7u);
-    for (const auto& np : profile.nodes) {
+    ProfiledRun run = profiledRun(*fast, {{"x", randomTensor({2, 58, 5, 7}, rng)}});
+    ASSERT_TRUE(run.ok);
+    EXPECT_EQ(run.profile.nodes.size(), 7u);
+    for (const auto& np : run.profile.nodes) {
       const std::string& op = m->graph.nodes[(size_t)np.node].opType;
       EXPECT_TRUE(op == "Slice" || op == "Conv" || op == "Transpose") << op << " ran";
     }

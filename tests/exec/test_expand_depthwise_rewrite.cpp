@@ -21,6 +21,8 @@ using namespace qs;
 using qs::test::builtModel;
 using qs::test::groupedConv;
 using qs::test::OnnxBuilder;
+using qs::test::profiledRun;
+using qs::test::ProfiledRun;
 using qs::test::randomValues;
 using qs::test::relu6;
 
@@ -85,20 +87,14 @@ TEST(ExpandDepthwiseRewrite, PairsRunAsOneNodeWithTheBitsOfTheTwo) {
       SCOPED_TRACE("batch " + std::to_string(N) + ", " + std::to_string(threads) + " threads");
       auto ex = blockedExecutor(m, threads);
       ASSERT_TRUE(ex);
-      RunProfile profile;
-      RunOptions ro;
-      ro.profile = &profile;
-      auto got = ex->run({{"x", x}}, ro);
-      ASSERT_TRUE(got) << got.status().message();
-      int pairs = 0, convs = 0;
-      for (const auto& np : profile.nodes) {
-        pairs += np.kernel.rfind(kBlockedExpandDepthwiseOp, 0) == 0 ? 1 : 0;
-        convs += np.kernel.rfind("BlockedConv", 0) == 0 ? 1 : 0;
-      }
-      EXPECT_EQ(pairs, 2);
-      EXPECT_EQ(convs, 4);  // p1, p2 (the Add fused), e3 (read twice), d3 (the Add fused: no depthwise form)
-      ASSERT_EQ((*got)[0].shape(), (*apart)[0].shape());
-      EXPECT_EQ(std::memcmp((*got)[0].data<float>(), (*apart)[0].data<float>(), (*got)[0].byteSize()), 0);
+      ProfiledRun run = profiledRun(*ex, {{"x", x}});
+      ASSERT_TRUE(run.ok);
+      EXPECT_EQ(run.countStartingWith(kBlockedExpandDepthwiseOp), 2);
+      // p1, p2 (the Add fused), e3 (read twice), d3 (the Add fused: no depthwise form)
+      EXPECT_EQ(run.countStartingWith("BlockedConv"), 4);
+      const Tensor& got = run.outputs[0];
+      ASSERT_EQ(got.shape(), (*apart)[0].shape());
+      EXPECT_EQ(std::memcmp(got.data<float>(), (*apart)[0].data<float>(), got.byteSize()), 0);
     }
   }
 }

@@ -19,6 +19,8 @@ using namespace qs;
 using qs::test::OnnxBuilder;
 using qs::test::builtModel;
 using qs::test::makeExecutor;
+using qs::test::profiledRun;
+using qs::test::ProfiledRun;
 using qs::test::randomTensor;
 using qs::test::randomValues;
 using qs::test::relativeError;
@@ -133,17 +135,15 @@ TEST(CoreRewrites, SmallGraphSameOutputsWithAndWithoutRewrites) {
     // x*HardSigmoid(x), Sigmoid, Sub, Relu; constant: kmul, kadd.
     EXPECT_NE(fast->rewriteSummary().find("2 constant nodes folded"), std::string::npos) << fast->rewriteSummary();
     EXPECT_NE(fast->rewriteSummary().find("3 nodes folded into Conv"), std::string::npos) << fast->rewriteSummary();
-    RunProfile profile;
-    RunOptions ro;
-    ro.profile = &profile;
-    auto got = fast->run({{"x", x}}, ro);
-    ASSERT_TRUE(got) << got.status().message();
-    ASSERT_EQ(got->size(), want->size());
-    for (size_t i = 0; i < got->size(); ++i) EXPECT_LT(relativeError((*got)[i], (*want)[i]), 1e-5) << "output " << i;
+    ProfiledRun run = profiledRun(*fast, {{"x", x}});
+    ASSERT_TRUE(run.ok);
+    ASSERT_EQ(run.outputs.size(), want->size());
+    for (size_t i = 0; i < run.outputs.size(); ++i)
+      EXPECT_LT(relativeError(run.outputs[i], (*want)[i]), 1e-5) << "output " << i;
     // The rewritten run executes fewer nodes, each reported under an original node id.
-    EXPECT_LT(profile.nodes.size(), m->graph.nodes.size());
+    EXPECT_LT(run.profile.nodes.size(), m->graph.nodes.size());
     bool sawFused = false;
-    for (const auto& np : profile.nodes) {
+    for (const auto& np : run.profile.nodes) {
       ASSERT_GE(np.node, 0);
       ASSERT_LT(np.node, (NodeId)m->graph.nodes.size());
       if (!np.absorbed.empty()) {
@@ -221,12 +221,10 @@ TEST(CoreRewrites, ShapeSubgraphsAreEvaluatedPerInputShape) {
     }
   }
   // Cached: a run with a seen shape executes only the Reshape and the Mul.
-  RunProfile profile;
-  RunOptions ro;
-  ro.profile = &profile;
   Tensor x = Tensor::fromVector<float>(randomValues(2 * 3 * 4, rng), {2, 3, 4});
-  ASSERT_TRUE(fast->run({{"x", x}}, ro));
-  EXPECT_EQ(profile.nodes.size(), 2u);
+  ProfiledRun run = profiledRun(*fast, {{"x", x}});
+  ASSERT_TRUE(run.ok);
+  EXPECT_EQ(run.profile.nodes.size(), 2u);
 }
 
 namespace {
@@ -325,17 +323,13 @@ TEST(CoreRewrites, ConvTransposeTakesItsBiasAddBatchNormAndRelu) {
     EXPECT_NE(fast->rewriteSummary().find("4 nodes folded into Conv"), std::string::npos) << fast->rewriteSummary();
     EXPECT_NE(fast->rewriteSummary().find("1 activation nodes fused into 1 FusedConv"), std::string::npos)
         << fast->rewriteSummary();
-    RunProfile profile;
-    RunOptions ro;
-    ro.profile = &profile;
-    auto got = fast->run({{"x", x}}, ro);
-    ASSERT_TRUE(got) << got.status().message();
-    for (size_t i = 0; i < got->size(); ++i) EXPECT_LT(relativeError((*got)[i], (*want)[i]), 1e-5) << "output " << i;
-    std::set<std::string> kernels;
-    for (const auto& np : profile.nodes) kernels.insert(np.kernel.empty() ? m->graph.nodes[(size_t)np.node].opType : np.kernel);
-    EXPECT_TRUE(kernels.count("FusedConvTranspose(ConvTranspose,Add,BatchNormalization,Relu)")) << profile.nodes.size();
-    EXPECT_TRUE(kernels.count("Sigmoid"));
-    EXPECT_EQ(profile.nodes.size(), 4u);  // t1, t2, sigmoid, tg
+    ProfiledRun run = profiledRun(*fast, {{"x", x}});
+    ASSERT_TRUE(run.ok);
+    for (size_t i = 0; i < run.outputs.size(); ++i)
+      EXPECT_LT(relativeError(run.outputs[i], (*want)[i]), 1e-5) << "output " << i;
+    EXPECT_TRUE(run.kernels.count("FusedConvTranspose(ConvTranspose,Add,BatchNormalization,Relu)")) << run.kernels.size();
+    EXPECT_TRUE(run.kernels.count("Sigmoid"));
+    EXPECT_EQ(run.profile.nodes.size(), 4u);  // t1, t2, sigmoid, tg
   }
 }
 
@@ -389,17 +383,13 @@ TEST(CoreRewrites, NeckAddsBecomeResidualAddsWithTheSameBits) {
     ASSERT_TRUE(fast);
     EXPECT_NE(fast->rewriteSummary().find("4 residual / upsampled Adds fused"), std::string::npos)
         << fast->rewriteSummary();
-    RunProfile profile;
-    RunOptions ro;
-    ro.profile = &profile;
-    auto got = fast->run(feeds, ro);
-    ASSERT_TRUE(got) << got.status().message();
-    for (size_t i = 0; i < got->size(); ++i) EXPECT_EQ(relativeError((*got)[i], (*want)[i]), 0.0) << "output " << i;
-    std::multiset<std::string> kernels;
-    for (const auto& np : profile.nodes) kernels.insert(np.kernel);
-    EXPECT_EQ(kernels.count("ResidualAdd(Add,Mul,Add,Resize)"), 1u);
-    EXPECT_EQ(kernels.count("ResidualAdd(Add,Resize)"), 2u);
-    EXPECT_EQ(kernels.count("ResidualAdd(Add,Mul)"), 1u);
+    ProfiledRun run = profiledRun(*fast, feeds);
+    ASSERT_TRUE(run.ok);
+    for (size_t i = 0; i < run.outputs.size(); ++i)
+      EXPECT_EQ(relativeError(run.outputs[i], (*want)[i]), 0.0) << "output " << i;
+    EXPECT_EQ(run.kernels.count("ResidualAdd(Add,Mul,Add,Resize)"), 1u);
+    EXPECT_EQ(run.kernels.count("ResidualAdd(Add,Resize)"), 2u);
+    EXPECT_EQ(run.kernels.count("ResidualAdd(Add,Mul)"), 1u);
   }
 }
 
@@ -454,23 +444,18 @@ TEST(CoreRewrites, ConcatOfUpsampledMapsBecomesUpsampleConcatWithTheSameBits) {
     ASSERT_TRUE(fast);
     EXPECT_NE(fast->rewriteSummary().find("1 Concats of upsampled maps fused"), std::string::npos)
         << fast->rewriteSummary();
-    RunProfile profile;
-    RunOptions ro;
-    ro.profile = &profile;
-    auto got = fast->run(feeds, ro);
-    ASSERT_TRUE(got) << got.status().message();
-    ASSERT_EQ(got->size(), want->size());
-    for (size_t i = 0; i < got->size(); ++i) {
-      ASSERT_EQ((*got)[i].shape(), (*want)[i].shape()) << "output " << i;
-      EXPECT_EQ(std::memcmp((*got)[i].data<float>(), (*want)[i].data<float>(), sizeof(float) * (size_t)(*want)[i].numel()), 0)
+    ProfiledRun run = profiledRun(*fast, feeds);
+    ASSERT_TRUE(run.ok);
+    const std::vector<Tensor>& got = run.outputs;
+    ASSERT_EQ(got.size(), want->size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].shape(), (*want)[i].shape()) << "output " << i;
+      EXPECT_EQ(std::memcmp(got[i].data<float>(), (*want)[i].data<float>(), sizeof(float) * (size_t)(*want)[i].numel()), 0)
           << "output " << i;
     }
-    std::multiset<std::string> kernels;
-    for (const auto& np : profile.nodes)
-      kernels.insert(np.kernel.empty() ? m->graph.nodes[(size_t)np.node].opType : np.kernel);
-    EXPECT_EQ(kernels.count("UpsampleConcat(Concat,Resize,Resize,Resize,Resize)"), 1u);
-    EXPECT_EQ(kernels.count("Resize"), 1u);
-    EXPECT_EQ(kernels.count("Concat"), 1u);
+    EXPECT_EQ(run.kernels.count("UpsampleConcat(Concat,Resize,Resize,Resize,Resize)"), 1u);
+    EXPECT_EQ(run.kernels.count("Resize"), 1u);
+    EXPECT_EQ(run.kernels.count("Concat"), 1u);
   }
 }
 

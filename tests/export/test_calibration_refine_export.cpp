@@ -25,7 +25,7 @@ TEST(CalibrationRefineExport, RefinedScalesReachTheExportAndOnnxRuntimeComputesT
   rq.calibration.method = CalibMethod::Auto;
   auto plain = runAnalysis(rq);
   ASSERT_TRUE(plain) << plain.status().message();
-  rq.calibrationRefine = 1;
+  rq.calibrationRefine.passes = 1;
   auto refined = runAnalysis(rq);
   ASSERT_TRUE(refined) << refined.status().message();
   const std::string q0 = test::exportRun(*plain, dir + "/plain"), q1 = test::exportRun(*refined, dir + "/refined");

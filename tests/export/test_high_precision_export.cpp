@@ -22,11 +22,15 @@
 #include "core/onnx/loader.h"
 #include "tests/support/font_text_images.h"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/row_samples.h"
 #include "tests/support/sanitizer.h"
 #include "tests/support/text_images.h"
 
 using namespace qs;
 using qs::test::OnnxBuilder;
+using qs::test::rowsSnrDb;
+using qs::test::runOrtRows;
+using qs::test::writeRowSamples;
 namespace fs = std::filesystem;
 
 namespace {
@@ -36,13 +40,6 @@ constexpr int kSamples = 6, kK = 8, kN = 4;
 int runCommand(const std::string& cmd) {
   int st = std::system(cmd.c_str());
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-int runOrt(const std::string& model, const std::string& inDir, const std::string& outDir, int samples,
-           const std::string& extra = "") {
-  return runCommand("ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_batch.mjs " + model +
-                    " " + inDir + " " + outDir + " --samples " + std::to_string(samples) + " --threads 2 " + extra +
-                    " > " + outDir + ".log 2>&1");
 }
 
 float r16(float x) { return roundToHighPrecision(x, HighPrecision::Fp16); }
@@ -75,27 +72,12 @@ SmallModel makeSmallModel() {
   m.dir = qs::test::makeTempDir("high-precision");
   m.path = m.dir + "/small.onnx";
   ob.save(m.path);
-  Tensor stacked(DType::Float, {kSamples, kK});
   for (int s = 0; s < kSamples; ++s) {
-    Tensor one(DType::Float, {1, kK});
     std::vector<float> v;
     for (int i = 0; i < kK; ++i) v.push_back(1.7f * normal(rng) + 0.013f * (float)s);
-    std::copy(v.begin(), v.end(), one.data<float>());
-    std::copy(v.begin(), v.end(), stacked.data<float>() + s * kK);
-    EXPECT_TRUE(writeNpy(m.dir + "/in_" + std::to_string(s) + "_0.npy", one));
     m.x.push_back(v);
   }
-  EXPECT_TRUE(writeNpy(m.dir + "/calib.npy", stacked));
-  auto loaded = loadModel(m.path);
-  EXPECT_TRUE(loaded) << loaded.status().message();
-  if (!loaded) return m;
-  m.model = *loaded;
-  CalibrationDataOptions co;
-  co.path = m.dir + "/calib.npy";
-  co.batchSize = 1;
-  auto d = CalibrationData::open(*m.model, co);
-  EXPECT_TRUE(d) << d.status().message();
-  if (d) m.data = std::shared_ptr<const CalibrationData>(std::move(d).value());
+  writeRowSamples(m.x, m.dir, m.path, m.model, m.data);
   return m;
 }
 
@@ -159,16 +141,6 @@ ByHand byHand(const SmallModel& m, bool quantized, float actScale, const std::ve
   return h;
 }
 
-double snrDb(const std::vector<std::vector<double>>& ref, const std::vector<std::vector<double>>& got) {
-  double y2 = 0, d2 = 0;
-  for (size_t s = 0; s < ref.size(); ++s)
-    for (size_t n = 0; n < ref[s].size(); ++n) {
-      y2 += ref[s][n] * ref[s][n];
-      d2 += (ref[s][n] - got[s][n]) * (ref[s][n] - got[s][n]);
-    }
-  return 10 * std::log10(y2 / d2);
-}
-
 float maxAbs(const std::vector<std::vector<float>>& x, const SmallModel& m) {
   float a = 0;
   for (const auto& v : x)
@@ -203,7 +175,7 @@ TEST(HighPrecision, Fp16SimulationOfTheFloatPartEqualsRoundingByHand) {
   ASSERT_TRUE(r);
   ByHand h = byHand(m, false, 0, {});
   ASSERT_EQ(r->outputs.size(), 1u);
-  EXPECT_NEAR(r->outputs[0].metrics.snrDb, snrDb(h.ref, h.fp16), 1e-3);
+  EXPECT_NEAR(r->outputs[0].metrics.snrDb, rowsSnrDb(h.ref, h.fp16), 1e-3);
   EXPECT_LT(r->outputs[0].metrics.snrDb, 80.0);  // rounded indeed: fp32 would compare exactly
   auto r32 = analyse(m, HighPrecision::Fp32, cfg);
   ASSERT_TRUE(r32);
@@ -234,7 +206,7 @@ TEST(HighPrecision, Fp16QuantizedSimulationEqualsByHandAndOrtComputesIt) {
     EXPECT_EQ(r->weights[0].scale[(size_t)n], wScale.back()) << "channel " << n;
   }
   ByHand h = byHand(m, true, actScale, wScale);
-  EXPECT_NEAR(r->outputs[0].metrics.snrDb, snrDb(h.ref, h.fp16), 1e-3);
+  EXPECT_NEAR(r->outputs[0].metrics.snrDb, rowsSnrDb(h.ref, h.fp16), 1e-3);
 
   // The export: float16 initializers, Casts at the float32 I/O, opset 19. ORT 1.30's CPU provider
   // is no exact float16 executor: it runs the float16 nodes it has no kernel for in float32 and
@@ -255,7 +227,7 @@ TEST(HighPrecision, Fp16QuantizedSimulationEqualsByHandAndOrtComputesIt) {
   EXPECT_EQ(casts, 2);
   const std::string q = m.dir + "/quantized.onnx";
   qs::test::writeBytes(q, ex->modelBytes);
-  ASSERT_EQ(runOrt(q, m.dir, m.dir + "/q", kSamples, "--level basic --disable-qdq"), 0)
+  ASSERT_EQ(runOrtRows(q, m.dir, m.dir + "/q", kSamples, 2, "--level basic --disable-qdq"), 0)
       << std::ifstream(m.dir + "/q.log").rdbuf();
   double largest = 0;
   for (const auto& v : h.fp16)
@@ -271,7 +243,7 @@ TEST(HighPrecision, Fp16QuantizedSimulationEqualsByHandAndOrtComputesIt) {
       EXPECT_NEAR(y->data<float>()[n], want, 2e-3 * largest) << "sample " << s << " output " << n;
     }
   }
-  EXPECT_NEAR(snrDb(h.ref, ort), r->outputs[0].metrics.snrDb, 0.5);
+  EXPECT_NEAR(rowsSnrDb(h.ref, ort), r->outputs[0].metrics.snrDb, 0.5);
   fs::remove_all(m.dir);
 }
 
@@ -343,8 +315,8 @@ TEST(HighPrecision, NodeWithConstantsBeyondFloat16StaysFloat32) {
   for (const auto& n : proto.graph().node()) casts += n.op_type() == "Cast";
   EXPECT_EQ(casts, 4);  // in, to float32 before the node, back to float16 after it, out
   qs::test::writeBytes(dir + "/q.onnx", ex->modelBytes);
-  ASSERT_EQ(runOrt(dir + "/bn.onnx", dir, dir + "/fp32", 1), 0) << std::ifstream(dir + "/fp32.log").rdbuf();
-  ASSERT_EQ(runOrt(dir + "/q.onnx", dir, dir + "/q", 1), 0) << std::ifstream(dir + "/q.log").rdbuf();
+  ASSERT_EQ(runOrtRows(dir + "/bn.onnx", dir, dir + "/fp32", 1, 2), 0) << std::ifstream(dir + "/fp32.log").rdbuf();
+  ASSERT_EQ(runOrtRows(dir + "/q.onnx", dir, dir + "/q", 1, 2), 0) << std::ifstream(dir + "/q.log").rdbuf();
   auto ref = readNpy(dir + "/fp32/out_0_0.npy");
   auto got = readNpy(dir + "/q/out_0_0.npy");
   ASSERT_TRUE(ref && got);
@@ -427,11 +399,11 @@ void runClsFp16(const std::vector<std::string>& exclude, const std::vector<std::
   const std::string q = dir + "/quantized.onnx";
   qs::test::writeBytes(q, ex->modelBytes);
   const int samples = (int)data->batchCount();
-  ASSERT_EQ(runOrt(path, dir, dir + "/fp32", samples), 0) << std::ifstream(dir + "/fp32.log").rdbuf();
+  ASSERT_EQ(runOrtRows(path, dir, dir + "/fp32", samples, 2), 0) << std::ifstream(dir + "/fp32.log").rdbuf();
   out.predicted = (*r)->outputs[0].metrics.snrDb;
   for (const std::string& level : levels) {
     const std::string o = dir + "/q_" + level;
-    ASSERT_EQ(runOrt(q, dir, o, samples, "--level " + level + " --disable-qdq"), 0) << std::ifstream(o + ".log").rdbuf();
+    ASSERT_EQ(runOrtRows(q, dir, o, samples, 2, "--level " + level + " --disable-qdq"), 0) << std::ifstream(o + ".log").rdbuf();
     ErrorAccumulator acc;
     for (int i = 0; i < samples; ++i) {
       auto ref = readNpy(dir + "/fp32/out_" + std::to_string(i) + "_0.npy");

@@ -22,25 +22,20 @@
 #include "core/io/npy.h"
 #include "core/onnx/loader.h"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/row_samples.h"
 #include "tests/support/sanitizer.h"
 #include "tests/support/text_images.h"
 
 using namespace qs;
 using qs::test::OnnxBuilder;
+using qs::test::rowsSnrDb;
+using qs::test::runOrtRows;
+using qs::test::writeRowSamples;
 namespace fs = std::filesystem;
 
 namespace {
 
 constexpr int kSamples = 6, kK = 8;
-
-int runOrt(const std::string& model, const std::string& inDir, const std::string& outDir, int samples,
-           const std::string& extra) {
-  const std::string cmd = "ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_batch.mjs " +
-                          model + " " + inDir + " " + outDir + " --samples " + std::to_string(samples) +
-                          " --threads 1 " + extra + " > " + outDir + ".log 2>&1";
-  const int st = std::system(cmd.c_str());
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 float r16(float x) { return roundToHighPrecision(x, HighPrecision::Fp16); }
 
@@ -92,27 +87,12 @@ Fp16Model makeModel() {
   m.dir = qs::test::makeTempDir("high-precision-nodes");
   m.path = m.dir + "/model.onnx";
   ob.save(m.path);
-  Tensor stacked(DType::Float, {kSamples, kK});
   for (int s = 0; s < kSamples; ++s) {
-    Tensor one(DType::Float, {1, kK});
     std::vector<float> v;
     for (int i = 0; i < kK; ++i) v.push_back(dyadic(127, 1.f / 16));
-    std::copy(v.begin(), v.end(), one.data<float>());
-    std::copy(v.begin(), v.end(), stacked.data<float>() + s * kK);
-    EXPECT_TRUE(writeNpy(m.dir + "/in_" + std::to_string(s) + "_0.npy", one));
     m.x.push_back(v);
   }
-  EXPECT_TRUE(writeNpy(m.dir + "/calib.npy", stacked));
-  auto loaded = loadModel(m.path);
-  EXPECT_TRUE(loaded) << loaded.status().message();
-  if (!loaded) return m;
-  m.model = *loaded;
-  CalibrationDataOptions co;
-  co.path = m.dir + "/calib.npy";
-  co.batchSize = 1;
-  auto d = CalibrationData::open(*m.model, co);
-  EXPECT_TRUE(d) << d.status().message();
-  if (d) m.data = std::shared_ptr<const CalibrationData>(std::move(d).value());
+  writeRowSamples(m.x, m.dir, m.path, m.model, m.data);
   return m;
 }
 
@@ -143,16 +123,6 @@ std::vector<std::vector<double>> byHand(const Fp16Model& m, bool roundChain, boo
   return out;
 }
 
-double snrDb(const std::vector<std::vector<double>>& ref, const std::vector<std::vector<double>>& got) {
-  double y2 = 0, d2 = 0;
-  for (size_t s = 0; s < ref.size(); ++s)
-    for (size_t n = 0; n < ref[s].size(); ++n) {
-      y2 += ref[s][n] * ref[s][n];
-      d2 += (ref[s][n] - got[s][n]) * (ref[s][n] - got[s][n]);
-    }
-  return 10 * std::log10(y2 / d2);
-}
-
 }  // namespace
 
 TEST(HighPrecisionNodes, Fp16DataMovementChainRoundsItsInputAndOrtAgrees) {
@@ -177,16 +147,16 @@ TEST(HighPrecisionNodes, Fp16DataMovementChainRoundsItsInputAndOrtAgrees) {
   const double predicted = (*r)->outputs[0].metrics.snrDb;
   // Not bit-exact without the chain's rounding (x, W1, W2, C and B are all exact in float16), and
   // the Clip not rounded: each would move the SNR by dBs.
-  EXPECT_NEAR(predicted, snrDb(ref, want), 0.01);
+  EXPECT_NEAR(predicted, rowsSnrDb(ref, want), 0.01);
   EXPECT_LT(predicted, 90.0);
-  EXPECT_GT(std::fabs(snrDb(ref, byHand(m, true, true)) - predicted), 0.3);
+  EXPECT_GT(std::fabs(rowsSnrDb(ref, byHand(m, true, true)) - predicted), 0.3);
 
   ExportOptions eo;
   auto ex = buildQuantizedModel(m.path, *m.model, **r, eo);
   ASSERT_TRUE(ex) << ex.status().message();
   const std::string q = m.dir + "/quantized.onnx";
   qs::test::writeBytes(q, ex->modelBytes);
-  ASSERT_EQ(runOrt(q, m.dir, m.dir + "/ort", kSamples, "--level disabled --disable-qdq"), 0)
+  ASSERT_EQ(runOrtRows(q, m.dir, m.dir + "/ort", kSamples, 1, "--level disabled --disable-qdq"), 0)
       << std::ifstream(m.dir + "/ort.log").rdbuf();
   double largest = 0;
   for (const auto& v : want)
@@ -200,7 +170,7 @@ TEST(HighPrecisionNodes, Fp16DataMovementChainRoundsItsInputAndOrtAgrees) {
     for (int n = 0; n < kK; ++n)
       EXPECT_NEAR(ort.back()[(size_t)n], want[(size_t)i][(size_t)n], 1e-5 * largest) << "sample " << i << " output " << n;
   }
-  const double measured = snrDb(ref, ort);
+  const double measured = rowsSnrDb(ref, ort);
   std::printf("fp16 data-movement chain: predicted %.3f dB, ORT (disabled) %.3f dB\n", predicted, measured);
   EXPECT_NEAR(measured, predicted, 0.05);
   fs::remove_all(m.dir);
@@ -248,8 +218,8 @@ TEST(HighPrecisionNodes, ClsFp16AfterTargetSnrMatchesThePredictionInOrt) {
   const int excluded = (int)report.at("fallback").at("steps").size();
   EXPECT_GT(excluded, 0);
   EXPECT_GE(predicted, 30.0);
-  ASSERT_EQ(runOrt(model, dir, dir + "/fp32", kLines, "--level disabled"), 0) << std::ifstream(dir + "/fp32.log").rdbuf();
-  ASSERT_EQ(runOrt(dir + "/out/quantized.onnx", dir, dir + "/q", kLines, "--level disabled --disable-qdq"), 0)
+  ASSERT_EQ(runOrtRows(model, dir, dir + "/fp32", kLines, 1, "--level disabled"), 0) << std::ifstream(dir + "/fp32.log").rdbuf();
+  ASSERT_EQ(runOrtRows(dir + "/out/quantized.onnx", dir, dir + "/q", kLines, 1, "--level disabled --disable-qdq"), 0)
       << std::ifstream(dir + "/q.log").rdbuf();
   std::vector<std::vector<double>> ref, got;
   for (int i = 0; i < kLines; ++i) {
@@ -259,7 +229,7 @@ TEST(HighPrecisionNodes, ClsFp16AfterTargetSnrMatchesThePredictionInOrt) {
     ref.emplace_back(a->data<float>(), a->data<float>() + a->numel());
     got.emplace_back(b->data<float>(), b->data<float>() + b->numel());
   }
-  const double measured = snrDb(ref, got);
+  const double measured = rowsSnrDb(ref, got);
   std::printf("cls fp16 --target-snr 30: %d excluded, predicted %.3f dB, ORT (disabled) %.3f dB\n", excluded, predicted,
               measured);
   EXPECT_NEAR(measured, predicted, 0.5);

@@ -24,7 +24,6 @@
 
 using namespace qs;
 using qs::test::exportRun;
-using qs::test::runCommand;
 using qs::test::runFile;
 using qs::test::runModel;
 namespace fs = std::filesystem;
@@ -121,22 +120,7 @@ double snr(const Tensor& ref, const Tensor& got) {
 // The SNR of `quantized` against `model` in ONNX Runtime (no graph optimisations) on input x.
 double ortSnr(const std::string& dir, const std::string& model, const std::string& quantized, const Tensor& x) {
   EXPECT_TRUE(writeNpy(dir + "/in_0_0.npy", x));
-  auto ort = [&](const std::string& m, const std::string& out) {
-    return runCommand("ORT_DISABLE_TELEMETRY=1 node " + std::string(QS_SOURCE_DIR) + "/tests/support/ort_batch.mjs " + m +
-                      " " + dir + " " + out + " --samples 1 --threads 2 --level disabled --disable-qdq");
-  };
-  EXPECT_EQ(ort(model, dir + "/fp32"), 0);
-  EXPECT_EQ(ort(quantized, dir + "/q"), 0);
-  auto ref = readNpy(dir + "/fp32/out_0_0.npy");
-  auto got = readNpy(dir + "/q/out_0_0.npy");
-  EXPECT_TRUE(ref && got);
-  if (!ref || !got) return NAN;
-  return snr(*ref, *got);
-}
-
-bool schemaValid(const std::string& report) {
-  return runCommand("/usr/bin/python3 " + std::string(QS_SOURCE_DIR) + "/tests/support/validate_json.py " +
-                    std::string(QS_SOURCE_DIR) + "/docs/report.schema.json " + report) == 0;
+  return test::ortSnrDb(model, quantized, dir, 1);
 }
 
 TEST(SmoothQuantRemedy, KeepsTheFloatFunctionRaisesInt8SnrAndMatchesOnnxRuntime) {
@@ -176,7 +160,7 @@ TEST(SmoothQuantRemedy, KeepsTheFloatFunctionRaisesInt8SnrAndMatchesOnnxRuntime)
     EXPECT_GT(predicted, before + 3.0);
     EXPECT_NEAR(ours, predicted, 0.5);
     EXPECT_NEAR(ort, predicted, 0.5);
-    EXPECT_TRUE(schemaValid(out + "/report.json"));
+    EXPECT_TRUE(test::reportFollowsSchema(out + "/report.json"));
   }
   fs::remove_all(dir);
 }
@@ -214,7 +198,7 @@ TEST(SmoothQuantRemedy, SmoothsADecomposedLayerNormalizationAndMatchesOnnxRuntim
   EXPECT_GT(predicted, before + 3.0);
   EXPECT_NEAR(ours, predicted, 0.5);
   EXPECT_NEAR(ort, predicted, 0.5);
-  EXPECT_TRUE(schemaValid(dir + "/out/report.json"));
+  EXPECT_TRUE(test::reportFollowsSchema(dir + "/out/report.json"));
   fs::remove_all(dir);
 }
 
@@ -277,7 +261,7 @@ TEST(WeightClipRemedy, NeverRaisesLayerwiseErrorAndMatchesOnnxRuntime) {
                 which == 0 ? "conv" : "ln-matmul", clipped, before.outputs[0].metrics.snrDb, predicted, ort);
     EXPECT_NEAR(snr(ref, runFile(q, x)), predicted, 0.5);
     EXPECT_NEAR(ort, predicted, 0.5);
-    EXPECT_TRUE(schemaValid(dir + "/out/report.json"));
+    EXPECT_TRUE(test::reportFollowsSchema(dir + "/out/report.json"));
     fs::remove_all(dir);
   }
 }

@@ -1,6 +1,6 @@
 // Helpers of the executor and rewrite tests: load a model built in code, seeded random values,
-// the error measure those tests compare outputs with, a grouped Conv and a Relu6 to build models with, and a node
-// looked up by name. Header-only: the test binaries link the core, qs_test_support does not.
+// the error measure those tests compare outputs with, a grouped Conv and a Relu6 to build models with, a node
+// looked up by name, and a profiled run with the kernels it ran. Header-only: the test binaries link the core, qs_test_support does not.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -91,5 +92,40 @@ inline NodeId nodeNamed(const Graph& g, std::string_view name) {
 }
 
 inline NodeId nodeNamed(const Model& m, std::string_view name) { return nodeNamed(m.graph, name); }
+
+/// One run with a profile: what the rewrite tests check the fused kernels by.
+struct ProfiledRun {
+  bool ok = false;              // false: the run failed (a test failure) and `outputs` is empty
+  std::vector<Tensor> outputs;  // the graph outputs in declaration order
+  RunProfile profile;
+  /// What ran, once per profiled node: the kernel's profile name ("FusedConv(Conv,Relu)",
+  /// "BlockedConv(...)"), else the original node's op type.
+  std::multiset<std::string> kernels;
+
+  /// How many of `kernels` start with `prefix` ("BlockedConv" counts every "BlockedConv(...)").
+  int countStartingWith(std::string_view prefix) const {
+    int c = 0;
+    for (const std::string& k : kernels) c += k.rfind(prefix, 0) == 0 ? 1 : 0;
+    return c;
+  }
+};
+
+/// Runs `ex` on `feeds` with a profile (a failure is a test failure and `ok` false).
+inline ProfiledRun profiledRun(const Executor& ex, const std::vector<NamedTensor>& feeds) {
+  ProfiledRun r;
+  RunOptions ro;
+  ro.profile = &r.profile;
+  auto got = ex.run(feeds, ro);
+  EXPECT_TRUE(got) << got.status().message();
+  if (!got) return r;
+  r.ok = true;
+  r.outputs = std::move(got).value();
+  const Graph& g = ex.model().graph;
+  for (const NodeProfile& np : r.profile.nodes) {
+    const bool known = np.node >= 0 && np.node < (NodeId)g.nodes.size();
+    r.kernels.insert(!np.kernel.empty() || !known ? np.kernel : g.nodes[(size_t)np.node].opType);
+  }
+  return r;
+}
 
 }  // namespace qs::test

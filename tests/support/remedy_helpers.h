@@ -1,7 +1,7 @@
 // What the remedy tests (tests/export/test_remedies*.cpp, the depthwise and pointwise smoothing, depthwise
 // equalization, bias correction and head tests) share: a shell command's exit code and output, a text file's
 // contents, the request they run (max calibration, 2 threads, no sensitivity; det's 4 pages at 256x256),
-// the export of a run, a model file or model run on one input "x", ONNX Runtime on the written inputs,
+// ONNX Runtime's SNR on an export, a report checked against its schema, the export of a run, a model file or model run on one input "x", ONNX Runtime on the written inputs,
 // the models built in code, samples written one a file, and a saved config spoiled and refused. Header-only,
 // like model_helpers.h.
 #pragma once
@@ -131,6 +131,24 @@ inline double ortSnrDb(const std::string& model, const std::string& q, const std
     acc.add(*ref, *got);
   }
   return acc.metrics().snrDb;
+}
+
+/// ONNX Runtime's SNR in dB of quantized `q`, run by runOrtBatch on dir/in_0_0.npy (into dir/q), against
+/// `ref`, the float model's first output on that input; NaN (and a test failure) when the run fails.
+inline double ortSnrAgainst(const Tensor& ref, const std::string& q, const std::string& dir) {
+  EXPECT_EQ(runOrtBatch(q, dir, dir + "/q", 1), 0);
+  auto got = readNpy(dir + "/q/out_0_0.npy");
+  EXPECT_TRUE(got) << got.status().message();
+  if (!got) return NAN;
+  ErrorAccumulator ort;
+  ort.add(ref, *got);
+  return ort.metrics().snrDb;
+}
+
+/// True when the report.json at `path` follows docs/report.schema.json (tests/support/validate_json.py).
+inline bool reportFollowsSchema(const std::string& path) {
+  return runCommand("/usr/bin/python3 " + std::string(QS_SOURCE_DIR) + "/tests/support/validate_json.py " +
+                    std::string(QS_SOURCE_DIR) + "/docs/report.schema.json " + path) == 0;
 }
 
 // Exports a run and returns the written quantized.onnx's path ("" on failure, a test failure).

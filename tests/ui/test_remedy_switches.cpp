@@ -177,7 +177,7 @@ class RemedySwitchTest : public QObject {
     r.depthwiseEqualize = r.integerConv = r.headWeightScale = false;
     r.headBiasCorrection = true;
     r.depthwiseSmooth = true;
-    r.calibrationRefine = 3;
+    r.calibrationRefine.passes = 3;
     r.smoothQuantAlpha = 0.3;
     box.apply(r);
     const AnalysisRequest defaults;
@@ -189,7 +189,7 @@ class RemedySwitchTest : public QObject {
     QVERIFY(r.headWeightScale && box.headWeightScaleBox()->isChecked());  // on by default
     QVERIFY(!r.headBiasCorrection && !box.headBiasCorrectionBox()->isChecked());  // off by default
     QCOMPARE(r.depthwiseSmooth, defaults.depthwiseSmooth);
-    QCOMPARE(r.calibrationRefine, defaults.calibrationRefine);
+    QCOMPARE(r.calibrationRefine.passes, defaults.calibrationRefine.passes);
     QVERIFY(!box.smoothQuantAlphaBox()->isEnabled());
     QCOMPARE(box.smoothQuantAlphaBox()->text(), QStringLiteral("alpha searched per layer"));
 
@@ -219,7 +219,7 @@ class RemedySwitchTest : public QObject {
     writeRemedySettings(AnalysisRequest{}, atDefaults);
     QVERIFY(!atDefaults.contains(QStringLiteral("head_weight_scale")));
     QVERIFY(!atDefaults.contains(QStringLiteral("head_bias_correction")));
-    QCOMPARE(r.calibrationRefine, 2);
+    QCOMPARE(r.calibrationRefine.passes, 2);
     QVERIFY(r.smoothQuant && r.weightClipSearch && !r.depthwiseEqualize && !r.integerConv && r.depthwiseSmooth);
     QCOMPARE(r.smoothQuantAlpha, 0.5);
     box.smoothQuantBox()->setChecked(false);
@@ -455,7 +455,7 @@ class RemedySwitchTest : public QObject {
     p.calibration.smoothQuantAlpha = 0.4;
     p.calibration.depthwiseEqualize = p.calibration.integerConv = false;
     p.calibration.depthwiseSmooth = true;
-    p.calibration.calibrationRefine = 2;
+    p.calibration.calibrationRefine.passes = 2;
     const QByteArray all = projectToJson(p, path);
     QVERIFY(all.contains("\"depthwise_equalize\": false") && all.contains("\"integer_conv\": false"));
     QVERIFY(all.contains("\"depthwise_smooth\": true") && all.contains("\"calibration_refine\": 2"));
@@ -463,7 +463,7 @@ class RemedySwitchTest : public QObject {
     QVERIFY2(projectFromJson(all, path, r, error), qPrintable(error));
     QVERIFY(r.calibration.smoothQuant && r.calibration.weightClipSearch && !r.calibration.depthwiseEqualize && !r.calibration.integerConv);
     QVERIFY(r.calibration.depthwiseSmooth);
-    QCOMPARE(r.calibration.calibrationRefine, 2);
+    QCOMPARE(r.calibration.calibrationRefine.passes, 2);
     QCOMPARE(r.calibration.smoothQuantAlpha, 0.4);
 
     // An alpha alone asks for SmoothQuant, as --smoothquant-alpha alone does.
