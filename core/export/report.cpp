@@ -70,10 +70,10 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
                        {"agreement", agreementJson(o.agreement)}});
     if (o.realisationSnrDb.size() > 1) {
       Json each = Json::array();
-      for (double v : o.realisationSnrDb) each.push_back(num(v));
+      for (double v : o.realisationSnrDb) each.push_back(jsonNumber(v));
       const auto [lo, hi] = std::minmax_element(o.realisationSnrDb.begin(), o.realisationSnrDb.end());
-      outputs.back()["realisations"] = {{"snr_db", each}, {"mean_db", num(o.realisationMeanDb())},
-                                        {"sd_db", num(o.realisationSdDb())}, {"min_db", num(*lo)}, {"max_db", num(*hi)}};
+      outputs.back()["realisations"] = {{"snr_db", each}, {"mean_db", jsonNumber(o.realisationMeanDb())},
+                                        {"sd_db", jsonNumber(o.realisationSdDb())}, {"min_db", jsonNumber(*lo)}, {"max_db", jsonNumber(*hi)}};
     }
   }
   j["outputs"] = outputs;
