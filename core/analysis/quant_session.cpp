@@ -211,7 +211,7 @@ Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& pr
   QS_RETURN_IF_ERROR(searchClips(data, progress));
   m_state.act = computeScales(g, m_plan, m_stats, scaleOverrides(), m_options.calibration);
   m_channelMax = std::move(channelMax);
-  if (activationsPerChannel(m_options.whatIf)) computeChannelScales(g, m_plan, m_channelMax, m_state);
+  if (activationsPerChannel(m_options.whatIf)) computeChannelScales(g, m_plan, m_channelMax, m_options.whatIfChannelAmax, m_state);
   calibrateTensorRanges();
   keepGoing(*m_cancelToken, progress, 1.0, "calibrated");
   return Status::ok();
@@ -229,7 +229,7 @@ Status QuantSession::setActivationAmax(const std::map<std::string, float>& amaxB
   }
   m_state.act = computeScales(g, m_plan, m_stats, scaleOverrides(), m_options.calibration);
   // --what-if activations-per-channel: the channels follow the new tensor amax (none without calibrate()).
-  if (activationsPerChannel(m_options.whatIf)) computeChannelScales(g, m_plan, m_channelMax, m_state);
+  if (activationsPerChannel(m_options.whatIf)) computeChannelScales(g, m_plan, m_channelMax, m_options.whatIfChannelAmax, m_state);
   return Status::ok();
 }
 

@@ -131,6 +131,7 @@ struct AnalysisOptions {
   /// integer Convs, the plane-wise depthwise runs and the prepacked weights (every node then goes
   /// through FakeQuantTransform::transform, which applies it).
   WhatIf whatIf = WhatIf::None;
+  ChannelAmax whatIfChannelAmax = ChannelAmax::Capped;  // --what-if-channel-amax
 };
 
 struct BatchCache;

@@ -27,6 +27,17 @@ const char* whatIfName(WhatIf w) {
   return "none";
 }
 
+bool parseChannelAmax(const std::string& name, ChannelAmax& out) {
+  for (ChannelAmax c : {ChannelAmax::Capped, ChannelAmax::Scaled})
+    if (name == channelAmaxName(c)) {
+      out = c;
+      return true;
+    }
+  return false;
+}
+
+const char* channelAmaxName(ChannelAmax c) { return c == ChannelAmax::Scaled ? "scaled" : "capped"; }
+
 std::map<std::pair<NodeId, size_t>, ChannelScales> perChannelActivationPoints(const Graph& g, const QuantPlan& plan) {
   std::map<std::pair<NodeId, size_t>, ChannelScales> points;
   for (const ActivationPoint& a : plan.activations) {
@@ -50,7 +61,8 @@ std::map<std::pair<NodeId, size_t>, ChannelScales> perChannelActivationPoints(co
 }
 
 void computeChannelScales(const Graph& g, const QuantPlan& plan,
-                          const std::map<std::pair<ValueId, int>, std::vector<double>>& channelMax, QuantState& s) {
+                          const std::map<std::pair<ValueId, int>, std::vector<double>>& channelMax, ChannelAmax rule,
+                          QuantState& s) {
   s.actChannels.clear();
   for (auto& [key, ch] : perChannelActivationPoints(g, plan)) {
     const ActivationQuant* q = s.activation(ch.value);
@@ -59,7 +71,8 @@ void computeChannelScales(const Graph& g, const QuantPlan& plan,
     const double top = *std::max_element(m->second.begin(), m->second.end());
     if (!(top > 0)) continue;
     for (double c : m->second) {
-      const float scale = roundScale(scaleFromAmax((float)(q->amax * (c / top)), plan.mode), s.highPrecision);
+      const double amax = rule == ChannelAmax::Scaled ? q->amax * (c / top) : std::min((double)q->amax, c);
+      const float scale = roundScale(scaleFromAmax((float)amax, plan.mode), s.highPrecision);
       ch.scale.push_back(c > 0 && scale > 0 ? scale : q->scale);
     }
     s.actChannels.emplace(key, std::move(ch));

@@ -35,6 +35,15 @@ bool parseWhatIf(const std::string& name, WhatIf& out);
 /// The name parseWhatIf() reads.
 const char* whatIfName(WhatIf w);
 inline bool weightsFloat(WhatIf w) { return ((int)w & 1) != 0; }
+/// --what-if-channel-amax: each channel's amax under WhatIf::ActivationsPerChannel. Capped (the
+/// default): min(the tensor's calibrated amax, the channel's max), so no channel is clipped more
+/// than per tensor and each is rounded at a step no coarser. Scaled: the tensor's amax x the
+/// channel's max / the tensor's max (the calibrator's clip fraction applied to every channel,
+/// which clips the channels that per tensor were not clipped at all: measured worse than per
+/// tensor on det and rec, docs/quality.md "Bounds").
+enum class ChannelAmax { Capped = 0, Scaled = 1 };
+bool parseChannelAmax(const std::string& name, ChannelAmax& out);
+const char* channelAmaxName(ChannelAmax c);
 inline bool activationsPerChannel(WhatIf w) { return ((int)w & 2) != 0; }
 
 /// WhatIf::ActivationsPerChannel: the per-channel scales of one activation point (node, input).
@@ -128,10 +137,11 @@ std::map<ValueId, ActivationQuant> computeScales(const Graph& g, const QuantPlan
 
 /// WhatIf::ActivationsPerChannel: s.actChannels from the calibrated per-tensor scales (s.act) and
 /// each point's channel max |x| over the calibration data, keyed (value, axis): a channel's amax
-/// = the tensor's amax x channel max / max over channels; a channel that was all zeros keeps the
-/// tensor's scale. A point with no tensor scale or no channel maxima is left per tensor.
+/// by `rule` (ChannelAmax); a channel that was all zeros keeps the tensor's scale. A point with no
+/// tensor scale or no channel maxima is left per tensor.
 void computeChannelScales(const Graph& g, const QuantPlan& plan,
-                          const std::map<std::pair<ValueId, int>, std::vector<double>>& channelMax, QuantState& s);
+                          const std::map<std::pair<ValueId, int>, std::vector<double>>& channelMax, ChannelAmax rule,
+                          QuantState& s);
 
 /// fp16/bf16: the float constants of `g` rounded to s.highPrecision into s.roundedConstants (the
 /// inputs keepsFloat32Input names excepted); nothing with fp32.

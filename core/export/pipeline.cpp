@@ -323,6 +323,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   ao.integerConv = rq.integerConv;
   ao.gramSplit = rq.gramSplit;
   ao.whatIf = rq.whatIf;
+  ao.whatIfChannelAmax = rq.whatIfChannelAmax;
   if (saved) {  // the saved head weight scale search's ratios
     for (const WeightScaleRatios& w : saved->headWeightScale) {
       const ValueId v = run.model->graph.findValue(w.tensor);
@@ -655,6 +656,7 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (!rq.integerConv) s["integer_conv"] = "off";
   if (!rq.gramSplit) s["gram_split"] = "off";
   if (rq.whatIf != WhatIf::None) s["what_if"] = whatIfName(rq.whatIf);  // absent without: earlier reports unchanged
+  if (activationsPerChannel(rq.whatIf)) s["what_if_channel_amax"] = channelAmaxName(rq.whatIfChannelAmax);
   return s;
 }
 

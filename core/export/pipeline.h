@@ -151,6 +151,8 @@ struct AnalysisRequest {
   /// no engine runs it, so an export refuses it (buildExportBundle). int8 or fp8, calibrated scales,
   /// fp32 high precision only (validateRequest).
   WhatIf whatIf = WhatIf::None;
+  /// --what-if-channel-amax capped|scaled: the channels' amax under activations per channel (ChannelAmax).
+  ChannelAmax whatIfChannelAmax = ChannelAmax::Capped;
 };
 
 /// The calibration method named `name` (auto, max, entropy, percentile, mse). The one parser of method
