@@ -241,6 +241,10 @@ TEST(WhatIf, TheCliAnalyzesItAndRefusesToExportIt) {
   nlohmann::json j = nlohmann::json::parse(readText(report), nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << out;
   EXPECT_EQ(j["settings"]["what_if"], "both");
+  EXPECT_EQ(j["settings"]["what_if_channel_amax"], "capped");
+  EXPECT_EQ(runCommand("/usr/bin/python3 " + std::string(QS_SOURCE_DIR) + "/tests/support/validate_json.py " +
+                       std::string(QS_SOURCE_DIR) + "/docs/report.schema.json " + report),
+            0);
 
   const std::string cmd = std::string(QS_BINARY) + " export " + common + " --what-if weights-float --output-dir " +
                           f.dir + "/out > " + f.dir + "/err.txt 2>&1";
