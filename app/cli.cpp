@@ -55,6 +55,8 @@ struct TextFlags {
   std::string pointwiseSmooth;    // on|off
   std::string remedies = "none";  // auto|none
   std::string memoryBudget;  // --memory-budget SIZE
+  std::string whatIf;        // --what-if weights-float|activations-per-channel|both|none
+  std::string whatIfChannelAmax;  // --what-if-channel-amax capped|scaled
 };
 TextFlags g_text;
 Int4Args g_int4;
@@ -146,6 +148,13 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_option("--activation-split", g_text.activationSplit,
                  "on|off: split each activation point's error into clip noise and rounding noise, at the tensor and "
                  "at each quantizable consumer, into report.json (a float pass more; default off)");
+  cmd.add_option("--what-if", g_text.whatIf,
+                 "weights-float|activations-per-channel|both|none: analysis only, a bound no engine runs: every "
+                 "weight left in float, or each Conv/MatMul/Gemm input channel its own INT8 scale (the calibrated "
+                 "clip carried over), or both; the fallback works under it; export refuses it (default none)");
+  cmd.add_option("--what-if-channel-amax", g_text.whatIfChannelAmax,
+                 "capped|scaled: with --what-if activations-per-channel, each channel's amax: min(tensor amax, channel "
+                 "max) (default), or the tensor amax x channel max / tensor max (the clip fraction on every channel)");
   cmd.add_option("--output-kind", g_text.outputKinds,
                  "NAME=classes|sequence|dense: how an output's agreement is measured (default: from its producer)")
       ->delimiter(',');
@@ -248,6 +257,12 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   if (g_text.mode == "int4" && a.calibration.highPrecision != HighPrecision::Fp32) {
     return invalidArgument("--high-precision-dtype " + g_text.highPrecision + " does not apply to --quantize-mode int4");
   }
+  if (!g_text.whatIf.empty() && !parseWhatIf(g_text.whatIf, a.whatIf))
+    return invalidArgument("--what-if '" + g_text.whatIf + "': expected weights-float, activations-per-channel, both or none");
+  if (!g_text.whatIfChannelAmax.empty() && !parseChannelAmax(g_text.whatIfChannelAmax, a.whatIfChannelAmax))
+    return invalidArgument("--what-if-channel-amax '" + g_text.whatIfChannelAmax + "': expected capped or scaled");
+  if (g_text.mode == "int4" && a.whatIf != WhatIf::None)
+    return invalidArgument(std::string("--what-if ") + whatIfName(a.whatIf) + " does not apply to --quantize-mode int4");
   if (g_text.mode == "int4") return finishInt4Options(a, g_text.method, g_text.blockSize, g_int4);
   if (g_text.blockSizeOption && g_text.blockSizeOption->count() > 0) return invalidArgument("--block-size needs --quantize-mode int4");
   QS_RETURN_IF_ERROR(parseQuantizeMode(g_text.mode, a.calibration.mode));

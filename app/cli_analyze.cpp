@@ -63,6 +63,14 @@ int runAnalyze(const AnalyzeArgs& args) {
   if (!run->remedies.choice.empty()) std::fputs(remedyChoiceText(run->remedies.choice).c_str(), stderr);
   if (!std::isnan(args.request.targetSnrDb) || !std::isnan(args.request.targetAgreement)) printFallback(*run);
   const AnalysisResult& r = *run->result();
+  if (args.request.whatIf != WhatIf::None) {
+    std::printf("what-if %s: these figures are a bound no engine runs (%s), not an INT8 model's\n",
+                whatIfName(args.request.whatIf),
+                args.request.whatIf == WhatIf::WeightsFloat ? "every weight left in float"
+                : args.request.whatIf == WhatIf::ActivationsPerChannel
+                    ? "each Conv/MatMul/Gemm input channel its own activation scale"
+                    : "weights in float and activations per channel");
+  }
   for (const auto& o : r.outputs) {
     std::printf("output %-32s SNR %8.2f dB  cosine %.6f  MSE %.4g\n", o.name.c_str(), o.metrics.snrDb, o.metrics.cosine,
                 o.metrics.mse);

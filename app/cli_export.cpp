@@ -12,6 +12,11 @@ int runExport(const ExportArgs& args) {
   if (args.target.outputDir.empty() && args.target.outputPath.empty()) {
     return reportError(invalidArgument("export: give --output-dir DIR (all files) or --output_path FILE (the model alone)"));
   }
+  if (args.request.whatIf != WhatIf::None) {  // before any work: buildExportBundle would refuse it anyway
+    return reportError(invalidArgument(std::string("export: --what-if ") + whatIfName(args.request.whatIf) +
+                                       " is an analysis-only bound (" + args.request.modelPath +
+                                       "): no engine runs it; use quantscope analyze"));
+  }
   RunCallbacks cb = terminalCallbacks(args.progress);
   auto run = prepareRun(args.request, cb);
   if (!run) return reportError(run.status());

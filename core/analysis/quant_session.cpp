@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <limits>
 
 #include "core/analysis/batch_schedule.h"
@@ -25,6 +26,27 @@ uint64_t weightBytes(const Graph& g) {
   for (const Value& v : g.values)
     if (v.constant) bytes += v.constant->byteSize();
   return bytes;
+}
+
+// range[c] = max(range[c], max |x|) over channel c along `axis` (< 0: from the end) of a float
+// tensor; range sized on first use, left as is where the axis or channel count does not fit.
+void accumulateAxisAbsMax(const Tensor& t, int axis, std::vector<double>& range) {
+  if (axis < 0) axis += t.rank();
+  if (axis < 0 || axis >= t.rank()) return;
+  const int64_t C = t.dim(axis);
+  if (range.empty()) range.assign((size_t)C, 0.0);
+  if ((int64_t)range.size() != C) return;
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= t.dim(i);
+  for (int i = axis + 1; i < t.rank(); ++i) inner *= t.dim(i);
+  const float* p = t.data<float>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < C; ++c) {
+      const float* q = p + (o * C + c) * inner;
+      float m = 0;
+      for (int64_t i = 0; i < inner; ++i) m = std::max(m, std::fabs(q[i]));
+      range[(size_t)c] = std::max(range[(size_t)c], (double)m);
+    }
 }
 
 }  // namespace
@@ -81,6 +103,7 @@ void QuantSession::indexPoints() {
   m_state.highPrecision = m_options.calibration.highPrecision;
   m_state.executor = m_executor.get();
   m_state.weightClip = m_options.weightClip;
+  m_state.whatIf = m_options.whatIf;
   quantizeWeights(g, m_plan, m_state);
   roundConstants(g, m_state);
   if (m_state.highPrecision != HighPrecision::Fp32) {
@@ -102,6 +125,14 @@ void QuantSession::indexPoints() {
   m_paths.gramSplit = m_options.gramSplit;
   m_paths.packedWq = m_options.prepackWeights ? findPackedMatMulWeights(g, m_state, m_options.dnnlMatMul)
                                               : decltype(m_paths.packedWq)(N);
+  if (m_state.whatIf != WhatIf::None) {
+    // A what-if changes points these paths read on their own (the integer weights, the tensor's
+    // scale): every quantized node goes through FakeQuantTransform::transform instead.
+    m_paths.dwConv.assign(N, nullptr);
+    m_paths.intConv.assign(N, nullptr);
+    m_paths.packedWq.assign(N, nullptr);
+    m_paths.gramSplit = false;
+  }
 }
 
 Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& progress) {
@@ -123,19 +154,37 @@ Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& pr
         if (v != kNoValue) want(v);
   }
 
+  // --what-if activations-per-channel: the channel axes of each value read by a per-channel point.
+  std::multimap<ValueId, int> channelAxes;
+  std::map<std::pair<ValueId, int>, std::vector<double>> channelMax;
+  m_state.actChannels.clear();  // the clip search below runs at per-tensor scales
+  if (activationsPerChannel(m_options.whatIf))
+    for (const auto& [key, ch] : perChannelActivationPoints(g, m_plan))
+      if (!channelMax.count({ch.value, ch.axis})) {
+        channelAxes.emplace(ch.value, ch.axis);
+        channelMax[{ch.value, ch.axis}];
+      }
+
   struct Collector : ExecutionObserver {
     const std::vector<char>* wanted;
     std::map<ValueId, TensorStats>* stats;
+    const std::multimap<ValueId, int>* channelAxes;
+    std::map<std::pair<ValueId, int>, std::vector<double>>* channelMax;
     uint64_t bytes = 0;  // of the batch's graph inputs and node outputs
     void see(ValueId id, const Tensor& t) {
       bytes += t.byteSize();
       if ((*wanted)[(size_t)id] && t.dtype() == DType::Float) stats->at(id).add(t.data<float>(), t.numel());
+      if (t.dtype() == DType::Float)
+        for (auto [it, end] = channelAxes->equal_range(id); it != end; ++it)
+          accumulateAxisAbsMax(t, it->second, channelMax->at({id, it->second}));
     }
     void onGraphInput(ValueId id, const Tensor& t) override { see(id, t); }
     void onNodeOutput(NodeId, size_t, ValueId id, const Tensor& t) override { see(id, t); }
   } collector;
   collector.wanted = &wanted;
   collector.stats = &stats;
+  collector.channelAxes = &channelAxes;
+  collector.channelMax = &channelMax;
   // Inputs that are also initializers (and constants feeding points) are seen once here.
   for (auto& [id, st] : stats) {
     const Value& v = g.value(id);
@@ -161,6 +210,8 @@ Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& pr
   m_calibratedSamples = data.sampleCount();
   QS_RETURN_IF_ERROR(searchClips(data, progress));
   m_state.act = computeScales(g, m_plan, m_stats, scaleOverrides(), m_options.calibration);
+  m_channelMax = std::move(channelMax);
+  if (activationsPerChannel(m_options.whatIf)) computeChannelScales(g, m_plan, m_channelMax, m_options.whatIfChannelAmax, m_state);
   calibrateTensorRanges();
   keepGoing(*m_cancelToken, progress, 1.0, "calibrated");
   return Status::ok();
@@ -177,6 +228,8 @@ Status QuantSession::setActivationAmax(const std::map<std::string, float>& amaxB
     m_amaxOverride[id] = amax;
   }
   m_state.act = computeScales(g, m_plan, m_stats, scaleOverrides(), m_options.calibration);
+  // --what-if activations-per-channel: the channels follow the new tensor amax (none without calibrate()).
+  if (activationsPerChannel(m_options.whatIf)) computeChannelScales(g, m_plan, m_channelMax, m_options.whatIfChannelAmax, m_state);
   return Status::ok();
 }
 

@@ -135,6 +135,12 @@ struct AnalysisOptions {
   /// fallback checks its target on their mean. 1: none.
   int realisations = 1;
   double realisationDither = 1e-6;
+  /// --what-if (QuantState::whatIf): a bound no engine runs; analysis only. With activations per
+  /// channel, calibrate() also collects each per-channel point's channel max |x|. Turns off the
+  /// integer Convs, the plane-wise depthwise runs and the prepacked weights (every node then goes
+  /// through FakeQuantTransform::transform, which applies it).
+  WhatIf whatIf = WhatIf::None;
+  ChannelAmax whatIfChannelAmax = ChannelAmax::Capped;  // --what-if-channel-amax
 };
 
 struct BatchCache;
@@ -291,6 +297,8 @@ class QuantSession {
                      const std::map<ValueId, ClipCandidate>& layerwise, const ProgressFn& progress);
   std::map<ValueId, float> tensorRanges() const;
   std::map<ValueId, float> m_amaxOverride;
+  // --what-if activations-per-channel: each per-channel point's channel max |x| by (value, axis).
+  std::map<std::pair<ValueId, int>, std::vector<double>> m_channelMax;
   std::map<ValueId, ClipChoice> m_clipChoices;  // method auto: the search's amax, beneath m_amaxOverride
   std::vector<std::string> m_calibrationWarnings;
   // The amax overrides computeScales() applies: the clip search's choices, then the explicit ones.

@@ -8,6 +8,77 @@
 
 namespace qs {
 
+bool parseWhatIf(const std::string& name, WhatIf& out) {
+  for (WhatIf w : {WhatIf::None, WhatIf::WeightsFloat, WhatIf::ActivationsPerChannel, WhatIf::Both})
+    if (name == whatIfName(w)) {
+      out = w;
+      return true;
+    }
+  return false;
+}
+
+const char* whatIfName(WhatIf w) {
+  switch (w) {
+    case WhatIf::WeightsFloat: return "weights-float";
+    case WhatIf::ActivationsPerChannel: return "activations-per-channel";
+    case WhatIf::Both: return "both";
+    case WhatIf::None: break;
+  }
+  return "none";
+}
+
+bool parseChannelAmax(const std::string& name, ChannelAmax& out) {
+  for (ChannelAmax c : {ChannelAmax::Capped, ChannelAmax::Scaled})
+    if (name == channelAmaxName(c)) {
+      out = c;
+      return true;
+    }
+  return false;
+}
+
+const char* channelAmaxName(ChannelAmax c) { return c == ChannelAmax::Scaled ? "scaled" : "capped"; }
+
+std::map<std::pair<NodeId, size_t>, ChannelScales> perChannelActivationPoints(const Graph& g, const QuantPlan& plan) {
+  std::map<std::pair<NodeId, size_t>, ChannelScales> points;
+  for (const ActivationPoint& a : plan.activations) {
+    const Node& n = g.nodes[(size_t)a.node];
+    if (!n.domain.empty()) continue;
+    int axis = 0;
+    if (n.opType == "Conv" && a.inputIndex == 0) {
+      axis = 1;
+    } else if (n.opType == "MatMul" && a.inputIndex < 2) {
+      axis = a.inputIndex == 0 ? -1 : -2;  // K: A's last axis, B's second last
+    } else if (n.opType == "Gemm" && a.inputIndex < 2) {
+      const Attribute* t = n.attr(a.inputIndex == 0 ? "transA" : "transB");
+      const bool trans = t && t->i != 0;
+      axis = a.inputIndex == 0 ? (trans ? 0 : 1) : (trans ? 1 : 0);
+    } else {
+      continue;  // pools, Concat, elementwise: per tensor
+    }
+    points[{a.node, a.inputIndex}] = ChannelScales{a.value, axis, {}};
+  }
+  return points;
+}
+
+void computeChannelScales(const Graph& g, const QuantPlan& plan,
+                          const std::map<std::pair<ValueId, int>, std::vector<double>>& channelMax, ChannelAmax rule,
+                          QuantState& s) {
+  s.actChannels.clear();
+  for (auto& [key, ch] : perChannelActivationPoints(g, plan)) {
+    const ActivationQuant* q = s.activation(ch.value);
+    auto m = channelMax.find({ch.value, ch.axis});
+    if (!q || q->scale <= 0 || m == channelMax.end() || m->second.empty()) continue;
+    const double top = *std::max_element(m->second.begin(), m->second.end());
+    if (!(top > 0)) continue;
+    for (double c : m->second) {
+      const double amax = rule == ChannelAmax::Scaled ? q->amax * (c / top) : std::min((double)q->amax, c);
+      const float scale = roundScale(scaleFromAmax((float)amax, plan.mode), s.highPrecision);
+      ch.scale.push_back(c > 0 && scale > 0 ? scale : q->scale);
+    }
+    s.actChannels.emplace(key, std::move(ch));
+  }
+}
+
 ValueId QuantState::inputActPoint(NodeId node) const {
   for (const PointRef& r : pointsByNode[(size_t)node])
     if (r.weight < 0 && r.inputIndex == 0) return r.value;
@@ -40,7 +111,9 @@ void quantizeWeights(const Graph& g, const QuantPlan& plan, QuantState& s) {
     if (auto clip = s.weightClip.find(w.value); clip != s.weightClip.end() && clip->second.size() == wq.amax.size())
       for (size_t c = 0; c < wq.amax.size(); ++c) wq.amax[c] *= clip->second[c];
     for (float a : wq.amax) wq.scale.push_back(roundScale(scaleFromAmax(a, plan.mode), s.highPrecision));
-    s.fakeWeights.push_back(fakeQuantize(t, wq.scale, w.axis, plan.mode, kWeightQmin, kWeightQmax));
+    // --what-if weights-float: the scales stay (the report shows them), the weight stays float.
+    if (weightsFloat(s.whatIf)) s.fakeWeights.push_back(s.highPrecision == HighPrecision::Fp32 ? t : t.clone());
+    else s.fakeWeights.push_back(fakeQuantize(t, wq.scale, w.axis, plan.mode, kWeightQmin, kWeightQmax));
     roundInPlace(s.fakeWeights.back(), s.highPrecision);
     s.pointsByNode[(size_t)w.node].push_back(PointRef{w.inputIndex, w.value, (int)s.weights.size()});
     s.weights.push_back(std::move(wq));
@@ -92,6 +165,14 @@ const Tensor* FakeQuantTransform::transform(NodeId node, size_t input, const Ten
     if (!(m_parts & kActivations) || value.dtype() != DType::Float) return nullptr;
     const ActivationQuant* q = m_s.activation(r.value);
     if (!q) return nullptr;
+    if (!m_s.actChannels.empty())  // --what-if activations-per-channel
+      if (auto ch = m_s.actChannels.find({node, input}); ch != m_s.actChannels.end()) {
+        const int axis = ch->second.axis < 0 ? value.rank() + ch->second.axis : ch->second.axis;
+        if (axis >= 0 && axis < value.rank() && value.dim(axis) == (int64_t)ch->second.scale.size()) {
+          storage = fakeQuantize(value, ch->second.scale, axis, m_s.mode, kActQmin, kActQmax);
+          return &storage;
+        }
+      }
     storage = fakeQuantize(value, {q->scale}, 0, m_s.mode, kActQmin, kActQmax, m_s.threads);
     return &storage;
   }

@@ -6,6 +6,8 @@
 
 #include <map>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/analysis/results.h"
@@ -17,6 +19,44 @@ namespace qs {
 
 struct NodePaths;
 class NodeCompare;
+
+/// --what-if (analysis only, never exported): a simulation that no INT8 engine runs, to bound what a
+/// family of remedies could buy at best. WeightsFloat: every weight point left in float (the
+/// activations quantized as usual), the bound of any weight-side remedy (rounding, clip search,
+/// bias correction). ActivationsPerChannel: each channel of a Conv input (axis 1) and of a
+/// MatMul/Gemm input (its reduction axis K) its own scale, the channel's amax the tensor's
+/// calibrated amax x the channel's max / the tensor's max (the calibrator's clip fraction carries
+/// over), the bound of any per-channel rescaling (equalization, smoothing, SmoothQuant) under
+/// per-tensor activation scales. Both: the two at once.
+enum class WhatIf { None = 0, WeightsFloat = 1, ActivationsPerChannel = 2, Both = 3 };
+
+/// "none", "weights-float", "activations-per-channel", "both" into `out`; false for any other name.
+bool parseWhatIf(const std::string& name, WhatIf& out);
+/// The name parseWhatIf() reads.
+const char* whatIfName(WhatIf w);
+inline bool weightsFloat(WhatIf w) { return ((int)w & 1) != 0; }
+/// --what-if-channel-amax: each channel's amax under WhatIf::ActivationsPerChannel. Capped (the
+/// default): min(the tensor's calibrated amax, the channel's max), so no channel is clipped more
+/// than per tensor and each is rounded at a step no coarser. Scaled: the tensor's amax x the
+/// channel's max / the tensor's max (the calibrator's clip fraction applied to every channel,
+/// which clips the channels that per tensor were not clipped at all: measured worse than per
+/// tensor on det and rec, docs/quality.md "Bounds").
+enum class ChannelAmax { Capped = 0, Scaled = 1 };
+bool parseChannelAmax(const std::string& name, ChannelAmax& out);
+const char* channelAmaxName(ChannelAmax c);
+inline bool activationsPerChannel(WhatIf w) { return ((int)w & 2) != 0; }
+
+/// WhatIf::ActivationsPerChannel: the per-channel scales of one activation point (node, input).
+struct ChannelScales {
+  ValueId value = kNoValue;
+  int axis = 1;              // the channel axis; < 0 counts from the end (-1: the last)
+  std::vector<float> scale;  // per channel
+};
+
+/// The activation points WhatIf::ActivationsPerChannel makes per channel, keyed (node, input): a
+/// Conv's input 0 (axis 1), a MatMul's inputs (A: -1, B: -2, the K axis), a Gemm's (K by transA /
+/// transB). `scale` left empty; the other points stay per tensor.
+std::map<std::pair<NodeId, size_t>, ChannelScales> perChannelActivationPoints(const Graph& g, const QuantPlan& plan);
 
 /// A quantization point on input `inputIndex` of a node.
 struct PointRef {
@@ -61,6 +101,12 @@ struct QuantState {
   /// index of the one it reads (-1: none; empty: no corrections at all).
   std::vector<ConstantCorrection> corrections;
   std::vector<int> correctionOf;
+  /// --what-if: WeightsFloat leaves fakeWeights equal to the float weights (the scales are still
+  /// computed, for the report); ActivationsPerChannel reads actChannels. The fast paths of
+  /// node_paths.h (integer and plane-wise Convs, prepacked Wq) are off under either.
+  WhatIf whatIf = WhatIf::None;
+  /// WhatIf::ActivationsPerChannel: per (node, input), the channel scales used instead of the tensor's.
+  std::map<std::pair<NodeId, size_t>, ChannelScales> actChannels;
 
   /// The correction of input `input` of `reader`, whether or not its owner is quantized (null: none).
   const ConstantCorrection* correction(NodeId reader, size_t input) const {
@@ -88,6 +134,14 @@ std::map<ValueId, ActivationQuant> computeScales(const Graph& g, const QuantPlan
                                                  const std::map<ValueId, TensorStats>& stats,
                                                  const std::map<ValueId, float>& amaxOverride,
                                                  const CalibrationSettings& calibration);
+
+/// WhatIf::ActivationsPerChannel: s.actChannels from the calibrated per-tensor scales (s.act) and
+/// each point's channel max |x| over the calibration data, keyed (value, axis): a channel's amax
+/// by `rule` (ChannelAmax); a channel that was all zeros keeps the tensor's scale. A point with no
+/// tensor scale or no channel maxima is left per tensor.
+void computeChannelScales(const Graph& g, const QuantPlan& plan,
+                          const std::map<std::pair<ValueId, int>, std::vector<double>>& channelMax, ChannelAmax rule,
+                          QuantState& s);
 
 /// fp16/bf16: the float constants of `g` rounded to s.highPrecision into s.roundedConstants (the
 /// inputs keepsFloat32Input names excepted); nothing with fp32.

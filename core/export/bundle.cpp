@@ -41,6 +41,10 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
   const AnalysisRequest& rq = run.request;
   const auto result = run.result();
   if (!run.model || !result) return invalidArgument("nothing to export: calibrate first");
+  if (rq.whatIf != WhatIf::None) {
+    return invalidArgument(std::string("export: --what-if ") + whatIfName(rq.whatIf) + " is an analysis-only bound (" +
+                           run.request.modelPath + "): no engine runs it, so nothing can be exported");
+  }
   if (target.outputDir.empty() && target.outputPath.empty()) {
     return invalidArgument("export: give --output-dir DIR (all files) or --output_path FILE (the model alone)");
   }

@@ -10,6 +10,7 @@
 #include "core/export/remedy_choice.h"
 #include "core/export/remedy_run.h"
 #include "core/onnx/loader.h"
+#include "core/quant/high_precision.h"
 #include "core/util/memory_budget.h"
 
 namespace qs {
@@ -78,6 +79,17 @@ Status validateRequest(const AnalysisRequest& r) {
     return invalidArgument(std::string(r.smoothQuant ? "--smoothquant" : "--weight-clip-search") +
                            " changes the weights or their scales: it needs calibration, not " +
                            (r.loadConfig.empty() ? "--calibration-cache-path" : "--load-config"));
+  }
+  if (r.whatIf != WhatIf::None) {
+    const std::string w = std::string("--what-if ") + whatIfName(r.whatIf);
+    if (!r.loadConfig.empty() || !r.calibrationCache.empty())
+      return invalidArgument(w + " needs calibration (the channels' ranges), not " +
+                             (r.loadConfig.empty() ? "--calibration-cache-path" : "--load-config"));
+    if (r.calibration.highPrecision != HighPrecision::Fp32)
+      return invalidArgument(w + " simulates with the float part in fp32 only, not --high-precision-dtype " +
+                             highPrecisionName(r.calibration.highPrecision));
+    if (r.activationSplit && activationsPerChannel(r.whatIf))
+      return invalidArgument(w + ": --activation-split splits per-tensor scales only");
   }
   if ((r.equalize || r.biasCorrection) && (!r.loadConfig.empty() || !r.calibrationCache.empty())) {
     return invalidArgument(std::string(r.equalize ? "--equalize" : "--bias-correction") +
@@ -316,6 +328,8 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   ao.gramSplit = rq.gramSplit;
   ao.realisations = std::max(1, rq.realisations);
   ao.realisationDither = rq.realisationDither;
+  ao.whatIf = rq.whatIf;
+  ao.whatIfChannelAmax = rq.whatIfChannelAmax;
   if (saved) {  // the saved head weight scale search's ratios
     for (const WeightScaleRatios& w : saved->headWeightScale) {
       const ValueId v = run.model->graph.findValue(w.tensor);
@@ -652,6 +666,8 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   }
   if (!rq.integerConv) s["integer_conv"] = "off";
   if (!rq.gramSplit) s["gram_split"] = "off";
+  if (rq.whatIf != WhatIf::None) s["what_if"] = whatIfName(rq.whatIf);  // absent without: earlier reports unchanged
+  if (activationsPerChannel(rq.whatIf)) s["what_if_channel_amax"] = channelAmaxName(rq.whatIfChannelAmax);
   return s;
 }
 

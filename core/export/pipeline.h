@@ -150,6 +150,13 @@ struct AnalysisRequest {
   /// --gram-split: the weight/activation split of MatMuls from Gram matrices where cheaper
   /// (AnalysisOptions::gramSplit), or off: from the products.
   bool gramSplit = true;
+  /// --what-if weights-float|activations-per-channel|both (AnalysisOptions::whatIf, quant_state.h):
+  /// a bound of what a family of remedies could buy, simulated by the analysis and its fallback;
+  /// no engine runs it, so an export refuses it (buildExportBundle). int8 or fp8, calibrated scales,
+  /// fp32 high precision only (validateRequest).
+  WhatIf whatIf = WhatIf::None;
+  /// --what-if-channel-amax capped|scaled: the channels' amax under activations per channel (ChannelAmax).
+  ChannelAmax whatIfChannelAmax = ChannelAmax::Capped;
 };
 
 /// The calibration method named `name` (auto, max, entropy, percentile, mse). The one parser of method

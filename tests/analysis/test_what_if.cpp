@@ -1,0 +1,259 @@
+// --what-if (QuantState::whatIf, core/analysis/quant_state.h): the analysis-only bounds of what a
+// remedy family could buy. A built model where the answer is known: a 1x1 Conv whose input has two
+// channels two decades apart (x * [1, 0.01]) and weights that make both channels count as much in the
+// output (w[:, 1] = 100 x a weight of the size of w[:, 0]). Per tensor, the small channel is rounded
+// to a step or two of the large one's scale; per channel each has its own scale, and the Conv's
+// activation SNR rises by far more than 20 dB. With the weights in float the weight SNR is infinite
+// and the node's layer-wise error is its activation-only error, the same as with quantized weights.
+// The fallback runs under it, and an export refuses it in one line (core and CLI).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "core/analysis/quant_session.h"
+#include "core/export/bundle.h"
+#include "core/export/pipeline.h"
+#include "tests/support/remedy_helpers.h"
+#include "tests/support/sensitivity_model.h"
+
+using namespace qs;
+using namespace qs::test;
+
+namespace {
+
+constexpr float kSmall = 0.01f;  // channel 1's scale against channel 0's: two decades
+
+// x [1, 2, 8, 8] -> Mul "scale" by [1, 0.01] per channel -> h -> Conv "conv" 3x3, group 2 (each output
+// reads one channel; channel 1's weights 100x channel 0's, so both outputs are of one size) -> y.
+OnnxBuilder twoDecadesBuilder() {
+  OnnxBuilder b(13);
+  b.input("x", {1, 2, 8, 8}).output("y", {1, 2, 8, 8});
+  b.initializer("s", {1, 2, 1, 1}, {1.f, kSmall});
+  std::mt19937 rng(5);
+  std::vector<float> w = randomValues(18, rng, -1.f, 1.f);
+  for (size_t i = 9; i < 18; ++i) w[i] /= kSmall;
+  b.initializer("w", {2, 1, 3, 3}, w);
+  b.node("Mul", {"x", "s"}, {"h"}, "scale");
+  auto& conv = b.node("Conv", {"h", "w"}, {"y"}, "conv");
+  OnnxBuilder::attrInt(conv, "group", 2);
+  OnnxBuilder::attrInts(conv, "pads", {1, 1, 1, 1});
+  return b;
+}
+
+struct Analysed {
+  std::shared_ptr<Model> model;
+  std::shared_ptr<const CalibrationData> data;
+  std::unique_ptr<QuantSession> session;
+  std::shared_ptr<const AnalysisResult> result;
+};
+
+Analysed analysed(WhatIf whatIf, ChannelAmax rule = ChannelAmax::Capped, float amaxFraction = 1) {
+  Analysed a;
+  a.model = builtModel(twoDecadesBuilder(), "two_decades.onnx");
+  AnalysisOptions ao;
+  ao.calibration.method = CalibMethod::Max;
+  ao.threads = 1;
+  ao.whatIf = whatIf;
+  ao.whatIfChannelAmax = rule;
+  QuantConfig config;
+  config.nodesToQuantize = {"conv"};
+  auto s = QuantSession::create(a.model, config, ao);
+  EXPECT_TRUE(s) << s.status().message();
+  a.session = std::move(s).value();
+  a.data = randomData(*a.model, 4);
+  EXPECT_TRUE(a.session->calibrate(*a.data));
+  if (amaxFraction < 1) {
+    const float amax = a.session->state().activation(a.model->graph.findValue("h"))->amax;
+    EXPECT_TRUE(a.session->setActivationAmax({{"h", amax * amaxFraction}}));
+  }
+  auto r = a.session->analyze(a.data);
+  EXPECT_TRUE(r) << r.status().message();
+  a.result = *r;
+  return a;
+}
+
+const NodeResult& convResult(const Analysed& a) { return a.result->nodes[(size_t)nodeNamed(*a.model, "conv")]; }
+
+}  // namespace
+
+TEST(WhatIf, NamesRoundTrip) {
+  for (WhatIf w : {WhatIf::None, WhatIf::WeightsFloat, WhatIf::ActivationsPerChannel, WhatIf::Both}) {
+    WhatIf back = WhatIf::None;
+    ASSERT_TRUE(parseWhatIf(whatIfName(w), back));
+    EXPECT_EQ(back, w);
+  }
+  WhatIf w = WhatIf::None;
+  EXPECT_FALSE(parseWhatIf("weights", w));
+}
+
+TEST(WhatIf, ActivationsPerChannelScalesEachChannelByItsOwnMax) {
+  Analysed pt = analysed(WhatIf::None), pc = analysed(WhatIf::ActivationsPerChannel);
+  const NodeId conv = nodeNamed(*pc.model, "conv");
+  // The channel maxima of h = x * [1, 0.01] over the data, computed here.
+  double chMax[2] = {0, 0};
+  for (int64_t b = 0; b < pc.data->batchCount(); ++b) {
+    auto feeds = pc.data->batch(b);
+    ASSERT_TRUE(feeds);
+    const Tensor& x = (*feeds)[0].tensor;
+    for (int64_t c = 0; c < 2; ++c)
+      for (int64_t i = 0; i < 64; ++i)
+        chMax[c] = std::max(chMax[c], (double)std::fabs(x.data<float>()[c * 64 + i] * (c ? kSmall : 1.f)));
+  }
+  const auto& channels = pc.session->state().actChannels;
+  auto it = channels.find({conv, (size_t)0});
+  ASSERT_NE(it, channels.end());
+  ASSERT_EQ(it->second.scale.size(), 2u);
+  EXPECT_EQ(it->second.axis, 1);
+  // Max calibration: the tensor's amax is channel 0's max, so each channel's amax is its own max.
+  for (int c = 0; c < 2; ++c) EXPECT_NEAR(it->second.scale[(size_t)c], chMax[c] / 127.0, 1e-6 * chMax[c]);
+  // The tensor's own (per-tensor) scale is kept for the report.
+  EXPECT_FLOAT_EQ(pc.session->state().activation(it->second.value)->scale,
+                  pt.session->state().activation(it->second.value)->scale);
+
+  const NodeResult &a = convResult(pt), &b = convResult(pc);
+  EXPECT_GT(b.activationSnrDb, a.activationSnrDb + 20) << a.activationSnrDb << " -> " << b.activationSnrDb;
+  EXPECT_GT(b.layerwise.snrDb, a.layerwise.snrDb + 15) << a.layerwise.snrDb << " -> " << b.layerwise.snrDb;
+  EXPECT_NEAR(b.weightSnrDb, a.weightSnrDb, 1e-6);  // the weights are not touched
+  EXPECT_GT(pc.result->worstOutputSnrDb(), pt.result->worstOutputSnrDb() + 15);
+}
+
+TEST(WhatIf, TheChannelAmaxRules) {
+  // The tensor's range halved: capped clips channel 0 at it and leaves channel 1 (100x below) whole;
+  // scaled clips both at half their max.
+  Analysed capped = analysed(WhatIf::ActivationsPerChannel, ChannelAmax::Capped, 0.5f);
+  Analysed scaled = analysed(WhatIf::ActivationsPerChannel, ChannelAmax::Scaled, 0.5f);
+  const NodeId conv = nodeNamed(*capped.model, "conv");
+  const auto& c = capped.session->state().actChannels.at({conv, (size_t)0}).scale;
+  const auto& s = scaled.session->state().actChannels.at({conv, (size_t)0}).scale;
+  const float tensorScale = capped.session->state().activation(capped.model->graph.findValue("h"))->scale;
+  EXPECT_FLOAT_EQ(c[0], tensorScale);
+  EXPECT_FLOAT_EQ(s[0], tensorScale);
+  EXPECT_NEAR(s[1], c[1] / 2, 1e-6 * c[1]);
+  EXPECT_GT(convResult(capped).activationSnrDb, convResult(scaled).activationSnrDb);
+  ChannelAmax back = ChannelAmax::Capped;
+  EXPECT_TRUE(parseChannelAmax(channelAmaxName(ChannelAmax::Scaled), back));
+  EXPECT_EQ(back, ChannelAmax::Scaled);
+  EXPECT_FALSE(parseChannelAmax("clipped", back));
+}
+
+TEST(WhatIf, WeightsFloatLeavesTheActivationErrorAlone) {
+  Analysed pt = analysed(WhatIf::None), wf = analysed(WhatIf::WeightsFloat);
+  const NodeResult &a = convResult(pt), &b = convResult(wf);
+  ASSERT_TRUE(std::isfinite(a.weightSnrDb));
+  EXPECT_TRUE(std::isinf(b.weightSnrDb) && b.weightSnrDb > 0) << b.weightSnrDb;
+  // The node's error is its activation-only error, which is the one with quantized weights too
+  // (to the integer Conv's summation order, which the default run may take).
+  EXPECT_NEAR(b.layerwise.snrDb, b.activationSnrDb, 1e-9);
+  EXPECT_NEAR(b.activationSnrDb, a.activationSnrDb, 0.01);
+  // One quantized node, read by the output alone: the output's error is the node's.
+  EXPECT_NEAR(wf.result->worstOutputSnrDb(), b.layerwise.snrDb, 1e-6);
+  // The weight scales stay computed (the report shows them).
+  ASSERT_EQ(wf.result->weights.size(), 1u);
+  EXPECT_EQ(wf.result->weights[0].scale, pt.result->weights[0].scale);
+
+  Analysed both = analysed(WhatIf::Both), pc = analysed(WhatIf::ActivationsPerChannel);
+  EXPECT_TRUE(std::isinf(convResult(both).weightSnrDb));
+  EXPECT_NEAR(convResult(both).layerwise.snrDb, convResult(pc).activationSnrDb, 1e-9);
+}
+
+namespace {
+
+// The model written to a file, and a request on random data with a target between the per-tensor
+// and the per-channel output SNR.
+struct RequestOnFile {
+  std::string dir, model;
+  AnalysisRequest rq;
+};
+
+RequestOnFile requestOnFile(const std::string& tag) {
+  RequestOnFile f;
+  f.dir = (std::filesystem::temp_directory_path() / ("qs_what_if_" + tag + "_" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(f.dir);
+  f.model = f.dir + "/two_decades.onnx";
+  twoDecadesBuilder().save(f.model);
+  f.rq.modelPath = f.model;
+  f.rq.data.maxSamples = 4;
+  f.rq.data.batchSize = 1;
+  f.rq.data.seed = 3;
+  f.rq.calibration.method = CalibMethod::Max;
+  f.rq.methodGiven = true;
+  f.rq.threads = 1;
+  f.rq.config.nodesToQuantize = {"conv"};
+  return f;
+}
+
+}  // namespace
+
+TEST(WhatIf, TheFallbackRunsUnderIt) {
+  RequestOnFile f = requestOnFile("fallback");
+  Analysed pt = analysed(WhatIf::None), pc = analysed(WhatIf::ActivationsPerChannel);
+  const double lo = pt.result->worstOutputSnrDb(), hi = pc.result->worstOutputSnrDb();
+  ASSERT_GT(hi, lo + 15);
+  f.rq.targetSnrDb = (lo + hi) / 2;
+  auto plain = runAnalysis(f.rq);
+  ASSERT_TRUE(plain) << plain.status().message();
+  EXPECT_EQ(plain->fallback.size(), 1u);  // per tensor the Conv must go
+  f.rq.whatIf = WhatIf::ActivationsPerChannel;
+  auto whatIf = runAnalysis(f.rq);
+  ASSERT_TRUE(whatIf) << whatIf.status().message();
+  EXPECT_EQ(whatIf->fallback.size(), 0u);  // per channel it reaches the target quantized
+  EXPECT_GE(whatIf->result()->worstOutputSnrDb(), f.rq.targetSnrDb);
+  EXPECT_EQ(runSettings(*whatIf).at("what_if"), "activations-per-channel");
+  EXPECT_EQ(runSettings(*plain).count("what_if"), 0u);
+  // And the export of that run is refused, in one line naming the option.
+  ExportTarget target;
+  target.outputDir = f.dir + "/out";
+  auto bundle = buildExportBundle(*whatIf, target);
+  ASSERT_FALSE(bundle);
+  EXPECT_NE(bundle.status().message().find("--what-if activations-per-channel"), std::string::npos)
+      << bundle.status().message();
+  EXPECT_EQ(bundle.status().message().find('\n'), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(target.outputDir + "/quantized.onnx"));
+  std::filesystem::remove_all(f.dir);
+}
+
+TEST(WhatIf, RefusedWhereItCannotApply) {
+  RequestOnFile f = requestOnFile("refused");
+  f.rq.whatIf = WhatIf::Both;
+  f.rq.calibration.highPrecision = HighPrecision::Fp16;
+  Status st = validateRequest(f.rq);
+  EXPECT_FALSE(st);
+  EXPECT_NE(st.message().find("--what-if both"), std::string::npos) << st.message();
+  f.rq.calibration.highPrecision = HighPrecision::Fp32;
+  f.rq.loadConfig = f.dir + "/quant_cfg.json";
+  st = validateRequest(f.rq);
+  EXPECT_FALSE(st);
+  EXPECT_NE(st.message().find("--load-config"), std::string::npos) << st.message();
+  std::filesystem::remove_all(f.dir);
+}
+
+TEST(WhatIf, TheCliAnalyzesItAndRefusesToExportIt) {
+  RequestOnFile f = requestOnFile("cli");
+  const std::string report = f.dir + "/report.json";
+  const std::string common = f.model + " --calibration-method max --calibration-size 4 --threads 1 --no-sensitivity";
+  const std::string out = cliOutput("analyze " + common + " --what-if both --report " + report);
+  EXPECT_NE(out.find("what-if both: these figures are a bound no engine runs"), std::string::npos) << out;
+  nlohmann::json j = nlohmann::json::parse(readText(report), nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["settings"]["what_if"], "both");
+  EXPECT_EQ(j["settings"]["what_if_channel_amax"], "capped");
+  EXPECT_EQ(runCommand("/usr/bin/python3 " + std::string(QS_SOURCE_DIR) + "/tests/support/validate_json.py " +
+                       std::string(QS_SOURCE_DIR) + "/docs/report.schema.json " + report),
+            0);
+
+  const std::string cmd = std::string(QS_BINARY) + " export " + common + " --what-if weights-float --output-dir " +
+                          f.dir + "/out > " + f.dir + "/err.txt 2>&1";
+  EXPECT_NE(runCommand(cmd), 0);
+  const std::string err = readText(f.dir + "/err.txt");
+  EXPECT_NE(err.find("export: --what-if weights-float is an analysis-only bound"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_FALSE(std::filesystem::exists(f.dir + "/out/quantized.onnx"));
+
+  EXPECT_NE(runCommand(std::string(QS_BINARY) + " analyze " + common + " --what-if sideways > /dev/null 2>&1"), 0);
+  std::filesystem::remove_all(f.dir);
+}
