@@ -85,22 +85,7 @@ AnalysisOptions options(int realisations) {
 }
 
 SessionRun analyse(const Chain& b, int realisations, const QuantConfig& config = {}) {
-  SessionRun r;
-  auto s = QuantSession::create(b.model, config, options(realisations));
-  EXPECT_TRUE(s) << s.status().message();
-  if (!s) return r;
-  r.session = std::move(s).value();
-  EXPECT_TRUE(r.session->calibrate(*b.data));
-  auto res = r.session->analyze(b.data);
-  EXPECT_TRUE(res) << res.status().message();
-  if (res) r.result = *res;
-  return r;
-}
-
-NodeId nodeNamed(const Model& m, const std::string& name) {
-  for (size_t i = 0; i < m.graph.nodes.size(); ++i)
-    if (m.graph.nodes[i].name == name) return (NodeId)i;
-  return -1;
+  return calibrateAndAnalyse(b.model, b.data, options(realisations), config);
 }
 
 TEST(Realisations, SpreadIsReproducibleRealisationZeroIsTheAnalysisAndTheSdIsPositive) {

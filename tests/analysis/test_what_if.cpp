@@ -20,6 +20,7 @@
 #include "core/export/pipeline.h"
 #include "tests/support/remedy_helpers.h"
 #include "tests/support/sensitivity_model.h"
+#include "tests/support/session_helpers.h"
 
 using namespace qs;
 using namespace qs::test;
@@ -62,18 +63,17 @@ Analysed analysed(WhatIf whatIf, ChannelAmax rule = ChannelAmax::Capped, float a
   ao.whatIfChannelAmax = rule;
   QuantConfig config;
   config.nodesToQuantize = {"conv"};
-  auto s = QuantSession::create(a.model, config, ao);
-  EXPECT_TRUE(s) << s.status().message();
-  a.session = std::move(s).value();
   a.data = randomData(*a.model, 4);
-  EXPECT_TRUE(a.session->calibrate(*a.data));
+  SessionRun run = calibrated(a.model, *a.data, ao, config);
+  a.session = std::move(run.session);
+  if (!a.session) return a;
   if (amaxFraction < 1) {
     const float amax = a.session->state().activation(a.model->graph.findValue("h"))->amax;
     EXPECT_TRUE(a.session->setActivationAmax({{"h", amax * amaxFraction}}));
   }
   auto r = a.session->analyze(a.data);
   EXPECT_TRUE(r) << r.status().message();
-  a.result = *r;
+  if (r) a.result = *r;
   return a;
 }
 

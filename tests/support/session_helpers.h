@@ -46,19 +46,33 @@ struct SessionRun {
   std::shared_ptr<const AnalysisResult> result;
 };
 
-/// A session on `b` with `ao`, calibrated and analysed on b.data (a test failure, and empty members,
-/// where a step fails).
-inline SessionRun calibrateAndAnalyse(const BuiltModel& b, const AnalysisOptions& ao) {
+/// A session on `model` with `config` and `ao`, calibrated on `data` (a test failure, and an empty
+/// session, where a step fails).
+inline SessionRun calibrated(const std::shared_ptr<Model>& model, const CalibrationData& data, const AnalysisOptions& ao,
+                             const QuantConfig& config = {}) {
   SessionRun r;
-  auto s = QuantSession::create(b.model, {}, ao);
+  auto s = QuantSession::create(model, config, ao);
   EXPECT_TRUE(s) << s.status().message();
   if (!s) return r;
   r.session = std::move(s).value();
-  EXPECT_TRUE(r.session->calibrate(*b.data));
-  auto res = r.session->analyze(b.data);
+  EXPECT_TRUE(r.session->calibrate(data));
+  return r;
+}
+
+/// calibrated(), then analysed on `data` (result empty, and a test failure, where it fails).
+inline SessionRun calibrateAndAnalyse(const std::shared_ptr<Model>& model, const std::shared_ptr<const CalibrationData>& data,
+                                      const AnalysisOptions& ao, const QuantConfig& config = {}) {
+  SessionRun r = calibrated(model, *data, ao, config);
+  if (!r.session) return r;
+  auto res = r.session->analyze(data);
   EXPECT_TRUE(res) << res.status().message();
   if (res) r.result = *res;
   return r;
+}
+
+/// A session on `b` with `ao`, calibrated and analysed on b.data.
+inline SessionRun calibrateAndAnalyse(const BuiltModel& b, const AnalysisOptions& ao) {
+  return calibrateAndAnalyse(b.model, b.data, ao);
 }
 
 }  // namespace qs::test
