@@ -153,8 +153,9 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                  "weight left in float, or each Conv/MatMul/Gemm input channel its own INT8 scale (the calibrated "
                  "clip carried over), or both; the fallback works under it; export refuses it (default none)");
   cmd.add_option("--what-if-channel-amax", g_text.whatIfChannelAmax,
-                 "capped|scaled: with --what-if activations-per-channel, each channel's amax: min(tensor amax, channel "
-                 "max) (default), or the tensor amax x channel max / tensor max (the clip fraction on every channel)");
+                 "capped|scaled|searched: with --what-if activations-per-channel, each channel's amax: min(tensor "
+                 "amax, channel max) (default), or the tensor amax x channel max / tensor max (the clip fraction on "
+                 "every channel), or the clip of least MSE on the channel's calibration values (capped's among them)");
   cmd.add_option("--output-kind", g_text.outputKinds,
                  "NAME=classes|sequence|dense: how an output's agreement is measured (default: from its producer)")
       ->delimiter(',');
@@ -260,7 +261,7 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   if (!g_text.whatIf.empty() && !parseWhatIf(g_text.whatIf, a.whatIf))
     return invalidArgument("--what-if '" + g_text.whatIf + "': expected weights-float, activations-per-channel, both or none");
   if (!g_text.whatIfChannelAmax.empty() && !parseChannelAmax(g_text.whatIfChannelAmax, a.whatIfChannelAmax))
-    return invalidArgument("--what-if-channel-amax '" + g_text.whatIfChannelAmax + "': expected capped or scaled");
+    return invalidArgument("--what-if-channel-amax '" + g_text.whatIfChannelAmax + "': expected capped, scaled or searched");
   if (g_text.mode == "int4" && a.whatIf != WhatIf::None)
     return invalidArgument(std::string("--what-if ") + whatIfName(a.whatIf) + " does not apply to --quantize-mode int4");
   if (g_text.mode == "int4") return finishInt4Options(a, g_text.method, g_text.blockSize, g_int4);

@@ -70,6 +70,13 @@ int runAnalyze(const AnalyzeArgs& args) {
                 : args.request.whatIf == WhatIf::ActivationsPerChannel
                     ? "each Conv/MatMul/Gemm input channel its own activation scale"
                     : "weights in float and activations per channel");
+    if (activationsPerChannel(args.request.whatIf) && args.request.whatIfChannelAmax == ChannelAmax::Searched) {
+      const QuantSession::ChannelClipSearch& c = run->session->channelClipSearch();
+      std::printf("what-if channel clips searched (per-channel MSE, %lld points): %lld of %lld channels clipped below "
+                  "capped; their squared error summed %.6g -> %.6g, per channel %.2f dB less on average\n",
+                  (long long)c.points, (long long)c.belowCapped, (long long)c.channels, c.errorCapped, c.errorSearched,
+                  c.meanRatioDb);
+    }
   }
   for (const auto& o : r.outputs) {
     std::printf("output %-32s SNR %8.2f dB  cosine %.6f  MSE %.4g\n", o.name.c_str(), o.metrics.snrDb, o.metrics.cosine,

@@ -165,6 +165,18 @@ class QuantSession {
   /// config): tensor name -> amax. Tensors without an entry keep calibrated values if any.
   Status setActivationAmax(const std::map<std::string, float>& amaxByTensor);
 
+  /// --what-if-channel-amax searched: what calibrate()'s per-channel clip search found, summed over
+  /// its channels (each channel's squared error over its calibration values, at capped's amax and at
+  /// the one chosen). Zeros without it.
+  struct ChannelClipSearch {
+    int64_t points = 0;       // (value, axis) pairs searched
+    int64_t channels = 0;     // their channels with a non-zero max
+    int64_t belowCapped = 0;  // channels clipped below capped's amax
+    double errorCapped = 0, errorSearched = 0;  // sum of squared errors over all channels
+    double meanRatioDb = 0;  // mean over channels of 10 log10(capped's MSE / the searched MSE)
+  };
+  const ChannelClipSearch& channelClipSearch() const { return m_channelClipSearch; }
+
   /// --bias-correction (bias_correction.h): constants replaced where their owner node is quantized
   /// (QuantState::corrections), in every quantized pass, layer-wise run and toggle; the float
   /// model, and so every float reference, stays the original. Replaces any earlier set; the
@@ -299,6 +311,12 @@ class QuantSession {
   std::map<ValueId, float> m_amaxOverride;
   // --what-if activations-per-channel: each per-channel point's channel max |x| by (value, axis).
   std::map<std::pair<ValueId, int>, std::vector<double>> m_channelMax;
+  // --what-if-channel-amax searched: each channel's chosen amax by (value, axis), from one float pass
+  // over the calibration data after the tensors' scales (their amax is capped's candidate); kept as
+  // is by setActivationAmax().
+  Status searchChannelClips(const CalibrationData& data, const ProgressFn& progress);
+  std::map<std::pair<ValueId, int>, std::vector<double>> m_channelSearched;
+  ChannelClipSearch m_channelClipSearch;
   std::map<ValueId, ClipChoice> m_clipChoices;  // method auto: the search's amax, beneath m_amaxOverride
   std::vector<std::string> m_calibrationWarnings;
   // The amax overrides computeScales() applies: the clip search's choices, then the explicit ones.

@@ -1,6 +1,7 @@
 #include "core/analysis/quant_state.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/analysis/compare_outputs.h"
 #include "core/analysis/node_paths.h"
@@ -28,7 +29,7 @@ const char* whatIfName(WhatIf w) {
 }
 
 bool parseChannelAmax(const std::string& name, ChannelAmax& out) {
-  for (ChannelAmax c : {ChannelAmax::Capped, ChannelAmax::Scaled})
+  for (ChannelAmax c : {ChannelAmax::Capped, ChannelAmax::Scaled, ChannelAmax::Searched})
     if (name == channelAmaxName(c)) {
       out = c;
       return true;
@@ -36,7 +37,57 @@ bool parseChannelAmax(const std::string& name, ChannelAmax& out) {
   return false;
 }
 
-const char* channelAmaxName(ChannelAmax c) { return c == ChannelAmax::Scaled ? "scaled" : "capped"; }
+const char* channelAmaxName(ChannelAmax c) {
+  switch (c) {
+    case ChannelAmax::Scaled: return "scaled";
+    case ChannelAmax::Searched: return "searched";
+    case ChannelAmax::Capped: break;
+  }
+  return "capped";
+}
+
+std::vector<double> searchedClipCandidates(double channelMax, double tensorAmax) {
+  std::vector<double> amax;
+  amax.reserve(kSearchedClipSteps + 2);
+  amax.push_back(std::min(tensorAmax, channelMax));
+  for (int k = 0; k <= kSearchedClipSteps; ++k) amax.push_back(channelMax * std::exp2(-k / 8.0));
+  return amax;
+}
+
+float channelScale(double amax, QuantMode mode, HighPrecision hp) { return roundScale(scaleFromAmax((float)amax, mode), hp); }
+
+void accumulateChannelClipErrors(const Tensor& t, int axis, const std::vector<std::vector<float>>& scales,
+                                 QuantMode mode, std::vector<std::vector<double>>& err, std::vector<double>& count) {
+  if (axis < 0) axis += t.rank();
+  if (axis < 0 || axis >= t.rank() || t.dtype() != DType::Float) return;
+  const int64_t C = t.dim(axis);
+  if ((int64_t)scales.size() != C || (int64_t)err.size() != C || (int64_t)count.size() != C) return;
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= t.dim(i);
+  for (int i = axis + 1; i < t.rank(); ++i) inner *= t.dim(i);
+  const float* p = t.data<float>();
+  std::vector<float> y((size_t)inner);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < C; ++c) {
+      const float* x = p + (o * C + c) * inner;
+      const std::vector<float>& sc = scales[(size_t)c];
+      std::vector<double>& e = err[(size_t)c];
+      for (size_t j = 0; j < sc.size(); ++j) {
+        if (mode == QuantMode::Fp8) {
+          fakeQuantFp8(x, y.data(), inner, sc[j]);
+        } else {
+          fakeQuantInt8(x, y.data(), inner, sc[j], kActQmin, kActQmax);
+        }
+        double sum = 0;
+        for (int64_t i = 0; i < inner; ++i) {
+          const double d = (double)x[i] - (double)y[(size_t)i];
+          sum += d * d;
+        }
+        e[j] += sum;
+      }
+      count[(size_t)c] += (double)inner;
+    }
+}
 
 std::map<std::pair<NodeId, size_t>, ChannelScales> perChannelActivationPoints(const Graph& g, const QuantPlan& plan) {
   std::map<std::pair<NodeId, size_t>, ChannelScales> points;
@@ -62,7 +113,7 @@ std::map<std::pair<NodeId, size_t>, ChannelScales> perChannelActivationPoints(co
 
 void computeChannelScales(const Graph& g, const QuantPlan& plan,
                           const std::map<std::pair<ValueId, int>, std::vector<double>>& channelMax, ChannelAmax rule,
-                          QuantState& s) {
+                          QuantState& s, const std::map<std::pair<ValueId, int>, std::vector<double>>* searchedAmax) {
   s.actChannels.clear();
   for (auto& [key, ch] : perChannelActivationPoints(g, plan)) {
     const ActivationQuant* q = s.activation(ch.value);
@@ -70,9 +121,19 @@ void computeChannelScales(const Graph& g, const QuantPlan& plan,
     if (!q || q->scale <= 0 || m == channelMax.end() || m->second.empty()) continue;
     const double top = *std::max_element(m->second.begin(), m->second.end());
     if (!(top > 0)) continue;
-    for (double c : m->second) {
-      const double amax = rule == ChannelAmax::Scaled ? q->amax * (c / top) : std::min((double)q->amax, c);
-      const float scale = roundScale(scaleFromAmax((float)amax, plan.mode), s.highPrecision);
+    const std::vector<double>* searched = nullptr;
+    if (rule == ChannelAmax::Searched) {
+      if (!searchedAmax) continue;
+      auto f = searchedAmax->find({ch.value, ch.axis});
+      if (f == searchedAmax->end() || f->second.size() != m->second.size()) continue;
+      searched = &f->second;
+    }
+    for (size_t k = 0; k < m->second.size(); ++k) {
+      const double c = m->second[k];
+      const double amax = rule == ChannelAmax::Scaled ? q->amax * (c / top)
+                          : searched                  ? (*searched)[k]
+                                                      : std::min((double)q->amax, c);
+      const float scale = channelScale(amax, plan.mode, s.highPrecision);
       ch.scale.push_back(c > 0 && scale > 0 ? scale : q->scale);
     }
     s.actChannels.emplace(key, std::move(ch));

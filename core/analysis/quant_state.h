@@ -40,8 +40,14 @@ inline bool weightsFloat(WhatIf w) { return ((int)w & 1) != 0; }
 /// than per tensor and each is rounded at a step no coarser. Scaled: the tensor's amax x the
 /// channel's max / the tensor's max (the calibrator's clip fraction applied to every channel,
 /// which clips the channels that per tensor were not clipped at all: measured worse than per
-/// tensor on det and rec, docs/quality.md "Bounds").
-enum class ChannelAmax { Capped = 0, Scaled = 1 };
+/// tensor on det and rec, docs/quality.md "Bounds"). Searched: each channel the clip that minimises
+/// its own fake-quantization MSE over the calibration data among searchedClipCandidates() (capped's
+/// amax among them, so never above capped's MSE on that data): the bound of a rescaling that also
+/// clips each channel at its own best point. Per-channel MSE, not the consumer's output error: under
+/// errors independent across channels a Conv/MatMul output's error is a weighted sum of the channels'
+/// MSEs, each channel's weight fixed, so each channel's argmin is the same (QuantSession::calibrate
+/// runs one float pass more for it).
+enum class ChannelAmax { Capped = 0, Scaled = 1, Searched = 2 };
 bool parseChannelAmax(const std::string& name, ChannelAmax& out);
 const char* channelAmaxName(ChannelAmax c);
 inline bool activationsPerChannel(WhatIf w) { return ((int)w & 2) != 0; }
@@ -139,9 +145,26 @@ std::map<ValueId, ActivationQuant> computeScales(const Graph& g, const QuantPlan
 /// each point's channel max |x| over the calibration data, keyed (value, axis): a channel's amax
 /// by `rule` (ChannelAmax); a channel that was all zeros keeps the tensor's scale. A point with no
 /// tensor scale or no channel maxima is left per tensor.
+/// With rule Searched each channel's amax is read from `searchedAmax` (keyed as channelMax; a point
+/// without an entry stays per tensor).
 void computeChannelScales(const Graph& g, const QuantPlan& plan,
                           const std::map<std::pair<ValueId, int>, std::vector<double>>& channelMax, ChannelAmax rule,
-                          QuantState& s);
+                          QuantState& s,
+                          const std::map<std::pair<ValueId, int>, std::vector<double>>* searchedAmax = nullptr);
+
+/// ChannelAmax::Searched: the candidate amax of a channel whose max |x| is `channelMax` under a tensor
+/// amax `tensorAmax`: capped's min(tensorAmax, channelMax) first, then channelMax x 2^(-k/8) for
+/// k = 0..kSearchedClipSteps (1 down to 1/32 of the max).
+constexpr int kSearchedClipSteps = 40;
+std::vector<double> searchedClipCandidates(double channelMax, double tensorAmax);
+/// The scale an activation amax gets (scaleFromAmax rounded to the high precision), as
+/// computeChannelScales() computes it.
+float channelScale(double amax, QuantMode mode, HighPrecision hp);
+/// err[c][j] += sum over channel c of `t` along `axis` (< 0: from the end) of (x - fq(x, scales[c][j]))^2,
+/// fq the activations' fake quantization (kActQmin..kActQmax, or FP8); count[c] += its element count.
+/// Left as is where the axis or the channel count does not fit.
+void accumulateChannelClipErrors(const Tensor& t, int axis, const std::vector<std::vector<float>>& scales,
+                                 QuantMode mode, std::vector<std::vector<double>>& err, std::vector<double>& count);
 
 /// fp16/bf16: the float constants of `g` rounded to s.highPrecision into s.roundedConstants (the
 /// inputs keepsFloat32Input names excepted); nothing with fp32.

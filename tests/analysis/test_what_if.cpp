@@ -141,6 +141,107 @@ TEST(WhatIf, TheChannelAmaxRules) {
   EXPECT_FALSE(parseChannelAmax("clipped", back));
 }
 
+namespace {
+
+// x [1, 2, 256, 256] -> Add "bump" (one element of channel 0 raised by kOutlier) -> h -> Conv "conv" 3x3,
+// group 2 -> y. Channel 0 holds one far outlier among 65536 values a sample; channel 1 none.
+constexpr float kOutlier = 40.f;
+constexpr int64_t kSide = 256;
+
+OnnxBuilder outlierBuilder() {
+  OnnxBuilder b(13);
+  b.input("x", {1, 2, kSide, kSide}).output("y", {1, 2, kSide, kSide});
+  std::vector<float> bump((size_t)(2 * kSide * kSide), 0.f);
+  bump[(size_t)(kSide * 100 + 100)] = kOutlier;  // channel 0, row 100, column 100
+  b.initializer("bump", {1, 2, kSide, kSide}, bump);
+  std::mt19937 rng(9);
+  b.initializer("w", {2, 1, 3, 3}, randomValues(18, rng, -1.f, 1.f));
+  b.node("Add", {"x", "bump"}, {"h"}, "raise");
+  auto& conv = b.node("Conv", {"h", "w"}, {"y"}, "conv");
+  OnnxBuilder::attrInt(conv, "group", 2);
+  OnnxBuilder::attrInts(conv, "pads", {1, 1, 1, 1});
+  return b;
+}
+
+struct OutlierRun {
+  std::shared_ptr<Model> model;
+  std::shared_ptr<const CalibrationData> data;
+  std::unique_ptr<QuantSession> session;
+};
+
+OutlierRun outlierRun(ChannelAmax rule) {
+  OutlierRun a;
+  a.model = builtModel(outlierBuilder(), "outlier.onnx");
+  AnalysisOptions ao;
+  ao.calibration.method = CalibMethod::Max;
+  ao.threads = 1;
+  ao.whatIf = WhatIf::ActivationsPerChannel;
+  ao.whatIfChannelAmax = rule;
+  QuantConfig config;
+  config.nodesToQuantize = {"conv"};
+  auto s = QuantSession::create(a.model, config, ao);
+  EXPECT_TRUE(s) << s.status().message();
+  a.session = std::move(s).value();
+  a.data = randomData(*a.model, 2);
+  EXPECT_TRUE(a.session->calibrate(*a.data));
+  return a;
+}
+
+// Channel c's squared error over the data at scale `scale`, h = x + bump computed here.
+double channelError(const OutlierRun& a, int c, float scale) {
+  double sum = 0;
+  for (int64_t b = 0; b < a.data->batchCount(); ++b) {
+    auto feeds = a.data->batch(b);
+    EXPECT_TRUE(feeds);
+    const float* x = (*feeds)[0].tensor.data<float>() + c * kSide * kSide;
+    for (int64_t i = 0; i < kSide * kSide; ++i) {
+      const float h = x[i] + (c == 0 && i == kSide * 100 + 100 ? kOutlier : 0.f);
+      const float q = std::min(std::max(std::nearbyint(h / scale), -128.f), 127.f) * scale;
+      sum += ((double)h - q) * ((double)h - q);
+    }
+  }
+  return sum;
+}
+
+}  // namespace
+
+TEST(WhatIf, SearchedClipsAnOutlierChannelBelowItsMax) {
+  OutlierRun capped = outlierRun(ChannelAmax::Capped), searched = outlierRun(ChannelAmax::Searched);
+  const NodeId conv = nodeNamed(*capped.model, "conv");
+  const auto& c = capped.session->state().actChannels.at({conv, (size_t)0}).scale;
+  const auto& s = searched.session->state().actChannels.at({conv, (size_t)0}).scale;
+  ASSERT_EQ(c.size(), 2u);
+  ASSERT_EQ(s.size(), 2u);
+  // Max calibration: capped's channel 0 is rounded at its max (the outlier's) / 127; searched clips it.
+  const float tensorScale = capped.session->state().activation(capped.model->graph.findValue("h"))->scale;
+  EXPECT_FLOAT_EQ(c[0], tensorScale);
+  EXPECT_GT(tensorScale, kOutlier / 127.f);
+  EXPECT_LT(s[0], c[0] * 0.95f) << s[0] << " against " << c[0];
+  // Its squared error, computed here, is below capped's; channel 1's is not above capped's.
+  const double e0c = channelError(capped, 0, c[0]), e0s = channelError(capped, 0, s[0]);
+  const double e1c = channelError(capped, 1, c[1]), e1s = channelError(capped, 1, s[1]);
+  EXPECT_LT(e0s, e0c * 0.95) << e0s << " against " << e0c;
+  EXPECT_LE(e1s, e1c * (1 + 1e-9)) << e1s << " against " << e1c;
+  // The session's summary is those sums.
+  const QuantSession::ChannelClipSearch& sum = searched.session->channelClipSearch();
+  EXPECT_EQ(sum.points, 1);
+  EXPECT_EQ(sum.channels, 2);
+  EXPECT_GE(sum.belowCapped, 1);
+  EXPECT_NEAR(sum.errorCapped, e0c + e1c, 1e-6 * (e0c + e1c));
+  EXPECT_NEAR(sum.errorSearched, e0s + e1s, 1e-6 * (e0s + e1s));
+  EXPECT_EQ(capped.session->channelClipSearch().channels, 0);
+  // The candidates: capped's first, then the channel max down to 1/32 of it.
+  const std::vector<double> cand = searchedClipCandidates(10.0, 4.0);
+  ASSERT_EQ(cand.size(), (size_t)kSearchedClipSteps + 2);
+  EXPECT_EQ(cand[0], 4.0);
+  EXPECT_EQ(cand[1], 10.0);
+  EXPECT_NEAR(cand.back(), 10.0 / 32, 1e-12);
+  ChannelAmax back = ChannelAmax::Capped;
+  EXPECT_TRUE(parseChannelAmax("searched", back));
+  EXPECT_EQ(back, ChannelAmax::Searched);
+  EXPECT_STREQ(channelAmaxName(ChannelAmax::Searched), "searched");
+}
+
 TEST(WhatIf, WeightsFloatLeavesTheActivationErrorAlone) {
   Analysed pt = analysed(WhatIf::None), wf = analysed(WhatIf::WeightsFloat);
   const NodeResult &a = convResult(pt), &b = convResult(wf);
@@ -255,5 +356,25 @@ TEST(WhatIf, TheCliAnalyzesItAndRefusesToExportIt) {
   EXPECT_FALSE(std::filesystem::exists(f.dir + "/out/quantized.onnx"));
 
   EXPECT_NE(runCommand(std::string(QS_BINARY) + " analyze " + common + " --what-if sideways > /dev/null 2>&1"), 0);
+
+  // --what-if-channel-amax searched: parsed, summarised, and named in report.json; junk refused in one line.
+  const std::string searched =
+      cliOutput("analyze " + common + " --what-if activations-per-channel --what-if-channel-amax searched --report " +
+                report);
+  EXPECT_NE(searched.find("what-if channel clips searched (per-channel MSE, 1 points)"), std::string::npos) << searched;
+  j = nlohmann::json::parse(readText(report), nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << searched;
+  EXPECT_EQ(j["settings"]["what_if_channel_amax"], "searched");
+  EXPECT_EQ(runCommand("/usr/bin/python3 " + std::string(QS_SOURCE_DIR) + "/tests/support/validate_json.py " +
+                       std::string(QS_SOURCE_DIR) + "/docs/report.schema.json " + report),
+            0);
+  const std::string junk = std::string(QS_BINARY) + " analyze " + common +
+                           " --what-if activations-per-channel --what-if-channel-amax best > " + f.dir +
+                           "/junk.txt 2>&1";
+  EXPECT_NE(runCommand(junk), 0);
+  const std::string junkErr = readText(f.dir + "/junk.txt");
+  EXPECT_NE(junkErr.find("--what-if-channel-amax 'best': expected capped, scaled or searched"), std::string::npos)
+      << junkErr;
+  EXPECT_EQ(std::count(junkErr.begin(), junkErr.end(), '\n'), 1) << junkErr;
   std::filesystem::remove_all(f.dir);
 }
