@@ -97,5 +97,12 @@ namespace qs::cli {
 void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& request);
 /// Converts what CLI11 cannot (WxH, triples, method and mode names) after parsing.
 Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& request);
+/// --realisations auto|N into request.realisationsAuto / request.realisations (junk: an error).
+Status parseRealisations(const std::string& text, AnalysisRequest& request);
+/// --realisations auto: one line saying what the probe found and chose (nothing without a probe).
+void printRealisationProbe(const AnalysisResult& r);
+/// The predicted SNR of an output as the summary shows it: the analysis's figure, and with
+/// realisations their mean and sd beside it (the figure another runtime compares with).
+std::string predictedSnrText(const OutputResult& o);
 
 }  // namespace qs::cli

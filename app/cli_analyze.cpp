@@ -25,6 +25,37 @@ std::string fallbackTargetText(const AnalysisRequest& rq) {
   return s;
 }
 
+void printRealisationProbe(const AnalysisResult& r) {
+  const RealisationProbe& p = r.realisationProbe;
+  if (!p.ran) return;
+  std::string where = p.where == "table check" ? "method auto's table check" : "the analysis";
+  std::string tables;
+  for (const auto& [id, c] : r.clipChoices) {
+    if (c.selectionRealisations > 1) {
+      char t[256];
+      std::snprintf(t, sizeof t, "; tables scored on the mean of %d: %s (%.2f dB; on realisation 0 alone: %s, %.2f dB)",
+                    c.selectionRealisations, c.selection.c_str(), c.selectionOutputSnrDb, c.selectionOnFirst.c_str(),
+                    c.selectionOnFirstSnrDb);
+      tables = t;
+    }
+    break;
+  }
+  std::fprintf(stderr,
+               "realisations auto: probe of %zu at %s (%lld samples): worst output sd %.2f dB (threshold %.2f): "
+               "%d realisation(s)%s\n",
+               p.worstSnrDb.size(), where.c_str(), (long long)p.samples, p.sdDb, p.thresholdDb, p.chosen, tables.c_str());
+}
+
+std::string predictedSnrText(const OutputResult& o) {
+  char t[160];
+  if (o.realisationSnrDb.size() > 1)
+    std::snprintf(t, sizeof t, "predicted SNR %8.2f dB (mean of %zu realisations %.2f dB, sd %.2f: compare a runtime with the mean)",
+                  o.metrics.snrDb, o.realisationSnrDb.size(), o.realisationMeanDb(), o.realisationSdDb());
+  else
+    std::snprintf(t, sizeof t, "predicted SNR %8.2f dB", o.metrics.snrDb);
+  return t;
+}
+
 void printRealisations(const OutputResult& o) {
   if (o.realisationSnrDb.size() < 2) return;
   const auto [lo, hi] = std::minmax_element(o.realisationSnrDb.begin(), o.realisationSnrDb.end());
@@ -85,6 +116,7 @@ int runAnalyze(const AnalyzeArgs& args) {
       std::printf("       %-32s agreement (%s): %s\n", "", outputKindName(o.agreement.kind), a.c_str());
     printRealisations(o);
   }
+  printRealisationProbe(r);
   if (r.peakRssBytes > 0) {
     std::printf("memory: peak RSS %s", formatByteSize(r.peakRssBytes).c_str());
     if (r.memoryBudgetBytes > 0)

@@ -26,10 +26,11 @@ int runExport(const ExportArgs& args) {
     std::fprintf(stderr, "auto fallback to %s: %zu node(s) excluded\n", fallbackTargetText(args.request).c_str(),
                  run->fallback.size());
   }
+  printRealisationProbe(*run->result());
   auto bundle = buildExportBundle(*run, args.target);
   if (!bundle) return reportError(bundle.status());
   for (const auto& o : run->result()->outputs) {
-    std::printf("output %-32s predicted SNR %8.2f dB  cosine %.6f\n", o.name.c_str(), o.metrics.snrDb, o.metrics.cosine);
+    std::printf("output %-32s %s  cosine %.6f\n", o.name.c_str(), predictedSnrText(o).c_str(), o.metrics.cosine);
     if (const std::string a = describeAgreement(o.agreement); !a.empty())
       std::printf("       %-32s agreement (%s): %s\n", "", outputKindName(o.agreement.kind), a.c_str());
     printRealisations(o);

@@ -80,12 +80,14 @@ def main():
         f = run_ort(a.model, x, work, "fp32", ["--level", "disabled"])
         q = run_ort(a.quantized, x, work, "q", ["--level", "disabled", "--disable-qdq"])
     res = {"outputs": []}
-    predicted = {}
+    predicted, means = {}, {}
     if a.report:
         with open(a.report) as fh:
             rep = json.load(fh)
         for o in rep.get("outputs", []):
             predicted[o.get("name")] = o.get("snr_db")
+            if "realisations" in o:  # --realisations: the mean (and sd) a runtime compares with
+                means[o.get("name")] = (o["realisations"]["mean_db"], o["realisations"]["sd_db"])
     for i, (fo, qo) in enumerate(zip(f, q)):
         fo64, qo64 = fo.astype(np.float64), qo.astype(np.float64)
         snr = 10 * np.log10((fo64**2).sum() / max(((fo64 - qo64) ** 2).sum(), 1e-300))
@@ -93,6 +95,8 @@ def main():
     if predicted:
         for o, name in zip(res["outputs"], predicted):
             o["name"], o["predicted_snr_db"] = name, predicted[name]
+            if name in means:
+                o["predicted_mean_db"], o["predicted_sd_db"] = means[name]
     if a.task == "det":
         ious = []
         for s in range(len(x)):
@@ -109,7 +113,9 @@ def main():
         for o in res["outputs"]:
             p = o.get("predicted_snr_db")
             print(f"output {o.get('name', o['index'])}: ORT SNR {o['ort_snr_db']:.2f} dB"
-                  + (f", predicted {p:.2f} dB, difference {o['ort_snr_db'] - p:+.2f} dB" if p is not None else ""))
+                  + (f", predicted {p:.2f} dB, difference {o['ort_snr_db'] - p:+.2f} dB" if p is not None else "")
+                  + (f"; mean of the realisations {o['predicted_mean_db']:.2f} dB (sd {o['predicted_sd_db']:.2f}), "
+                     f"difference {o['ort_snr_db'] - o['predicted_mean_db']:+.2f} dB" if "predicted_mean_db" in o else ""))
         for k in ("mask_iou_mean", "mask_iou_worst", "lines_alike"):
             if k in res:
                 print(f"{k}: {res[k]}" + (f" / {res['lines']}" if k == "lines_alike" else ""))

@@ -306,6 +306,28 @@ Result<std::vector<double>> outputSnrOfScales(const PassContext& c, std::map<Val
   return out;
 }
 
+std::map<ValueId, ActivationQuant> ditheredScales(const std::map<ValueId, ActivationQuant>& act, int realisation,
+                                                  double dither) {
+  std::map<ValueId, ActivationQuant> out = act;
+  if (realisation == 0) return out;
+  const int k = realisation;
+  for (auto& [value, q] : out) {
+    // The scales of this realisation: splitmix64 of (k, tensor), then Box-Muller.
+    uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)k + 0xD1B54A32D192ED03ull * ((uint64_t)value + 1);
+    auto next = [&x] {
+      uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      return z ^ (z >> 31);
+    };
+    const double u1 = ((double)(next() >> 11) + 0.5) / 9007199254740992.0;
+    const double u2 = ((double)(next() >> 11) + 0.5) / 9007199254740992.0;
+    const double n = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    q.scale = (float)((double)q.scale * (1 + dither * n));
+  }
+  return out;
+}
+
 // QuantSession's step after the statistics (declared in quant_session.h, kept here with the search).
 namespace {
 
@@ -350,6 +372,52 @@ Status QuantSession::searchClips(const CalibrationData& data, const ProgressFn& 
   auto snr = outputSnrOfScales(passContext(), m_state.act, scales, enabledMask(), data,
                                m_options.clipSearch.checkSamples, progress);
   if (!snr) return snr.status();
+  std::vector<double> first = *snr;  // realisation 0 of every table (the plain figures)
+  // --realisations auto: the probe, on the best table of realisation 0 (the all-INT8 start), once.
+  const int probeN = std::max(2, m_options.realisationProbe);
+  const double dither = m_options.realisationDither;
+  const int64_t checked = std::min<int64_t>(
+      data.sampleCount(),
+      std::min<int64_t>(data.batchCount(), std::max<int64_t>(1, (m_options.clipSearch.checkSamples +
+                                                                  std::max<int64_t>(1, data.batchSize()) - 1) /
+                                                                     std::max<int64_t>(1, data.batchSize()))) *
+          std::max<int64_t>(1, data.batchSize()));
+  // The score of each table on the mean of probeN realisations (realisation 0 given in `plain`).
+  auto onMean = [&](const std::vector<std::map<ValueId, ActivationQuant>>& t,
+                    const std::vector<double>& plain) -> Result<std::vector<double>> {
+    std::vector<std::map<ValueId, ActivationQuant>> dithered;
+    for (const auto& table : t)
+      for (int k = 1; k < probeN; ++k) dithered.push_back(ditheredScales(table, k, dither));
+    auto v = outputSnrOfScales(passContext(), m_state.act, dithered, enabledMask(), data,
+                               m_options.clipSearch.checkSamples, progress);
+    if (!v) return v.status();
+    std::vector<double> mean;
+    for (size_t i = 0; i < t.size(); ++i) {
+      double sum = plain[i];
+      for (int k = 1; k < probeN; ++k) sum += (*v)[i * (size_t)(probeN - 1) + (size_t)(k - 1)];
+      mean.push_back(sum / probeN);
+    }
+    return mean;
+  };
+  if (m_options.realisationsAuto && !m_probe.ran) {
+    size_t top = 0;
+    for (size_t k = 1; k < first.size(); ++k)
+      if (first[k] > first[top]) top = k;
+    std::vector<std::map<ValueId, ActivationQuant>> dithered;
+    for (int k = 1; k < probeN; ++k) dithered.push_back(ditheredScales(scales[top], k, dither));
+    auto v = outputSnrOfScales(passContext(), m_state.act, dithered, enabledMask(), data,
+                               m_options.clipSearch.checkSamples, progress);
+    if (!v) return v.status();
+    std::vector<double> worst{first[top]};
+    worst.insert(worst.end(), v->begin(), v->end());
+    decideRealisations(std::move(worst), "table check", checked);
+  }
+  const bool spread = m_options.realisationsAuto && m_probe.ran && m_probe.chosen > 1;
+  if (spread) {  // every table scored on the mean (probeN - 1 quantized passes more each)
+    auto mean = onMean(scales, first);
+    if (!mean) return mean.status();
+    *snr = std::move(mean).value();
+  }
   size_t single = 1;
   for (size_t k = 2; k < snr->size(); ++k)
     if ((*snr)[k] > (*snr)[single]) single = k;
@@ -376,10 +444,18 @@ Status QuantSession::searchClips(const CalibrationData& data, const ProgressFn& 
   auto mixedSnr = outputSnrOfScales(passContext(), m_state.act, scales, enabledMask(), data,
                                     m_options.clipSearch.checkSamples, progress);
   if (!mixedSnr) return mixedSnr.status();
+  first.insert(first.end(), mixedSnr->begin(), mixedSnr->end());
+  if (spread) {
+    auto mean = onMean(scales, *mixedSnr);
+    if (!mean) return mean.status();
+    *mixedSnr = std::move(mean).value();
+  }
   snr->insert(snr->end(), mixedSnr->begin(), mixedSnr->end());
-  size_t best = 0;
-  for (size_t k = 1; k < snr->size(); ++k)
+  size_t best = 0, bestFirst = 0;
+  for (size_t k = 1; k < snr->size(); ++k) {
     if ((*snr)[k] > (*snr)[best]) best = k;
+    if (first[k] > first[bestFirst]) bestFirst = k;
+  }
   std::map<ValueId, ClipCandidate> layerwise;  // the per-tensor winners, candidates of the refinement
   for (const auto& [id, c] : m_clipChoices) layerwise[id] = ClipCandidate{c.winner, c.amax};
   for (auto& [id, c] : m_clipChoices) {
@@ -387,6 +463,10 @@ Status QuantSession::searchClips(const CalibrationData& data, const ProgressFn& 
     c.selection = tables[best].first;
     c.selectionOutputSnrDb = (*snr)[best];
     c.layerwiseOutputSnrDb = (*snr)[0];
+    c.selectionRealisations = spread ? probeN : 1;
+    c.selectionFirstRealisationDb = first[best];
+    c.selectionOnFirst = tables[bestFirst].first;
+    c.selectionOnFirstSnrDb = first[bestFirst];
     if (best == 0) continue;
     auto a = tables[best].second.find(id);
     if (a == tables[best].second.end()) continue;

@@ -627,6 +627,19 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   r->streamed = m_streaming;
   r->memoryBudgetBytes = m_options.memoryBudgetBytes == UINT64_MAX ? 0 : m_options.memoryBudgetBytes;
   m_result = r;
+  if (m_options.realisationsAuto && !m_probe.ran) {
+    // The probe where no table check ran it (a method other than auto, or loaded scales).
+    auto v = realisationSnrDb(std::max(2, m_options.realisationProbe), m_options.realisationDither, progress);
+    if (!v) return v.status();
+    std::vector<double> worst((size_t)std::max(2, m_options.realisationProbe), std::numeric_limits<double>::infinity());
+    for (const std::vector<double>& out : *v)
+      for (size_t k = 0; k < out.size() && k < worst.size(); ++k)
+        worst[k] = std::isnan(out[k]) ? -std::numeric_limits<double>::infinity() : std::min(worst[k], out[k]);
+    decideRealisations(std::move(worst), "analysis", m_data->sampleCount());
+    auto copy = std::make_shared<AnalysisResult>(*m_result);
+    copy->realisationProbe = m_probe;
+    m_result = copy;
+  }
   if (m_options.realisations > 1) {
     auto measured = measureRealisations(progress);
     if (!measured) return measured.status();
@@ -645,19 +658,7 @@ Result<std::vector<std::vector<double>>> QuantSession::realisationSnrDb(int real
   for (int k = 1; k < realisations; ++k) {
     // The scales of this realisation: splitmix64 of (k, tensor), then Box-Muller.
     QuantState state = m_state;
-    for (auto& [value, q] : state.act) {
-      uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)k + 0xD1B54A32D192ED03ull * ((uint64_t)value + 1);
-      auto next = [&x] {
-        uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-      };
-      const double u1 = ((double)(next() >> 11) + 0.5) / 9007199254740992.0;
-      const double u2 = ((double)(next() >> 11) + 0.5) / 9007199254740992.0;
-      const double n = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-      q.scale = (float)((double)q.scale * (1 + dither * n));
-    }
+    state.act = ditheredScales(m_state.act, k, dither);
     const PassContext c{*m_model, *m_executor, state, m_paths, *m_cancelToken, m_outputKinds};
     const FakeQuantTransform t(state, m_paths, enabledMask());
     std::vector<ErrorAccumulator> outAcc(g.outputs.size());
@@ -684,6 +685,24 @@ Result<std::vector<std::vector<double>>> QuantSession::realisationSnrDb(int real
   return out;
 }
 
+void QuantSession::decideRealisations(std::vector<double> worst, const std::string& where, int64_t samples) {
+  m_probe = RealisationProbe{};
+  m_probe.ran = true;
+  m_probe.where = where;
+  m_probe.samples = samples;
+  m_probe.thresholdDb = m_options.realisationSpreadSdDb;
+  double mean = 0;
+  for (double v : worst) mean += v;
+  mean /= (double)worst.size();
+  double ss = 0;
+  for (double v : worst) ss += (v - mean) * (v - mean);
+  m_probe.sdDb = worst.size() > 1 ? std::sqrt(ss / (double)(worst.size() - 1)) : std::nan("");
+  m_probe.worstSnrDb = std::move(worst);
+  // A NaN sd (an output at -inf or +inf) reads as not spread: the figures cannot say.
+  m_probe.chosen = m_probe.sdDb > m_probe.thresholdDb ? std::max(2, m_options.realisationsWhenSpread) : 1;
+  m_options.realisations = m_probe.chosen;
+}
+
 Result<std::shared_ptr<const AnalysisResult>> QuantSession::measureRealisations(const ProgressFn& progress) {
   if (m_options.realisations <= 1) {
     if (!m_result) return invalidArgument(m_model->path + ": realisations need a prior analyze()");
@@ -703,6 +722,7 @@ void QuantSession::finishResult(AnalysisResult& r, const std::vector<ErrorAccumu
   r.plan = m_plan;
   r.calibration = m_options.calibration;
   r.clipChoices = m_clipChoices;
+  r.realisationProbe = m_probe;
   r.activations = m_state.act;
   r.tensorRanges = tensorRanges();
   r.weights = m_state.weights;

@@ -135,6 +135,16 @@ struct AnalysisOptions {
   /// fallback checks its target on their mean. 1: none.
   int realisations = 1;
   double realisationDither = 1e-6;
+  /// --realisations auto (docs/quality.md, "Realisations by default: the probe"): `realisations` is
+  /// decided by a probe of realisationProbe realisations at the all-INT8 start (method auto: on the
+  /// whole-graph table check's best table, before the choice among tables; otherwise after the
+  /// analysis's pass): when the sd of the worst output's SNR across them exceeds
+  /// realisationSpreadSdDb, realisations becomes realisationsWhenSpread (and method auto scores its
+  /// tables on the mean of realisationProbe realisations), else 1.
+  bool realisationsAuto = false;
+  int realisationProbe = 4;
+  int realisationsWhenSpread = 8;
+  double realisationSpreadSdDb = 0.25;
   /// --what-if (QuantState::whatIf): a bound no engine runs; analysis only. With activations per
   /// channel, calibrate() also collects each per-channel point's channel max |x|. Turns off the
   /// integer Convs, the plane-wise depthwise runs and the prepacked weights (every node then goes
@@ -318,6 +328,9 @@ class QuantSession {
   std::map<std::pair<ValueId, int>, std::vector<double>> m_channelSearched;
   ChannelClipSearch m_channelClipSearch;
   std::map<ValueId, ClipChoice> m_clipChoices;  // method auto: the search's amax, beneath m_amaxOverride
+  RealisationProbe m_probe;  // --realisations auto: the probe, once per session
+  // The probe's decision from the worst output's SNR per realisation (sets m_probe, m_options.realisations).
+  void decideRealisations(std::vector<double> worst, const std::string& where, int64_t samples);
   std::vector<std::string> m_calibrationWarnings;
   // The amax overrides computeScales() applies: the clip search's choices, then the explicit ones.
   std::map<ValueId, float> scaleOverrides() const;

@@ -43,6 +43,14 @@ struct ClipChoice {
   std::string layerwiseWinner;       // the per-tensor (layer-wise) winner, whatever the selection
   double selectionOutputSnrDb = 0;   // worst output SNR of the selection on the search's samples
   double layerwiseOutputSnrDb = 0;   // the same of the per-tensor choices
+  /// --realisations auto, when the probe found the model spread (RealisationProbe): the tables were
+  /// scored on the mean of selectionRealisations realisations of the rounding noise (realisation 0
+  /// the plain figure above's measure), selectionOutputSnrDb is that mean, and selectionOnFirst the
+  /// table realisation 0 alone would have chosen (its figure selectionOnFirstSnrDb). 1: as before.
+  int selectionRealisations = 1;
+  std::string selectionOnFirst;
+  double selectionOnFirstSnrDb = NAN;
+  double selectionFirstRealisationDb = NAN;  // the chosen table's realisation 0 (the plain figure)
   /// The refinement on the outputs (core/analysis/clip_refine.h), when it ran (refinePasses > 0):
   /// refinedFrom names the choice it replaced on this tensor (empty: kept), the rest is the run's.
   bool refineRan = false;
@@ -93,6 +101,19 @@ struct OutputResult {
   double realisationSdDb() const;
 };
 
+/// --realisations auto (docs/quality.md, "Realisations by default: the probe"): a few realisations
+/// of the rounding noise at the all-INT8 start; when the worst output's SNR spreads across them by
+/// more than thresholdDb (sd), the analysis and the fallback use `chosen` realisations, else 1.
+struct RealisationProbe {
+  bool ran = false;
+  std::string where;             // "table check" (method auto, calibration data) or "analysis"
+  int64_t samples = 0;           // the samples it ran on
+  std::vector<double> worstSnrDb;  // the worst output's SNR per realisation (0: the plain figure)
+  double sdDb = NAN;             // their sample sd
+  double thresholdDb = 0;
+  int chosen = 1;                // the realisations used after it
+};
+
 struct AnalysisResult {
   QuantPlan plan;                     // placement with the user's configuration applied
   std::vector<NodeResult> nodes;      // indexed by NodeId
@@ -113,6 +134,8 @@ struct AnalysisResult {
   uint64_t memoryBudgetBytes = 0;
   /// Method `auto` only: per activation tensor, the winning clip candidate (empty otherwise).
   std::map<ValueId, ClipChoice> clipChoices;
+  /// --realisations auto: the probe (ran false otherwise).
+  RealisationProbe realisationProbe;
 
   /// Lowest SNR over the graph outputs (the figure targets are checked against).
   double worstOutputSnrDb() const;

@@ -328,6 +328,7 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
   ao.gramSplit = rq.gramSplit;
   ao.realisations = std::max(1, rq.realisations);
   ao.realisationDither = rq.realisationDither;
+  ao.realisationsAuto = rq.realisationsAuto;
   ao.whatIf = rq.whatIf;
   ao.whatIfChannelAmax = rq.whatIfChannelAmax;
   if (saved) {  // the saved head weight scale search's ratios
@@ -600,8 +601,8 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (rq.fallbackPairs != AnalysisRequest{}.fallbackPairs) s["fallback_pairs"] = rq.fallbackPairs ? "on" : "off";
   if (rq.fallbackRecalibrate) s["fallback_recalibrate"] = "on";
   if (rq.activationSplit) s["activation_split"] = "on";
-  if (rq.realisations > 1) {
-    s["realisations"] = std::to_string(rq.realisations);
+  if (rq.realisations > 1 || rq.realisationsAuto) {
+    s["realisations"] = rq.realisationsAuto ? std::string("auto") : std::to_string(rq.realisations);
     std::ostringstream eps;
     eps << rq.realisationDither;
     s["realisation_dither"] = eps.str();

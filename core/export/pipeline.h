@@ -92,6 +92,9 @@ struct AnalysisRequest {
   /// reported per output, and the fallback's target checked on their mean (AnalysisOptions::realisations).
   int realisations = 1;
   double realisationDither = 1e-6;
+  /// --realisations auto (the CLI's default): `realisations` decided by a probe of a few realisations
+  /// at the all-INT8 start (AnalysisOptions::realisationsAuto); `realisations` is then not read.
+  bool realisationsAuto = false;
   std::map<std::string, OutputKind> outputKinds;  // --output-kind: graph output -> agreement kind
   // Scales from a file instead of calibrating; at most one of the two.
   std::string loadConfig;           // quant_cfg.json: scales, node states and settings

@@ -77,6 +77,15 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
     }
   }
   j["outputs"] = outputs;
+  // --realisations auto: the probe that decided the realisations (docs/report-schema.md, Realisations).
+  if (r.realisationProbe.ran) {
+    const RealisationProbe& p = r.realisationProbe;
+    Json each = Json::array();
+    for (double v : p.worstSnrDb) each.push_back(jsonNumber(v));
+    j["realisation_probe"] = {{"where", p.where}, {"samples", p.samples}, {"worst_snr_db", each},
+                              {"sd_db", jsonNumber(p.sdDb)}, {"threshold_db", jsonNumber(p.thresholdDb)},
+                              {"realisations", p.chosen}};
+  }
   Json layers = Json::array();
   for (NodeId id : g.topoOrder) {
     const Node& n = g.nodes[(size_t)id];
@@ -139,6 +148,13 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
                                 {"layerwise_winner", cc.layerwiseWinner}, {"selection", cc.selection},
                                 {"selection_output_snr_db", jsonNumber(cc.selectionOutputSnrDb)},
                                 {"layerwise_output_snr_db", jsonNumber(cc.layerwiseOutputSnrDb)}};
+      // --realisations auto on a spread model: the tables scored on the mean of realisations.
+      if (cc.selectionRealisations > 1) {
+        tensors.back()["auto"]["selection_realisations"] = cc.selectionRealisations;
+        tensors.back()["auto"]["selection_first_realisation_db"] = jsonNumber(cc.selectionFirstRealisationDb);
+        tensors.back()["auto"]["selection_on_first"] = cc.selectionOnFirst;
+        tensors.back()["auto"]["selection_on_first_snr_db"] = jsonNumber(cc.selectionOnFirstSnrDb);
+      }
       // The refinement on the outputs (core/analysis/clip_refine.h), when it ran.
       if (cc.refineRan)
         tensors.back()["auto"]["refine"] = {

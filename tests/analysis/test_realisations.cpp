@@ -39,18 +39,21 @@ struct Chain {
 // x [8 samples, 32, 128] (normal, drawn from `seed`) -> four MatMuls (128 x 128, uniform +-0.25)
 // with a Relu between each: enough elements at each quantized input (4096 a sample) that a 1e-6
 // dither of the scales moves some across a rounding tie, and enough layers for those flips to spread.
-Chain chainModel(uint32_t seed) {
+// `layers` and `width` (the last MatMul's columns, the output's last dim) vary it: the default is the
+// chain above; one layer is the least spread, a narrow last layer the most (a few output values).
+Chain chainModel(uint32_t seed, int layers = 4, int64_t width = 128) {
   OnnxBuilder b(13);
   const int64_t n = 128, rows = 32;
-  b.input("x", {-1, rows, n}).output("y", {-1, rows, n});
+  b.input("x", {-1, rows, n}).output("y", {-1, rows, width});
   std::mt19937 rng(17);
   std::string in = "x";
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < layers; ++i) {
     const std::string id = std::to_string(i);
-    b.initializer("w" + id, {n, n}, randomValues((size_t)(n * n), rng, -0.25f, 0.25f));
-    const std::string out = i == 3 ? "y" : "h" + id;
+    const int64_t cols = i == layers - 1 ? width : n;
+    b.initializer("w" + id, {n, cols}, randomValues((size_t)(n * cols), rng, -0.25f, 0.25f));
+    const std::string out = i == layers - 1 ? "y" : "h" + id;
     b.node("MatMul", {in, "w" + id}, {out}, "mm" + id);
-    if (i < 3) {
+    if (i < layers - 1) {
       b.node("Relu", {out}, {"r" + id}, "relu" + id);
       in = "r" + id;
     }
@@ -210,6 +213,94 @@ TEST(Realisations, ClsOnnxRuntimeLandsWithinTheReportedSpread) {
   // where the spread is narrower).
   EXPECT_NEAR(ort, mean, std::max(3 * sd, 0.5));
   fs::remove_all(dir);
+}
+
+// --realisations auto (AnalysisOptions::realisationsAuto; docs/quality.md, "Realisations by default:
+// the probe"): 4 realisations after the analysis's pass; their worst output SNR's sd decides 8 or 1.
+SessionRun analyseAuto(const Chain& b, CalibMethod method = CalibMethod::Max) {
+  SessionRun r;
+  AnalysisOptions ao = options(1);
+  ao.realisationsAuto = true;
+  ao.calibration.method = method;
+  auto s = QuantSession::create(b.model, {}, ao);
+  EXPECT_TRUE(s) << s.status().message();
+  if (!s) return r;
+  r.session = std::move(s).value();
+  EXPECT_TRUE(r.session->calibrate(*b.data));
+  auto res = r.session->analyze(b.data);
+  EXPECT_TRUE(res) << res.status().message();
+  if (res) r.result = *res;
+  return r;
+}
+
+// A model built to be spread: its output decided by values at rounding ties, as cls's is by a few
+// (docs/quality.md, "Bias correction with integer Convs: rounding ties"). x [8 samples, 4, 128] holds
+// (k + 1/2) / 64, k in 0..126, and 127 / 64 once a sample, so that max calibration gives the scale
+// 1/64 exactly and every other input value sits on a tie: realisation 0 rounds them half to even,
+// a dithered one all toward zero or all away (the sign of its draw). One MatMul to two columns makes
+// the output 64 values, whose error is the input's rounding error through the weights plus the
+// weights' own: which way the ties go changes it by a large part.
+Chain tieModel() {
+  OnnxBuilder b(13);
+  const int64_t n = 128;
+  const int64_t rows = 4, cols = 2;  // M = 1 or N = 1 would be left in float (the GEMV rule)
+  b.input("x", {-1, rows, n}).output("y", {-1, rows, cols});
+  std::mt19937 rng(17);
+  b.initializer("w", {n, cols}, randomValues((size_t)(n * cols), rng, -0.25f, 0.25f));
+  b.node("MatMul", {"x", "w"}, {"y"}, "mm");
+  std::uniform_int_distribution<int> k(0, 126);
+  Tensor x(DType::Float, {kSamples, rows, n});
+  for (int64_t s = 0; s < kSamples; ++s)
+    for (int64_t i = 0; i < rows * n; ++i)
+      x.data<float>()[s * rows * n + i] = i == s ? 127.f / 64 : ((float)k(rng) + 0.5f) / 64;
+  Chain m;
+  m.model = builtModel(b, "realisations_ties.onnx");
+  const std::string path = makeTempDir("realisations-ties") + "/x.npy";
+  EXPECT_TRUE(writeNpy(path, x));
+  CalibrationDataOptions co;
+  co.path = path;
+  co.batchSize = 1;
+  m.path = path;
+  if (!m.model) return m;
+  auto d = CalibrationData::open(*m.model, co);
+  EXPECT_TRUE(d) << d.status().message();
+  if (d) m.data = std::shared_ptr<const CalibrationData>(std::move(d).value());
+  return m;
+}
+
+TEST(Realisations, AutoProbePicksEightOnASpreadModelAndOneOnTheChain) {
+  Chain ties = tieModel();
+  ASSERT_TRUE(ties.data);
+  SessionRun spread = analyseAuto(ties);
+  ASSERT_TRUE(spread.result);
+  const RealisationProbe& p = spread.result->realisationProbe;
+  std::printf("ties: probe of %zu, sd %.3f dB -> %d realisations:", p.worstSnrDb.size(), p.sdDb, p.chosen);
+  for (double v : p.worstSnrDb) std::printf(" %.3f", v);
+  std::printf(" dB\n");
+  ASSERT_TRUE(p.ran);
+  EXPECT_EQ(p.where, "analysis");
+  EXPECT_EQ(p.worstSnrDb.size(), 4u);
+  EXPECT_EQ(p.worstSnrDb[0], spread.result->worstOutputSnrDb()) << "realisation 0 is the analysis";
+  EXPECT_GT(p.sdDb, p.thresholdDb);
+  EXPECT_EQ(p.chosen, 8);
+  EXPECT_EQ(spread.session->options().realisations, 8) << "the fallback then checks its target on the mean of 8";
+  EXPECT_EQ(spread.result->outputs[0].realisationSnrDb.size(), 8u) << "and the result carries them";
+
+  Chain chain = chainModel(1);
+  ASSERT_TRUE(chain.data);
+  SessionRun dense = analyseAuto(chain);
+  ASSERT_TRUE(dense.result);
+  const RealisationProbe& q = dense.result->realisationProbe;
+  std::printf("chain: probe of %zu, sd %.4f dB -> %d realisation(s)\n", q.worstSnrDb.size(), q.sdDb, q.chosen);
+  ASSERT_TRUE(q.ran);
+  EXPECT_LE(q.sdDb, q.thresholdDb);
+  EXPECT_EQ(q.chosen, 1);
+  EXPECT_EQ(dense.session->options().realisations, 1);
+  EXPECT_TRUE(dense.result->outputs[0].realisationSnrDb.empty()) << "no cost beyond the probe";
+  // The probe's realisations are the option's: the same figures as --realisations 4.
+  SessionRun four = analyse(chain, 4);
+  ASSERT_TRUE(four.result);
+  EXPECT_EQ(q.worstSnrDb, four.result->outputs[0].realisationSnrDb);
 }
 
 }  // namespace

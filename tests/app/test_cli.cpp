@@ -14,6 +14,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "core/io/npy.h"
 #include "tests/support/onnx_builder.h"
 
@@ -221,6 +223,52 @@ TEST_F(CliTest, AnalyzeWritesReportsAndWarnsLoudlyOnRandomData) {
     EXPECT_NE(ss.str().find(key), std::string::npos) << key;
   EXPECT_TRUE(fs::exists(dir + "/r.html"));
   EXPECT_TRUE(fs::exists(dir + "/r.csv"));
+}
+
+// --realisations auto|N (docs/user-guide.md, "Auto-fallback"): auto is the default and report.json
+// says what its probe found; a count still works; anything else is one line and exit 2.
+TEST_F(CliTest, RealisationsParseAutoAndCountsAndRejectJunk) {
+  std::string m = dir + "/conv.onnx";
+  writeConvModel(m, 8, 1);
+  auto read = [](const std::string& path) {
+    std::ifstream j(path);
+    std::stringstream ss;
+    ss << j.rdbuf();
+    return nlohmann::json::parse(ss.str());
+  };
+  for (const char* method : {"auto", "max"}) {  // the probe at the table check, and after the analysis
+    SCOPED_TRACE(method);
+    auto def = runQuantscope("analyze " + m + " --calibration-size 4 --calibration-method " + method + " --report " +
+                                 dir + "/auto.json",
+                             dir);
+    ASSERT_EQ(def.exitCode, 0) << def.err;
+    EXPECT_NE(def.err.find("realisations auto: probe of 4"), std::string::npos) << def.err;
+    const nlohmann::json r = read(dir + "/auto.json");
+    EXPECT_EQ(r["settings"]["realisations"], "auto");
+    ASSERT_TRUE(r.contains("realisation_probe")) << r.dump();
+    const nlohmann::json& p = r["realisation_probe"];
+    EXPECT_EQ(p["where"], std::string(method) == "auto" ? "table check" : "analysis");
+    EXPECT_EQ(p["worst_snr_db"].size(), 4u);
+    for (const char* key : {"samples", "sd_db", "threshold_db", "realisations"}) EXPECT_TRUE(p.contains(key)) << key;
+    const int chosen = p["realisations"];
+    EXPECT_TRUE(chosen == 1 || chosen == 8) << chosen;
+    EXPECT_EQ(r["outputs"][0].contains("realisations"), chosen > 1);
+  }
+  auto three = runQuantscope("analyze " + m + " --calibration-size 4 --realisations 3 --report " + dir + "/3.json", dir);
+  ASSERT_EQ(three.exitCode, 0) << three.err;
+  const nlohmann::json r3 = read(dir + "/3.json");
+  EXPECT_EQ(r3["settings"]["realisations"], "3");
+  EXPECT_FALSE(r3.contains("realisation_probe"));
+  EXPECT_EQ(r3["outputs"][0]["realisations"]["snr_db"].size(), 3u);
+  for (const char* junk : {"junk", "0", "65", "3x", "-1", "\"\""}) {
+    SCOPED_TRACE(junk);
+    auto bad = runQuantscope("analyze " + m + " --realisations " + junk + " --report " + dir + "/bad.json", dir);
+    EXPECT_EQ(bad.exitCode, 2) << bad.err;
+    EXPECT_EQ(lineCount(bad.err), 1) << bad.err;
+    EXPECT_NE(bad.err.find("--realisations"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("expected auto or a count from 1 to 64"), std::string::npos) << bad.err;
+    EXPECT_FALSE(fs::exists(dir + "/bad.json"));
+  }
 }
 
 TEST_F(CliTest, AnalyzeBadOptionsAndDataExitTwo) {
