@@ -57,7 +57,7 @@ struct TextFlags {
   std::string memoryBudget;  // --memory-budget SIZE
   std::string whatIf;        // --what-if weights-float|activations-per-channel|both|none
   std::string whatIfChannelAmax;  // --what-if-channel-amax capped|scaled
-  std::string realisations = "auto";  // --realisations auto|N
+  std::string realisations = "1";  // --realisations auto|N
 };
 TextFlags g_text;
 Int4Args g_int4;
@@ -141,7 +141,7 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                  "auto|N: measure the output SNR in N realisations of the rounding noise: the analysis and N - 1 "
                  "quantized passes with every activation scale multiplied by (1 + 1e-6 n), n ~ N(0,1), which moves "
                  "values at a rounding tie as another runtime's float sums do; reported as mean and sd, and the "
-                 "fallback's target checked on the mean. auto (default): 4 realisations at the all-INT8 start; 8 "
+                 "fallback's target checked on the mean (default 1). auto: 4 realisations at the all-INT8 start; 8 "
                  "(and method auto's tables scored on the mean of 4) when their worst output's SNR has an sd above "
                  "0.25 dB, else 1");
   cmd.add_option("--realisation-dither", a.realisationDither,

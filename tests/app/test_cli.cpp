@@ -225,8 +225,8 @@ TEST_F(CliTest, AnalyzeWritesReportsAndWarnsLoudlyOnRandomData) {
   EXPECT_TRUE(fs::exists(dir + "/r.csv"));
 }
 
-// --realisations auto|N (docs/user-guide.md, "Auto-fallback"): auto is the default and report.json
-// says what its probe found; a count still works; anything else is one line and exit 2.
+// --realisations auto|N (docs/user-guide.md, "Auto-fallback"): with auto, report.json says what its
+// probe found; without the flag there is no probe; a count still works; anything else is one line and exit 2.
 TEST_F(CliTest, RealisationsParseAutoAndCountsAndRejectJunk) {
   std::string m = dir + "/conv.onnx";
   writeConvModel(m, 8, 1);
@@ -238,7 +238,7 @@ TEST_F(CliTest, RealisationsParseAutoAndCountsAndRejectJunk) {
   };
   for (const char* method : {"auto", "max"}) {  // the probe at the table check, and after the analysis
     SCOPED_TRACE(method);
-    auto def = runQuantscope("analyze " + m + " --calibration-size 4 --calibration-method " + method + " --report " +
+    auto def = runQuantscope("analyze " + m + " --calibration-size 4 --calibration-method " + method + " --realisations auto --report " +
                                  dir + "/auto.json",
                              dir);
     ASSERT_EQ(def.exitCode, 0) << def.err;
@@ -254,6 +254,12 @@ TEST_F(CliTest, RealisationsParseAutoAndCountsAndRejectJunk) {
     EXPECT_TRUE(chosen == 1 || chosen == 8) << chosen;
     EXPECT_EQ(r["outputs"][0].contains("realisations"), chosen > 1);
   }
+  auto plain = runQuantscope("analyze " + m + " --calibration-size 4 --report " + dir + "/1.json", dir);
+  ASSERT_EQ(plain.exitCode, 0) << plain.err;
+  EXPECT_EQ(plain.err.find("realisations auto"), std::string::npos) << plain.err;
+  const nlohmann::json r1 = read(dir + "/1.json");
+  EXPECT_EQ(r1["settings"]["realisations"], "1");
+  EXPECT_FALSE(r1.contains("realisation_probe"));
   auto three = runQuantscope("analyze " + m + " --calibration-size 4 --realisations 3 --report " + dir + "/3.json", dir);
   ASSERT_EQ(three.exitCode, 0) << three.err;
   const nlohmann::json r3 = read(dir + "/3.json");
