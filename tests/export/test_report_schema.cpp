@@ -63,8 +63,8 @@ TEST_P(ReportSchema, TheReportOfEachModelValidates) {
   const std::string report = dir + "/report.json";
   const std::string cmd = std::string(QS_BINARY) + " analyze " + model + " --calibration-data " + dir + "/images" +
                           " --image-size " + std::to_string(c.width) + "x" + std::to_string(c.height) + " " + c.extra +
-                          // --realisations 1: the curve checks below are realisation 0's rule (with the CLI's
-                          // default auto, cls is spread and the fallback also waits for the mean: wt-mean)
+                          // --realisations 1: the curve checks below are realisation 0's rule (with
+                          // --realisations auto, cls is spread and the fallback also waits for the mean: wt-mean)
                           " --threads 2 --realisations 1 --report " + report + " >/dev/null 2>" + dir + "/err.txt";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << readFile(dir + "/err.txt");
   EXPECT_EQ(validate(report, dir + "/v.txt"), 0) << readFile(dir + "/v.txt");
