@@ -127,7 +127,7 @@ TEST_F(Pipeline, BundleIsWhatTheCliWritesByteForByte) {
   ASSERT_TRUE(writeBundle(*bundle));
   const std::string cmd = std::string(QS_BINARY) + " export " + kCls + " --calibration-data " + images +
                           " --image-size 192x48 --mean 0.5,0.5,0.5 --std 0.5,0.5,0.5 --calibration-method max" +
-                          // --realisations 1: the default of AnalysisRequest and the CLI (auto would change the figures)
+                          // --realisations 1: the default of AnalysisRequest and the CLI (auto changes the figures)
                           " --no-layerwise --no-sensitivity --threads 2 --realisations 1 --output-dir " + dir +
                           "/cli >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
