@@ -557,21 +557,7 @@ Result<std::vector<std::vector<double>>> QuantSession::realisationSnrDb(int real
   for (size_t o = 0; o < g.outputs.size(); ++o) out[o].push_back(m_result->outputs[o].metrics.snrDb);
   const int64_t batches = m_data->batchCount();
   for (int k = 1; k < realisations; ++k) {
-    // The scales of this realisation: splitmix64 of (k, tensor), then Box-Muller.
-    QuantState state = m_state;
-    for (auto& [value, q] : state.act) {
-      uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)k + 0xD1B54A32D192ED03ull * ((uint64_t)value + 1);
-      auto next = [&x] {
-        uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-      };
-      const double u1 = ((double)(next() >> 11) + 0.5) / 9007199254740992.0;
-      const double u2 = ((double)(next() >> 11) + 0.5) / 9007199254740992.0;
-      const double n = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-      q.scale = (float)((double)q.scale * (1 + dither * n));
-    }
+    const QuantState state = realisationState(k, dither);
     const PassContext c{*m_model, *m_executor, state, m_paths, *m_cancelToken, m_outputKinds};
     const FakeQuantTransform t(state, m_paths, enabledMask());
     std::vector<ErrorAccumulator> outAcc(g.outputs.size());
@@ -596,6 +582,12 @@ Result<std::vector<std::vector<double>>> QuantSession::realisationSnrDb(int real
     for (size_t o = 0; o < g.outputs.size(); ++o) out[o].push_back(outAcc[o].metrics().snrDb);
   }
   return out;
+}
+
+QuantState QuantSession::realisationState(int realisation, double dither) const {
+  QuantState state = m_state;
+  ditherActivationScales(state.act, realisation, dither);
+  return state;
 }
 
 Result<std::shared_ptr<const AnalysisResult>> QuantSession::measureRealisations(const ProgressFn& progress) {
