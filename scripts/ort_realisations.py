@@ -14,7 +14,8 @@ script runs one export (the exported point as `quantscope export` chooses it, fa
    scripts/fallback_ort_check.py) on the float model and each of the K + 1 files, on the same inputs,
 
 and prints per realisation ours, ORT's and ORT - ours, then over k = 1..K: our mean and sd, ORT's mean
-and sd, the paired difference's mean, sd and standard error (sd / sqrt(K)), and their ratio (t). A
+and sd, the paired difference's mean, sd and standard error (sd / sqrt(K)), their ratio (t), and the correlation
+of ours and ORT's over k (how much of ORT's realisation the shared scales decide). A
 systematic ORT part shows as |t| well above 2-3; noise as |t| below 2.
 
 usage: ort_realisations.py MODEL INPUTS.npy [--realisations 8] [--samples 8]
@@ -97,6 +98,7 @@ def main():
                     "ours": ours[o], "ort": ort[o], "paired_diff": d.tolist(),
                     "ours_stats": stats(us[1:]), "ort_stats": stats(them[1:]), "diff_stats": st,
                     "t": st["mean"] / st["se"] if st["se"] > 0 else None,
+                    "corr": float(np.corrcoef(us[1:], them[1:])[0, 1]) if K > 2 else None,
                     "realisation0": {"ours": float(us[0]), "ort": float(them[0]), "diff": float(them[0] - us[0])}})
     print(json.dumps(res, indent=1))
     if a.json:
