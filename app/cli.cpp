@@ -355,7 +355,7 @@ int runCli(int argc, char** argv) {
                     "Measurement aid: write quantized.onnx with the activation scales of realisation K of "
                     "--realisations (each x (1 + D n), D = --realisation-dither), to run that realisation in another "
                     "runtime; only quantized.onnx changes (default 0: the scales as analysed)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1000000));
   exCmd->add_option("--scale-dither-files", ex.scaleDitherFiles,
                     "Measurement aid: also write quantized.dither<k>.onnx for k = 1..N (realisation k's activation "
                     "scales, as --scale-dither k) and dither_realisations.json (our output SNR in realisations 0..N at "

@@ -18,6 +18,8 @@ int runExport(const ExportArgs& args) {
                                        " is an analysis-only bound (" + args.request.modelPath +
                                        "): no engine runs it; use quantscope analyze"));
   }
+  if (args.scaleDitherFiles > 0 && args.target.outputDir.empty())  // before any work
+    return reportError(invalidArgument("export: --scale-dither-files needs --output-dir (" + args.request.modelPath + ")"));
   RunCallbacks cb = terminalCallbacks(args.progress);
   auto run = prepareRun(args.request, cb);
   if (!run) return reportError(run.status());
@@ -37,12 +39,12 @@ int runExport(const ExportArgs& args) {
   }
   if (Status st = writeBundle(*bundle); !st) return reportError(st);
   if (args.scaleDitherFiles > 0) {
-    if (args.target.outputDir.empty())
-      return reportError(invalidArgument("export: --scale-dither-files needs --output-dir (" + args.request.modelPath + ")"));
     // Our realisations 0..N at the exported point (the fallback's choice is made before, on its own terms).
     auto ours = run->session->realisationSnrDb(args.scaleDitherFiles + 1, args.request.realisationDither, cb.progress);
     if (!ours) return reportError(ours.status());
-    std::string json = "{\"realisation_dither\": " + std::to_string(args.request.realisationDither) + ", \"outputs\": [";
+    char dither[40];
+    std::snprintf(dither, sizeof dither, "%.17g", args.request.realisationDither);
+    std::string json = std::string("{\"realisation_dither\": ") + dither + ", \"outputs\": [";
     for (size_t o = 0; o < ours->size(); ++o) {
       json += std::string(o ? ", " : "") + "{\"name\": \"" + run->result()->outputs[o].name + "\", \"snr_db\": [";
       for (size_t k = 0; k < (*ours)[o].size(); ++k) {

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -129,6 +131,56 @@ TEST(ScaleDither, ANegativeSeedIsRefusedInOneLine) {
   auto run = runAnalysis(rq);
   ASSERT_FALSE(run);
   EXPECT_NE(run.status().message().find("--scale-dither -2"), std::string::npos) << run.status().message();
+}
+
+}  // namespace
+
+namespace {
+
+// The CLI: --scale-dither-files N writes quantized.dither<k>.onnx for k = 1..N and our realisations
+// 0..N in dither_realisations.json from one run, realisation 0 the exported point's SNR; it needs
+// --output-dir and says so in one line before any work.
+TEST(ScaleDither, CliWritesTheFilesAndOurRealisationsFromOneRun) {
+  const std::string model = std::string(QS_MODELS_DIR) + "/ch_ppocr_mobile_v2.0_cls_infer.onnx";
+  if (!fs::exists(model)) GTEST_SKIP() << model << " missing: run scripts/setup.sh";
+  const std::string dir = test::makeTempDir("scale-dither-cli");
+  test::writeTextImages(dir + "/images", 8, 192, 48, 7);
+  AnalysisRequest rq = test::textLineRemedyRequest(model, dir + "/images", 192);
+  auto run = prepareRun(rq);
+  ASSERT_TRUE(run) << run.status().message();
+  // The 8 preprocessed lines as one .npy for the CLI.
+  Tensor all(DType::Float, {8, 3, 48, 192});
+  for (int s = 0; s < 8; ++s) {
+    auto feeds = run->analysisData->batch(s);
+    ASSERT_TRUE(feeds) << feeds.status().message();
+    const Tensor& t = (*feeds)[0].tensor;
+    ASSERT_EQ(t.numel(), 3 * 48 * 192);
+    std::memcpy(all.data<float>() + (size_t)s * t.numel(), t.data<float>(), (size_t)t.numel() * 4);
+  }
+  ASSERT_TRUE(writeNpy(dir + "/x.npy", all));
+  const std::string common = model + " --calibration-data " + dir + "/x.npy --calibration-size 8 --no-sensitivity";
+  const std::string refused = test::cliOutput("export " + common + " --scale-dither-files 2 --output-path " + dir + "/m.onnx");
+  EXPECT_NE(refused.find("--scale-dither-files needs --output-dir"), std::string::npos) << refused;
+  EXPECT_FALSE(fs::exists(dir + "/m.onnx"));
+  const std::string out = test::cliOutput("export " + common + " --scale-dither-files 2 --output-dir " + dir + "/out");
+  for (const char* f : {"quantized.onnx", "quantized.dither1.onnx", "quantized.dither2.onnx", "report.json"})
+    EXPECT_TRUE(fs::exists(dir + "/out/" + f)) << f << "\n" << out;
+  EXPECT_FALSE(fs::exists(dir + "/out/quantized.dither3.onnx"));
+  EXPECT_FALSE(readBytes(dir + "/out/quantized.dither1.onnx") == readBytes(dir + "/out/quantized.onnx"));
+  EXPECT_FALSE(readBytes(dir + "/out/quantized.dither1.onnx") == readBytes(dir + "/out/quantized.dither2.onnx"));
+  const std::string json = readBytes(dir + "/out/dither_realisations.json");
+  const std::string report = readBytes(dir + "/out/report.json");
+  // Realisation 0 is the exported point's SNR (report.json's outputs[0].snr_db), then two more.
+  const size_t at = json.find("\"snr_db\": [");
+  ASSERT_NE(at, std::string::npos) << json;
+  const double r0 = std::stod(json.substr(at + 11));
+  const size_t rs = report.find("\"snr_db\"", report.find("\"outputs\""));
+  ASSERT_NE(rs, std::string::npos);
+  const double predicted = std::stod(report.substr(report.find(':', rs) + 1));
+  EXPECT_NEAR(r0, predicted, 1e-3 * std::max(1.0, std::fabs(predicted)));
+  const std::string list = json.substr(at, json.find(']', at) - at);
+  EXPECT_EQ(std::count(list.begin(), list.end(), ','), 2) << "realisations 0, 1 and 2: " << list;
+  fs::remove_all(dir);
 }
 
 }  // namespace
