@@ -371,6 +371,16 @@ int runCli(int argc, char** argv) {
   exCmd->add_option("--output-path,--output_path", ex.target.outputPath, "Write the quantized model alone to this file");
   exCmd->add_option("--load-config", ex.request.loadConfig,
                     "Reuse a quant_cfg.json (scales and node states) instead of calibrating");
+  exCmd->add_option("--scale-dither", ex.request.scaleDither,
+                    "Measurement aid: write quantized.onnx with the activation scales of realisation K of "
+                    "--realisations (each x (1 + D n), D = --realisation-dither), to run that realisation in another "
+                    "runtime; only quantized.onnx changes (default 0: the scales as analysed)")
+      ->check(CLI::Range(0, 1000000));
+  exCmd->add_option("--scale-dither-files", ex.scaleDitherFiles,
+                    "Measurement aid: also write quantized.dither<k>.onnx for k = 1..N (realisation k's activation "
+                    "scales, as --scale-dither k) and dither_realisations.json (our output SNR in realisations 0..N at "
+                    "the exported point) into --output-dir, from this one run (default 0)")
+      ->check(CLI::Range(0, 63));
   exCmd->add_option("--calibration-cache-path,--calibration_cache_path", ex.request.calibrationCache,
                     "Take activation scales from a TensorRT calibration cache instead of calibrating");
   g_text.dqOnlyOption = exCmd->add_flag("--dq-only,!--no-dq-only", g_text.dqOnly,

@@ -60,6 +60,10 @@ struct ExportArgs {
   AnalysisRequest request;
   ExportTarget target;            // --output-dir (all files) or --output_path (the model alone)
   bool progress = false;
+  /// --scale-dither-files N: besides the bundle, quantized.dither<k>.onnx for k = 1..N (realisation k's
+  /// activation scales) and dither_realisations.json (our output SNR in realisations 0..N at the exported
+  /// point), for scripts/ort_realisations.py. 0: none.
+  int scaleDitherFiles = 0;
 };
 int runExport(const ExportArgs& args);
 

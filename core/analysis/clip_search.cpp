@@ -306,28 +306,6 @@ Result<std::vector<double>> outputSnrOfScales(const PassContext& c, std::map<Val
   return out;
 }
 
-std::map<ValueId, ActivationQuant> ditheredScales(const std::map<ValueId, ActivationQuant>& act, int realisation,
-                                                  double dither) {
-  std::map<ValueId, ActivationQuant> out = act;
-  if (realisation == 0) return out;
-  const int k = realisation;
-  for (auto& [value, q] : out) {
-    // The scales of this realisation: splitmix64 of (k, tensor), then Box-Muller.
-    uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)k + 0xD1B54A32D192ED03ull * ((uint64_t)value + 1);
-    auto next = [&x] {
-      uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-      return z ^ (z >> 31);
-    };
-    const double u1 = ((double)(next() >> 11) + 0.5) / 9007199254740992.0;
-    const double u2 = ((double)(next() >> 11) + 0.5) / 9007199254740992.0;
-    const double n = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-    q.scale = (float)((double)q.scale * (1 + dither * n));
-  }
-  return out;
-}
-
 // QuantSession's step after the statistics (declared in quant_session.h, kept here with the search).
 namespace {
 
@@ -387,7 +365,10 @@ Status QuantSession::searchClips(const CalibrationData& data, const ProgressFn& 
                     const std::vector<double>& plain) -> Result<std::vector<double>> {
     std::vector<std::map<ValueId, ActivationQuant>> dithered;
     for (const auto& table : t)
-      for (int k = 1; k < probeN; ++k) dithered.push_back(ditheredScales(table, k, dither));
+      for (int k = 1; k < probeN; ++k) {
+        dithered.push_back(table);
+        ditherActivationScales(dithered.back(), k, dither);
+      }
     auto v = outputSnrOfScales(passContext(), m_state.act, dithered, enabledMask(), data,
                                m_options.clipSearch.checkSamples, progress);
     if (!v) return v.status();
@@ -404,7 +385,10 @@ Status QuantSession::searchClips(const CalibrationData& data, const ProgressFn& 
     for (size_t k = 1; k < first.size(); ++k)
       if (first[k] > first[top]) top = k;
     std::vector<std::map<ValueId, ActivationQuant>> dithered;
-    for (int k = 1; k < probeN; ++k) dithered.push_back(ditheredScales(scales[top], k, dither));
+    for (int k = 1; k < probeN; ++k) {
+      dithered.push_back(scales[top]);
+      ditherActivationScales(dithered.back(), k, dither);
+    }
     auto v = outputSnrOfScales(passContext(), m_state.act, dithered, enabledMask(), data,
                                m_options.clipSearch.checkSamples, progress);
     if (!v) return v.status();

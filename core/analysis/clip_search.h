@@ -98,10 +98,4 @@ Result<std::vector<double>> outputSnrOfScales(const PassContext& c, std::map<Val
                                               const std::vector<char>& enabled, const CalibrationData& data,
                                               int64_t maxSamples, const ProgressFn& progress = {});
 
-/// `act` with every activation scale multiplied by (1 + dither n), n ~ N(0, 1) seeded by
-/// (realisation, tensor): realisation k of the rounding noise (QuantSession::realisationSnrDb's).
-/// Realisation 0 is `act` itself.
-std::map<ValueId, ActivationQuant> ditheredScales(const std::map<ValueId, ActivationQuant>& act, int realisation,
-                                                  double dither);
-
 }  // namespace qs

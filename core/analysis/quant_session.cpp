@@ -656,9 +656,7 @@ Result<std::vector<std::vector<double>>> QuantSession::realisationSnrDb(int real
   for (size_t o = 0; o < g.outputs.size(); ++o) out[o].push_back(m_result->outputs[o].metrics.snrDb);
   const int64_t batches = m_data->batchCount();
   for (int k = 1; k < realisations; ++k) {
-    // The scales of this realisation: splitmix64 of (k, tensor), then Box-Muller.
-    QuantState state = m_state;
-    state.act = ditheredScales(m_state.act, k, dither);
+    const QuantState state = realisationState(k, dither);
     const PassContext c{*m_model, *m_executor, state, m_paths, *m_cancelToken, m_outputKinds};
     const FakeQuantTransform t(state, m_paths, enabledMask());
     std::vector<ErrorAccumulator> outAcc(g.outputs.size());
@@ -701,6 +699,12 @@ void QuantSession::decideRealisations(std::vector<double> worst, const std::stri
   // A NaN sd (an output at -inf or +inf) reads as not spread: the figures cannot say.
   m_probe.chosen = m_probe.sdDb > m_probe.thresholdDb ? std::max(2, m_options.realisationsWhenSpread) : 1;
   m_options.realisations = m_probe.chosen;
+}
+
+QuantState QuantSession::realisationState(int realisation, double dither) const {
+  QuantState state = m_state;
+  ditherActivationScales(state.act, realisation, dither);
+  return state;
 }
 
 Result<std::shared_ptr<const AnalysisResult>> QuantSession::measureRealisations(const ProgressFn& progress) {

@@ -218,6 +218,9 @@ class QuantSession {
   /// prior analyze(); fails when cancelled.
   Result<std::vector<std::vector<double>>> realisationSnrDb(int realisations, double dither,
                                                             const ProgressFn& progress = {}) const;
+  /// The state realisation `realisation` of realisationSnrDb() runs: the current one with every
+  /// activation scale dithered by ditherActivationScales(realisation, dither) (0: the state as it is).
+  QuantState realisationState(int realisation, double dither) const;
   /// realisationSnrDb() with the options' count and dither, put into the result's
   /// OutputResult::realisationSnrDb (the result is replaced by a copy that has them). With
   /// AnalysisOptions::realisations <= 1 the result as it is.

@@ -296,4 +296,21 @@ bool FakeQuantTransform::runNode(NodeId node, std::span<const Tensor* const> inp
   return false;
 }
 
+void ditherActivationScales(std::map<ValueId, ActivationQuant>& act, int realisation, double dither) {
+  if (realisation <= 0) return;
+  for (auto& [value, q] : act) {
+    uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)realisation + 0xD1B54A32D192ED03ull * ((uint64_t)value + 1);
+    auto next = [&x] {
+      uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      return z ^ (z >> 31);
+    };
+    const double u1 = ((double)(next() >> 11) + 0.5) / 9007199254740992.0;
+    const double u2 = ((double)(next() >> 11) + 0.5) / 9007199254740992.0;
+    const double n = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    q.scale = (float)((double)q.scale * (1 + dither * n));
+  }
+}
+
 }  // namespace qs

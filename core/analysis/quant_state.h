@@ -141,6 +141,13 @@ std::map<ValueId, ActivationQuant> computeScales(const Graph& g, const QuantPlan
                                                  const std::map<ValueId, float>& amaxOverride,
                                                  const CalibrationSettings& calibration);
 
+/// Realisation `realisation` of the rounding noise (QuantSession::realisationSnrDb, docs/quality.md
+/// "Realisations of the rounding noise"): every scale of `act` multiplied by (1 + dither n), n ~ N(0, 1)
+/// drawn per tensor by splitmix64 of (realisation, value), then Box-Muller; the product rounded to
+/// float. The session's dithered passes and `quantscope export --scale-dither K` both call this, so
+/// realisation K of the analysis and export K carry the same scales. realisation <= 0: unchanged.
+void ditherActivationScales(std::map<ValueId, ActivationQuant>& act, int realisation, double dither);
+
 /// WhatIf::ActivationsPerChannel: s.actChannels from the calibrated per-tensor scales (s.act) and
 /// each point's channel max |x| over the calibration data, keyed (value, axis): a channel's amax
 /// by `rule` (ChannelAmax); a channel that was all zeros keeps the tensor's scale. A point with no

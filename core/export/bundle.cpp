@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "core/analysis/quant_state.h"
 #include "core/exec/executor.h"
 #include "core/export/exporter.h"
 #include "core/quant/quant_config.h"
@@ -79,7 +80,13 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
     if (!ranks) return ranks.status();
     eo.observedRanks = std::move(ranks).value();
   }
-  auto exported = buildQuantizedModel(rq.modelPath, *run.model, r, eo);
+  // --scale-dither K: the model with realisation K's activation scales (the other files keep r's).
+  AnalysisResult dithered;
+  if (rq.scaleDither > 0) {
+    dithered = r;
+    ditherActivationScales(dithered.activations, rq.scaleDither, rq.realisationDither);
+  }
+  auto exported = buildQuantizedModel(rq.modelPath, *run.model, rq.scaleDither > 0 ? dithered : r, eo);
   if (!exported) return exported.status();
 
   ExportBundle b;

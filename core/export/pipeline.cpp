@@ -63,6 +63,8 @@ Status validateRequest(const AnalysisRequest& r) {
   if (!(r.realisationDither > 0 && r.realisationDither <= 1e-2))
     return invalidArgument("--realisation-dither " + std::to_string(r.realisationDither) +
                            ": expected a relative dither in (0, 0.01]");
+  if (r.scaleDither < 0)
+    return invalidArgument("--scale-dither " + std::to_string(r.scaleDither) + ": expected a realisation number, 0 or more");
   if (r.fallbackCurveSteps < 0)
     return invalidArgument("--fallback-curve " + std::to_string(r.fallbackCurveSteps) + ": expected 0 or more steps");
   if (!std::isnan(r.targetAgreement) && !(r.targetAgreement >= 0 && r.targetAgreement <= 1)) {
@@ -601,8 +603,10 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (rq.fallbackPairs != AnalysisRequest{}.fallbackPairs) s["fallback_pairs"] = rq.fallbackPairs ? "on" : "off";
   if (rq.fallbackRecalibrate) s["fallback_recalibrate"] = "on";
   if (rq.activationSplit) s["activation_split"] = "on";
-  if (rq.realisations > 1 || rq.realisationsAuto) {
+  if (rq.realisations > 1 || rq.realisationsAuto)
     s["realisations"] = rq.realisationsAuto ? std::string("auto") : std::to_string(rq.realisations);
+  if (rq.scaleDither > 0) s["scale_dither"] = std::to_string(rq.scaleDither);
+  if (rq.realisations > 1 || rq.realisationsAuto || rq.scaleDither > 0) {
     std::ostringstream eps;
     eps << rq.realisationDither;
     s["realisation_dither"] = eps.str();

@@ -95,6 +95,13 @@ struct AnalysisRequest {
   /// --realisations auto (the CLI's default): `realisations` decided by a probe of a few realisations
   /// at the all-INT8 start (AnalysisOptions::realisationsAuto); `realisations` is then not read.
   bool realisationsAuto = false;
+  /// export --scale-dither K (docs/quality.md, "ONNX Runtime's own realisations"): quantized.onnx
+  /// written with the activation scales of realisation K of --realisations, every one multiplied by
+  /// the same (1 + realisationDither n) as QuantSession::realisationSnrDb's pass K
+  /// (ditherActivationScales), so that another runtime can run that realisation. Only quantized.onnx
+  /// changes: quant_cfg.json, calibration.cache and report.json keep the analysed scales (report.json's
+  /// settings name the seed). 0: the scales as analysed, the file byte for byte as without the flag.
+  int scaleDither = 0;
   std::map<std::string, OutputKind> outputKinds;  // --output-kind: graph output -> agreement kind
   // Scales from a file instead of calibrating; at most one of the two.
   std::string loadConfig;           // quant_cfg.json: scales, node states and settings
