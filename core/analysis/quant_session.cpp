@@ -220,87 +220,6 @@ Status QuantSession::calibrate(const CalibrationData& data, const ProgressFn& pr
   return Status::ok();
 }
 
-Status QuantSession::searchChannelClips(const CalibrationData& data, const ProgressFn& progress) {
-  // Per (value, axis): the candidates' amax and scales per channel, and their summed squared errors.
-  struct Search {
-    std::vector<std::vector<double>> amax;
-    std::vector<std::vector<float>> scales;
-    std::vector<std::vector<double>> err;
-    std::vector<double> count;
-  };
-  std::map<std::pair<ValueId, int>, Search> searches;
-  std::multimap<ValueId, int> axes;
-  for (const auto& [key, maxima] : m_channelMax) {
-    const ActivationQuant* q = m_state.activation(key.first);
-    if (!q || q->scale <= 0 || maxima.empty()) continue;
-    Search s;
-    for (double c : maxima) {
-      s.amax.push_back(c > 0 ? searchedClipCandidates(c, q->amax) : std::vector<double>{});
-      std::vector<float> sc;
-      for (double a : s.amax.back()) sc.push_back(channelScale(a, m_plan.mode, m_options.calibration.highPrecision));
-      s.scales.push_back(std::move(sc));
-      s.err.emplace_back(s.scales.back().size(), 0.0);
-    }
-    s.count.assign(maxima.size(), 0.0);
-    searches.emplace(key, std::move(s));
-    axes.emplace(key.first, key.second);
-  }
-  struct Observer : ExecutionObserver {
-    std::map<std::pair<ValueId, int>, Search>* searches;
-    const std::multimap<ValueId, int>* axes;
-    QuantMode mode;
-    void see(ValueId id, const Tensor& t) {
-      if (t.dtype() != DType::Float) return;
-      for (auto [it, end] = axes->equal_range(id); it != end; ++it) {
-        Search& s = searches->at({id, it->second});
-        accumulateChannelClipErrors(t, it->second, s.scales, mode, s.err, s.count);
-      }
-    }
-    void onGraphInput(ValueId id, const Tensor& t) override { see(id, t); }
-    void onNodeOutput(NodeId, size_t, ValueId id, const Tensor& t) override { see(id, t); }
-  } observer;
-  observer.searches = &searches;
-  observer.axes = &axes;
-  observer.mode = m_plan.mode;
-  const int64_t n = data.batchCount();
-  for (int64_t b = 0; b < n && !searches.empty(); ++b) {
-    if (!keepGoing(*m_cancelToken, progress, (double)b / (double)n, "searching channel clips")) return cancelled();
-    auto feeds = data.batch(b);
-    if (!feeds) return feeds.status();
-    RunOptions ro;
-    ro.observer = &observer;
-    ro.cancel = &m_cancelToken->flag();
-    auto out = m_executor->run(*feeds, ro);
-    if (!out) return out.status();
-  }
-  m_channelSearched.clear();
-  m_channelClipSearch = ChannelClipSearch{};
-  double ratioSum = 0;
-  int64_t ratioCount = 0;
-  for (auto& [key, s] : searches) {
-    std::vector<double> chosen(s.amax.size(), 0.0);
-    for (size_t c = 0; c < s.amax.size(); ++c) {
-      if (s.amax[c].empty()) continue;  // an all-zero channel: computeChannelScales keeps the tensor's scale
-      size_t best = 0;                  // capped's, unless a candidate is strictly better
-      for (size_t j = 1; j < s.err[c].size(); ++j)
-        if (s.err[c][j] < s.err[c][best]) best = j;
-      chosen[c] = s.amax[c][best];
-      ++m_channelClipSearch.channels;
-      if (s.amax[c][best] < s.amax[c][0]) ++m_channelClipSearch.belowCapped;
-      m_channelClipSearch.errorCapped += s.err[c][0];
-      m_channelClipSearch.errorSearched += s.err[c][best];
-      if (s.err[c][best] > 0 && s.err[c][0] > 0) {
-        ratioSum += 10 * std::log10(s.err[c][0] / s.err[c][best]);
-        ++ratioCount;
-      }
-    }
-    m_channelSearched[key] = std::move(chosen);
-    ++m_channelClipSearch.points;
-  }
-  m_channelClipSearch.meanRatioDb = ratioCount ? ratioSum / (double)ratioCount : 0;
-  return Status::ok();
-}
-
 Status QuantSession::setActivationAmax(const std::map<std::string, float>& amaxByTensor) {
   const Graph& g = m_model->graph;
   for (const auto& [name, amax] : amaxByTensor) {
@@ -648,78 +567,6 @@ Result<std::shared_ptr<const AnalysisResult>> QuantSession::analyze(std::shared_
   return m_result;
 }
 
-Result<std::vector<std::vector<double>>> QuantSession::realisationSnrDb(int realisations, double dither,
-                                                                        const ProgressFn& progress) const {
-  if (!m_result || !m_data) return invalidArgument(m_model->path + ": realisations need a prior analyze()");
-  const Graph& g = m_model->graph;
-  std::vector<std::vector<double>> out(g.outputs.size());
-  for (size_t o = 0; o < g.outputs.size(); ++o) out[o].push_back(m_result->outputs[o].metrics.snrDb);
-  const int64_t batches = m_data->batchCount();
-  for (int k = 1; k < realisations; ++k) {
-    const QuantState state = realisationState(k, dither);
-    const PassContext c{*m_model, *m_executor, state, m_paths, *m_cancelToken, m_outputKinds};
-    const FakeQuantTransform t(state, m_paths, enabledMask());
-    std::vector<ErrorAccumulator> outAcc(g.outputs.size());
-    for (int64_t b = 0; b < batches; ++b) {
-      if (!keepGoing(*m_cancelToken, progress, ((double)(k - 1) * (double)batches + (double)b) /
-                                                   ((double)(realisations - 1) * (double)batches),
-                     "realisation " + std::to_string(k + 1) + " of " + std::to_string(realisations)))
-        return cancelled();
-      auto feeds = m_data->batch(b);
-      if (!feeds) return feeds.status();
-      std::vector<ErrorAccumulator> nodeAcc(g.nodes.size()), acc(g.outputs.size());
-      const std::vector<NodeId> none;
-      if (b < (int64_t)m_cache.size()) {
-        QS_RETURN_IF_ERROR(quantizedPass(c, *feeds, m_cache[(size_t)b]->floatTable, t, &none, nodeAcc, acc));
-      } else {
-        auto ft = floatPass(c, *feeds);
-        if (!ft) return ft.status();
-        QS_RETURN_IF_ERROR(quantizedPass(c, *feeds, *ft, t, &none, nodeAcc, acc));
-      }
-      for (size_t o = 0; o < acc.size(); ++o) outAcc[o].merge(acc[o]);
-    }
-    for (size_t o = 0; o < g.outputs.size(); ++o) out[o].push_back(outAcc[o].metrics().snrDb);
-  }
-  return out;
-}
-
-void QuantSession::decideRealisations(std::vector<double> worst, const std::string& where, int64_t samples) {
-  m_probe = RealisationProbe{};
-  m_probe.ran = true;
-  m_probe.where = where;
-  m_probe.samples = samples;
-  m_probe.thresholdDb = m_options.realisationSpreadSdDb;
-  double mean = 0;
-  for (double v : worst) mean += v;
-  mean /= (double)worst.size();
-  double ss = 0;
-  for (double v : worst) ss += (v - mean) * (v - mean);
-  m_probe.sdDb = worst.size() > 1 ? std::sqrt(ss / (double)(worst.size() - 1)) : std::nan("");
-  m_probe.worstSnrDb = std::move(worst);
-  // A NaN sd (an output at -inf or +inf) reads as not spread: the figures cannot say.
-  m_probe.chosen = m_probe.sdDb > m_probe.thresholdDb ? std::max(2, m_options.realisationsWhenSpread) : 1;
-  m_options.realisations = m_probe.chosen;
-}
-
-QuantState QuantSession::realisationState(int realisation, double dither) const {
-  QuantState state = m_state;
-  ditherActivationScales(state.act, realisation, dither);
-  return state;
-}
-
-Result<std::shared_ptr<const AnalysisResult>> QuantSession::measureRealisations(const ProgressFn& progress) {
-  if (m_options.realisations <= 1) {
-    if (!m_result) return invalidArgument(m_model->path + ": realisations need a prior analyze()");
-    return m_result;
-  }
-  auto v = realisationSnrDb(m_options.realisations, m_options.realisationDither, progress);
-  if (!v) return v.status();
-  auto r = std::make_shared<AnalysisResult>(*m_result);
-  for (size_t o = 0; o < r->outputs.size() && o < v->size(); ++o) r->outputs[o].realisationSnrDb = (*v)[o];
-  m_result = r;
-  return m_result;
-}
-
 void QuantSession::finishResult(AnalysisResult& r, const std::vector<ErrorAccumulator>& nodeAcc,
                                 const std::vector<ErrorAccumulator>& outAcc) const {
   const Graph& g = m_model->graph;
@@ -737,7 +584,7 @@ void QuantSession::finishResult(AnalysisResult& r, const std::vector<ErrorAccumu
   r.outputs.clear();
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     r.outputs.push_back(OutputResult{g.outputs[i], g.value(g.outputs[i]).name, outAcc[i].metrics(),
-                                     i < m_outAgree.size() ? m_outAgree[i].metrics() : AgreementMetrics{}});
+                                     i < m_outAgree.size() ? m_outAgree[i].metrics() : AgreementMetrics{}, {}});
   }
 }
 
