@@ -30,18 +30,12 @@ namespace {
 constexpr int kRealisations = 8;
 constexpr int64_t kSamples = 8;
 
-struct Chain {
-  std::shared_ptr<Model> model;
-  std::shared_ptr<const CalibrationData> data;
-  std::string path;  // the samples' .npy
-};
-
 // x [8 samples, 32, 128] (normal, drawn from `seed`) -> four MatMuls (128 x 128, uniform +-0.25)
 // with a Relu between each: enough elements at each quantized input (4096 a sample) that a 1e-6
 // dither of the scales moves some across a rounding tie, and enough layers for those flips to spread.
 // `layers` and `width` (the last MatMul's columns, the output's last dim) vary it: the default is the
 // chain above; one layer is the least spread, a narrow last layer the most (a few output values).
-Chain chainModel(uint32_t seed, int layers = 4, int64_t width = 128) {
+BuiltModel chainModel(uint32_t seed, int layers = 4, int64_t width = 128) {
   OnnxBuilder b(13);
   const int64_t n = 128, rows = 32;
   b.input("x", {-1, rows, n}).output("y", {-1, rows, width});
@@ -62,20 +56,8 @@ Chain chainModel(uint32_t seed, int layers = 4, int64_t width = 128) {
   std::normal_distribution<float> normal(0.f, 1.f);
   Tensor x(DType::Float, {kSamples, rows, n});
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = normal(data);
-  Chain m;
-  m.model = builtModel(b, "realisations_chain.onnx");
-  const std::string path = makeTempDir("realisations") + "/x.npy";
-  EXPECT_TRUE(writeNpy(path, x));
   // One sample a batch (the batch dim is dynamic).
-  CalibrationDataOptions co;
-  co.path = path;
-  co.batchSize = 1;
-  m.path = path;
-  if (!m.model) return m;
-  auto d = CalibrationData::open(*m.model, co);
-  EXPECT_TRUE(d) << d.status().message();
-  if (d) m.data = std::shared_ptr<const CalibrationData>(std::move(d).value());
-  return m;
+  return buildWithData(b, x, "realisations", 1);
 }
 
 AnalysisOptions options(int realisations) {
@@ -87,12 +69,12 @@ AnalysisOptions options(int realisations) {
   return ao;
 }
 
-SessionRun analyse(const Chain& b, int realisations, const QuantConfig& config = {}) {
+SessionRun analyse(const BuiltModel& b, int realisations, const QuantConfig& config = {}) {
   return calibrateAndAnalyse(b.model, b.data, options(realisations), config);
 }
 
 TEST(Realisations, SpreadIsReproducibleRealisationZeroIsTheAnalysisAndTheSdIsPositive) {
-  Chain b = chainModel(1);
+  BuiltModel b = chainModel(1);
   ASSERT_TRUE(b.data);
   SessionRun one = analyse(b, 1);
   SessionRun a = analyse(b, kRealisations);
@@ -113,7 +95,7 @@ TEST(Realisations, SpreadIsReproducibleRealisationZeroIsTheAnalysisAndTheSdIsPos
 }
 
 TEST(Realisations, LeaveTheSessionAsItWasAndFollowTheToggles) {
-  Chain b = chainModel(1);
+  BuiltModel b = chainModel(1);
   ASSERT_TRUE(b.data);
   SessionRun a = analyse(b, kRealisations);
   ASSERT_TRUE(a.result);
@@ -147,7 +129,7 @@ TEST(Realisations, LeaveTheSessionAsItWasAndFollowTheToggles) {
 TEST(Realisations, FallbackGoesOnWhileTheMeanIsShortOfTheTarget) {
   // The premise (realisation 0 above the mean) holds for some data and not for others: the first
   // data seed where it does, deterministic like everything else here.
-  Chain b;
+  BuiltModel b;
   SessionRun many;
   double given = NAN, mean = NAN;
   for (uint32_t seed = 1; seed <= 20 && !(given - mean > 0.01); ++seed) {
@@ -217,7 +199,7 @@ TEST(Realisations, ClsOnnxRuntimeLandsWithinTheReportedSpread) {
 
 // --realisations auto (AnalysisOptions::realisationsAuto; docs/quality.md, "Realisations by default:
 // the probe"): 4 realisations after the analysis's pass; their worst output SNR's sd decides 8 or 1.
-SessionRun analyseAuto(const Chain& b, CalibMethod method = CalibMethod::Max) {
+SessionRun analyseAuto(const BuiltModel& b, CalibMethod method = CalibMethod::Max) {
   SessionRun r;
   AnalysisOptions ao = options(1);
   ao.realisationsAuto = true;
@@ -240,7 +222,7 @@ SessionRun analyseAuto(const Chain& b, CalibMethod method = CalibMethod::Max) {
 // a dithered one all toward zero or all away (the sign of its draw). One MatMul to two columns makes
 // the output 64 values, whose error is the input's rounding error through the weights plus the
 // weights' own: which way the ties go changes it by a large part.
-Chain tieModel() {
+BuiltModel tieModel() {
   OnnxBuilder b(13);
   const int64_t n = 128;
   const int64_t rows = 4, cols = 2;  // M = 1 or N = 1 would be left in float (the GEMV rule)
@@ -253,23 +235,12 @@ Chain tieModel() {
   for (int64_t s = 0; s < kSamples; ++s)
     for (int64_t i = 0; i < rows * n; ++i)
       x.data<float>()[s * rows * n + i] = i == s ? 127.f / 64 : ((float)k(rng) + 0.5f) / 64;
-  Chain m;
-  m.model = builtModel(b, "realisations_ties.onnx");
-  const std::string path = makeTempDir("realisations-ties") + "/x.npy";
-  EXPECT_TRUE(writeNpy(path, x));
-  CalibrationDataOptions co;
-  co.path = path;
-  co.batchSize = 1;
-  m.path = path;
-  if (!m.model) return m;
-  auto d = CalibrationData::open(*m.model, co);
-  EXPECT_TRUE(d) << d.status().message();
-  if (d) m.data = std::shared_ptr<const CalibrationData>(std::move(d).value());
-  return m;
+  // One sample a batch (the batch dim is dynamic).
+  return buildWithData(b, x, "realisations-ties", 1);
 }
 
 TEST(Realisations, AutoProbePicksEightOnASpreadModelAndOneOnTheChain) {
-  Chain ties = tieModel();
+  BuiltModel ties = tieModel();
   ASSERT_TRUE(ties.data);
   SessionRun spread = analyseAuto(ties);
   ASSERT_TRUE(spread.result);
@@ -286,7 +257,7 @@ TEST(Realisations, AutoProbePicksEightOnASpreadModelAndOneOnTheChain) {
   EXPECT_EQ(spread.session->options().realisations, 8) << "the fallback then checks its target on the mean of 8";
   EXPECT_EQ(spread.result->outputs[0].realisationSnrDb.size(), 8u) << "and the result carries them";
 
-  Chain chain = chainModel(1);
+  BuiltModel chain = chainModel(1);
   ASSERT_TRUE(chain.data);
   SessionRun dense = analyseAuto(chain);
   ASSERT_TRUE(dense.result);

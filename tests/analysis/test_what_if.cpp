@@ -53,9 +53,11 @@ struct Analysed {
   std::shared_ptr<const AnalysisResult> result;
 };
 
-Analysed analysed(WhatIf whatIf, ChannelAmax rule = ChannelAmax::Capped, float amaxFraction = 1) {
+// `model` with `samples` random samples, a session quantizing only "conv" under the what-if,
+// calibrated with max (the result left empty).
+Analysed calibratedConv(std::shared_ptr<Model> model, int64_t samples, WhatIf whatIf, ChannelAmax rule) {
   Analysed a;
-  a.model = builtModel(twoDecadesBuilder(), "two_decades.onnx");
+  a.model = std::move(model);
   AnalysisOptions ao;
   ao.calibration.method = CalibMethod::Max;
   ao.threads = 1;
@@ -63,9 +65,13 @@ Analysed analysed(WhatIf whatIf, ChannelAmax rule = ChannelAmax::Capped, float a
   ao.whatIfChannelAmax = rule;
   QuantConfig config;
   config.nodesToQuantize = {"conv"};
-  a.data = randomData(*a.model, 4);
-  SessionRun run = calibrated(a.model, *a.data, ao, config);
-  a.session = std::move(run.session);
+  a.data = randomData(*a.model, samples);
+  a.session = calibrated(a.model, *a.data, ao, config).session;
+  return a;
+}
+
+Analysed analysed(WhatIf whatIf, ChannelAmax rule = ChannelAmax::Capped, float amaxFraction = 1) {
+  Analysed a = calibratedConv(builtModel(twoDecadesBuilder(), "two_decades.onnx"), 4, whatIf, rule);
   if (!a.session) return a;
   if (amaxFraction < 1) {
     const float amax = a.session->state().activation(a.model->graph.findValue("h"))->amax;
@@ -163,32 +169,12 @@ OnnxBuilder outlierBuilder() {
   return b;
 }
 
-struct OutlierRun {
-  std::shared_ptr<Model> model;
-  std::shared_ptr<const CalibrationData> data;
-  std::unique_ptr<QuantSession> session;
-};
-
-OutlierRun outlierRun(ChannelAmax rule) {
-  OutlierRun a;
-  a.model = builtModel(outlierBuilder(), "outlier.onnx");
-  AnalysisOptions ao;
-  ao.calibration.method = CalibMethod::Max;
-  ao.threads = 1;
-  ao.whatIf = WhatIf::ActivationsPerChannel;
-  ao.whatIfChannelAmax = rule;
-  QuantConfig config;
-  config.nodesToQuantize = {"conv"};
-  auto s = QuantSession::create(a.model, config, ao);
-  EXPECT_TRUE(s) << s.status().message();
-  a.session = std::move(s).value();
-  a.data = randomData(*a.model, 2);
-  EXPECT_TRUE(a.session->calibrate(*a.data));
-  return a;
+Analysed outlierRun(ChannelAmax rule) {
+  return calibratedConv(builtModel(outlierBuilder(), "outlier.onnx"), 2, WhatIf::ActivationsPerChannel, rule);
 }
 
 // Channel c's squared error over the data at scale `scale`, h = x + bump computed here.
-double channelError(const OutlierRun& a, int c, float scale) {
+double channelError(const Analysed& a, int c, float scale) {
   double sum = 0;
   for (int64_t b = 0; b < a.data->batchCount(); ++b) {
     auto feeds = a.data->batch(b);
@@ -206,7 +192,7 @@ double channelError(const OutlierRun& a, int c, float scale) {
 }  // namespace
 
 TEST(WhatIf, SearchedClipsAnOutlierChannelBelowItsMax) {
-  OutlierRun capped = outlierRun(ChannelAmax::Capped), searched = outlierRun(ChannelAmax::Searched);
+  Analysed capped = outlierRun(ChannelAmax::Capped), searched = outlierRun(ChannelAmax::Searched);
   const NodeId conv = nodeNamed(*capped.model, "conv");
   const auto& c = capped.session->state().actChannels.at({conv, (size_t)0}).scale;
   const auto& s = searched.session->state().actChannels.at({conv, (size_t)0}).scale;

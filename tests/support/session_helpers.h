@@ -22,9 +22,10 @@ struct BuiltModel {
   std::shared_ptr<const CalibrationData> data;
 };
 
-/// `ob`'s model (as name/m.onnx in a new temporary folder) with `x` as its calibration data; members
-/// left empty (and a test failure) when either does not load.
-inline BuiltModel buildWithData(OnnxBuilder& ob, const Tensor& x, const std::string& name) {
+/// `ob`'s model (as name/m.onnx in a new temporary folder) with `x` as its calibration data, fed
+/// `batchSize` samples a batch (0: the data's default); members left empty (and a test failure) when
+/// either does not load.
+inline BuiltModel buildWithData(const OnnxBuilder& ob, const Tensor& x, const std::string& name, int64_t batchSize = 0) {
   const std::string dir = makeTempDir(name);
   const std::string bytes = ob.bytes();
   BuiltModel out;
@@ -35,6 +36,7 @@ inline BuiltModel buildWithData(OnnxBuilder& ob, const Tensor& x, const std::str
   EXPECT_TRUE(writeNpy(dir + "/x.npy", x));
   CalibrationDataOptions co;
   co.path = dir + "/x.npy";
+  co.batchSize = batchSize;
   auto d = CalibrationData::open(*out.model, co);
   EXPECT_TRUE(d) << d.status().message();
   if (d) out.data = std::shared_ptr<const CalibrationData>(std::move(d).value());
