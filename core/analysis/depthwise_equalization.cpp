@@ -127,9 +127,56 @@ int64_t depthwiseChannels(const Graph& g, const Node& n) {
 
 std::vector<DepthwiseEqualizedPair> findDepthwiseEqualizablePairs(const Model& model, bool throughRelu) {
   std::vector<DepthwiseEqualizedPair> out;
-  for (const Pair& p : findPairs(model.graph, throughRelu)) out.push_back({p.producer, p.consumer, (int)p.channels, 0});
+  for (const Pair& p : findPairs(model.graph, throughRelu)) out.push_back({p.producer, p.consumer, (int)p.channels, 0, {}});
   return out;
 }
+
+namespace {
+
+// Rescales pairs of a model copy's graph: the producer's channel c (every constant of p.scaled: a
+// weight's output channel, a BN's scale and B) by 1/s_c, the depthwise weights of channel c by s_c
+// (its bias unchanged). Each constant is cloned once, on first change.
+class PairScaler {
+ public:
+  explicit PairScaler(Graph& g) : m_g(g) {}
+  void apply(const Pair& p, const std::vector<float>& s) {
+    for (ValueId v : p.scaled) {
+      Tensor& t = own(v);
+      const int64_t block = t.numel() / p.channels;
+      float* d = t.data<float>();
+      for (int64_t c = 0; c < p.channels; ++c)
+        for (int64_t k = 0; k < block; ++k) d[c * block + k] /= s[(size_t)c];
+    }
+    Tensor& w = own(m_g.nodes[(size_t)p.consumer].inputs[1]);
+    const int64_t block = w.numel() / p.channels;
+    float* d = w.data<float>();
+    for (int64_t c = 0; c < p.channels; ++c)
+      for (int64_t k = 0; k < block; ++k) d[c * block + k] *= s[(size_t)c];
+  }
+  // res with the changed initializers' names and the copy as its model (the input when no pair changed).
+  DepthwiseEqualizationResult finish(std::shared_ptr<const Model> input, std::shared_ptr<Model> copy,
+                                     DepthwiseEqualizationResult res) const {
+    for (ValueId id : m_changed) res.changedInitializers.push_back(m_g.value(id).name);
+    std::sort(res.changedInitializers.begin(), res.changedInitializers.end());
+    if (res.pairs.empty()) {
+      res.model = std::move(input);
+    } else {
+      res.model = std::move(copy);
+    }
+    return res;
+  }
+
+ private:
+  Tensor& own(ValueId id) {
+    Tensor& t = *m_g.value(id).constant;
+    if (m_changed.insert(id).second) t = t.clone();
+    return t;
+  }
+  Graph& m_g;
+  std::set<ValueId> m_changed;
+};
+
+}  // namespace
 
 Result<DepthwiseEqualizationResult> equalizeDepthwiseInputs(std::shared_ptr<const Model> model,
                                                             const CalibrationData& data, int threads, bool throughRelu,
@@ -162,13 +209,7 @@ Result<DepthwiseEqualizationResult> equalizeDepthwiseInputs(std::shared_ptr<cons
   }
 
   auto copy = std::make_shared<Model>(*model);
-  Graph& g = copy->graph;
-  std::set<ValueId> changed;
-  auto own = [&](ValueId id) -> Tensor& {
-    Tensor& t = *g.value(id).constant;
-    if (changed.insert(id).second) t = t.clone();
-    return t;
-  };
+  PairScaler scaler(copy->graph);
   for (size_t i = 0; i < pairs.size(); ++i) {
     const Pair& p = pairs[i];
     const std::vector<double>& r = observer.ranges(i);
@@ -180,30 +221,45 @@ Result<DepthwiseEqualizationResult> equalizeDepthwiseInputs(std::shared_ptr<cons
     if (lowest >= top * 0.999) continue;  // already even
     std::vector<float> s((size_t)p.channels);
     for (int64_t c = 0; c < p.channels; ++c) s[(size_t)c] = (float)std::max(kMinScale, r[(size_t)c] / top);
-    // Producer: every constant's channel c (a weight's output channel, a BN's scale and B) by 1/s_c.
-    for (ValueId v : p.scaled) {
-      Tensor& t = own(v);
-      const int64_t block = t.numel() / p.channels;
-      float* d = t.data<float>();
-      for (int64_t c = 0; c < p.channels; ++c)
-        for (int64_t k = 0; k < block; ++k) d[c * block + k] /= s[(size_t)c];
+    scaler.apply(p, s);
+    res.pairs.push_back({p.producer, p.consumer, (int)p.channels, top / lowest, std::vector<double>(s.begin(), s.end())});
+  }
+  return scaler.finish(std::move(model), std::move(copy), std::move(res));
+}
+
+Result<DepthwiseEqualizationResult> applyDepthwiseEqualization(std::shared_ptr<const Model> model,
+                                                               const std::vector<DepthwiseSmoothingScale>& saved,
+                                                               const std::string& where) {
+  DepthwiseEqualizationResult res;
+  const std::vector<Pair> pairs = findPairs(model->graph, true);
+  auto copy = std::make_shared<Model>(*model);
+  PairScaler scaler(copy->graph);
+  std::set<NodeId> done;
+  for (const DepthwiseSmoothingScale& sc : saved) {
+    const std::string what = where + ": quantscope.depthwise_equalize: node '" + sc.consumer + "'";
+    const Pair* p = nullptr;
+    for (const Pair& q : pairs)
+      if (model->graph.nodes[(size_t)q.consumer].name == sc.consumer) p = &q;
+    if (!p) {
+      return invalidArgument(what + " is not a depthwise Conv with a producer to pair: the config was made for "
+                                    "another model than " + model->path);
     }
-    // Consumer: the depthwise weights of channel c by s_c (its bias is unchanged).
-    Tensor& w = own(g.nodes[(size_t)p.consumer].inputs[1]);
-    const int64_t block = w.numel() / p.channels;
-    float* d = w.data<float>();
-    for (int64_t c = 0; c < p.channels; ++c)
-      for (int64_t k = 0; k < block; ++k) d[c * block + k] *= s[(size_t)c];
-    res.pairs.push_back({p.producer, p.consumer, (int)p.channels, top / lowest});
+    if (!done.insert(p->consumer).second) return invalidArgument(what + " is listed twice");
+    if ((int64_t)sc.scale.size() != p->channels) {
+      return invalidArgument(what + ": " + std::to_string(sc.scale.size()) + " scales for " +
+                             std::to_string(p->channels) + " channels");
+    }
+    std::vector<float> s;
+    for (double v : sc.scale) {
+      if (!(v > 0) || !std::isfinite(v) || !std::isfinite((float)v) || !((float)v > 0))
+        return invalidArgument(what + ": a scale is not a positive number");
+      s.push_back((float)v);
+    }
+    scaler.apply(*p, s);
+    const auto [lo, hi] = std::minmax_element(s.begin(), s.end());
+    res.pairs.push_back({p->producer, p->consumer, (int)p->channels, (double)*hi / (double)*lo, sc.scale});
   }
-  for (ValueId id : changed) res.changedInitializers.push_back(g.value(id).name);
-  std::sort(res.changedInitializers.begin(), res.changedInitializers.end());
-  if (res.pairs.empty()) {
-    res.model = std::move(model);
-  } else {
-    res.model = std::move(copy);
-  }
-  return res;
+  return scaler.finish(std::move(model), std::move(copy), std::move(res));
 }
 
 }  // namespace qs

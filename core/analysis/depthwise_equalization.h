@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/analysis/batch_schedule.h"
+#include "core/analysis/depthwise_smoothing.h"
 #include "core/io/calibration_data.h"
 #include "core/ir/graph.h"
 #include "core/util/status.h"
@@ -34,6 +35,7 @@ struct DepthwiseEqualizedPair {
   NodeId producer = -1, consumer = -1;  // P (BatchNormalization or Conv) and the depthwise Conv
   int channels = 0;
   double rangeRatio = 0;  // largest over smallest channel range before (dead channels left out)
+  std::vector<double> scale;  // s_c: the producer's channel c divided by it, the depthwise weights multiplied
 };
 
 struct DepthwiseEqualizationResult {
@@ -60,5 +62,13 @@ Result<DepthwiseEqualizationResult> equalizeDepthwiseInputs(std::shared_ptr<cons
                                                             const CalibrationData& data, int threads,
                                                             bool throughRelu = false, int maxBatches = 0,
                                                             const ProgressFn& progress = {});
+
+/// The pairs' scales a quant_cfg.json saved (quantscope.depthwise_equalize, --load-config): each
+/// saved consumer's pair (direct or through Relu) rescaled by its saved s_c, so the weights are those
+/// of the run that saved them, bit for bit. Fails, naming `where` and the node, where a saved node is
+/// not a depthwise Conv with a producer to pair or its scale count or values do not fit.
+Result<DepthwiseEqualizationResult> applyDepthwiseEqualization(std::shared_ptr<const Model> model,
+                                                               const std::vector<DepthwiseSmoothingScale>& saved,
+                                                               const std::string& where);
 
 }  // namespace qs

@@ -108,6 +108,8 @@ Result<ExportBundle> buildExportBundle(const AnalysisRun& run, const ExportTarge
     qc.externalData = eo.externalData;
     qc.trtVersion = run.trtVersion;
     qc.trtAlgorithm = run.trtAlgorithm;
+    for (const DepthwiseEqualizedPair& p : run.remedies.depthwisePairs)
+      qc.depthwiseEqualize.push_back({run.model->graph.nodes[(size_t)p.consumer].name, p.scale});
     for (const DepthwiseSmoothedInput& d : run.remedies.depthwiseSmoothed)
       qc.depthwiseSmooth.push_back({run.model->graph.nodes[(size_t)d.consumer].name, d.scale});
     for (const DepthwiseSmoothedInput& d : run.remedies.pointwiseSmoothed)

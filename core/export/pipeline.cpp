@@ -291,6 +291,8 @@ Result<AnalysisRun> prepareRun(const AnalysisRequest& request, const RunCallback
 
   if (rq.depthwiseEqualize && !scalesGiven && rq.calibration.mode == QuantMode::Int8)
     QS_RETURN_IF_ERROR(equalizeRunDepthwise(run));
+  if (saved && !saved->depthwiseEqualize.empty())
+    QS_RETURN_IF_ERROR(equalizeRunDepthwise(run, saved->depthwiseEqualize, rq.loadConfig));
   if (rq.depthwiseSmooth && !scalesGiven && rq.calibration.mode == QuantMode::Int8)
     QS_RETURN_IF_ERROR(smoothRunDepthwise(run));
   if (saved && !saved->depthwiseSmooth.empty()) QS_RETURN_IF_ERROR(smoothRunDepthwise(run, saved->depthwiseSmooth, rq.loadConfig));

@@ -355,6 +355,11 @@ std::string quantConfigJson(const Model& model, const AnalysisResult& r, const Q
           {"qdq_points", qdqPoints},
           {"weights", weights},
           {"nodes", nodes}};
+  if (!ctx.depthwiseEqualize.empty()) {
+    Json eq = Json::array();
+    for (const DepthwiseSmoothingScale& d : ctx.depthwiseEqualize) eq.push_back(Json{{"node", d.consumer}, {"scale", d.scale}});
+    qs["depthwise_equalize"] = std::move(eq);
+  }
   if (!ctx.depthwiseSmooth.empty()) {
     Json sm = Json::array();
     for (const DepthwiseSmoothingScale& d : ctx.depthwiseSmooth) sm.push_back(Json{{"node", d.consumer}, {"scale", d.scale}});
@@ -510,6 +515,17 @@ Result<SavedQuantConfig> parseQuantConfig(const std::string& text, const std::st
         key = "nodes.reason";
         if (n.contains("reason")) ns.reason = n.at("reason").get<std::string>();
         s.nodes.push_back(std::move(ns));
+      }
+    }
+    key = "depthwise_equalize";
+    if (q.contains("depthwise_equalize")) {
+      for (const Json& d : q.at("depthwise_equalize")) {
+        DepthwiseSmoothingScale sc;
+        key = "depthwise_equalize.node";
+        sc.consumer = d.at("node").get<std::string>();
+        key = "depthwise_equalize.scale";
+        sc.scale = d.at("scale").get<std::vector<double>>();
+        s.depthwiseEqualize.push_back(std::move(sc));
       }
     }
     key = "depthwise_smooth";

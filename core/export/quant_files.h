@@ -166,6 +166,7 @@ struct SavedQuantConfig {
     bool quantizable = false, quantized = false;
   };
   std::vector<NodeState> nodes;         // every node, graph order
+  std::vector<DepthwiseSmoothingScale> depthwiseEqualize;  // quantscope.depthwise_equalize: re-applied on load, first
   std::vector<DepthwiseSmoothingScale> depthwiseSmooth;  // quantscope.depthwise_smooth: re-applied on load
   std::vector<DepthwiseSmoothingScale> pointwiseSmooth;  // quantscope.pointwise_smooth: re-applied after it
   std::vector<WeightScaleRatios> headWeightScale;        // quantscope.head_weight_scale: re-applied on load
@@ -183,6 +184,7 @@ struct QuantConfigContext {
   bool dqOnly = true, externalData = false;
   TrtVersion trtVersion;                // the calibration.cache written beside it
   std::string trtAlgorithm;             // its header's algorithm
+  std::vector<DepthwiseSmoothingScale> depthwiseEqualize;  // the run's depthwise input equalization (pairs' s_c)
   std::vector<DepthwiseSmoothingScale> depthwiseSmooth;  // the run's depthwise input smoothing (its Mul nodes)
   std::vector<DepthwiseSmoothingScale> pointwiseSmooth;  // the run's group-1 Conv input smoothing (its Mul nodes)
   std::vector<WeightScaleRatios> headWeightScale;        // the run's head weight scale ratios

@@ -86,6 +86,12 @@ Status equalizeRunDepthwise(AnalysisRun& run) {
   return adoptSmoothing(run, apply, &DepthwiseEqualizationResult::pairs, &RemedySummary::depthwisePairs, true);
 }
 
+Status equalizeRunDepthwise(AnalysisRun& run, const std::vector<DepthwiseSmoothingScale>& saved,
+                            const std::string& where) {
+  auto apply = [&](const std::shared_ptr<const Model>& model) { return applyDepthwiseEqualization(model, saved, where); };
+  return adoptSmoothing(run, apply, &DepthwiseEqualizationResult::pairs, &RemedySummary::depthwisePairs, false);
+}
+
 Status smoothRunDepthwise(AnalysisRun& run) {
   auto apply = [&](const std::shared_ptr<const Model>& model) {
     DepthwiseSmoothingOptions o;

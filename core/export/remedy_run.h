@@ -21,6 +21,8 @@ Status equalizeRunModel(AnalysisRun& run);
 /// run.originalModel, the baseline of the remedies' before/after) by its depthwise-equalized copy
 /// and records the pairs and changed constants in run.remedies. Nothing when no pair is found.
 Status equalizeRunDepthwise(AnalysisRun& run);
+/// The same with the pairs' scales a quant_cfg.json saved (--load-config): the saved run's weights.
+Status equalizeRunDepthwise(AnalysisRun& run, const std::vector<DepthwiseSmoothingScale>& saved, const std::string& where);
 
 /// AnalysisRequest::depthwiseSmooth, after equalizeRunDepthwise: replaces run.model (and
 /// run.originalModel, as there) by a copy with a Mul on the inputs of the depthwise Convs that

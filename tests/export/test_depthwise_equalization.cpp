@@ -71,6 +71,42 @@ TEST(DepthwiseEqualization, KeepsTheFloatFunctionRaisesTheSnrAndReachesOnnxRunti
   const double ort = test::ortSnrAgainst(ref, q, dir);
   std::printf("ONNX Runtime on quantized.onnx: %.2f dB\n", ort);
   EXPECT_NEAR(ort, after, 0.5);
+
+  // quant_cfg.json keeps the pairs' scales: --load-config on the original model rescales the same
+  // weights, so the saved weight amax match and quantized.onnx is the same, byte for byte.
+  EXPECT_NE(readText(dir + "/out/quant_cfg.json").find("\"depthwise_equalize\""), std::string::npos);
+  AnalysisRequest reload = test::remedyRequest(model, dir + "/x.npy");
+  reload.loadConfig = dir + "/out/quant_cfg.json";
+  auto again = runAnalysis(reload);
+  ASSERT_TRUE(again) << again.status().message();
+  ASSERT_EQ(again->remedies.depthwisePairs.size(), 1u);
+  EXPECT_EQ(again->remedies.depthwisePairs[0].scale, on->remedies.depthwisePairs[0].scale);
+  const std::string q2 = exportRun(*again, dir + "/out2");
+  ASSERT_FALSE(q2.empty());
+  EXPECT_TRUE(readText(q) == readText(q2));
+  EXPECT_NEAR(again->result()->outputs[0].metrics.snrDb, after, 1e-9);
+
+  // A saved scale list that does not fit the model: one line naming the file, the node and the reason.
+  std::string cfg = readText(dir + "/out/quant_cfg.json");
+  const size_t at = cfg.find("\"depthwise_equalize\"");
+  ASSERT_NE(at, std::string::npos);
+  const size_t node = cfg.find("\"dwconv\"", at);
+  ASSERT_NE(node, std::string::npos);
+  cfg.replace(node, 8, "\"conv1\"");
+  {
+    std::ofstream f(dir + "/bad_cfg.json");
+    f << cfg;
+  }
+  AnalysisRequest bad = test::remedyRequest(model, dir + "/x.npy");
+  bad.loadConfig = dir + "/bad_cfg.json";
+  auto refused = runAnalysis(bad);
+  ASSERT_FALSE(refused);
+  const std::string msg = refused.status().message();
+  EXPECT_NE(msg.find(dir + "/bad_cfg.json: quantscope.depthwise_equalize: node 'conv1' is not a depthwise Conv"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("the config was made for another model"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   fs::remove_all(dir);
 }
 
