@@ -18,6 +18,7 @@
 #include "ui/calibration_dialog.h"
 #include "ui/export_dialog.h"
 #include "ui/main_window.h"
+#include "ui/realisation_text.h"
 
 namespace qs::ui {
 
@@ -155,6 +156,11 @@ AnalysisActions::AnalysisActions(MainWindow* window, AnalysisController* analysi
                            QString::fromStdString(quantModeName(r.calibration.mode)))
                       .arg(m_analysis->lastJobSeconds(), 0, 'f', 2)
                       .arg(m_analysis->result()->worstOutputSnrDb(), 0, 'f', 2));
+    // --realisations: auto's decision and each output's realisations, the lines the CLI prints.
+    if (const QString probe = realisationProbeText(*m_analysis->result()); !probe.isEmpty()) m_window->log(probe);
+    for (const OutputResult& o : m_analysis->result()->outputs)
+      if (const QString text = outputRealisationsText(o); !text.isEmpty())
+        m_window->log(QStringLiteral("Output %1: %2").arg(QString::fromStdString(o.name), text));
     for (const std::string& w : m_analysis->warnings()) m_window->log(QStringLiteral("Warning: ") + QString::fromStdString(w));
   });
 }
@@ -341,23 +347,30 @@ void AnalysisActions::onFallbackFinished(const std::vector<FallbackStep>& steps,
                                    QStringLiteral("Auto-fallback (%1 nodes)").arg(steps.size()), true));
   }
   const double worst = m_analysis->result()->worstOutputSnrDb();
-  m_window->log(QStringLiteral("Auto-fallback excluded %1 node(s); worst output SNR %2 dB%3")
+  // With realisations the target is checked on their mean too: shown beside the analysis's figure.
+  QString mean = worstRealisationsShortText(*m_analysis->result());
+  if (!mean.isEmpty()) mean = QStringLiteral(" (%1)").arg(mean);
+  m_window->log(QStringLiteral("Auto-fallback excluded %1 node(s); worst output SNR %2 dB%3%4")
                     .arg(steps.size())
                     .arg(worst, 0, 'f', 2)
-                    .arg(reached ? QString() : QStringLiteral(" (target not reached)")));
+                    .arg(mean, reached ? QString() : QStringLiteral(" (target not reached)")));
   if (!m_window->errorDialogsEnabled()) return;
   auto* dialog = new QDialog(m_window);
   dialog->setObjectName(QStringLiteral("fallbackDialog"));
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   dialog->setWindowTitle(QStringLiteral("Auto-fallback"));
   auto* layout = new QVBoxLayout(dialog);
-  layout->addWidget(new QLabel(reached ? QStringLiteral("Target reached after excluding %1 node(s). Worst output: %2 dB.")
-                                             .arg(steps.size())
-                                             .arg(worst, 0, 'f', 2)
-                                       : QStringLiteral("Target not reached: %1 node(s) excluded, worst output %2 dB.")
-                                             .arg(steps.size())
-                                             .arg(worst, 0, 'f', 2),
-                               dialog));
+  auto* summary = new QLabel(reached ? QStringLiteral("Target reached after excluding %1 node(s). Worst output: %2 dB%3.")
+                                           .arg(steps.size())
+                                           .arg(worst, 0, 'f', 2)
+                                           .arg(mean)
+                                     : QStringLiteral("Target not reached: %1 node(s) excluded, worst output %2 dB%3.")
+                                           .arg(steps.size())
+                                           .arg(worst, 0, 'f', 2)
+                                           .arg(mean),
+                             dialog);
+  summary->setObjectName(QStringLiteral("fallbackSummary"));
+  layout->addWidget(summary);
   auto* list = new QTreeWidget(dialog);
   list->setHeaderLabels({QStringLiteral("Step"), QStringLiteral("Excluded node"), QStringLiteral("Op"), QStringLiteral("Worst output SNR after (dB)")});
   list->setRootIsDecorated(false);

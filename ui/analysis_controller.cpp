@@ -8,6 +8,7 @@
 
 #include "core/analysis/fallback_curve.h"
 #include "core/analysis/result_projection.h"
+#include "ui/realisation_text.h"
 
 namespace qs::ui {
 
@@ -213,6 +214,16 @@ bool AnalysisController::calibrate(const AnalysisRequest& given) {
         return out;
       }
       result = std::move(toggled).value();
+      // A toggle keeps no realisations (its figures change): measured again at the states shown, as a
+      // configured exclusion has them on the command line (--realisations N; auto's decision is kept).
+      if (run->session->options().realisations > 1) {
+        auto measured = run->session->measureRealisations(report);
+        if (!measured) {
+          out->status = measured.status();
+          return out;
+        }
+        result = std::move(measured).value();
+      }
     }
     out->result = std::move(result);
     out->run = std::move(run);
@@ -431,7 +442,10 @@ void AnalysisController::finish(const std::shared_ptr<Outcome>& out) {
     if (ok) {
       m_curve = out->curve;
       emit fallbackCurveChanged(m_curve, m_fallbackTarget);
-      emit fallbackFinished(steps, m_result && m_result->worstOutputSnrDb() >= m_fallbackTarget);
+      // With realisations (--realisations) the target is reached where their mean reaches it too, as the core checks.
+      const int worstMean = m_result ? worstRealisationOutput(*m_result) : -1;
+      const bool onMean = worstMean < 0 || m_result->outputs[(size_t)worstMean].realisationMeanDb() >= m_fallbackTarget;
+      emit fallbackFinished(steps, m_result && m_result->worstOutputSnrDb() >= m_fallbackTarget && onMean);
     }
   }
   if (ok && job == Job::Calibrate) emit calibrated();

@@ -39,6 +39,7 @@
 #include "ui/project_controller.h"
 #include "ui/property_tree_model.h"
 #include "ui/quant_properties.h"
+#include "ui/realisation_text.h"
 #include "ui/search_bar.h"
 #include "ui/start_page.h"
 
@@ -300,6 +301,7 @@ void MainWindow::buildStatusBar() {
   m_progress->setTextVisible(false);
   m_progress->hide();
   m_statusInfo = new QLabel(this);
+  m_statusInfo->setObjectName(QStringLiteral("statusInfo"));
   m_statusZoom = new QLabel(this);
   m_statusZoom->setMinimumWidth(56);
   m_statusZoom->setAlignment(Qt::AlignRight | Qt::AlignVCenter);
@@ -687,12 +689,17 @@ void MainWindow::onResultChanged(const std::shared_ptr<const AnalysisResult>& re
       quantized += st.quantized;
       quantizable += st.quantizable;
     }
-    m_statusInfo->setText(QStringLiteral("%1 nodes · %2 of %3 quantizable nodes quantized · worst output SNR %4 dB · %5 samples")
+    // With realisations (--realisations), the worst output's mean and sd beside the analysis's figure.
+    const QString realisations = worstRealisationsShortText(*result);
+    const QString probe = realisationProbeShortText(result->realisationProbe);
+    m_statusInfo->setText(QStringLiteral("%1 nodes · %2 of %3 quantizable nodes quantized · worst output SNR %4 dB%5 · %6 samples%7")
                               .arg(m_current ? m_current->model->graph.nodes.size() : 0)
                               .arg(quantized)
                               .arg(quantizable)
                               .arg(result->worstOutputSnrDb(), 0, 'f', 2)
-                              .arg(result->samples));
+                              .arg(realisations.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(realisations))
+                              .arg(result->samples)
+                              .arg(probe.isEmpty() ? QString() : QStringLiteral(" · realisations %1").arg(probe)));
   }
   // The toggle cache (issue 16): read here, between jobs, as the session's other state is.
   if (const std::shared_ptr<QuantSession> session = m_analysis->session(); result && session) {

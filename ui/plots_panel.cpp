@@ -15,6 +15,7 @@
 
 #include "core/numeric/fake_quant.h"
 #include "ui/fallback_curve_plot.h"
+#include "ui/realisation_text.h"
 #include "ui/snr_scale.h"
 
 namespace qs::ui {
@@ -284,8 +285,10 @@ void PlotsPanel::refreshSnr() {
   m_beforeGraph->setVisible(!bx.isEmpty());
   if (bx.isEmpty()) m_beforeGraph->removeFromLegend();
   else m_beforeGraph->addToLegend();
-  titleOf(m_snr)->setText(m_result ? QStringLiteral("Per-layer SNR · worst output %1 dB · %2 samples")
+  const QString realisations = m_result ? worstRealisationsShortText(*m_result) : QString();
+  titleOf(m_snr)->setText(m_result ? QStringLiteral("Per-layer SNR · worst output %1 dB%2 · %3 samples")
                                          .arg(formatDb(m_result->worstOutputSnrDb()))
+                                         .arg(realisations.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(realisations))
                                          .arg(m_result->samples)
                                    : QStringLiteral("Per-layer SNR (calibrate to see it)"));
   if (!x.isEmpty()) {

@@ -1,7 +1,7 @@
 // The calibration dialog's "Remedies and precision" box: the choice the command line has as --remedies
 // (none, auto, or custom: the switches), the switches it has as --equalize, --bias-correction, --smoothquant
 // (--smoothquant-alpha), --weight-clip-search, --depthwise-equalize, --depthwise-smooth, --pointwise-smooth, and
-// --integer-conv, --high-precision-dtype, --sensitivity and --memory-budget, each mapped onto the
+// --integer-conv, --high-precision-dtype, --sensitivity, --calibration-refine, --realisations and --memory-budget, each mapped onto the
 // AnalysisRequest the pipeline runs (core/export/pipeline.h), so that a click in the workbench and
 // the same flags on the command line run the same thing. The project file's keys
 // for them are in ui/remedy_settings.h.
@@ -68,6 +68,11 @@ class RemedyOptions : public QGroupBox {
   QComboBox* sensitivityCombo() const { return m_sensitivity; }
   /// --calibration-refine passes (0: off, the default).
   QSpinBox* calibrationRefineBox() const { return m_calibrationRefine; }
+  /// --realisations auto|N (docs/quality.md, "Realisations of the rounding noise"): 1 (the default: the analysis
+  /// alone), 2 to 64 (the output SNR over N realisations of the rounding noise, the fallback's target checked on their
+  /// mean), or its minimum, 0, shown "auto" (--realisations auto: a probe of 4 decides 1 or 8).
+  QSpinBox* realisationsBox() const { return m_realisations; }
+  static constexpr int kAutoRealisations = 0;
   /// --memory-budget in MiB; 0 ("default") is half the available memory.
   QSpinBox* memoryBudgetBox() const { return m_memoryBudget; }
 
@@ -97,6 +102,7 @@ class RemedyOptions : public QGroupBox {
   QComboBox* m_highPrecision = nullptr;
   QComboBox* m_sensitivity = nullptr;
   QSpinBox* m_calibrationRefine = nullptr;
+  QSpinBox* m_realisations = nullptr;
   QSpinBox* m_memoryBudget = nullptr;
 };
 

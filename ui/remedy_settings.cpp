@@ -73,6 +73,9 @@ void writeRemedySettings(const AnalysisRequest& r, QJsonObject& c) {
   const auto s = sensitivityOf(r);
   if (s != sensitivityOf(AnalysisRequest{})) c.insert(QStringLiteral("sensitivity"), sensitivityName(s));
   if (r.calibrationRefine.passes > 0) c.insert(QStringLiteral("calibration_refine"), r.calibrationRefine.passes);
+  // --realisations: written when not 1 (the default), "auto" or the count, so that older projects read as 1.
+  if (r.realisationsAuto) c.insert(QStringLiteral("realisations"), QStringLiteral("auto"));
+  else if (r.realisations > 1) c.insert(QStringLiteral("realisations"), r.realisations);
   if (r.memoryBudgetBytes > 0) c.insert(QStringLiteral("memory_budget_bytes"), (double)r.memoryBudgetBytes);
 }
 
@@ -123,6 +126,19 @@ bool readRemedySettings(const QJsonObject& c, const QString& projectPath, Analys
       return false;
     }
     r.calibrationRefine.passes = (int)passes;
+  }
+  if (const QJsonValue n = c.value(QStringLiteral("realisations")); !n.isUndefined()) {
+    const double count = n.toDouble(-1);
+    if (n.isString() && n.toString() == QLatin1String("auto")) {
+      r.realisationsAuto = true;
+    } else if (n.isDouble() && count >= 1 && count <= 64 && count == std::floor(count)) {
+      r.realisationsAuto = false;
+      r.realisations = (int)count;
+    } else {
+      error = QStringLiteral("%1: \"realisations\": '%2': expected auto or a count from 1 to 64")
+                  .arg(projectPath, n.isDouble() ? QString::number(count) : printableValue(n));
+      return false;
+    }
   }
   const QJsonValue s = c.value(QStringLiteral("sensitivity"));
   if (s.isUndefined()) return true;

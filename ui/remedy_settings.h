@@ -37,7 +37,8 @@ QString sensitivityName(RemedySensitivity s);
 /// "depthwise_equalize" and "integer_conv" (on by default: written when off), "depthwise_smooth" and
 /// "pointwise_smooth" (off by default: written when on), "remedies" ("auto", written for --remedies auto only),
 /// "sensitivity" (written when not the default request's),
-/// "memory_budget_bytes" (--memory-budget, written when set), "calibration_refine" (--calibration-refine, written when not 0), so that projects without them read as
+/// "memory_budget_bytes" (--memory-budget, written when set), "calibration_refine" (--calibration-refine, written when not 0),
+/// "realisations" (--realisations: "auto" or a count from 2 to 64, written when not 1; 1 to 64 read), so that projects without them read as
 /// they did.
 void writeRemedySettings(const AnalysisRequest& request, QJsonObject& calibration);
 /// Reads those keys into `request`; false with `error` naming the file, the key and the value

@@ -64,6 +64,14 @@ AnalysisRequest calibrationFromEnv() {
   if (const QString budget = qEnvironmentVariable("QS_CALIBRATE_MEMORY_BUDGET"); !budget.isEmpty())
     if (Status st = parseByteSize(budget.toStdString(), r.memoryBudgetBytes, "QS_CALIBRATE_MEMORY_BUDGET"); !st)
       std::fprintf(stderr, "quantscope: %s\n", st.message().c_str());
+  // QS_CALIBRATE_REALISATIONS=auto|N: the dialog's Realisations (--realisations, 1 to 64).
+  if (const QString n = qEnvironmentVariable("QS_CALIBRATE_REALISATIONS"); !n.isEmpty()) {
+    bool ok = false;
+    const int count = n.toInt(&ok);
+    if (n == QStringLiteral("auto")) r.realisationsAuto = true;
+    else if (ok && count >= 1 && count <= 64) r.realisations = count;
+    else std::fprintf(stderr, "quantscope: QS_CALIBRATE_REALISATIONS: '%s': expected auto or a count from 1 to 64\n", qPrintable(n));
+  }
   const std::string method = qEnvironmentVariable("QS_CALIBRATE_METHOD", QStringLiteral("max")).toStdString();
   if (Status st = parseCalibrationMethod(method, r.calibration.method); !st)
     std::fprintf(stderr, "quantscope: QS_CALIBRATE_METHOD: %s\n", st.message().c_str());

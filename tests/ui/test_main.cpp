@@ -1,6 +1,6 @@
 // Runs every GUI test class in one offscreen process: the workbench (loader, layout, view, table),
 // the analysis (calibration worker, toggles, undo, plots, projects, export), autosave/restore, the
-// project file reader, the first run (one click on Calibrate, random inputs with shapes), control-flow display, grouped graphs, the int4 mode, the remedy switches and the remedy choice.
+// project file reader, the first run (one click on Calibrate, random inputs with shapes), control-flow display, grouped graphs, the int4 mode, the remedy switches, the remedy choice and the realisations of the rounding noise.
 #include <QApplication>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -16,6 +16,7 @@ int runRemedyTests(int argc, char** argv);
 int runInt4Tests(int argc, char** argv);
 int runRemedySwitchTests(int argc, char** argv);
 int runRemedyChoiceTests(int argc, char** argv);
+int runRealisationsTests(int argc, char** argv);
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -35,5 +36,6 @@ int main(int argc, char** argv) {
   if (only.isEmpty() || only == "int4") failures += runInt4Tests(argc, argv);
   if (only.isEmpty() || only == "remedyswitches") failures += runRemedySwitchTests(argc, argv);
   if (only.isEmpty() || only == "remedychoice") failures += runRemedyChoiceTests(argc, argv);
+  if (only.isEmpty() || only == "realisations") failures += runRealisationsTests(argc, argv);
   return failures;
 }
