@@ -4,6 +4,8 @@
 #include <cmath>
 #include <qcustomplot.h>
 
+#include "ui/realisation_text.h"
+
 namespace qs::ui {
 
 namespace {
@@ -11,6 +13,8 @@ namespace {
 const QColor kCurve(0x1f, 0x5f, 0xa8);
 const QColor kHere(0xd0, 0x1c, 0x2b);
 const QColor kTarget(0x55, 0x55, 0x55);
+
+const QString kTitle = QStringLiteral("Auto-fallback: output SNR against exclusions");
 
 double finiteOrNaN(double v) { return std::isfinite(v) ? v : qQNaN(); }
 
@@ -25,7 +29,8 @@ FallbackCurvePlot::FallbackCurvePlot(QWidget* parent) : QWidget(parent) {
   m_plot->plotLayout()->insertRow(0);
   QFont f = m_plot->font();
   f.setBold(true);
-  m_plot->plotLayout()->addElement(0, 0, new QCPTextElement(m_plot, QStringLiteral("Auto-fallback: output SNR against exclusions"), f));
+  m_title = new QCPTextElement(m_plot, kTitle, f);
+  m_plot->plotLayout()->addElement(0, 0, m_title);
   m_plot->xAxis->setLabel(QStringLiteral("nodes excluded"));
   m_plot->yAxis->setLabel(QStringLiteral("worst output SNR (dB)"));
   QSharedPointer<QCPAxisTickerFixed> whole(new QCPAxisTickerFixed);  // counts of nodes: whole ticks only
@@ -104,6 +109,14 @@ void FallbackCurvePlot::matchResult(const AnalysisResult& result) {
     if (rest) point = i;
   }
   if (point != m_current) setCurrentPoint(point);
+  // The points are the analysis's own figure (realisation 0); with realisations, the model's mean and sd
+  // now, which the fallback checked its target on too (ui/realisation_text.h).
+  const QString realisations = worstRealisationsShortText(result);
+  const QString title = realisations.isEmpty() ? kTitle : kTitle + QStringLiteral("\n(the model now: %1)").arg(realisations);
+  if (m_title->text() != title) {
+    m_title->setText(title);
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+  }
 }
 
 void FallbackCurvePlot::refreshCurrent() {

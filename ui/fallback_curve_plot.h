@@ -12,6 +12,7 @@
 class QCustomPlot;
 class QCPGraph;
 class QCPItemStraightLine;
+class QCPTextElement;
 
 namespace qs::ui {
 
@@ -47,6 +48,7 @@ class FallbackCurvePlot : public QWidget {
   QCPGraph* m_points = nullptr;   // every point
   QCPGraph* m_here = nullptr;     // the point the model is at
   QCPItemStraightLine* m_target = nullptr;
+  QCPTextElement* m_title = nullptr;
 };
 
 }  // namespace qs::ui

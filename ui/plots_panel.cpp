@@ -288,7 +288,7 @@ void PlotsPanel::refreshSnr() {
   const QString realisations = m_result ? worstRealisationsShortText(*m_result) : QString();
   titleOf(m_snr)->setText(m_result ? QStringLiteral("Per-layer SNR · worst output %1 dB%2 · %3 samples")
                                          .arg(formatDb(m_result->worstOutputSnrDb()))
-                                         .arg(realisations.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(realisations))
+                                         .arg(realisations.isEmpty() ? QString() : QStringLiteral("\n(%1)").arg(realisations))
                                          .arg(m_result->samples)
                                    : QStringLiteral("Per-layer SNR (calibrate to see it)"));
   if (!x.isEmpty()) {

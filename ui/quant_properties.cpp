@@ -103,20 +103,22 @@ std::vector<PropertyEntry> analysisSummary(const Model& model, const AnalysisRes
   a.children.push_back({QStringLiteral("Quantized nodes"), QStringLiteral("%1 of %2 quantizable").arg(quantized).arg(quantizable), {}, false});
   // --realisations: the setting as the run had it, and auto's decision (ui/realisation_text.h: the CLI's words).
   if (r.realisationProbe.ran)
-    a.children.push_back({QStringLiteral("Realisations"), realisationProbeShortText(r.realisationProbe),
+    // The decision first: the value column is narrow.
+    a.children.push_back({QStringLiteral("Realisations"),
+                          QString::asprintf("%d (auto: probe sd %.2f dB)", r.realisationProbe.chosen, r.realisationProbe.sdDb),
                           {{QStringLiteral("Probe"), realisationProbeText(r), {}, false}}, false});
   else if (worstRealisationOutput(r) >= 0)
     a.children.push_back({QStringLiteral("Realisations"),
                           QString::number(r.outputs[(size_t)worstRealisationOutput(r)].realisationSnrDb.size()), {}, false});
   for (const OutputResult& o : r.outputs) {
+    // Over the realisations of the rounding noise (what another runtime's figure compares with), beside the SNR.
+    const QString mean = o.realisationSnrDb.size() < 2 ? QString()
+                         : QString::asprintf(", mean of %zu %.2f dB, sd %.2f dB", o.realisationSnrDb.size(),
+                                             o.realisationMeanDb(), o.realisationSdDb());
     PropertyEntry e{QStringLiteral("Output %1").arg(QString::fromStdString(o.name)),
-                    QStringLiteral("SNR %1, cosine %2").arg(dbText(o.metrics.snrDb)).arg(o.metrics.cosine, 0, 'f', 6), {}, false};
-    // Over the realisations of the rounding noise: what another runtime's figure compares with.
-    if (o.realisationSnrDb.size() > 1) {
-      e.value += QString::asprintf(" · mean of %zu %.2f dB, sd %.2f dB", o.realisationSnrDb.size(), o.realisationMeanDb(),
-                                   o.realisationSdDb());
-      e.children.push_back({QStringLiteral("Realisations"), outputRealisationsText(o), {}, false});
-    }
+                    QStringLiteral("SNR %1%2, cosine %3").arg(dbText(o.metrics.snrDb), mean).arg(o.metrics.cosine, 0, 'f', 6), {}, false};
+    if (!mean.isEmpty())
+      e.children.push_back({QStringLiteral("Over %1 realisations").arg(o.realisationSnrDb.size()), outputRealisationsText(o), {}, false});
     a.children.push_back(std::move(e));
   }
   // Agreement with the float model's decisions, for the outputs with a class axis (agreement.h).

@@ -13,6 +13,7 @@
 #include <QTest>
 #include <algorithm>
 #include <cmath>
+#include <qcustomplot.h>
 
 #include "tests/support/text_images.h"
 #include "tests/ui/window_parts.h"
@@ -65,6 +66,20 @@ QString inspectorValue(const QAbstractItemModel& m, const QString& key, const QM
     if (const QString v = inspectorValue(m, key, k); !v.isEmpty()) return v;
   }
   return {};
+}
+
+// Waits until no job runs and every requested state is in the results.
+bool waitSettled(MainWindow& w, int timeoutMs = 300000) {
+  QElapsedTimer t;
+  t.start();
+  while (t.elapsed() < timeoutMs) {
+    QTest::qWait(10);
+    if (!w.analysis()->isBusy() && w.analysis()->unappliedStates().empty()) {
+      QTest::qWait(60);  // past the debounce, in case a request is still queued
+      if (!w.analysis()->isBusy() && w.analysis()->unappliedStates().empty()) return true;
+    }
+  }
+  return false;
 }
 
 // `quantscope analyze` on cls with `flags`: stdout and stderr together; empty when it failed (reported).
@@ -203,11 +218,37 @@ class RealisationsTest : public QObject {
       QVERIFY2(cli.contains(line), qPrintable(QStringLiteral("GUI '%1' not in the CLI's output:\n%2").arg(line, cli)));
       QVERIFY2(log.contains(line), qPrintable(log));
       const QString row = inspectorValue(*inspector, QStringLiteral("Output %1").arg(QString::fromStdString(o.name)));
-      QVERIFY2(row.contains(QString::asprintf("mean of 4 %.2f dB, sd %.2f dB", o.realisationMeanDb(), o.realisationSdDb())),
+      QVERIFY2(row.contains(QString::asprintf("mean of 4 %.2f dB, sd %.2f dB", o.realisationMeanDb(), o.realisationSdDb())) &&
+                   inspectorValue(*inspector, QStringLiteral("Over 4 realisations")) == line,
                qPrintable(row));
     }
+    QCOMPARE(inspectorValue(*inspector, QStringLiteral("Realisations")), QStringLiteral("4"));
     QVERIFY2(status.contains(worstRealisationsShortText(*result)) && !worstRealisationsShortText(*result).isEmpty(),
              qPrintable(status));
+
+    // The auto-fallback checks its target on the mean too, and leaves the chosen point's realisations, which the
+    // curve's title shows; `quantscope analyze --target-snr` stops at the same point with the same figures.
+    const double target = std::ceil(result->worstOutputSnrDb()) + 1;
+    QSignalSpy fallback(w.analysis(), &AnalysisController::fallbackFinished);
+    QVERIFY(w.analysis()->autoFallback(target));
+    QVERIFY(fallback.wait(300000));
+    const auto after = w.analysis()->result();
+    const QString cliFallback = runCli(clsFlags(m_images) + QStringList{QStringLiteral("--realisations"), QStringLiteral("4"),
+                                                                        QStringLiteral("--target-snr"), QString::number(target)});
+    QVERIFY(!cliFallback.isEmpty());
+    QVERIFY2(cliFallback.contains(QStringLiteral("%1 node(s) excluded").arg(fallback.first().at(0).value<std::vector<FallbackStep>>().size())),
+             qPrintable(cliFallback));
+    for (const OutputResult& o : after->outputs) {
+      QCOMPARE((int)o.realisationSnrDb.size(), 4);
+      QVERIFY2(cliFallback.contains(outputRealisationsText(o)), qPrintable(outputRealisationsText(o) + QLatin1Char('\n') + cliFallback));
+    }
+    const bool reached = fallback.first().at(1).toBool();
+    const int worstMean = worstRealisationOutput(*after);
+    QCOMPARE(reached, after->worstOutputSnrDb() >= target && after->outputs[(size_t)worstMean].realisationMeanDb() >= target);
+    QVERIFY(test::part<QCustomPlot>(w, "fallbackCurvePlot")->plotLayout()->elementCount() > 0);
+    auto* title = qobject_cast<QCPTextElement*>(test::part<QCustomPlot>(w, "fallbackCurvePlot")->plotLayout()->element(0, 0));
+    QVERIFY(title);
+    QVERIFY2(title->text().contains(worstRealisationsShortText(*after)), qPrintable(title->text()));
 
     // The project keeps the setting; opening it shows it in the dialog and runs with it.
     const QString project = m_tmp.filePath(QStringLiteral("cls4.qsproj"));
@@ -219,8 +260,10 @@ class RealisationsTest : public QObject {
     QVERIFY(calibrated2.wait(300000));
     QCOMPARE(w2.analysis()->request().realisations, 4);
     QCOMPARE(test::part<QSpinBox>(*w2.analysisActions()->calibrationDialog(), "realisationsBox")->value(), 4);
-    for (size_t i = 0; i < result->outputs.size(); ++i)
-      QCOMPARE(w2.analysis()->result()->outputs[i].realisationSnrDb, result->outputs[i].realisationSnrDb);
+    QVERIFY(waitSettled(w2));
+    // The fallback's exclusions come back as the user's states: the calibration measures the realisations there.
+    for (size_t i = 0; i < after->outputs.size(); ++i)
+      QCOMPARE(w2.analysis()->result()->outputs[i].realisationSnrDb, after->outputs[i].realisationSnrDb);
   }
 
   // auto: the probe's decision in the result, the status bar and the inspector, and the same line as the CLI's
@@ -251,7 +294,9 @@ class RealisationsTest : public QObject {
     const QString shortText = realisationProbeShortText(p);
     QCOMPARE(shortText, QStringLiteral("auto: probe sd %1 dB -> %2").arg(p.sdDb, 0, 'f', 2).arg(p.chosen));
     QVERIFY2(test::part<QLabel>(w, "statusInfo")->text().contains(shortText), qPrintable(test::part<QLabel>(w, "statusInfo")->text()));
-    QCOMPARE(inspectorValue(*test::part<PropertyTreeModel>(w, "inspectorModel"), QStringLiteral("Realisations")), shortText);
+    QCOMPARE(inspectorValue(*test::part<PropertyTreeModel>(w, "inspectorModel"), QStringLiteral("Realisations")),
+             QStringLiteral("%1 (auto: probe sd %2 dB)").arg(p.chosen).arg(p.sdDb, 0, 'f', 2));
+    QCOMPARE(inspectorValue(*test::part<PropertyTreeModel>(w, "inspectorModel"), QStringLiteral("Probe")), line);
     qInfo("cls, 4 samples, max: %s", qPrintable(line));
   }
 };
