@@ -4,6 +4,9 @@
 // file and the key), the run's result carries the realisations and the workbench shows their figures, and
 // a GUI run and `quantscope analyze` on the same model, data and settings print the same figures.
 #include <QApplication>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -16,6 +19,7 @@
 #include <qcustomplot.h>
 
 #include "tests/support/text_images.h"
+#include "tests/ui/export_helpers.h"
 #include "tests/ui/window_parts.h"
 #include "ui/analysis_actions.h"
 #include "ui/analysis_controller.h"
@@ -249,6 +253,20 @@ class RealisationsTest : public QObject {
     auto* title = qobject_cast<QCPTextElement*>(test::part<QCustomPlot>(w, "fallbackCurvePlot")->plotLayout()->element(0, 0));
     QVERIFY(title);
     QVERIFY2(title->text().contains(worstRealisationsShortText(*after)), qPrintable(title->text()));
+
+    // The workbench's export writes the realisations into report.json, as the CLI's export does.
+    const QString exported = m_tmp.filePath(QStringLiteral("export"));
+    QVERIFY(test::exportThroughDialog(w, exported));
+    const QJsonObject report = QJsonDocument::fromJson(test::readAll(exported + QStringLiteral("/report.json"))).object();
+    QCOMPARE(report.value(QStringLiteral("settings")).toObject().value(QStringLiteral("realisations")).toString(), QStringLiteral("4"));
+    const QJsonArray outputs = report.value(QStringLiteral("outputs")).toArray();
+    QCOMPARE(outputs.size(), (qsizetype)after->outputs.size());
+    for (qsizetype i = 0; i < outputs.size(); ++i) {
+      const QJsonObject r = outputs[i].toObject().value(QStringLiteral("realisations")).toObject();
+      QCOMPARE(r.value(QStringLiteral("snr_db")).toArray().size(), (qsizetype)4);
+      QCOMPARE(QString::asprintf("%.2f", r.value(QStringLiteral("mean_db")).toDouble()),
+               QString::asprintf("%.2f", after->outputs[(size_t)i].realisationMeanDb()));
+    }
 
     // The project keeps the setting; opening it shows it in the dialog and runs with it.
     const QString project = m_tmp.filePath(QStringLiteral("cls4.qsproj"));
