@@ -72,7 +72,7 @@ AnalysisRequest calibrationFromEnv() {
     else if (ok && count >= 1 && count <= 64) r.realisations = count;
     else std::fprintf(stderr, "quantscope: QS_CALIBRATE_REALISATIONS: '%s': expected auto or a count from 1 to 64\n", qPrintable(n));
   }
-  const std::string method = qEnvironmentVariable("QS_CALIBRATE_METHOD", QStringLiteral("max")).toStdString();
+  const std::string method = qEnvironmentVariable("QS_CALIBRATE_METHOD", QStringLiteral("auto")).toStdString();
   if (Status st = parseCalibrationMethod(method, r.calibration.method); !st)
     std::fprintf(stderr, "quantscope: QS_CALIBRATE_METHOD: %s\n", st.message().c_str());
   return r;
