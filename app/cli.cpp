@@ -110,6 +110,12 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                  "samples (default 0: no cap, every tensor and candidate; 12 costs 1.2-2x the calibration without "
                  "the refinement)")
       ->check(CLI::Range(0.0, 1e6));
+  cmd.add_option("--calibration-refine-realisations", a.calibrationRefine.realisations,
+                 "Method auto: score each refinement candidate on the mean of R realisations of the rounding "
+                 "noise (the activation scales dithered as --realisations does), kept only when the mean rises by "
+                 "more than 2 standard errors; costs R cone runs a candidate (default 0: the session's "
+                 "--realisations, 1 unless given)")
+      ->check(CLI::Range(0, 64));
   cmd.add_option("--calibration-refine-tensors", a.calibrationRefine.maxTargets,
                  "Method auto: refine only the K tensors with the lowest layer-wise SNR (0: all)")
       ->check(CLI::Range(0, 1000000));

@@ -35,6 +35,13 @@ struct ClipRefineResult {
   double checkBeforeDb = 0, checkAfterDb = 0;      // worst output SNR on the check samples
   double heldOutBeforeDb = NAN, heldOutAfterDb = NAN;  // the same on the held-out samples (NaN: none)
   int64_t checkSamples = 0, heldOutSamples = 0;
+  int realisations = 1;  // the realisations each candidate was scored on (RefineOptions::realisations)
+  /// The mean over RefineOptions::measureRealisations realisations of the worst output SNR, check and
+  /// held-out samples, before and after (NaN: not measured / no held-out samples).
+  int measureRealisations = 0;
+  double checkMeanBeforeDb = NAN, checkMeanAfterDb = NAN;
+  double heldOutMeanBeforeDb = NAN, heldOutMeanAfterDb = NAN;
+  int rejectedByMargin = 0;  // candidates whose mean gain was positive but within the margin
   int passes = 0;     // passes run (stops early when a pass changes nothing)
   int coneRuns = 0;   // cone re-runs (per candidate, all check batches together)
   int targetsTried = 0;   // targets (first pass) with at least one candidate run
