@@ -599,6 +599,7 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   if (refine.workCap != refineDefaults.workCap) s["calibration_refine_budget"] = std::to_string(refine.workCap);
   if (refine.realisations != refineDefaults.realisations)
     s["calibration_refine_realisations"] = std::to_string(refine.realisations);
+  if (refine.marginSe != refineDefaults.marginSe) s["calibration_refine_margin"] = std::to_string(refine.marginSe);
   if (refine.maxTargets != refineDefaults.maxTargets) s["calibration_refine_tensors"] = std::to_string(refine.maxTargets);
   if (refine.maxCandidates != refineDefaults.maxCandidates)
     s["calibration_refine_candidates"] = std::to_string(refine.maxCandidates);
