@@ -308,6 +308,16 @@ TEST_F(CliTest, CalibrationRefineRealisationsParseAndRejectJunk) {
     EXPECT_NE(bad.err.find("--calibration-refine-realisations"), std::string::npos) << bad.err;
     EXPECT_FALSE(fs::exists(dir + "/bad.json"));
   }
+  for (const char* junk : {"junk", "-1", "1e9", "2x"}) {
+    SCOPED_TRACE(junk);
+    auto bad = runQuantscope("analyze " + m + " --calibration-refine 1 --calibration-refine-margin " + std::string(junk) +
+                                 " --report " + dir + "/bad.json",
+                             dir);
+    EXPECT_EQ(bad.exitCode, 2) << bad.err;
+    EXPECT_EQ(lineCount(bad.err), 1) << bad.err;
+    EXPECT_NE(bad.err.find("--calibration-refine-margin"), std::string::npos) << bad.err;
+    EXPECT_FALSE(fs::exists(dir + "/bad.json"));
+  }
 }
 
 TEST_F(CliTest, AnalyzeBadOptionsAndDataExitTwo) {
