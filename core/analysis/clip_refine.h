@@ -8,7 +8,11 @@
 // re-running only the tensor's downstream cone over cached quantized activations of the check
 // samples; a candidate is kept only when it raises the worst output SNR over those samples (so the
 // pass never lowers it). To show over-fitting, the worst output SNR on held-out samples (those
-// after the check samples) is measured before and after, and reported beside it.
+// after the check samples) is measured before and after, and reported beside it. With
+// RefineOptions::realisations R > 1 each candidate is scored on the mean over R realisations of
+// the rounding noise (the activation scales dithered as --realisations does) and kept only above a
+// margin of standard errors; the check and held-out figures are also given on the mean of 8
+// realisations (docs/quality.md, "Refinement on the mean of realisations").
 #pragma once
 
 #include <map>
