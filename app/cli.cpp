@@ -58,6 +58,8 @@ struct TextFlags {
   std::string whatIf;        // --what-if weights-float|activations-per-channel|both|none
   std::string whatIfChannelAmax;  // --what-if-channel-amax capped|scaled
   std::string realisations = "1";  // --realisations auto|N
+  std::string refineRealisations;  // --calibration-refine-realisations R
+  std::string refineMargin;        // --calibration-refine-margin SE
 };
 TextFlags g_text;
 Int4Args g_int4;
@@ -110,6 +112,14 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
                  "samples (default 0: no cap, every tensor and candidate; 12 costs 1.2-2x the calibration without "
                  "the refinement)")
       ->check(CLI::Range(0.0, 1e6));
+  cmd.add_option("--calibration-refine-realisations", g_text.refineRealisations,
+                 "Method auto: score each refinement candidate on the mean of R realisations of the rounding "
+                 "noise (the activation scales dithered as --realisations does), kept only when the mean rises by "
+                 "more than 2 standard errors; costs R cone runs a candidate (default 0: the session's "
+                 "--realisations, 1 unless given)");
+  cmd.add_option("--calibration-refine-margin", g_text.refineMargin,
+                 "Method auto, with --calibration-refine-realisations above 1: keep a candidate only when its mean "
+                 "gain exceeds this many standard errors of the paired gain (default 2; 0: any mean gain)");
   cmd.add_option("--calibration-refine-tensors", a.calibrationRefine.maxTargets,
                  "Method auto: refine only the K tensors with the lowest layer-wise SNR (0: all)")
       ->check(CLI::Range(0, 1000000));
@@ -326,6 +336,33 @@ Status finishAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   QS_RETURN_IF_ERROR(parseOnOff("--activation-split", g_text.activationSplit, a.activationSplit));
   QS_RETURN_IF_ERROR(parseOnOff("--fallback-recalibrate", g_text.fallbackRecalibrate, a.fallbackRecalibrate));
   QS_RETURN_IF_ERROR(parseRealisations(g_text.realisations, a));
+  if (!g_text.refineRealisations.empty()) {
+    const std::string& text = g_text.refineRealisations;
+    size_t used = 0;
+    int n = -1;
+    try {
+      n = std::stoi(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size() || n < 0 || n > 64)
+      return invalidArgument("--calibration-refine-realisations '" + text +
+                             "': expected 0 (the session's --realisations) or a count from 1 to 64");
+    a.calibrationRefine.realisations = n;
+  }
+  if (!g_text.refineMargin.empty()) {
+    const std::string& text = g_text.refineMargin;
+    size_t used = 0;
+    double v = -1;
+    try {
+      v = std::stod(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size() || !(v >= 0 && v <= 100))
+      return invalidArgument("--calibration-refine-margin '" + text + "': expected a number of standard errors from 0 to 100");
+    a.calibrationRefine.marginSe = v;
+  }
   return validateRequest(a);
 }
 

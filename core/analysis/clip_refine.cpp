@@ -30,8 +30,7 @@ double worstDb(const std::vector<ErrorAccumulator>& acc) {
 
 // One check batch: its float graph outputs and the quantized table at the current scales.
 struct CheckBatch {
-  std::vector<Tensor> floatOut;  // per graph output
-  std::vector<Tensor> quant;     // every value of the quantized pass
+  std::vector<Tensor> floatOut;  // per graph output (the quantized tables are kept per realisation)
 };
 
 void addOutputs(const PassContext& c, const CheckBatch& b, const std::vector<Tensor>& table,
@@ -116,6 +115,8 @@ Result<ClipRefineResult> refineClipsOnOutputs(const PassContext& c, const QuantP
   const Graph& g = c.model.graph;
   const std::map<ValueId, ActivationQuant> before = act;
   ClipRefineResult res;
+  const int R = std::max(1, o.realisations);
+  res.realisations = R;
   const auto [checkFirst, checkCount] = batchRange(data, 0, std::max<int64_t>(1, o.checkSamples));
   const int64_t perBatch = std::max<int64_t>(1, data.batchSize());
   res.checkSamples = std::min(data.sampleCount(), checkCount * perBatch);
@@ -126,38 +127,56 @@ Result<ClipRefineResult> refineClipsOnOutputs(const PassContext& c, const QuantP
     act = before;
     return st;
   };
-  // The check batches: float outputs and the quantized table at the current scales.
+  // Runs `fn` with act's scales those of realisation k (act's own scales restored after).
+  auto inRealisation = [&](int k, auto&& fn) -> Status {
+    if (k <= 0) return fn();
+    const std::map<ValueId, ActivationQuant> base = act;
+    ditherActivationScales(act, k, o.realisationDither);
+    Status st = fn();
+    act = base;
+    return st;
+  };
+  // The check batches: float outputs and, per realisation, the quantized table at the current scales.
   std::vector<CheckBatch> batches((size_t)checkCount);
-  {
-    const FakeQuantTransform base(c.state, c.paths, enabled);
-    for (int64_t b = 0; b < checkCount; ++b) {
-      if (!keepGoing(c.cancel, progress, 0.05 * (double)b / (double)checkCount, "refining clip ranges"))
-        return fail(c.cancelled());
-      auto feeds = data.batch(checkFirst + b);
-      if (!feeds) return fail(feeds.status());
-      auto ft = floatPass(c, *feeds);
-      if (!ft) return fail(ft.status());
-      CheckBatch& cb = batches[(size_t)b];
-      for (ValueId o : g.outputs) cb.floatOut.push_back((*ft)[(size_t)o]);
-      auto table = c.executor.makeValueTable(*feeds);
-      if (!table) return fail(table.status());
-      FakeQuantTransform t = base;
-      RunOptions ro;
-      ro.cancel = &c.cancel.flag();
-      ro.inputTransform = &t;
-      if (Status st = c.executor.runNodes(g.topoOrder, *table, ro); !st) return fail(st);
-      cb.quant = std::move(table).value();
+  std::vector<std::vector<std::vector<Tensor>>> quant((size_t)R, std::vector<std::vector<Tensor>>((size_t)checkCount));
+  for (int64_t b = 0; b < checkCount; ++b) {
+    if (!keepGoing(c.cancel, progress, 0.05 * (double)b / (double)checkCount, "refining clip ranges"))
+      return fail(c.cancelled());
+    auto feeds = data.batch(checkFirst + b);
+    if (!feeds) return fail(feeds.status());
+    auto ft = floatPass(c, *feeds);
+    if (!ft) return fail(ft.status());
+    CheckBatch& cb = batches[(size_t)b];
+    for (ValueId o : g.outputs) cb.floatOut.push_back((*ft)[(size_t)o]);
+    for (int k = 0; k < R; ++k) {
+      Status st = inRealisation(k, [&]() -> Status {
+        auto table = c.executor.makeValueTable(*feeds);
+        if (!table) return table.status();
+        FakeQuantTransform t(c.state, c.paths, enabled);
+        RunOptions ro;
+        ro.cancel = &c.cancel.flag();
+        ro.inputTransform = &t;
+        QS_RETURN_IF_ERROR(c.executor.runNodes(g.topoOrder, *table, ro));
+        quant[(size_t)k][(size_t)b] = std::move(table).value();
+        return Status::ok();
+      });
+      if (!st) return fail(st);
     }
   }
-  std::vector<ErrorAccumulator> acc(g.outputs.size());
-  for (const CheckBatch& b : batches) addOutputs(c, b, b.quant, acc);
-  res.checkBeforeDb = res.checkAfterDb = worstDb(acc);
+  // The worst output SNR of each realisation at the current scales.
+  std::vector<double> current((size_t)R);
+  for (int k = 0; k < R; ++k) {
+    std::vector<ErrorAccumulator> acc(g.outputs.size());
+    for (size_t b = 0; b < batches.size(); ++b) addOutputs(c, batches[b], quant[(size_t)k][b], acc);
+    current[(size_t)k] = worstDb(acc);
+  }
+  res.checkBeforeDb = res.checkAfterDb = current[0];
 
   // Each node's work (estimated FLOPs on the first check batch) and the whole graph's, for the cap.
   std::vector<double> nodeWork(g.nodes.size(), 0.0);
   double graphWork = 0;
   if (!batches.empty()) {
-    const std::vector<Tensor>& v = batches[0].quant;
+    const std::vector<Tensor>& v = quant[0][0];
     for (NodeId id : g.topoOrder) {
       const Node& n = g.nodes[(size_t)id];
       std::vector<const Tensor*> in;
@@ -170,7 +189,8 @@ Result<ClipRefineResult> refineClipsOnOutputs(const PassContext& c, const QuantP
   }
   res.workCap = o.workCap > 0 ? o.workCap : 0;
 
-  // Each target's cone: every consumer of the tensor and what lies downstream; its work in whole-graph runs.
+  // Each target's cone: every consumer of the tensor and what lies downstream; its work in whole-graph
+  // runs, once per realisation.
   const size_t nTargets = o.maxTargets > 0 ? std::min(targets.size(), (size_t)o.maxTargets) : targets.size();
   std::vector<std::vector<NodeId>> cones(nTargets);
   std::vector<double> coneWork(nTargets, 0.0);
@@ -181,6 +201,7 @@ Result<ClipRefineResult> refineClipsOnOutputs(const PassContext& c, const QuantP
     cones[i] = coneOf(g, roots);
     for (NodeId n : cones[i]) coneWork[i] += nodeWork[(size_t)n];
     if (graphWork > 0) coneWork[i] /= graphWork;
+    coneWork[i] *= R;
   }
   auto candidateCount = [&](const RefineTarget& t) {
     return o.maxCandidates > 0 ? std::min(t.candidates.size(), (size_t)o.maxCandidates) : t.candidates.size();
@@ -188,80 +209,140 @@ Result<ClipRefineResult> refineClipsOnOutputs(const PassContext& c, const QuantP
   size_t tried = 0, total = 0;
   for (size_t i = 0; i < nTargets; ++i) total += candidateCount(targets[i]);
   total *= (size_t)std::max(1, o.passes);
+  auto mean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return s / (double)v.size();
+  };
 
   for (int pass = 0; pass < o.passes; ++pass) {
     ++res.passes;
     bool anyChange = false;
-    const double passStartDb = res.checkAfterDb;
+    const double passStartDb = mean(current);
     for (size_t i = 0; i < nTargets; ++i) {
       const RefineTarget& tg = targets[i];
       auto q = act.find(tg.value);
       if (q == act.end() || q->second.scaleGroup >= 0 || cones[i].empty()) continue;
-      const ActivationQuant current = q->second;
-      double bestDb = res.checkAfterDb;
+      const ActivationQuant cur = q->second;
+      double bestMean = mean(current);
       int bestK = -1;
       bool ranAny = false;
-      std::vector<std::vector<Tensor>> bestTables;
+      std::vector<double> bestWorst;
+      std::vector<std::vector<std::vector<Tensor>>> bestTables;
       for (size_t k = 0; k < candidateCount(tg); ++k, ++tried) {
         if (!keepGoing(c.cancel, progress, 0.05 + 0.85 * (double)tried / (double)std::max<size_t>(1, total),
                        "refining clip ranges on the outputs"))
           return fail(c.cancelled());
-        ActivationQuant trial = current;
+        ActivationQuant trial = cur;
         trial.amax = tg.candidates[k].amax;
         trial.scale = roundScale(scaleFromAmax(trial.amax, plan.mode), highPrecision);
-        if (trial.scale == current.scale) continue;
+        if (trial.scale == cur.scale) continue;
         if (res.workCap > 0 && res.work + coneWork[i] > res.workCap) {
           ++res.cappedRuns;  // a cheaper cone later may still fit
           continue;
         }
         act[tg.value] = trial;
-        std::vector<ErrorAccumulator> tacc(g.outputs.size());
-        std::vector<std::vector<Tensor>> tables;
-        FakeQuantTransform t(c.state, c.paths, enabled);
-        RunOptions ro;
-        ro.cancel = &c.cancel.flag();
-        ro.inputTransform = &t;
-        for (const CheckBatch& b : batches) {
-          std::vector<Tensor> table = b.quant;  // shares the buffers; the cone's outputs replace entries
-          if (Status st = c.executor.runNodes(cones[i], table, ro); !st) return fail(st);
-          addOutputs(c, b, table, tacc);
-          tables.push_back(std::move(table));
+        std::vector<double> worst((size_t)R);
+        std::vector<std::vector<std::vector<Tensor>>> tables((size_t)R);
+        for (int r = 0; r < R; ++r) {
+          Status st = inRealisation(r, [&]() -> Status {
+            std::vector<ErrorAccumulator> tacc(g.outputs.size());
+            FakeQuantTransform t(c.state, c.paths, enabled);
+            RunOptions ro;
+            ro.cancel = &c.cancel.flag();
+            ro.inputTransform = &t;
+            for (size_t b = 0; b < batches.size(); ++b) {
+              std::vector<Tensor> table = quant[(size_t)r][b];  // shares the buffers; the cone's outputs replace entries
+              QS_RETURN_IF_ERROR(c.executor.runNodes(cones[i], table, ro));
+              addOutputs(c, batches[b], table, tacc);
+              tables[(size_t)r].push_back(std::move(table));
+            }
+            worst[(size_t)r] = worstDb(tacc);
+            return Status::ok();
+          });
+          if (!st) return fail(st);
         }
         ++res.coneRuns;
         res.work += coneWork[i];
         ranAny = true;
-        const double db = worstDb(tacc);
-        if (db > bestDb + kMinGainDb) {
-          bestDb = db;
+        // The paired gain over the current scales, realisation by realisation.
+        std::vector<double> d((size_t)R);
+        for (int r = 0; r < R; ++r) d[(size_t)r] = worst[(size_t)r] - current[(size_t)r];
+        const double gain = mean(d);
+        bool clears = gain > kMinGainDb;
+        if (clears && R > 1) {
+          double ss = 0;
+          for (double x : d) ss += (x - gain) * (x - gain);
+          const double se = std::sqrt(ss / (double)(R - 1) / (double)R);
+          // Non-finite figures (an output at -inf or +inf) cannot say: not kept.
+          if (!std::isfinite(gain) || !(gain > o.marginSe * se)) {
+            clears = false;
+            ++res.rejectedByMargin;
+          }
+        }
+        const double m = mean(worst);
+        if (clears && m > bestMean + kMinGainDb) {
+          bestMean = m;
           bestK = (int)k;
+          bestWorst = worst;
           bestTables = std::move(tables);
         }
       }
       if (ranAny && pass == 0) ++res.targetsTried;
       if (bestK < 0) {
-        act[tg.value] = current;
+        act[tg.value] = cur;
         continue;
       }
-      ActivationQuant chosen = current;
+      ActivationQuant chosen = cur;
       chosen.amax = tg.candidates[(size_t)bestK].amax;
       chosen.scale = roundScale(scaleFromAmax(chosen.amax, plan.mode), highPrecision);
       act[tg.value] = chosen;
-      for (size_t b = 0; b < batches.size(); ++b) batches[b].quant = std::move(bestTables[b]);
-      res.checkAfterDb = bestDb;
+      quant = std::move(bestTables);
+      current = bestWorst;
+      res.checkAfterDb = current[0];
       res.changed[tg.value] = tg.candidates[(size_t)bestK];
       anyChange = true;
     }
-    if (!anyChange || res.checkAfterDb - passStartDb < o.minPassGainDb) break;
+    if (!anyChange || mean(current) - passStartDb < o.minPassGainDb) break;
   }
   batches.clear();
+  quant.clear();
 
+  const std::map<ValueId, ActivationQuant> after = act;
   if (heldCount > 0) {
-    const std::map<ValueId, ActivationQuant> after = act;
     auto h = heldOutSnr(c, act, {before, after}, enabled, data, heldFirst, heldCount);
     act = after;
     if (!h) return fail(h.status());
     res.heldOutBeforeDb = (*h)[0];
     res.heldOutAfterDb = (*h)[1];
+  }
+  // The same figures on the mean of measureRealisations realisations, for runs of any R alike.
+  if (o.measureRealisations > 1) {
+    const int M = o.measureRealisations;
+    res.measureRealisations = M;
+    std::vector<std::map<ValueId, ActivationQuant>> tables;
+    for (const auto* base : {&before, &after})
+      for (int k = 0; k < M; ++k) {
+        tables.push_back(*base);
+        ditherActivationScales(tables.back(), k, o.realisationDither);
+      }
+    auto meanOf = [&](const std::vector<double>& v, size_t from) {
+      double s = 0;
+      for (int k = 0; k < M; ++k) s += v[from + (size_t)k];
+      return s / M;
+    };
+    auto ch = heldOutSnr(c, act, tables, enabled, data, checkFirst, checkCount);
+    act = after;
+    if (!ch) return fail(ch.status());
+    res.checkMeanBeforeDb = meanOf(*ch, 0);
+    res.checkMeanAfterDb = meanOf(*ch, (size_t)M);
+    if (heldCount > 0) {
+      auto h = heldOutSnr(c, act, tables, enabled, data, heldFirst, heldCount);
+      act = after;
+      if (!h) return fail(h.status());
+      res.heldOutMeanBeforeDb = meanOf(*h, 0);
+      res.heldOutMeanAfterDb = meanOf(*h, (size_t)M);
+    }
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   keepGoing(c.cancel, progress, 1.0, "clip ranges refined");

@@ -8,7 +8,11 @@
 // re-running only the tensor's downstream cone over cached quantized activations of the check
 // samples; a candidate is kept only when it raises the worst output SNR over those samples (so the
 // pass never lowers it). To show over-fitting, the worst output SNR on held-out samples (those
-// after the check samples) is measured before and after, and reported beside it.
+// after the check samples) is measured before and after, and reported beside it. With
+// RefineOptions::realisations R > 1 each candidate is scored on the mean over R realisations of
+// the rounding noise (the activation scales dithered as --realisations does) and kept only above a
+// margin of standard errors; the check and held-out figures are also given on the mean of 8
+// realisations (docs/quality.md, "Refinement on the mean of realisations").
 #pragma once
 
 #include <map>
@@ -35,6 +39,13 @@ struct ClipRefineResult {
   double checkBeforeDb = 0, checkAfterDb = 0;      // worst output SNR on the check samples
   double heldOutBeforeDb = NAN, heldOutAfterDb = NAN;  // the same on the held-out samples (NaN: none)
   int64_t checkSamples = 0, heldOutSamples = 0;
+  int realisations = 1;  // the realisations each candidate was scored on (RefineOptions::realisations)
+  /// The mean over RefineOptions::measureRealisations realisations of the worst output SNR, check and
+  /// held-out samples, before and after (NaN: not measured / no held-out samples).
+  int measureRealisations = 0;
+  double checkMeanBeforeDb = NAN, checkMeanAfterDb = NAN;
+  double heldOutMeanBeforeDb = NAN, heldOutMeanAfterDb = NAN;
+  int rejectedByMargin = 0;  // candidates whose mean gain was positive but within the margin
   int passes = 0;     // passes run (stops early when a pass changes nothing)
   int coneRuns = 0;   // cone re-runs (per candidate, all check batches together)
   int targetsTried = 0;   // targets (first pass) with at least one candidate run

@@ -21,6 +21,20 @@ struct RefineOptions {
   double workCap = 0;
   /// A pass that raises the check samples' worst output SNR by less than this (dB) is the last one.
   double minPassGainDb = 0;
+  /// Realisations of the rounding noise each candidate is scored on (docs/quality.md, "Refinement on
+  /// the mean of realisations"): realisation 0 is the plain scales, k > 0 every activation scale
+  /// dithered by ditherActivationScales(k, realisationDither), as --realisations draws them. With
+  /// R > 1 a candidate is kept only when the mean over the R realisations of its worst output SNR
+  /// rises, and by more than marginSe standard errors of the paired differences (candidate minus the
+  /// current scales, realisation by realisation). Each candidate costs R cone runs. 0: the session's
+  /// realisations (QuantSession; 1 in refineClipsOnOutputs).
+  int realisations = 0;
+  double realisationDither = 1e-6;
+  double marginSe = 2.0;
+  /// The check and held-out samples' worst output SNR before and after are also measured on the mean
+  /// of this many realisations (0: not measured), whatever `realisations` is, so that runs with
+  /// different R compare on the same figure (2 x this many whole quantized passes over each set).
+  int measureRealisations = 8;
 };
 
 }  // namespace qs

@@ -495,6 +495,9 @@ Status QuantSession::refineClips(const CalibrationData& data, const std::map<Val
   }
   RefineOptions ro = o.refine;
   ro.checkSamples = o.checkSamples;
+  // 0: the session's realisations (--realisations N, or what --realisations auto's probe chose).
+  if (ro.realisations <= 0) ro.realisations = std::max(1, m_options.realisations);
+  ro.realisationDither = m_options.realisationDither;
   auto r = refineClipsOnOutputs(passContext(), m_plan, m_state.act, targets, enabledMask(), data, ro,
                                 m_options.calibration.highPrecision, progress);
   m_state.act = saved;
@@ -514,6 +517,13 @@ Status QuantSession::refineClips(const CalibrationData& data, const std::map<Val
     c.refineWork = r->work;
     c.refineWorkCap = r->workCap;
     c.refineCappedRuns = r->cappedRuns;
+    c.refineRealisations = r->realisations;
+    c.refineRejectedByMargin = r->rejectedByMargin;
+    c.refineMeasureRealisations = r->measureRealisations;
+    c.refineCheckMeanBeforeDb = r->checkMeanBeforeDb;
+    c.refineCheckMeanAfterDb = r->checkMeanAfterDb;
+    c.refineHeldOutMeanBeforeDb = r->heldOutMeanBeforeDb;
+    c.refineHeldOutMeanAfterDb = r->heldOutMeanAfterDb;
     if (auto ch = r->changed.find(id); ch != r->changed.end()) {
       c.refinedFrom = c.winner;
       c.refinedFromAmax = c.amax;

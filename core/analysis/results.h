@@ -65,6 +65,11 @@ struct ClipChoice {
   double refineWork = 0;         // cone work run, in whole-graph runs over the check samples
   double refineWorkCap = 0;      // the cap it ran under (0: none)
   int refineCappedRuns = 0;      // candidates skipped for the cap
+  int refineRealisations = 1;    // realisations each candidate was scored on
+  int refineRejectedByMargin = 0;  // candidates with a positive mean gain within the margin
+  int refineMeasureRealisations = 0;  // realisations of the mean figures below (0: not measured)
+  double refineCheckMeanBeforeDb = NAN, refineCheckMeanAfterDb = NAN;
+  double refineHeldOutMeanBeforeDb = NAN, refineHeldOutMeanAfterDb = NAN;
 };
 
 /// Per-channel quantization of one weight.

@@ -54,6 +54,9 @@ Status validateRequest(const AnalysisRequest& r) {
   if (!(refine.workCap >= 0 && refine.workCap <= 1e6))
     return invalidArgument("--calibration-refine-budget " + std::to_string(refine.workCap) +
                            ": expected 0 (no cap) or a positive number of whole-graph runs");
+  if (refine.realisations < 0 || refine.realisations > 64)
+    return invalidArgument("--calibration-refine-realisations " + std::to_string(refine.realisations) +
+                           ": expected 0 (the session's --realisations) to 64");
   if (refine.maxTargets < 0 || refine.maxCandidates < 0)
     return invalidArgument("--calibration-refine-tensors / --calibration-refine-candidates: expected 0 (all) or more");
   if (r.fallbackCandidates < 1)
@@ -594,6 +597,9 @@ std::map<std::string, std::string> runSettings(const AnalysisRun& run) {
   const RefineOptions refineDefaults = AnalysisRequest{}.calibrationRefine;
   if (refine.passes != refineDefaults.passes) s["calibration_refine"] = std::to_string(refine.passes);
   if (refine.workCap != refineDefaults.workCap) s["calibration_refine_budget"] = std::to_string(refine.workCap);
+  if (refine.realisations != refineDefaults.realisations)
+    s["calibration_refine_realisations"] = std::to_string(refine.realisations);
+  if (refine.marginSe != refineDefaults.marginSe) s["calibration_refine_margin"] = std::to_string(refine.marginSe);
   if (refine.maxTargets != refineDefaults.maxTargets) s["calibration_refine_tensors"] = std::to_string(refine.maxTargets);
   if (refine.maxCandidates != refineDefaults.maxCandidates)
     s["calibration_refine_candidates"] = std::to_string(refine.maxCandidates);

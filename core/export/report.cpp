@@ -167,7 +167,13 @@ std::string reportJson(const Model& model, const AnalysisResult& r, const Report
             {"held_out_snr_db_after", cc.refineHeldOutSamples > 0 ? jsonNumber(cc.refineHeldOutAfterDb) : Json(nullptr)},
             {"seconds", jsonNumber(cc.refineSeconds)}, {"tensors_tried", cc.refineTargetsTried},
             {"work", jsonNumber(cc.refineWork)}, {"work_cap", cc.refineWorkCap > 0 ? jsonNumber(cc.refineWorkCap) : Json(nullptr)},
-            {"capped_runs", cc.refineCappedRuns}};
+            {"capped_runs", cc.refineCappedRuns}, {"realisations", cc.refineRealisations},
+            {"rejected_by_margin", cc.refineRejectedByMargin},
+            {"measure_realisations", cc.refineMeasureRealisations},
+            {"check_mean_snr_db_before", cc.refineMeasureRealisations > 1 ? jsonNumber(cc.refineCheckMeanBeforeDb) : Json(nullptr)},
+            {"check_mean_snr_db_after", cc.refineMeasureRealisations > 1 ? jsonNumber(cc.refineCheckMeanAfterDb) : Json(nullptr)},
+            {"held_out_mean_snr_db_before", cc.refineMeasureRealisations > 1 && cc.refineHeldOutSamples > 0 ? jsonNumber(cc.refineHeldOutMeanBeforeDb) : Json(nullptr)},
+            {"held_out_mean_snr_db_after", cc.refineMeasureRealisations > 1 && cc.refineHeldOutSamples > 0 ? jsonNumber(cc.refineHeldOutMeanAfterDb) : Json(nullptr)}};
     }
   }
   for (const auto& w : r.weights) {

@@ -7,11 +7,15 @@
 #include <cmath>
 #include <random>
 
+#include "core/analysis/agreement.h"
+#include "core/analysis/batch_sweep.h"
 #include "core/analysis/clip_refine.h"
+#include "core/analysis/node_paths.h"
 #include "core/analysis/quant_session.h"
 #include "core/export/report.h"
 #include "core/io/npy.h"
 #include "core/onnx/loader.h"
+#include "tests/support/model_helpers.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/session_helpers.h"
 
@@ -277,4 +281,115 @@ TEST(ClipRefine, FewerCandidatesAndThePassGainStopCutTheRuns) {
   EXPECT_GT(a.refinePasses, 1);  // without the stop, the masked model takes a second pass
   EXPECT_EQ(s.refinePasses, 1);
   EXPECT_GE(s.refineCheckAfterDb, s.refineCheckBeforeDb);
+}
+
+// ---- The refinement on the mean of realisations (RefineOptions::realisations, docs/quality.md
+// "Refinement on the mean of realisations").
+
+namespace {
+
+// realisations' tie model (tests/analysis/test_realisations.cpp): x [8 samples, 4, 128] holds
+// (k + 1/2) / 64 and 127/64 once a sample, so that max calibration gives x the scale 1/64 exactly
+// and every other value sits on a rounding tie; one MatMul to two columns (64 output values a
+// sample). Realisation 0 rounds the ties half to even, a dithered one all toward zero or all away.
+Built buildTies() {
+  test::OnnxBuilder b(13);
+  const int64_t n = 128, rows = 4, cols = 2, samples = 8;
+  b.input("x", {-1, rows, n}).output("y", {-1, rows, cols});
+  std::mt19937 rng(17);
+  b.initializer("w", {n, cols}, test::randomValues((size_t)(n * cols), rng, -0.25f, 0.25f));
+  b.node("MatMul", {"x", "w"}, {"y"}, "mm");
+  std::uniform_int_distribution<int> k(0, 126);
+  Tensor x(DType::Float, {samples, rows, n});
+  for (int64_t s = 0; s < samples; ++s)
+    for (int64_t i = 0; i < rows * n; ++i)
+      x.data<float>()[s * rows * n + i] = i == s ? 127.f / 64 : ((float)k(rng) + 0.5f) / 64;
+  return test::buildWithData(b, x, "clip_refine_ties", 1);
+}
+
+// refineClipsOnOutputs on a copy of `s`'s state with one target (`value`, `candidates`), every node
+// quantized, the first 8 samples checked.
+Result<ClipRefineResult> refineOne(const QuantSession& s, const CalibrationData& data, ValueId value,
+                                   const std::vector<ClipCandidate>& candidates, int realisations) {
+  QuantState state = s.state();
+  const Graph& g = s.model().graph;
+  const NodePaths paths = plainPaths(g.nodes.size());
+  const std::vector<OutputKind> kinds(g.outputs.size(), OutputKind::Auto);
+  const PassContext c{s.model(), s.executor(), state, paths, s.cancelToken(), kinds};
+  RefineOptions o;
+  o.passes = 1;
+  o.checkSamples = 8;
+  o.heldOutSamples = 0;
+  o.realisations = realisations;
+  return refineClipsOnOutputs(c, s.plan(), state.act, {RefineTarget{value, candidates}},
+                              std::vector<char>(g.nodes.size(), 1), data, o, HighPrecision::Fp32);
+}
+
+}  // namespace
+
+TEST(ClipRefine, OnTheMeanOfRealisationsAGainOfRealisationZeroAloneIsNotKept) {
+  // Two candidates move x's scale by +-3e-7 (2-3 float steps of 1/64): on realisation 0 they turn
+  // the half-to-even ties all down or all up, a change of the realisation-0 figure that is pure
+  // noise (which way ties go); on a dithered realisation (scales x (1 + 1e-6 n)) the dither
+  // outweighs them and the candidate rounds as the current scale does. Scored on realisation 0
+  // (R = 1) the better of the two is kept; on the mean of 8 it is not: its mean gain is realisation
+  // 0's over 8, within 2 standard errors.
+  Built b = buildTies();
+  ASSERT_TRUE(b.model && b.data);
+  AnalysisOptions ao;
+  ao.calibration.method = CalibMethod::Max;
+  ao.threads = 2;
+  ao.sensitivity = false;
+  RefineRun run = test::calibrateAndAnalyse(b, ao);
+  ASSERT_TRUE(run.result);
+  const ValueId x = b.model->graph.findValue("x");
+  ASSERT_EQ(run.session->state().act.count(x), 1u);
+  const float amax = run.session->state().act.at(x).amax;
+  ASSERT_FLOAT_EQ(run.session->state().act.at(x).scale, 1.f / 64);
+  const std::vector<ClipCandidate> noise{{"up", amax * (1.f + 3e-7f)}, {"down", amax * (1.f - 3e-7f)}};
+  auto one = refineOne(*run.session, *b.data, x, noise, 1);
+  auto eight = refineOne(*run.session, *b.data, x, noise, 8);
+  ASSERT_TRUE(one) << one.status().message();
+  ASSERT_TRUE(eight) << eight.status().message();
+  std::printf("ties, R = 1: %.3f -> %.3f dB (%zu kept); R = 8: %.3f -> %.3f dB, mean %.3f -> %.3f (%zu kept, %d within the margin)\n",
+              one->checkBeforeDb, one->checkAfterDb, one->changed.size(), eight->checkBeforeDb, eight->checkAfterDb,
+              eight->checkMeanBeforeDb, eight->checkMeanAfterDb, eight->changed.size(), eight->rejectedByMargin);
+  EXPECT_EQ(one->realisations, 1);
+  EXPECT_EQ(eight->realisations, 8);
+  EXPECT_EQ(one->coneRuns, 2);
+  EXPECT_EQ(eight->coneRuns, 2);
+  // Realisation 0 alone sees a gain (more than a noise-free change would give: ~1 dB) and keeps it.
+  ASSERT_EQ(one->changed.size(), 1u);
+  EXPECT_GT(one->checkAfterDb, one->checkBeforeDb + 0.3);
+  // The mean of 8 does not; the figures are left as they were.
+  EXPECT_TRUE(eight->changed.empty());
+  EXPECT_GE(eight->rejectedByMargin, 1);
+  EXPECT_EQ(eight->checkAfterDb, eight->checkBeforeDb);
+  EXPECT_EQ(eight->checkMeanAfterDb, eight->checkMeanBeforeDb);
+  EXPECT_EQ(eight->checkBeforeDb, one->checkBeforeDb) << "realisation 0 is the same in both";
+}
+
+TEST(ClipRefine, OnTheMeanOfRealisationsARealGainIsKept) {
+  // The masked model's gain (the clip of x far below its max, +2 dB and more on held-out samples
+  // too) is no noise: scored on the mean of 4 realisations it is kept as on realisation 0, and the
+  // mean of the 8 measuring realisations rises on the held-out half as well.
+  Built b = buildReluMasked();
+  ASSERT_TRUE(b.model && b.data);
+  RefineRun off = analyseWithBudget(b, {.passes = 0});
+  RefineRun four = analyseWithBudget(b, {.passes = 1, .realisations = 4});
+  ASSERT_TRUE(off.result && four.result);
+  const ValueId x = b.model->graph.findValue("x");
+  const ClipChoice& c = four.result->clipChoices.at(x);
+  ASSERT_TRUE(c.refineRan);
+  EXPECT_EQ(c.refineRealisations, 4);
+  EXPECT_FALSE(c.refinedFrom.empty());
+  EXPECT_LT(c.amax, 0.75f * off.result->clipChoices.at(x).amax);
+  EXPECT_EQ(c.refineMeasureRealisations, 8);
+  EXPECT_GT(c.refineCheckMeanAfterDb, c.refineCheckMeanBeforeDb + 2.0);
+  EXPECT_GT(c.refineHeldOutMeanAfterDb, c.refineHeldOutMeanBeforeDb + 2.0);
+  // report.json carries the realisations and the mean figures.
+  ReportContext ctx;
+  const std::string json = reportJson(*b.model, *four.result, ctx);
+  EXPECT_NE(json.find("\"realisations\": 4"), std::string::npos) << json.substr(0, 3000);
+  EXPECT_NE(json.find("\"held_out_mean_snr_db_after\""), std::string::npos);
 }

@@ -277,6 +277,49 @@ TEST_F(CliTest, RealisationsParseAutoAndCountsAndRejectJunk) {
   }
 }
 
+TEST_F(CliTest, CalibrationRefineRealisationsParseAndRejectJunk) {
+  // --calibration-refine-realisations R: the refinement scores its candidates on the mean of R
+  // realisations (report.json: settings and tensors[].auto.refine.realisations); junk is one line.
+  std::string m = dir + "/conv.onnx";
+  writeConvModel(m, 8, 1);
+  auto ok = runQuantscope("analyze " + m + " --calibration-size 4 --calibration-refine 1 --calibration-refine-realisations 3 "
+                          "--report " + dir + "/r3.json", dir);
+  ASSERT_EQ(ok.exitCode, 0) << ok.err;
+  std::ifstream j(dir + "/r3.json");
+  std::stringstream ss;
+  ss << j.rdbuf();
+  const nlohmann::json r = nlohmann::json::parse(ss.str());
+  EXPECT_EQ(r["settings"]["calibration_refine_realisations"], "3");
+  int refined = 0;
+  for (const auto& t : r["tensors"])
+    if (t.contains("auto") && t["auto"].contains("refine")) {
+      ++refined;
+      EXPECT_EQ(t["auto"]["refine"]["realisations"], 3) << t.dump();
+      EXPECT_EQ(t["auto"]["refine"]["measure_realisations"], 8) << t.dump();
+    }
+  EXPECT_GT(refined, 0) << r.dump();
+  for (const char* junk : {"junk", "65", "-1", "2x"}) {
+    SCOPED_TRACE(junk);
+    auto bad = runQuantscope("analyze " + m + " --calibration-refine 1 --calibration-refine-realisations " + junk +
+                                 " --report " + dir + "/bad.json",
+                             dir);
+    EXPECT_EQ(bad.exitCode, 2) << bad.err;
+    EXPECT_EQ(lineCount(bad.err), 1) << bad.err;
+    EXPECT_NE(bad.err.find("--calibration-refine-realisations"), std::string::npos) << bad.err;
+    EXPECT_FALSE(fs::exists(dir + "/bad.json"));
+  }
+  for (const char* junk : {"junk", "-1", "1e9", "2x"}) {
+    SCOPED_TRACE(junk);
+    auto bad = runQuantscope("analyze " + m + " --calibration-refine 1 --calibration-refine-margin " + std::string(junk) +
+                                 " --report " + dir + "/bad.json",
+                             dir);
+    EXPECT_EQ(bad.exitCode, 2) << bad.err;
+    EXPECT_EQ(lineCount(bad.err), 1) << bad.err;
+    EXPECT_NE(bad.err.find("--calibration-refine-margin"), std::string::npos) << bad.err;
+    EXPECT_FALSE(fs::exists(dir + "/bad.json"));
+  }
+}
+
 TEST_F(CliTest, AnalyzeBadOptionsAndDataExitTwo) {
   std::string m = dir + "/conv.onnx";
   writeConvModel(m, 8, 0);
