@@ -115,8 +115,8 @@ void addAnalysisOptions(CLI::App& cmd, AnalysisRequest& a) {
   cmd.add_option("--calibration-refine-realisations", g_text.refineRealisations,
                  "Method auto: score each refinement candidate on the mean of R realisations of the rounding "
                  "noise (the activation scales dithered as --realisations does), kept only when the mean rises by "
-                 "more than 2 standard errors; costs R cone runs a candidate (default 0: the session's "
-                 "--realisations, 1 unless given)");
+                 "more than 2 standard errors; costs R cone runs a candidate and R times the memory of the check "
+                 "samples' tables (default 1; 0: the session's --realisations)");
   cmd.add_option("--calibration-refine-margin", g_text.refineMargin,
                  "Method auto, with --calibration-refine-realisations above 1: keep a candidate only when its mean "
                  "gain exceeds this many standard errors of the paired gain (default 2; 0: any mean gain)");

@@ -26,9 +26,11 @@ struct RefineOptions {
   /// dithered by ditherActivationScales(k, realisationDither), as --realisations draws them. With
   /// R > 1 a candidate is kept only when the mean over the R realisations of its worst output SNR
   /// rises, and by more than marginSe standard errors of the paired differences (candidate minus the
-  /// current scales, realisation by realisation). Each candidate costs R cone runs. 0: the session's
-  /// realisations (QuantSession; 1 in refineClipsOnOutputs).
-  int realisations = 0;
+  /// current scales, realisation by realisation). Each candidate costs R cone runs and the check
+  /// samples' quantized tables are held R times (rec at R = 8: 20.7 GB), so the default is 1, not
+  /// the session's realisations; 0: the session's realisations (QuantSession; 1 in
+  /// refineClipsOnOutputs).
+  int realisations = 1;
   double realisationDither = 1e-6;
   double marginSe = 2.0;
   /// The check and held-out samples' worst output SNR before and after are also measured on the mean

@@ -190,8 +190,9 @@ TEST(ClipRefine, CandidatesPutTheQuarterStepPairAndTheLayerwiseWinnerFirst) {
 namespace {
 
 // The refinement with the budget `refine` (its held-out samples: the last half).
-RefineRun analyseWithBudget(const Built& b, RefineOptions refine) {
+RefineRun analyseWithBudget(const Built& b, RefineOptions refine, int sessionRealisations = 1) {
   AnalysisOptions ao;
+  ao.realisations = sessionRealisations;
   ao.calibration.method = CalibMethod::Auto;
   ao.threads = 2;
   ao.sensitivity = false;
@@ -392,4 +393,19 @@ TEST(ClipRefine, OnTheMeanOfRealisationsARealGainIsKept) {
   const std::string json = reportJson(*b.model, *four.result, ctx);
   EXPECT_NE(json.find("\"realisations\": 4"), std::string::npos) << json.substr(0, 3000);
   EXPECT_NE(json.find("\"held_out_mean_snr_db_after\""), std::string::npos);
+}
+
+TEST(ClipRefine, TheSessionsRealisationsAreUsedOnlyWhenAskedFor) {
+  // The refinement holds the check samples' tables once per realisation (rec at R = 8: 20.7 GB), so
+  // a session with realisations (--realisations 4, or auto's 8) still refines on realisation 0
+  // unless RefineOptions::realisations is 0 (--calibration-refine-realisations 0).
+  Built b = buildReluMasked();
+  ASSERT_TRUE(b.model && b.data);
+  RefineRun plain = analyseWithBudget(b, {.passes = 1}, 4);
+  RefineRun session = analyseWithBudget(b, {.passes = 1, .realisations = 0}, 4);
+  ASSERT_TRUE(plain.result && session.result);
+  const ValueId x = b.model->graph.findValue("x");
+  ASSERT_TRUE(plain.result->clipChoices.at(x).refineRan);
+  EXPECT_EQ(plain.result->clipChoices.at(x).refineRealisations, 1);
+  EXPECT_EQ(session.result->clipChoices.at(x).refineRealisations, 4);
 }
