@@ -9,6 +9,7 @@
 #include "core/numeric/metrics.h"
 #include "core/quant/calibrator.h"
 #include "core/quant/high_precision.h"
+#include "core/util/memory_budget.h"
 
 namespace qs {
 namespace {
@@ -157,6 +158,18 @@ Result<ClipRefineResult> refineClipsOnOutputs(const PassContext& c, const QuantP
         ro.cancel = &c.cancel.flag();
         ro.inputTransform = &t;
         QS_RETURN_IF_ERROR(c.executor.runNodes(g.topoOrder, *table, ro));
+        if (R > 1 && k == 0 && b == 0 && o.memoryBudgetBytes > 0) {
+          // R tables per check batch: refuse before holding more than the budget (rec at R = 8: 20.7 GB).
+          uint64_t bytes = 0;
+          for (const Tensor& v : *table) bytes += v.byteSize();
+          const uint64_t all = bytes * (uint64_t)R * (uint64_t)checkCount;
+          if (all > o.memoryBudgetBytes)
+            return invalidArgument(
+                "--calibration-refine-realisations " + std::to_string(R) + ": the refinement would hold " +
+                std::to_string(R) + " x " + std::to_string(checkCount) + " quantized tables of " + formatByteSize(bytes) +
+                " (" + formatByteSize(all) + "), above the memory budget of " + formatByteSize(o.memoryBudgetBytes) +
+                ": use fewer realisations or a larger --memory-budget");
+        }
         quant[(size_t)k][(size_t)b] = std::move(table).value();
         return Status::ok();
       });

@@ -32,6 +32,11 @@ struct RefineOptions {
   /// refineClipsOnOutputs).
   int realisations = 1;
   double realisationDither = 1e-6;
+  /// With realisations > 1, the refinement refuses to start (one line) when the check samples'
+  /// quantized tables, held once per realisation, would pass this many bytes (the session's
+  /// --memory-budget; 0: unbounded). Estimated from the first table. R = 1 is not checked: it holds
+  /// what the refinement always held.
+  uint64_t memoryBudgetBytes = 0;
   double marginSe = 2.0;
   /// The check and held-out samples' worst output SNR before and after are also measured on the mean
   /// of this many realisations (0: not measured), whatever `realisations` is, so that runs with

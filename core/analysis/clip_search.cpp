@@ -498,6 +498,7 @@ Status QuantSession::refineClips(const CalibrationData& data, const std::map<Val
   // 0: the session's realisations (--realisations N, or what --realisations auto's probe chose).
   if (ro.realisations <= 0) ro.realisations = std::max(1, m_options.realisations);
   ro.realisationDither = m_options.realisationDither;
+  ro.memoryBudgetBytes = m_options.memoryBudgetBytes == UINT64_MAX ? 0 : m_options.memoryBudgetBytes;
   auto r = refineClipsOnOutputs(passContext(), m_plan, m_state.act, targets, enabledMask(), data, ro,
                                 m_options.calibration.highPrecision, progress);
   m_state.act = saved;

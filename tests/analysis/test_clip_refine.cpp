@@ -311,7 +311,8 @@ Built buildTies() {
 // refineClipsOnOutputs on a copy of `s`'s state with one target (`value`, `candidates`), every node
 // quantized, the first 8 samples checked.
 Result<ClipRefineResult> refineOne(const QuantSession& s, const CalibrationData& data, ValueId value,
-                                   const std::vector<ClipCandidate>& candidates, int realisations) {
+                                   const std::vector<ClipCandidate>& candidates, int realisations,
+                                   uint64_t memoryBudgetBytes = 0) {
   QuantState state = s.state();
   const Graph& g = s.model().graph;
   const NodePaths paths = plainPaths(g.nodes.size());
@@ -322,6 +323,7 @@ Result<ClipRefineResult> refineOne(const QuantSession& s, const CalibrationData&
   o.checkSamples = 8;
   o.heldOutSamples = 0;
   o.realisations = realisations;
+  o.memoryBudgetBytes = memoryBudgetBytes;
   return refineClipsOnOutputs(c, s.plan(), state.act, {RefineTarget{value, candidates}},
                               std::vector<char>(g.nodes.size(), 1), data, o, HighPrecision::Fp32);
 }
@@ -408,4 +410,32 @@ TEST(ClipRefine, TheSessionsRealisationsAreUsedOnlyWhenAskedFor) {
   ASSERT_TRUE(plain.result->clipChoices.at(x).refineRan);
   EXPECT_EQ(plain.result->clipChoices.at(x).refineRealisations, 1);
   EXPECT_EQ(session.result->clipChoices.at(x).refineRealisations, 4);
+}
+
+TEST(ClipRefine, MoreRealisationsThanTheMemoryBudgetHoldsAreRefusedInOneLine) {
+  // The check samples' tables are held once per realisation (rec at R = 8: 20.7 GB, killed): with
+  // R > 1 the refinement estimates them from the first table and refuses above the budget, before
+  // holding them; R = 1 is what the refinement always held and is not refused.
+  Built b = buildTies();
+  ASSERT_TRUE(b.model && b.data);
+  AnalysisOptions ao;
+  ao.calibration.method = CalibMethod::Max;
+  ao.threads = 2;
+  ao.sensitivity = false;
+  RefineRun run = test::calibrateAndAnalyse(b, ao);
+  ASSERT_TRUE(run.result);
+  const ValueId x = b.model->graph.findValue("x");
+  const float amax = run.session->state().act.at(x).amax;
+  const std::vector<ClipCandidate> cands{{"half", amax * 0.5f}};
+  const auto before = run.session->state().act.at(x).amax;
+  auto refused = refineOne(*run.session, *b.data, x, cands, 8, 1024);
+  ASSERT_FALSE(refused);
+  const std::string m = refused.status().message();
+  EXPECT_NE(m.find("--calibration-refine-realisations 8"), std::string::npos) << m;
+  EXPECT_NE(m.find("memory budget"), std::string::npos) << m;
+  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  EXPECT_EQ(run.session->state().act.at(x).amax, before);
+  // A budget that holds the 8 tables, and R = 1 under the small budget, run.
+  EXPECT_TRUE(refineOne(*run.session, *b.data, x, cands, 8, uint64_t(1) << 30));
+  EXPECT_TRUE(refineOne(*run.session, *b.data, x, cands, 1, 1024));
 }
