@@ -121,6 +121,7 @@ Result<ClipRefineResult> refineClipsOnOutputs(const PassContext& c, const QuantP
   const auto [checkFirst, checkCount] = batchRange(data, 0, std::max<int64_t>(1, o.checkSamples));
   const int64_t perBatch = std::max<int64_t>(1, data.batchSize());
   res.checkSamples = std::min(data.sampleCount(), checkCount * perBatch);
+  const int64_t checkBatches = checkCount;  // a plain copy: clang does not capture structured bindings
   const auto [heldFirst, heldCount] = batchRange(data, checkCount * perBatch, std::max<int64_t>(0, o.heldOutSamples));
   res.heldOutSamples = std::min(data.sampleCount() - res.checkSamples, heldCount * perBatch);
 
@@ -162,11 +163,11 @@ Result<ClipRefineResult> refineClipsOnOutputs(const PassContext& c, const QuantP
           // R tables per check batch: refuse before holding more than the budget (rec at R = 8: 20.7 GB).
           uint64_t bytes = 0;
           for (const Tensor& v : *table) bytes += v.byteSize();
-          const uint64_t all = bytes * (uint64_t)R * (uint64_t)checkCount;
+          const uint64_t all = bytes * (uint64_t)R * (uint64_t)checkBatches;
           if (all > o.memoryBudgetBytes)
             return invalidArgument(
                 "--calibration-refine-realisations " + std::to_string(R) + ": the refinement would hold " +
-                std::to_string(R) + " x " + std::to_string(checkCount) + " quantized tables of " + formatByteSize(bytes) +
+                std::to_string(R) + " x " + std::to_string(checkBatches) + " quantized tables of " + formatByteSize(bytes) +
                 " (" + formatByteSize(all) + "), above the memory budget of " + formatByteSize(o.memoryBudgetBytes) +
                 ": use fewer realisations or a larger --memory-budget");
         }
