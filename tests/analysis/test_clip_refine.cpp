@@ -328,6 +328,15 @@ Result<ClipRefineResult> refineOne(const QuantSession& s, const CalibrationData&
                               std::vector<char>(g.nodes.size(), 1), data, o, HighPrecision::Fp32);
 }
 
+// `b` calibrated with max (x's scale exactly 1/64 on the ties model) and analysed, without sensitivity.
+RefineRun analysedWithMax(const Built& b) {
+  AnalysisOptions ao;
+  ao.calibration.method = CalibMethod::Max;
+  ao.threads = 2;
+  ao.sensitivity = false;
+  return test::calibrateAndAnalyse(b, ao);
+}
+
 }  // namespace
 
 TEST(ClipRefine, OnTheMeanOfRealisationsAGainOfRealisationZeroAloneIsNotKept) {
@@ -339,11 +348,7 @@ TEST(ClipRefine, OnTheMeanOfRealisationsAGainOfRealisationZeroAloneIsNotKept) {
   // 0's over 8, within 2 standard errors.
   Built b = buildTies();
   ASSERT_TRUE(b.model && b.data);
-  AnalysisOptions ao;
-  ao.calibration.method = CalibMethod::Max;
-  ao.threads = 2;
-  ao.sensitivity = false;
-  RefineRun run = test::calibrateAndAnalyse(b, ao);
+  RefineRun run = analysedWithMax(b);
   ASSERT_TRUE(run.result);
   const ValueId x = b.model->graph.findValue("x");
   ASSERT_EQ(run.session->state().act.count(x), 1u);
@@ -418,23 +423,18 @@ TEST(ClipRefine, MoreRealisationsThanTheMemoryBudgetHoldsAreRefusedInOneLine) {
   // holding them; R = 1 is what the refinement always held and is not refused.
   Built b = buildTies();
   ASSERT_TRUE(b.model && b.data);
-  AnalysisOptions ao;
-  ao.calibration.method = CalibMethod::Max;
-  ao.threads = 2;
-  ao.sensitivity = false;
-  RefineRun run = test::calibrateAndAnalyse(b, ao);
+  RefineRun run = analysedWithMax(b);
   ASSERT_TRUE(run.result);
   const ValueId x = b.model->graph.findValue("x");
   const float amax = run.session->state().act.at(x).amax;
   const std::vector<ClipCandidate> cands{{"half", amax * 0.5f}};
-  const auto before = run.session->state().act.at(x).amax;
   auto refused = refineOne(*run.session, *b.data, x, cands, 8, 1024);
   ASSERT_FALSE(refused);
   const std::string m = refused.status().message();
   EXPECT_NE(m.find("--calibration-refine-realisations 8"), std::string::npos) << m;
   EXPECT_NE(m.find("memory budget"), std::string::npos) << m;
   EXPECT_EQ(m.find('\n'), std::string::npos) << m;
-  EXPECT_EQ(run.session->state().act.at(x).amax, before);
+  EXPECT_EQ(run.session->state().act.at(x).amax, amax);
   // A budget that holds the 8 tables, and R = 1 under the small budget, run.
   EXPECT_TRUE(refineOne(*run.session, *b.data, x, cands, 8, uint64_t(1) << 30));
   EXPECT_TRUE(refineOne(*run.session, *b.data, x, cands, 1, 1024));
